@@ -1,0 +1,1 @@
+"""The ``lakefeed`` command line."""

@@ -1,0 +1,1 @@
+"""Sources and sinks lakefeed ships on Spark's Python Data Source API (no jars needed)."""

@@ -1,0 +1,53 @@
+"""Where a pipeline keeps its things: one folder holds tables, checkpoints, schemas, event log.
+
+Every component (runtime, UI, CLI) resolves paths through :class:`Lakehouse` so the layout is
+defined once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_name(name: str) -> str:
+    """Table and flow names become folder names: refuse anything that could escape the root."""
+    if not _NAME.match(name):
+        raise ValueError(
+            f"invalid name {name!r}: use letters, digits and underscores, not starting with a digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Lakehouse:
+    """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | Path) -> Lakehouse:
+        return cls(Path(root).expanduser().resolve())
+
+    def table_path(self, name: str) -> Path:
+        return self.root / "tables" / check_name(name)
+
+    def checkpoint_path(self, flow: str) -> Path:
+        return self.root / "checkpoints" / check_name(flow)
+
+    def schema_path(self, flow: str) -> Path:
+        return self.root / "schemas" / check_name(flow)
+
+    @property
+    def event_log_path(self) -> Path:
+        return self.root / "event_log"
+
+    def table_names(self) -> list[str]:
+        """Names of the Delta tables present (folders holding a ``_delta_log``)."""
+        tables = self.root / "tables"
+        if not tables.is_dir():
+            return []
+        return sorted(p.name for p in tables.iterdir() if (p / "_delta_log").is_dir())

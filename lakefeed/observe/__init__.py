@@ -1,0 +1,1 @@
+"""What a person sees of a running pipeline: event log, logs, metrics, the web UI."""

@@ -1,0 +1,67 @@
+"""The one call that makes a SparkSession ready for lakefeed.
+
+Spark here has no delta-spark or spark-sql-kafka jars, so lakefeed registers its own Python data
+sources (``delta``, ``cloudFiles``, ``lakefeed_kafka``, ``lakefeed_iot``) on every session it
+hands out, and sets the state store defaults a streaming lakehouse wants (RocksDB with changelog
+checkpointing, UTC session time).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # Small machines are the common case; users raise this for clusters.
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def spark_session(
+    app_name: str = "lakefeed",
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Build (or reuse) a SparkSession with lakefeed's connectors registered.
+
+    Safe to call repeatedly: Spark returns the running session and registration is idempotent.
+    """
+    # Executors run our Arrow readers and writers: they must use this interpreter's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is None and "spark.master" not in (conf or {}) and not os.environ.get("MASTER"):
+        master = "local[*]"
+    if master is not None and master.startswith("local"):
+        # A local session has no business on any interface but loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in {**DEFAULT_CONF, **dict(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register_connectors(spark)
+    return spark
+
+
+def active_spark() -> SparkSession:
+    """The session a pipeline function should use: the running one, else a fresh default."""
+    return SparkSession.getActiveSession() or spark_session()
+
+
+def register_connectors(spark: SparkSession) -> None:
+    """Register every lakefeed data source on ``spark``."""
+    from lakefeed.connectors import delta, files, generator, kafka
+
+    for connector in (delta, kafka, files, generator):
+        connector.register(spark)

@@ -1,0 +1,56 @@
+"""Shared fixtures: one SparkSession for the whole test session (JVM start costs seconds)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Python workers must import pyarrow, deltalake, ...: run them with this interpreter.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the ``spark`` fixture are marked ``spark`` without saying so."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from lakefeed.session import spark_session
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = spark_session(
+        app_name="lakefeed-tests",
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.driver.memory": "2g",
+            "spark.sql.streaming.minBatchesToRetain": "20",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lakehouse(tmp_path: Path):
+    from lakefeed.lakehouse import Lakehouse
+
+    return Lakehouse.at(tmp_path / "lakehouse")
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

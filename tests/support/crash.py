@@ -1,0 +1,84 @@
+"""Crash harness: run a driver script, SIGKILL it (with its JVM) at random moments, restart.
+
+Used by every exactly-once test so that "kill -9 mid-stream" means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class CrashReport:
+    kills: int = 0
+    runs: int = 0
+    logs: list[str] = field(default_factory=list)
+
+
+def _spawn(argv: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    # A new session so the whole process group (Python driver + its JVM) dies together.
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(argv), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_with_kills(
+    argv: Sequence[str],
+    *,
+    workdir: Path,
+    kills: int,
+    kill_when: Callable[[int], bool] | None = None,
+    min_delay: float = 4.0,
+    max_delay: float = 12.0,
+    seed: int = 7,
+    env: dict[str, str] | None = None,
+    final_timeout: float = 240.0,
+) -> CrashReport:
+    """Run ``argv`` until it exits 0, killing it ``kills`` times first.
+
+    Each kill happens after a random delay in [min_delay, max_delay], or, when ``kill_when`` is
+    given, as soon as ``kill_when(kill_index)`` returns True (polled every 50 ms, with the random
+    delay as an upper bound). The final run must finish by itself within ``final_timeout``.
+    """
+    rng = random.Random(seed)
+    full_env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
+    report = CrashReport()
+    log = workdir / "driver.log"
+    for index in range(kills):
+        proc = _spawn(argv, {**full_env, "LAKEFEED_CRASH_RUN": str(index)}, log)
+        report.runs += 1
+        deadline = time.monotonic() + rng.uniform(min_delay, max_delay)
+        while time.monotonic() < deadline and proc.poll() is None:
+            if kill_when is not None and kill_when(index):
+                break
+            time.sleep(0.05)
+        if proc.poll() is None:
+            _kill(proc)
+            report.kills += 1
+    proc = _spawn(argv, {**full_env, "LAKEFEED_CRASH_RUN": "final"}, log)
+    report.runs += 1
+    try:
+        code = proc.wait(timeout=final_timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise AssertionError(f"final run did not finish; log:\n{log.read_text()[-4000:]}") from None
+    if code != 0:
+        raise AssertionError(f"final run exited {code}; log:\n{log.read_text()[-4000:]}")
+    report.logs.append(log.read_text())
+    return report

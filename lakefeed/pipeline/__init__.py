@@ -1,0 +1,1 @@
+"""Declarative pipelines: decorators and SQL files define flows; the graph is inferred."""

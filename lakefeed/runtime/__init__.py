@@ -1,0 +1,1 @@
+"""Running a pipeline: run modes, restarts with backoff, event log writing."""

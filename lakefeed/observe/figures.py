@@ -1,0 +1,413 @@
+"""Per-flow figures folded from event-log events.
+
+The web UI's JSON API, ``/metrics`` and ``lakefeed status``/``events`` all read a pipeline
+through :class:`Monitor`, so the three always show the same numbers. It is a pure fold over
+events (no Spark, no I/O): feed it events oldest first with :meth:`Monitor.apply`, in one go for
+the CLI or incrementally as new event-log files appear for the live UI.
+
+Definitions (each from one ``flow_progress``, i.e. Spark's ``StreamingQueryProgress``):
+
+- *batch duration*: ``durationMs.triggerExecution``.
+- *end-to-end latency*: the runtime's ``lakefeed.e2e_latency_ms`` when it measured one, else the
+  time from the newest event time of the batch (``eventTime.max``) to the batch commit
+  (trigger ``timestamp`` + batch duration): how far the flow's output trails its input.
+- *watermark delay*: batch ``timestamp`` − ``eventTime.watermark`` (Spark's initial epoch-0
+  watermark counts as "none yet").
+- *state rows / memory / rows dropped as late*: sums over ``stateOperators``.
+- *Kafka lag*: ``lakefeed.kafka_lag`` when the runtime put it there, else the sum of
+  :func:`lakefeed.connectors.kafka.lag.lag_from_progress` over the sources.
+- *backpressure*: input rate above processing rate (by more than :data:`BACKPRESSURE_MARGIN`)
+  for :data:`BACKPRESSURE_BATCHES` consecutive non-empty batches.
+- *state*: from the latest ``flow_*`` event (``run_stop`` stops the flows still running).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+BACKPRESSURE_BATCHES = 3
+BACKPRESSURE_MARGIN = 1.05
+#: Points kept per flow for charts (about 10 minutes at one batch per second).
+SERIES_POINTS = 600
+#: A running flow with no event for this long is shown as silent (its process may be gone).
+SILENT_AFTER_S = 60.0
+
+#: Chart series, in the column order of :meth:`FlowStatus.series_columns`.
+SERIES_FIELDS = (
+    "input_rps",
+    "processed_rps",
+    "duration_ms",
+    "latency_ms",
+    "watermark_delay_s",
+    "state_rows",
+    "state_memory_bytes",
+    "dropped_late",
+    "kafka_lag",
+)
+
+LagFn = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def _kafka_lag_fn() -> LagFn | None:
+    """The Kafka connector's lag function, if that connector is installed in this tree."""
+    try:
+        module = importlib.import_module("lakefeed.connectors.kafka.lag")
+    except ModuleNotFoundError:
+        return None
+    fn: LagFn | None = getattr(module, "lag_from_progress", None)
+    return fn
+
+
+def epoch(value: Any) -> float | None:
+    """Seconds since the epoch from a datetime or an ISO-8601 string (Spark's ``...Z`` form)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return None
+
+
+def _number(value: Any) -> float | None:
+    """A finite number or None (JSON for the browser has no NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """What one micro-batch of one flow measured."""
+
+    time: float
+    batch_id: int | None
+    input_rows: int
+    input_rps: float | None
+    processed_rps: float | None
+    duration_ms: float | None
+    latency_ms: float | None
+    watermark_delay_s: float | None
+    state_rows: int | None
+    state_memory_bytes: int | None
+    dropped_late: int
+    kafka_lag: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _state_sums(operators: list[dict[str, Any]]) -> tuple[int | None, int | None, int]:
+    if not operators:
+        return None, None, 0
+    rows = sum(int(op.get("numRowsTotal") or 0) for op in operators)
+    memory = sum(int(op.get("memoryUsedBytes") or 0) for op in operators)
+    dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in operators)
+    return rows, memory, dropped
+
+
+def _kafka_lag(progress: dict[str, Any], lag_fn: LagFn | None) -> int | None:
+    extra = (progress.get("lakefeed") or {}).get("kafka_lag")
+    if isinstance(extra, dict):
+        extra = extra.get("total")
+    value = _number(extra)
+    if value is not None:
+        return int(value)
+    if lag_fn is None:
+        return None
+    lags = [lag_fn(source) for source in progress.get("sources") or []]
+    totals = [lag["total"] for lag in lags if lag is not None]
+    return sum(totals) if totals else None
+
+
+def batch_figures(progress: dict[str, Any], lag_fn: LagFn | None = None) -> BatchFigures | None:
+    """Figures of one ``StreamingQueryProgress`` dict; None when it carries no batch time."""
+    started = epoch(progress.get("timestamp"))
+    if started is None:
+        return None
+    duration = _number((progress.get("durationMs") or {}).get("triggerExecution"))
+    event_time = progress.get("eventTime") or {}
+    watermark = epoch(event_time.get("watermark"))
+    newest = epoch(event_time.get("max"))
+    latency = _number((progress.get("lakefeed") or {}).get("e2e_latency_ms"))
+    if latency is None and newest is not None:
+        latency = max(0.0, (started - newest) * 1000.0 + (duration or 0.0))
+    state_rows, state_memory, dropped = _state_sums(progress.get("stateOperators") or [])
+    batch_id = progress.get("batchId")
+    return BatchFigures(
+        time=started,
+        batch_id=int(batch_id) if isinstance(batch_id, int) else None,
+        input_rows=int(progress.get("numInputRows") or 0),
+        input_rps=_number(progress.get("inputRowsPerSecond")),
+        processed_rps=_number(progress.get("processedRowsPerSecond")),
+        duration_ms=duration,
+        latency_ms=latency,
+        watermark_delay_s=started - watermark if watermark else None,
+        state_rows=state_rows,
+        state_memory_bytes=state_memory,
+        dropped_late=dropped,
+        kafka_lag=_kafka_lag(progress, lag_fn),
+    )
+
+
+def outpaced(batch: BatchFigures) -> bool:
+    """True when this batch's input arrived faster than the flow processed it."""
+    if batch.input_rows <= 0 or batch.input_rps is None or batch.processed_rps is None:
+        return False
+    return batch.input_rps > batch.processed_rps * BACKPRESSURE_MARGIN
+
+
+@dataclass
+class FlowStatus:
+    pipeline: str
+    name: str
+    state: str = "pending"
+    error: str | None = None
+    last_error: str | None = None
+    run_id: str | None = None
+    target: str | None = None
+    last_event_at: float | None = None
+    restarts: int = 0
+    batches: int = 0
+    input_rows_total: int = 0
+    dropped_late_total: int = 0
+    pressure_streak: int = 0
+    last: BatchFigures | None = None
+    series: deque[BatchFigures] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+
+    @property
+    def backpressure(self) -> bool:
+        return self.pressure_streak >= BACKPRESSURE_BATCHES
+
+    def silent(self, now: float) -> bool:
+        """Running, but nothing heard for a while: its process may have died without a stop."""
+        if self.state != "running" or self.last_event_at is None:
+            return False
+        return now - self.last_event_at > SILENT_AFTER_S
+
+    def add_batch(self, batch: BatchFigures) -> None:
+        self.last = batch
+        self.series.append(batch)
+        self.batches += 1
+        self.input_rows_total += batch.input_rows
+        self.dropped_late_total += batch.dropped_late
+        if outpaced(batch):
+            self.pressure_streak += 1
+        else:
+            self.pressure_streak = 0
+
+    def series_columns(self) -> dict[str, list[Any]]:
+        """Chart data as columns (``t`` plus :data:`SERIES_FIELDS`), the shape uPlot takes."""
+        columns: dict[str, list[Any]] = {"t": [b.time for b in self.series]}
+        for name in SERIES_FIELDS:
+            columns[name] = [getattr(b, name) for b in self.series]
+        return columns
+
+    def as_dict(self, now: float, with_series: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "pipeline": self.pipeline,
+            "name": self.name,
+            "state": self.state,
+            "silent": self.silent(now),
+            "error": self.error,
+            "last_error": self.last_error,
+            "run_id": self.run_id,
+            "target": self.target,
+            "last_event_at": self.last_event_at,
+            "restarts": self.restarts,
+            "batches": self.batches,
+            "input_rows_total": self.input_rows_total,
+            "dropped_late_total": self.dropped_late_total,
+            "backpressure": self.backpressure,
+            "pressure_streak": self.pressure_streak,
+            "last": self.last.as_dict() if self.last else None,
+        }
+        if with_series:
+            data["series"] = self.series_columns()
+        return data
+
+
+@dataclass
+class RuleCounts:
+    action: str
+    passed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class TableQuality:
+    """Expectation results of one table, summed over all batches in the event log."""
+
+    pipeline: str
+    table: str
+    batches: int = 0
+    quarantined: int = 0
+    rules: dict[str, RuleCounts] = field(default_factory=dict)
+
+    def add(self, details: dict[str, Any]) -> None:
+        self.batches += 1
+        self.quarantined += int(details.get("quarantined") or 0)
+        for name, counts in (details.get("rules") or {}).items():
+            rule = self.rules.setdefault(name, RuleCounts(str(counts.get("action") or "warn")))
+            rule.action = str(counts.get("action") or rule.action)
+            rule.passed += int(counts.get("passed") or 0)
+            rule.failed += int(counts.get("failed") or 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "table": self.table,
+            "batches": self.batches,
+            "quarantined": self.quarantined,
+            "rules": {
+                name: {"action": r.action, "passed": r.passed, "failed": r.failed}
+                for name, r in sorted(self.rules.items())
+            },
+        }
+
+
+@dataclass
+class PipelineStatus:
+    name: str
+    run_id: str | None = None
+    mode: str | None = None
+    state: str = "unknown"
+    started_at: float | None = None
+    stopped_at: float | None = None
+    stop_reason: str | None = None
+    last_error: str | None = None
+    graph: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "edges": []})
+    flows: dict[str, FlowStatus] = field(default_factory=dict)
+    tables: dict[str, TableQuality] = field(default_factory=dict)
+
+    def flow(self, name: str) -> FlowStatus:
+        if name not in self.flows:
+            self.flows[name] = FlowStatus(self.name, name)
+        return self.flows[name]
+
+
+_FLOW_STATES = {
+    "flow_start": "running",
+    "flow_progress": "running",
+    "flow_stop": "stopped",
+    "flow_failed": "failed",
+    "flow_restart": "restarting",
+}
+
+
+class Monitor:
+    """Everything the event log says about the pipelines of one lakehouse, folded event by event."""
+
+    def __init__(self, lag_fn: LagFn | None = None) -> None:
+        self.pipelines: dict[str, PipelineStatus] = {}
+        self.events_seen = 0
+        self._lag_fn = lag_fn if lag_fn is not None else _kafka_lag_fn()
+
+    def apply_all(self, events: Iterable[dict[str, Any]]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def apply(self, event: dict[str, Any]) -> None:
+        """Fold one event (a row of the event log, ``details`` already parsed)."""
+        self.events_seen += 1
+        pipeline = self.pipelines.setdefault(event["pipeline"], PipelineStatus(event["pipeline"]))
+        kind = event["event_type"]
+        at = epoch(event.get("timestamp"))
+        details = event.get("details") or {}
+        if kind == "run_start":
+            self._run_start(pipeline, event, details, at)
+        elif kind == "run_stop":
+            self._run_stop(pipeline, details, at)
+        elif kind == "expectations":
+            table = str(details.get("table") or event.get("flow") or "?")
+            if table not in pipeline.tables:
+                pipeline.tables[table] = TableQuality(pipeline.name, table)
+            pipeline.tables[table].add(details)
+        elif kind == "error":
+            pipeline.last_error = str(details.get("error") or event.get("message"))
+        if event.get("flow") and kind in _FLOW_STATES:
+            self._flow_event(pipeline.flow(event["flow"]), kind, event, details, at)
+        elif event.get("flow") and kind == "error":
+            pipeline.flow(event["flow"]).last_error = pipeline.last_error
+
+    def _run_start(
+        self, pipeline: PipelineStatus, event: dict[str, Any], details: dict[str, Any], at: Any
+    ) -> None:
+        pipeline.run_id = event.get("run_id")
+        pipeline.mode = details.get("mode")
+        pipeline.state = "running"
+        pipeline.started_at = at
+        pipeline.stopped_at = None
+        pipeline.stop_reason = None
+        pipeline.last_error = None
+        graph = details.get("graph") or {}
+        pipeline.graph = {"nodes": graph.get("nodes") or [], "edges": graph.get("edges") or []}
+        for flow in pipeline.flows.values():
+            flow.state, flow.error, flow.pressure_streak = "pending", None, 0
+
+    def _run_stop(self, pipeline: PipelineStatus, details: dict[str, Any], at: Any) -> None:
+        pipeline.state = "stopped"
+        pipeline.stopped_at = at
+        pipeline.stop_reason = details.get("reason")
+        for flow in pipeline.flows.values():
+            if flow.state in ("running", "pending", "restarting"):
+                flow.state = "stopped"
+
+    def _flow_event(
+        self,
+        flow: FlowStatus,
+        kind: str,
+        event: dict[str, Any],
+        details: dict[str, Any],
+        at: float | None,
+    ) -> None:
+        flow.state = _FLOW_STATES[kind]
+        flow.run_id = event.get("run_id")
+        flow.last_event_at = at
+        if kind == "flow_failed":
+            flow.error = str(details.get("error") or event.get("message"))
+            flow.last_error = flow.error
+        elif kind in ("flow_start", "flow_restart"):
+            flow.error = None
+            flow.target = details.get("target") or flow.target
+            flow.restarts += kind == "flow_restart"
+        elif kind == "flow_progress":
+            flow.error = None
+            batch = batch_figures(details, self._lag_fn)
+            if batch is not None:
+                flow.add_batch(batch)
+
+    def flows(self) -> list[FlowStatus]:
+        return [f for p in self.pipelines.values() for f in p.flows.values()]
+
+    def snapshot(self, now: float, with_series: bool = True) -> dict[str, Any]:
+        """The JSON the web UI polls: pipelines with graph, flows (with chart series), tables."""
+        return {
+            "now": now,
+            "events_seen": self.events_seen,
+            "pipelines": [
+                {
+                    "name": p.name,
+                    "run_id": p.run_id,
+                    "mode": p.mode,
+                    "state": p.state,
+                    "started_at": p.started_at,
+                    "stopped_at": p.stopped_at,
+                    "stop_reason": p.stop_reason,
+                    "last_error": p.last_error,
+                    "graph": p.graph,
+                    "flows": [f.as_dict(now, with_series) for f in p.flows.values()],
+                    "tables": [t.as_dict() for t in p.tables.values()],
+                }
+                for p in self.pipelines.values()
+            ],
+        }

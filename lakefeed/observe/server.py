@@ -1,0 +1,279 @@
+"""The web UI and ``/metrics``: a Starlette app served by uvicorn in a background thread.
+
+Everything it shows comes from the lakehouse folder (the event log and the Delta tables), so
+the same server works beside a running pipeline (``lakefeed run ... --ui``), for one running in
+another process (``lakefeed ui``), and for one that has stopped.
+
+Access: on a loopback address anyone on the machine may look, as with Spark's own UI. On any
+other address a token is required (``start_server`` refuses to start without one); clients send
+it as ``Authorization: Bearer <token>`` or once as ``?token=<token>``, which sets an HttpOnly
+cookie so the page's own requests carry it. The token is compared in constant time and never
+logged (uvicorn's access log, which would print query strings, is off).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.graph import layout
+from lakefeed.observe.logs import get_logger
+from lakefeed.observe.prom import render_metrics
+from lakefeed.observe.redact import redact_text
+from lakefeed.observe.tables import TableReader, TableViewError
+from lakefeed.observe.tail import LiveMonitor
+
+STATIC = Path(__file__).parent / "static"
+COOKIE = "lakefeed_token"
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+log = get_logger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class TokenAuth:
+    """ASGI middleware: every request must present the token (header, query or cookie)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    def _matches(self, supplied: str | None) -> bool:
+        return supplied is not None and hmac.compare_digest(supplied.encode(), self._token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        header = request.headers.get("authorization", "")
+        bearer = header[7:].strip() if header.lower().startswith("bearer ") else None
+        from_query = request.query_params.get("token")
+        if not (self._matches(bearer) or self._matches(request.cookies.get(COOKIE))):
+            if not self._matches(from_query):
+                response = PlainTextResponse(
+                    "lakefeed UI: token required. Open the page as /?token=<token> or send "
+                    "'Authorization: Bearer <token>'.",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+            send = self._setting_cookie(send)
+        await self.app(scope, receive, send)
+
+    def _setting_cookie(self, send: Send) -> Send:
+        cookie = SimpleCookie()
+        cookie[COOKIE] = self._token.decode()
+        cookie[COOKIE]["httponly"] = True
+        cookie[COOKIE]["samesite"] = "Strict"
+        cookie[COOKIE]["path"] = "/"
+        header = cookie.output(header="").strip().encode()
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"set-cookie", header)]
+            await send(message)
+
+        return wrapped
+
+
+class UIApi:
+    """The JSON endpoints; one instance per server, shared by its request threads."""
+
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        self.live = LiveMonitor(lakehouse.event_log_path)
+        self.tables = TableReader(lakehouse)
+
+    async def index(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    def state(self, request: Request) -> Response:
+        snapshot = self.live.refresh().snapshot(time.time())
+        for pipeline in snapshot["pipelines"]:
+            pipeline["layout"] = layout(pipeline["graph"])
+        return JSONResponse(snapshot)
+
+    def events(self, request: Request) -> Response:
+        limit = _int(request, "limit", 100)
+        self.live.refresh()
+        events = list(self.live.recent)[-limit:]
+        return JSONResponse([_event_json(e) for e in reversed(events)])
+
+    def table_list(self, request: Request) -> Response:
+        return JSONResponse(self.tables.summaries())
+
+    def table(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        summary = self.tables.summary(name)
+        order_by = request.query_params.get("order_by") or None
+        summary["latest"] = self.tables.latest_rows(name, _int(request, "limit", 20), order_by)
+        return JSONResponse(summary)
+
+    def chart(self, request: Request) -> Response:
+        q = request.query_params
+        if not q.get("time") or not q.get("measure"):
+            raise TableViewError("chart needs ?time=<column>&measure=<column>")
+        return JSONResponse(
+            self.tables.chart(
+                request.path_params["name"],
+                time=q["time"],
+                measure=q["measure"],
+                agg=q.get("agg", "avg"),
+                bucket_s=float(q.get("bucket_s") or 0),
+                points=_int(request, "points", 500),
+            )
+        )
+
+    def metrics(self, request: Request) -> Response:
+        body = render_metrics(self.live.refresh)
+        return Response(body, media_type=PROMETHEUS_CONTENT_TYPE)
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError as e:
+        raise TableViewError(f"{name} must be an integer, not {value!r}") from e
+
+
+def _event_json(event: dict[str, Any]) -> dict[str, Any]:
+    out = dict(event)
+    out["timestamp"] = event["timestamp"].isoformat()
+    return out
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": redact_text(str(exc))}, status_code=400)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.exception("UI request failed: %s", request.url.path)
+    return JSONResponse({"error": redact_text(f"{type(exc).__name__}: {exc}")}, status_code=500)
+
+
+def create_app(lakehouse: Lakehouse, token: str | None = None) -> ASGIApp:
+    api = UIApi(lakehouse)
+    app = Starlette(
+        routes=[
+            Route("/", api.index),
+            Route("/api/state", api.state),
+            Route("/api/events", api.events),
+            Route("/api/tables", api.table_list),
+            Route("/api/tables/{name}", api.table),
+            Route("/api/tables/{name}/chart", api.chart),
+            Route("/metrics", api.metrics),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        exception_handlers={TableViewError: _bad_request, Exception: _server_error},
+    )
+    return TokenAuth(app, token) if token else app
+
+
+@dataclass
+class ServerHandle:
+    """A running UI server. ``url`` never contains the token."""
+
+    url: str
+    host: str
+    port: int
+    _server: uvicorn.Server
+    _thread: threading.Thread
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C stops it)."""
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+        except KeyboardInterrupt:
+            self.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as e:
+        raise OSError(f"cannot serve the UI on {host}:{port}: {e.strerror or e}") from e
+
+
+def start_server(
+    lakehouse: Lakehouse | str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+) -> ServerHandle:
+    """Serve the UI and ``/metrics`` for ``lakehouse`` in a daemon thread (``port=0``: any free).
+
+    Refuses a non-loopback ``host`` without a token: the UI shows table contents and errors.
+    """
+    if not is_loopback(host) and not token:
+        raise ValueError(
+            f"serving the UI on {host} exposes pipeline data to the network: set a token "
+            "(--token or LAKEFEED_UI_TOKEN), or bind to 127.0.0.1"
+        )
+    if not isinstance(lakehouse, Lakehouse):
+        lakehouse = Lakehouse.at(lakehouse)
+    sock = _bind(host, port)
+    config = uvicorn.Config(
+        create_app(lakehouse, token),
+        log_level="warning",
+        access_log=False,
+        log_config=None,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="lakefeed-ui", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            raise RuntimeError(f"the UI server on {host}:{port} did not start")
+        time.sleep(0.02)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/"
+    log.info("lakefeed UI serving %s", lakehouse.root, extra={"url": url})
+    return ServerHandle(url, host, bound, server, thread)

@@ -1,0 +1,69 @@
+"""YSB as a hand-written PySpark Structured Streaming job with Spark's native source and sink.
+
+What a competent user writes without lakefeed: ``readStream.json`` over the landing folder,
+the shared query, ``writeStream.parquet`` with ``trigger(availableNow=True)``. Spark's native
+Kafka source needs the spark-sql-kafka jar, which cannot be fetched here (no Maven), so this job
+has a files leg only.
+
+Run: ``python -m bench.ysb.pyspark_job --input DIR --campaigns FILE --work DIR``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench.ysb import protocol, query
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(f"local[{args.cores}]")
+        .appName("ysb-pyspark")
+        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    events = (
+        spark.readStream.schema(query.EVENT_SCHEMA)
+        .option("maxFilesPerTrigger", args.max_files)
+        .json(str(args.input))
+    )
+    counts = query.window_counts(events, query.campaigns_frame(spark, str(args.campaigns)))
+    started = time.perf_counter()
+    stream = (
+        counts.writeStream.format("parquet")
+        .outputMode("append")
+        .option("checkpointLocation", str(args.work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(args.work / "output"))
+    )
+    stream.awaitTermination()
+    elapsed = time.perf_counter() - started
+    rows = sum(p["numInputRows"] for p in stream.recentProgress)
+    spark.stop()
+    protocol.emit(elapsed_s=elapsed, input_rows=rows, output=str(args.work / "output"))
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", type=Path, required=True)
+    p.add_argument("--campaigns", type=Path, required=True)
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--max-files", type=int, default=8)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main()

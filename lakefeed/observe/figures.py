@@ -186,7 +186,8 @@ class FlowStatus:
 
     @property
     def backpressure(self) -> bool:
-        return self.pressure_streak >= BACKPRESSURE_BATCHES
+        """A live warning: only a running flow can be falling behind."""
+        return self.state == "running" and self.pressure_streak >= BACKPRESSURE_BATCHES
 
     def silent(self, now: float) -> bool:
         """Running, but nothing heard for a while: its process may have died without a stop."""

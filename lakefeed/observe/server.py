@@ -37,7 +37,7 @@ from lakefeed.observe.logs import get_logger
 from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.redact import redact_text
 from lakefeed.observe.tables import TableReader, TableViewError
-from lakefeed.observe.tail import LiveMonitor
+from lakefeed.observe.tail import LiveMonitor, event_record
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
@@ -128,7 +128,7 @@ class UIApi:
         limit = _int(request, "limit", 100)
         self.live.refresh()
         events = list(self.live.recent)[-limit:]
-        return JSONResponse([_event_json(e) for e in reversed(events)])
+        return JSONResponse([event_record(e) for e in reversed(events)])
 
     def table_list(self, request: Request) -> Response:
         return JSONResponse(self.tables.summaries())
@@ -170,12 +170,6 @@ def _int(request: Request, name: str, default: int) -> int:
         raise TableViewError(f"{name} must be an integer, not {value!r}") from e
 
 
-def _event_json(event: dict[str, Any]) -> dict[str, Any]:
-    out = dict(event)
-    out["timestamp"] = event["timestamp"].isoformat()
-    return out
-
-
 async def _bad_request(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": redact_text(str(exc))}, status_code=400)
 
@@ -190,6 +184,7 @@ def create_app(lakehouse: Lakehouse, token: str | None = None) -> ASGIApp:
     app = Starlette(
         routes=[
             Route("/", api.index),
+            Route("/favicon.ico", lambda request: Response(status_code=204)),
             Route("/api/state", api.state),
             Route("/api/events", api.events),
             Route("/api/tables", api.table_list),

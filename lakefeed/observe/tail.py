@@ -30,6 +30,11 @@ def _events(table: pa.Table) -> list[dict[str, Any]]:
     return rows
 
 
+def event_record(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as plain JSON types (the timestamp as ISO-8601 text)."""
+    return {**event, "timestamp": event["timestamp"].isoformat()}
+
+
 class EventTail:
     """New events of an event-log Delta table, oldest first, each event returned once."""
 

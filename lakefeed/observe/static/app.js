@@ -23,6 +23,7 @@
   function ms(v) {
     if (v === null || v === undefined) return "–";
     if (Math.abs(v) < 1000) return v.toFixed(0) + " ms";
+    if (Math.abs(v) < 10000) return (v / 1000).toFixed(2) + " s";
     if (Math.abs(v) < 120000) return (v / 1000).toFixed(1) + " s";
     return (v / 60000).toFixed(1) + " min";
   }

@@ -1,0 +1,156 @@
+"""``lakefeed ui``, ``lakefeed status`` and ``lakefeed events``: look at a lakehouse's pipelines.
+
+All three read only the lakehouse folder (event log and Delta tables), so they work for a
+pipeline running in another process and for one that has stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+from rich.live import Live
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.console import (
+    event_json,
+    event_row,
+    events_table,
+    make_console,
+    status_view,
+)
+from lakefeed.observe.event_log import EVENT_TYPES
+from lakefeed.observe.tail import EventTail, LiveMonitor
+
+lakehouse_option = click.option(
+    "--lakehouse",
+    "lakehouse_dir",
+    default="lakehouse",
+    show_default=True,
+    envvar="LAKEFEED_LAKEHOUSE",
+    type=click.Path(file_okay=False),
+    help="Lakehouse folder (tables, checkpoints, event log). Env: LAKEFEED_LAKEHOUSE.",
+)
+
+
+@click.command()
+@lakehouse_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8765, show_default=True, type=int, help="Port (0: any free).")
+@click.option(
+    "--token",
+    envvar="LAKEFEED_UI_TOKEN",
+    default=None,
+    help="Access token; required unless bound to a loopback address. Env: LAKEFEED_UI_TOKEN.",
+)
+def ui(lakehouse_dir: str, host: str, port: int, token: str | None) -> None:
+    """Serve the web UI and Prometheus /metrics for a lakehouse until Ctrl-C."""
+    from lakefeed.observe.server import start_server
+
+    try:
+        handle = start_server(Lakehouse.at(lakehouse_dir), host=host, port=port, token=token)
+    except (ValueError, OSError) as e:
+        raise click.UsageError(str(e)) from e
+    note = " (open it with ?token=<your token>)" if token else ""
+    click.echo(f"lakefeed UI on {handle.url}{note}; metrics at {handle.url}metrics")
+    handle.wait()
+
+
+@click.command()
+@lakehouse_option
+@click.option(
+    "--watch/--once",
+    default=None,
+    help="Refresh the table live (default when the output is a terminal) or print it once.",
+)
+@click.option("--interval", default=2.0, show_default=True, help="Seconds between refreshes.")
+def status(lakehouse_dir: str, watch: bool | None, interval: float) -> None:
+    """Each flow's state, rates, latency, watermark, state size and lag; expectation counts."""
+    live = LiveMonitor(Lakehouse.at(lakehouse_dir).event_log_path, min_interval=0)
+    console = make_console()
+    if watch is None:
+        watch = console.is_terminal
+    if not watch:
+        console.print(status_view(live.refresh(), time.time()))
+        return
+    with Live(status_view(live.refresh(), time.time()), console=console) as screen:
+        try:
+            while True:
+                time.sleep(interval)
+                screen.update(status_view(live.refresh(), time.time()))
+        except KeyboardInterrupt:
+            pass
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    types: frozenset[str]
+    flow: str | None
+    run_id: str | None
+    since: datetime | None
+
+    def matches(self, event: dict[str, Any]) -> bool:
+        return (
+            (not self.types or event["event_type"] in self.types)
+            and (self.flow is None or event.get("flow") == self.flow)
+            and (self.run_id is None or event.get("run_id") == self.run_id)
+            and (self.since is None or event["timestamp"] > self.since)
+        )
+
+
+@click.command()
+@lakehouse_option
+@click.option("-n", "--limit", default=20, show_default=True, help="How many latest events.")
+@click.option(
+    "--type",
+    "event_types",
+    multiple=True,
+    type=click.Choice(sorted(EVENT_TYPES)),
+    help="Only these event types (repeatable).",
+)
+@click.option("--flow", default=None, help="Only this flow's events.")
+@click.option("--run", "run_id", default=None, help="Only this run's events.")
+@click.option("--since", default=None, type=float, help="Only events of the last N minutes.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events as they arrive.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def events(
+    lakehouse_dir: str,
+    limit: int,
+    event_types: tuple[str, ...],
+    flow: str | None,
+    run_id: str | None,
+    since: float | None,
+    follow: bool,
+    as_json: bool,
+) -> None:
+    """The latest events of the event log: runs, flow states, progress, expectations, errors."""
+    since_at = datetime.now(UTC) - timedelta(minutes=since) if since is not None else None
+    wanted = EventFilter(frozenset(event_types), flow, run_id, since_at)
+    tail = EventTail(Lakehouse.at(lakehouse_dir).event_log_path)
+    console = make_console()
+    _, existing = tail.poll()
+    latest = [e for e in existing if wanted.matches(e)][-limit:] if limit > 0 else []
+    if as_json:
+        for event in latest:
+            click.echo(event_json(event))
+    elif latest or not follow:
+        console.print(events_table(latest) if latest else "no events")
+    if not follow:
+        return
+    # After a rewrite of the log (reset) the tail returns everything again: skip what was shown.
+    shown_until = existing[-1]["timestamp"] if existing else datetime.min.replace(tzinfo=UTC)
+    try:
+        while True:
+            time.sleep(1.0)
+            for event in tail.poll()[1]:
+                if event["timestamp"] > shown_until and wanted.matches(event):
+                    click.echo(event_json(event) if as_json else "  ".join(event_row(event)))
+                shown_until = max(shown_until, event["timestamp"])
+    except KeyboardInterrupt:
+        pass
+
+
+COMMANDS = [ui, status, events]

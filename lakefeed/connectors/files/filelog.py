@@ -1,0 +1,192 @@
+"""The discovered-file log: why a Spark offset can be a single integer.
+
+Every file the source discovers is appended, once, to ``files.log`` (sorted by modification
+time then path within one discovery). A Spark offset is an index into that log and a micro-batch
+is the files with index in ``[start, end)``. Lines are never rewritten, so a batch replayed from
+the checkpoint after a crash reads exactly the same files, and a file appended but not yet in
+any offset is simply picked up by the next batch: nothing skipped, nothing repeated.
+
+A batch costs one directory listing plus a set lookup per listed path: the set of seen paths is
+loaded once per stream (the driver-side reader lives in one long-lived process), never rebuilt
+from per-file records.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from lakefeed.connectors.files.options import OptionError
+
+STATE_DIR = "_lakefeed_files"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One discovered file: what a reader needs and what ``_metadata`` reports."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+    def to_line(self) -> str:
+        return json.dumps([self.path, self.size, self.mtime_ms]) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> FileEntry:
+        path, size, mtime_ms = json.loads(line)
+        return cls(path, int(size), int(mtime_ms))
+
+
+def state_dir(schema_location: str | Path) -> Path:
+    return Path(schema_location) / STATE_DIR
+
+
+def _visible(name: str) -> bool:
+    # Spark's file sources skip these too: temp files being written, _SUCCESS, .crc, ...
+    return not name.startswith((".", "_"))
+
+
+def list_files(root: str | Path, glob: str | None, recursive: bool) -> Iterator[os.DirEntry[str]]:
+    """Files under ``root`` (hidden and ``_`` names skipped), ``glob`` matched on the file name."""
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if not _visible(entry.name):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    stack.append(entry.path)
+            elif glob is None or fnmatch.fnmatchcase(entry.name, glob):
+                yield entry
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with tmp.open("w") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+class FileLog:
+    """Append-only log of discovered files for one stream (one schema location)."""
+
+    def __init__(self, folder: Path, source_id: str, seen: set[str], entries: list[FileEntry]):
+        self.folder = folder
+        self.source_id = source_id
+        self._seen = seen
+        self._entries = entries
+
+    @classmethod
+    def open(cls, schema_location: str, source_path: str, include_existing: bool) -> FileLog:
+        """Load the log, creating it (and the include-existing baseline) on first use."""
+        folder = state_dir(schema_location)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta_path = folder / "source.json"
+        source_path = str(Path(source_path).resolve())
+        if not meta_path.exists():
+            if not include_existing:
+                # Files present at the first start are marked seen, never ingested.
+                existing = "".join(e.path + "\n" for e in list_files(source_path, None, True))
+                _atomic_write(folder / "existing.txt", existing)
+            meta = {"source_id": uuid.uuid4().hex, "path": source_path}
+            _atomic_write(meta_path, json.dumps(meta))
+        meta = json.loads(meta_path.read_text())
+        if meta["path"] != source_path:
+            raise OptionError(
+                f"cloudFiles.schemaLocation {schema_location} belongs to a stream over "
+                f"{meta['path']}, not {source_path}: give each stream its own schema location"
+            )
+        seen: set[str] = set()
+        existing_file = folder / "existing.txt"
+        if existing_file.exists():
+            seen.update(existing_file.read_text().splitlines())
+        entries = _read_entries(folder / "files.log")
+        seen.update(e.path for e in entries)
+        return cls(folder, meta["source_id"], seen, entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self, start: int, end: int) -> list[FileEntry]:
+        return self._entries[start:end]
+
+    def discover(self, root: str, glob: str | None, recursive: bool) -> int:
+        """List ``root`` once, append unseen files to the log (durably); returns how many."""
+        found: list[FileEntry] = []
+        for entry in list_files(root, glob, recursive):
+            if entry.path in self._seen:
+                continue
+            try:
+                stat = entry.stat()
+            except FileNotFoundError:  # deleted between listing and stat
+                continue
+            found.append(FileEntry(entry.path, stat.st_size, stat.st_mtime_ns // 1_000_000))
+        if found:
+            found.sort(key=lambda e: (e.mtime_ms, e.path))
+            self._append(found)
+        return len(found)
+
+    def _append(self, found: list[FileEntry]) -> None:
+        with (self.folder / "files.log").open("a") as out:
+            out.write("".join(e.to_line() for e in found))
+            out.flush()
+            # The offset Spark checkpoints next points into these lines: they must survive.
+            os.fsync(out.fileno())
+        self._entries.extend(found)
+        self._seen.update(e.path for e in found)
+
+
+def _read_entries(path: Path) -> list[FileEntry]:
+    if not path.exists():
+        return []
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        # A kill -9 mid-append left a torn line. No offset can point at it (the offset is only
+        # returned after the fsync), so drop it; the file is rediscovered by the next listing.
+        text = text[: text.rfind("\n") + 1]
+        with path.open("r+") as f:
+            f.truncate(len(text.encode()))
+    return [FileEntry.from_line(line) for line in text.splitlines()]
+
+
+def acquire_lock(folder: Path, wait_s: float = 15.0) -> IO[str]:
+    """Hold the stream's lock (until the handle is closed or the process dies).
+
+    Two running streams must never append to one file log. The wait covers a restart in the
+    same application while the previous reader process is still shutting down.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = (folder / "lock").open("w")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise OptionError(
+                    f"another running stream uses the schema location of {folder.parent}; "
+                    "stop it or give this stream its own cloudFiles.schemaLocation"
+                ) from None
+            time.sleep(0.2)
+
+
+def write_json(path: Path, payload: object) -> None:
+    _atomic_write(path, json.dumps(payload))

@@ -1,0 +1,345 @@
+"""Spark adapter: the ``cloudFiles`` Python data source over the Spark-free core.
+
+Spark builds the stream reader in three places: the planning worker (only to pickle ``read``
+for executors), the long-lived driver-side runner (offsets, partitions, commit) and, through
+the pickle, every task. So the reader's constructor is cheap and the file log and the lock are
+opened lazily, on the first offset call, in the runner only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from lakefeed.connectors.files.cleanup import clean_committed
+from lakefeed.connectors.files.filelog import (
+    FileEntry,
+    FileLog,
+    acquire_lock,
+    list_files,
+    state_dir,
+    write_json,
+)
+from lakefeed.connectors.files.options import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_RESCUE_COLUMN,
+    FileSourceOptions,
+    OptionError,
+)
+from lakefeed.connectors.files.readers import ReadPlan, read_entry, skipped_dir
+from lakefeed.connectors.files.schemas import (
+    METADATA_COLUMN,
+    METADATA_TYPE,
+    SchemaStore,
+    apply_hints,
+    infer_schema,
+    output_schema,
+    parse_ddl,
+)
+from lakefeed.observe.logs import get_logger
+
+log = get_logger("lakefeed.connectors.files")
+
+# Spark's file source packs small files into one task the same way (openCostInBytes).
+OPEN_COST_BYTES = 4 * 1024 * 1024
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+
+
+class FilesPartition(InputPartition):
+    """The files one task reads (picklable, small)."""
+
+    def __init__(self, entries: list[FileEntry]):
+        super().__init__(None)
+        self.entries = entries
+
+
+def plan_partitions(entries: Sequence[FileEntry], slots: int) -> list[FilesPartition]:
+    """Pack files into tasks like Spark: bounded bytes per task, at least ``slots`` tasks."""
+    if not entries:
+        return []
+    total = sum(e.size + OPEN_COST_BYTES for e in entries)
+    per_task = min(MAX_PARTITION_BYTES, max(OPEN_COST_BYTES, total // max(slots, 1)))
+    parts: list[list[FileEntry]] = [[]]
+    size = 0
+    for entry in entries:
+        cost = entry.size + OPEN_COST_BYTES
+        if parts[-1] and size + cost > per_task:
+            parts.append([])
+            size = 0
+        parts[-1].append(entry)
+        size += cost
+    return [FilesPartition(p) for p in parts]
+
+
+def cap_end(
+    entries: Sequence[FileEntry], start: int, top: int, max_files: int | None, max_bytes: int | None
+) -> int:
+    """End index of a batch from ``start`` under the limits (always at least one file)."""
+    end = top if max_files is None else min(top, start + max_files)
+    if max_bytes is not None and end > start:
+        budget = 0
+        for index in range(start, end):
+            budget += entries[index - start].size
+            if budget > max_bytes and index > start:
+                return index
+    return end
+
+
+class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{"sourceId", "index"}``: an index into the stream's discovered-file log."""
+
+    def __init__(self, opts: FileSourceOptions, plan: ReadPlan):
+        self.opts = opts
+        self.plan = plan
+        self._log: FileLog | None = None
+        self._lock: IO[str] | None = None
+        self._target: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tasks need only the options and the plan, never the log or the lock.
+        return {"opts": self.opts, "plan": self.plan, "_log": None, "_lock": None, "_target": None}
+
+    # ------------------------------------------------------------------ driver-side state
+    @property
+    def filelog(self) -> FileLog:
+        if self._log is None:
+            location = self.opts.require_schema_location()
+            self._lock = acquire_lock(state_dir(location))
+            self._log = FileLog.open(location, self.opts.path, self.opts.include_existing_files)
+        return self._log
+
+    def _offset(self, index: int) -> dict[str, Any]:
+        return {"sourceId": self.filelog.source_id, "index": index}
+
+    def _index(self, offset: dict[str, Any]) -> int:
+        if offset.get("sourceId") != self.filelog.source_id:
+            raise OptionError(
+                f"the checkpoint's file offsets belong to another file log than the one in "
+                f"{self.opts.schema_location} (source id {offset.get('sourceId')} vs "
+                f"{self.filelog.source_id}): the schema location was changed or recreated. "
+                "Restore it, or start this stream with a new checkpoint."
+            )
+        return int(offset["index"])
+
+    # ------------------------------------------------------------------------- offsets
+    def initialOffset(self) -> dict[str, Any]:
+        return self._offset(0)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_bytes_per_trigger and not self.opts.max_files_per_trigger:
+            return ReadMaxBytes(self.opts.max_bytes_per_trigger)
+        return ReadMaxFiles(self.opts.max_files_per_trigger or DEFAULT_MAX_FILES)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.filelog.discover(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
+        self._target = len(self.filelog)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = self._index(start)
+        filelog = self.filelog
+        if self._target is None:
+            filelog.discover(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
+        top = len(filelog) if self._target is None else self._target
+        if begin >= top:
+            return start
+        if isinstance(limit, ReadAllAvailable):
+            return self._offset(top)
+        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
+        max_bytes = self.opts.max_bytes_per_trigger
+        if isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        window = filelog.entries(begin, top)
+        return self._offset(cap_end(window, begin, top, max_files, max_bytes))
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self._offset(len(self.filelog)) if self._log is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        entries = self.filelog.entries(self._index(start), self._index(end))
+        return plan_partitions(entries, slots=_default_slots())
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilesPartition)
+        for entry in partition.entries:
+            yield from read_entry(entry, self.plan)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Spark committed every batch up to ``end``: only now may source files be cleaned."""
+        index = self._index(end)
+        folder = self.filelog.folder
+        committed_path = folder / "committed.json"
+        previous = json.loads(committed_path.read_text())["index"] if committed_path.exists() else 0
+        if index <= previous:
+            return
+        if self.opts.clean_source != "OFF":
+            clean_committed(self.filelog.entries(previous, index), self.opts)
+        write_json(committed_path, {"index": index})
+        _report_skipped(self.opts.require_schema_location())
+
+    def stop(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+def _default_slots() -> int:
+    return os.cpu_count() or 2
+
+
+def _report_skipped(location: str) -> None:
+    """Turn executors' skipped-file records into one WARN line each on the driver."""
+    folder = skipped_dir(location)
+    if not folder.is_dir():
+        return
+    for record in sorted(folder.glob("*.json")):
+        reported = record.with_suffix(".reported")
+        if reported.exists():
+            continue
+        details = json.loads(record.read_text())
+        log.warning(
+            "cloudFiles skipped an unreadable file",
+            extra={"file": details["path"], "error": details["error"]},
+        )
+        reported.touch()
+
+
+def skipped_files(schema_location: str) -> list[dict[str, Any]]:
+    """Files a stream skipped (``ignoreCorruptFiles``/``ignoreMissingFiles``), with the reason.
+
+    For the runtime, the UI and tests: Spark-free, read straight from the schema location.
+    """
+    folder = skipped_dir(schema_location)
+    if not folder.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+class CloudFilesDataSource(DataSource):
+    """``spark.readStream.format("cloudFiles")``: Auto Loader-style incremental file ingestion."""
+
+    def __init__(self, options: Any):
+        super().__init__(options)
+        self.opts = FileSourceOptions.parse(options)
+        # Set by schema() (which Spark skips when the user passes .schema(...)); travels with
+        # the pickled instance to streamReader().
+        self.schema_origin = "user"
+
+    @classmethod
+    def name(cls) -> str:
+        return "cloudFiles"
+
+    def schema(self) -> StructType:
+        location = self.opts.require_schema_location()
+        if self.opts.schema_ddl:
+            self.schema_origin = "option"
+            data = parse_ddl(self.opts.schema_ddl)
+        else:
+            self.schema_origin = "inferred"
+            data = apply_hints(_stored_or_inferred(location, self.opts), self.opts.schema_hints)
+        rescue = self._rescue_column()
+        return output_schema(data, rescue, self.opts.include_metadata)
+
+    def _rescue_column(self) -> str | None:
+        if self.schema_origin == "inferred":
+            return self.opts.rescued_data_column or DEFAULT_RESCUE_COLUMN
+        return self.opts.rescued_data_column
+
+    def streamReader(self, schema: StructType) -> CloudFilesStreamReader:
+        if self.opts.clean_source == "MOVE":
+            _check_move_destination(self.opts)
+        plan = self._plan(schema)
+        return CloudFilesStreamReader(self.opts, plan)
+
+    def _plan(self, schema: StructType) -> ReadPlan:
+        rescue = self._rescue_column()
+        if self.schema_origin == "user":
+            rescue = _user_rescue_column(schema, rescue)
+        extras = {rescue, METADATA_COLUMN}
+        data = StructType([f for f in schema.fields if f.name not in extras])
+        meta = next((f for f in schema.fields if f.name == METADATA_COLUMN), None)
+        if meta is not None and meta.dataType != METADATA_TYPE:
+            raise OptionError(
+                f"column {METADATA_COLUMN} is reserved for file metadata of type "
+                f"{METADATA_TYPE.simpleString()}; rename your column"
+            )
+        mode = self.opts.evolution_mode or (
+            "addNewColumns" if self.schema_origin == "inferred" else "none"
+        )
+        if mode == "addNewColumns" and self.schema_origin != "inferred":
+            raise OptionError(
+                "cloudFiles.schemaEvolutionMode=addNewColumns needs an inferred schema (the "
+                "stream's columns cannot change under a schema you fixed): drop the schema and use "
+                "cloudFiles.schemaHints, or choose rescue, failOnNewColumns or none"
+            )
+        if mode == "rescue" and rescue is None:
+            raise OptionError("schemaEvolutionMode=rescue needs a rescued-data column")
+        return ReadPlan(
+            opts=self.opts,
+            data_schema=data,
+            evolution_mode=mode,
+            rescue_column=rescue,
+            include_metadata=meta is not None,
+            schema_location=self.opts.require_schema_location(),
+        )
+
+
+def _user_rescue_column(schema: StructType, wanted: str | None) -> str | None:
+    names = set(schema.names)
+    if wanted is not None and wanted not in names:
+        raise OptionError(
+            f"rescuedDataColumn={wanted} is not in the schema you gave: add "
+            f"`{wanted} STRING` to it (or use lakefeed.read_files(schema=...), which adds it)"
+        )
+    if wanted is None and DEFAULT_RESCUE_COLUMN in names:
+        return DEFAULT_RESCUE_COLUMN
+    return wanted
+
+
+def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
+    """The newest schema version at ``location``; version 0 is inferred from a sample."""
+    store = SchemaStore(location)
+    latest = store.latest()
+    if latest is not None:
+        return latest[1]
+    entries = []
+    for entry in list_files(opts.path, opts.path_glob_filter, opts.recursive):
+        entries.append((entry.stat().st_mtime_ns, entry.path))
+    sample = [path for _, path in sorted(entries)[: opts.sample_files]]
+    if not sample:
+        raise OptionError(
+            f"no {opts.format} files under {opts.path} to infer a schema from: land a first file, "
+            "or give a schema (.schema(...) or cloudFiles.schemaHints with all columns)"
+        )
+    inferred = infer_schema(sample, opts)
+    store.create(0, inferred, f"inferred from {len(sample)} file(s)")
+    latest = store.latest()
+    assert latest is not None
+    log.info(
+        "cloudFiles inferred a schema",
+        extra={"schema_location": location, "columns": latest[1].names, "files": len(sample)},
+    )
+    return latest[1]
+
+
+def _check_move_destination(opts: FileSourceOptions) -> None:
+    source = Path(opts.path).resolve()
+    target = Path(opts.move_destination or "").resolve()
+    if target == source or source in target.parents:
+        raise OptionError(
+            "cloudFiles.cleanSource.moveDestination must not be inside the source folder "
+            f"({target} is under {source}): archived files would be discovered again"
+        )

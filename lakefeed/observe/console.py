@@ -39,9 +39,9 @@ def number(value: float | None) -> str:
     if value is None:
         return "–"
     size = abs(value)
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+    for limit, unit, suffix, digits in ((1e9, 1e9, "G", 2), (1e6, 1e6, "M", 2), (1e4, 1e3, "k", 1)):
         if size >= limit:
-            return f"{value / limit:.{1 if suffix == 'k' else 2}f}{suffix}"
+            return f"{value / unit:.{digits}f}{suffix}"
     if float(value).is_integer():
         return str(int(value))
     return f"{value:.{0 if size >= 100 else 1 if size >= 10 else 2}f}"

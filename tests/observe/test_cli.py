@@ -1,0 +1,72 @@
+"""``lakefeed status`` and ``lakefeed events`` over a real event log."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from click.testing import CliRunner
+
+from lakefeed.cli.main import cli
+from lakefeed.observe.event_log import EventLog
+from tests.observe.progress import GRAPH, progress
+
+
+def write_run(lakehouse) -> None:
+    now = datetime.now(UTC)
+    with EventLog(lakehouse.event_log_path, "iot", flush_interval=60) as log:
+        log.emit("run_start", "run", details={"mode": "available-now", "graph": GRAPH})
+        log.emit("flow_start", "bronze", flow="bronze")
+        log.emit(
+            "flow_progress",
+            "batch",
+            flow="bronze",
+            details=progress(4, now, input_rps=1234.0, processed_rps=5678.0, state_rows=15000),
+        )
+        log.emit(
+            "expectations",
+            "checked",
+            flow="bronze",
+            details={
+                "table": "bronze",
+                "rules": {"valid_temp": {"action": "fail", "passed": 7, "failed": 1}},
+                "quarantined": 0,
+            },
+        )
+        log.emit("flow_failed", "boom", flow="gold", level="ERROR", details={"error": "OOM"})
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_status_prints_flow_figures_and_errors(lakehouse):
+    write_run(lakehouse)
+    out = run("status", "--lakehouse", str(lakehouse.root), "--once")
+    assert "pipeline iot" in out and "available-now" in out
+    bronze = next(line for line in out.splitlines() if "bronze" in line and "running" in line)
+    for figure in ("1234", "5678", "200 ms", "15.0k"):
+        assert figure in bronze
+    assert "flow gold failed: OOM" in out
+    assert "1 failed" in out  # expectations table: fail rule
+
+
+def test_events_filters_and_json(lakehouse):
+    write_run(lakehouse)
+    out = run("events", "--lakehouse", str(lakehouse.root), "-n", "2")
+    assert "flow_failed" in out and "expectations" in out and "run_start" not in out
+    lines = run(
+        "events", "--lakehouse", str(lakehouse.root), "--json", "--type", "flow_progress"
+    ).splitlines()
+    (record,) = [json.loads(line) for line in lines]
+    assert record["details"]["batchId"] == 4 and record["flow"] == "bronze"
+    out = run("events", "--lakehouse", str(lakehouse.root), "--flow", "bronze", "-n", "5")
+    assert "batch 4 rows 100 in 1234/s processed 5678/s" in out
+    assert "gold" not in out
+
+
+def test_empty_lakehouse_says_so(lakehouse):
+    assert "no events" in run("status", "--lakehouse", str(lakehouse.root), "--once")
+    assert "no events" in run("events", "--lakehouse", str(lakehouse.root))

@@ -1,0 +1,57 @@
+"""Layered layout of pipeline graphs."""
+
+from __future__ import annotations
+
+from lakefeed.observe.graph import NODE_HEIGHT, layout
+
+
+def positions(graph):
+    return {n["name"]: (n["layer"], n["y"]) for n in layout(graph)["nodes"]}
+
+
+def test_layers_follow_dependencies():
+    graph = {
+        "nodes": [
+            {"name": "gold", "kind": "flow"},
+            {"name": "kafka", "kind": "source"},
+            {"name": "bronze", "kind": "flow"},
+            {"name": "devices", "kind": "table"},
+            {"name": "silver", "kind": "flow"},
+        ],
+        "edges": [
+            ["kafka", "bronze"],
+            ["bronze", "silver"],
+            ["devices", "silver"],
+            ["silver", "gold"],
+            ["bronze", "gold"],
+        ],
+    }
+    pos = positions(graph)
+    assert {name: layer for name, (layer, _) in pos.items()} == {
+        "kafka": 0,
+        "devices": 0,
+        "bronze": 1,
+        "silver": 2,
+        "gold": 3,
+    }
+    drawing = layout(graph)
+    assert drawing["width"] > 0 and drawing["height"] >= 2 * NODE_HEIGHT
+    assert drawing["edges"][0] == ["kafka", "bronze"]
+
+
+def test_barycenter_uncrosses_parallel_chains():
+    graph = {
+        "nodes": [{"name": n} for n in ("a", "b", "a2", "b2")],
+        "edges": [["a", "b2"], ["b", "a2"]],
+    }
+    pos = positions(graph)
+    # a2 hangs off b and b2 off a: each sits at its parent's height, so the edges do not cross
+    assert (pos["a"][1] < pos["b"][1]) == (pos["b2"][1] < pos["a2"][1])
+
+
+def test_nodes_only_named_in_edges_and_cycles_are_laid_out():
+    drawing = layout({"nodes": [], "edges": [["x", "y"], ["y", "x"], ["y", "z"]]})
+    names = {n["name"]: n for n in drawing["nodes"]}
+    assert set(names) == {"x", "y", "z"}
+    assert names["x"]["kind"] == "unknown"
+    assert layout({})["nodes"] == [] and layout({})["width"] == 0

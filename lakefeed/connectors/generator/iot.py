@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 NAME = "lakefeed_iot"
 
@@ -50,8 +49,8 @@ ARROW_SCHEMA = pa.schema(
 """Equal to ``to_arrow_schema(<the source's Spark schema>, timezone="UTC")``."""
 
 DUPLICATE_HORIZON_SECONDS = 10
-"""A duplicate re-sends an event that arrived at most this long before it (dedup in a watermark
-of this size or more catches every duplicate)."""
+"""A duplicate re-sends an event that first arrived about this long before it at most (plus the
+few rows of a run of duplicates): dedup within a watermark of this size catches them."""
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per Arrow batch yielded by :func:`iter_batches`: bounds a reader's memory."""
@@ -312,15 +311,28 @@ def _literal(text: str, rows: int) -> np.ndarray:
     return np.broadcast_to(np.frombuffer(text.encode(), dtype=np.uint8), (rows, len(text)))
 
 
-def _pack(chars: np.ndarray) -> pa.Array:
-    """A string array from a character matrix, dropping the 0 bytes of each row."""
+def _pack(chars: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """A string array from a character matrix, dropping the 0 bytes of each row; rows where
+    ``valid`` is False are null."""
     present = chars != 0
+    if valid is not None:
+        present &= valid[:, None]
     lengths = present.sum(axis=1)
     offsets = np.zeros(len(chars) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.StringArray.from_buffers(
-        len(chars), pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(chars[present]))
+        len(chars),
+        pa.py_buffer(offsets),
+        pa.py_buffer(np.ascontiguousarray(chars[present])),
+        validity,
     )
+
+
+def _fixed(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """A 64-bit Arrow array over a numpy buffer (``pa.array`` would import pandas: seconds)."""
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(arrow_type, len(data), [None, pa.py_buffer(data)])
 
 
 def _hex16(words: np.ndarray) -> np.ndarray:
@@ -381,12 +393,14 @@ def _iso_millis(epoch_ms: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _device_names(devices: int) -> tuple[pa.Array, np.ndarray]:
-    """Device ids ``dev-00042`` (Arrow), and as JSON string literals (a character matrix)."""
+def _device_names(devices: int) -> np.ndarray:
+    """Device ids ``dev-00042`` as JSON string literals (with quotes), indexed by device."""
     width = max(5, len(str(devices - 1)))
-    names = [f"dev-{d:0{width}d}" for d in range(devices)]
-    quoted = np.array([f'"{name}"'.encode() for name in names], dtype=f"S{width + 6}")
-    return pa.array(names, pa.string()), quoted.view(np.uint8).reshape(devices, width + 6)
+    chars = np.empty((devices, width + 6), dtype=np.uint8)
+    chars[:, :5] = np.frombuffer(b'"dev-', dtype=np.uint8)
+    _digits(chars, 5, np.arange(devices), width)
+    chars[:, -1] = ord('"')
+    return chars
 
 
 def _mask_value(chars: np.ndarray, rows: np.ndarray, text: str) -> None:
@@ -403,20 +417,18 @@ def _is_duplicate(config: IotConfig, rows: np.ndarray) -> np.ndarray:
 
 
 def _origins(config: IotConfig, rows: np.ndarray) -> np.ndarray:
-    """For each row, the row whose payload it carries: itself, or for a duplicate the earlier
-    non-duplicate row it re-sends (chains of duplicates resolve to their first sending)."""
+    """For each row, the row whose payload it carries: itself, or for a duplicate an earlier
+    first sending, drawn within the horizon (stepping back over any duplicates found there)."""
     horizon = max(1, config.rows_per_second * DUPLICATE_HORIZON_SECONDS)
     origins = rows.copy()
     pending = np.flatnonzero(_is_duplicate(config, rows))
     current = rows[pending]
+    lag = _uniform(config.seed, _DUP_LAG, current) * np.minimum(current, horizon)
+    current = current - 1 - np.floor(lag).astype(np.int64)
     while pending.size:
-        lag = 1 + np.floor(
-            _uniform(config.seed, _DUP_LAG, current) * np.minimum(current, horizon)
-        ).astype(np.int64)
-        current = current - lag
         again = _is_duplicate(config, current)
         origins[pending[~again]] = current[~again]
-        pending, current = pending[again], current[again]
+        pending, current = pending[again], current[again] - 1
     return origins
 
 
@@ -489,16 +501,14 @@ def _payloads(config: IotConfig, origins: np.ndarray) -> tuple[pa.Array, pa.Arra
     bad_range = kind == MALFORMED_KINDS.index("out_of_range")
     temperature[bad_range] = _out_of_range(_uniform(seed, _MALFORMED_SIDE, origins[bad_range]))
 
-    names, quoted = _device_names(config.devices)
     null_device = kind == MALFORMED_KINDS.index("null_device")
     empty_device = kind == MALFORMED_KINDS.index("empty_device")
-    device_json = quoted[device]
-    _mask_value(device_json, np.flatnonzero(null_device), "null")
+    device_json = _device_names(config.devices)[device]
+    device_chars = device_json[:, 1:-1].copy()
+    device_chars[empty_device] = 0
+    device_id = _pack(device_chars, valid=~null_device)
     _mask_value(device_json, np.flatnonzero(empty_device), '""')
-    device_id = pc.if_else(
-        pa.array(null_device), pa.nulls(rows, pa.string()), names.take(pa.array(device))
-    )
-    device_id = pc.if_else(pa.array(empty_device), "", device_id)
+    _mask_value(device_json, np.flatnonzero(null_device), "null")
 
     chars = np.hstack(
         [
@@ -533,9 +543,9 @@ def generate_batch(config: IotConfig, start: int, end: int) -> pa.RecordBatch:
         raise ValueError(f"need 0 <= start <= end, got [{start}, {end})")
     rows = np.arange(start, end, dtype=np.int64)
     device_id, value = _payloads(config, _origins(config, rows))
-    ingest = pa.array(arrival_us(config, rows), pa.timestamp("us", tz="UTC"))
+    ingest = _fixed(arrival_us(config, rows), pa.timestamp("us", tz="UTC"))
     return pa.RecordBatch.from_arrays(
-        [pa.array(rows, pa.int64()), ingest, device_id, value], schema=ARROW_SCHEMA
+        [_fixed(rows, pa.int64()), ingest, device_id, value], schema=ARROW_SCHEMA
     )
 
 

@@ -182,6 +182,8 @@ class FlowStatus:
     dropped_late_total: int = 0
     pressure_streak: int = 0
     last: BatchFigures | None = None
+    #: ``description`` of each source in the latest progress (what the flow reads)
+    sources: list[str] = field(default_factory=list)
     series: deque[BatchFigures] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
 
     @property
@@ -231,6 +233,7 @@ class FlowStatus:
             "backpressure": self.backpressure,
             "pressure_streak": self.pressure_streak,
             "last": self.last.as_dict() if self.last else None,
+            "sources": self.sources,
         }
         if with_series:
             data["series"] = self.series_columns()
@@ -386,6 +389,7 @@ class Monitor:
             batch = batch_figures(details, self._lag_fn)
             if batch is not None:
                 flow.add_batch(batch)
+            flow.sources = [str(s.get("description")) for s in details.get("sources") or []]
 
     def flows(self) -> list[FlowStatus]:
         return [f for p in self.pipelines.values() for f in p.flows.values()]

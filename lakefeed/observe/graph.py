@@ -65,6 +65,34 @@ def _by_barycenter(column: list[str], ref: list[str], links: dict[str, list[str]
     return [name for _, name in sorted(enumerate(column), key=key)]
 
 
+def source_label(description: str) -> str:
+    """A short node name for a source from Spark's description (``KafkaV2[Subscribe[t]]``)."""
+    return description if len(description) <= 40 else description[:39] + "…"
+
+
+def with_sources(graph: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:
+    """The run's dataset graph plus the external sources its root flows read.
+
+    The runtime's graph links datasets; what feeds the first ones (Kafka, files, a generator)
+    is only known from their progress (``sources[].description``). Flows fed by another node
+    of the graph already show where their data comes from, so only roots get source nodes.
+    """
+    nodes = [dict(n) for n in graph.get("nodes") or []]
+    edges = [list(e) for e in graph.get("edges") or []]
+    fed = {dst for _, dst in edges}
+    known = {n.get("name") for n in nodes}
+    for flow, descriptions in sources.items():
+        if flow in fed:
+            continue
+        for description in descriptions:
+            name = source_label(description)
+            if name not in known:
+                nodes.append({"name": name, "kind": "source", "description": description})
+                known.add(name)
+            edges.append([name, flow])
+    return {"nodes": nodes, "edges": edges}
+
+
 def layout(graph: dict[str, Any]) -> dict[str, Any]:
     """Nodes with ``x``/``y`` (top-left corner), edges, and the drawing's width and height."""
     nodes = {str(n["name"]): dict(n) for n in graph.get("nodes") or [] if "name" in n}

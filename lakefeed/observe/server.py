@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.graph import layout
+from lakefeed.observe.graph import layout, with_sources
 from lakefeed.observe.logs import get_logger
 from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.redact import redact_text
@@ -121,7 +121,8 @@ class UIApi:
     def state(self, request: Request) -> Response:
         snapshot = self.live.refresh().snapshot(time.time())
         for pipeline in snapshot["pipelines"]:
-            pipeline["layout"] = layout(pipeline["graph"])
+            sources = {f["name"]: f["sources"] for f in pipeline["flows"]}
+            pipeline["layout"] = layout(with_sources(pipeline["graph"], sources))
         return JSONResponse(snapshot)
 
     def events(self, request: Request) -> Response:

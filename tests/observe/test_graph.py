@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakefeed.observe.graph import NODE_HEIGHT, layout
+from lakefeed.observe.graph import NODE_HEIGHT, layout, with_sources
 
 
 def positions(graph):
@@ -55,3 +55,18 @@ def test_nodes_only_named_in_edges_and_cycles_are_laid_out():
     assert set(names) == {"x", "y", "z"}
     assert names["x"]["kind"] == "unknown"
     assert layout({})["nodes"] == [] and layout({})["width"] == 0
+
+
+def test_root_flows_get_their_sources_from_progress():
+    graph = {
+        "nodes": [{"name": "bronze", "kind": "table"}, {"name": "silver", "kind": "table"}],
+        "edges": [["bronze", "silver"]],
+    }
+    sources = {"bronze": ["KafkaV2[Subscribe[orders]]"], "silver": ["lakefeed_delta[bronze]"]}
+    full = with_sources(graph, sources)
+    (source,) = [n for n in full["nodes"] if n["kind"] == "source"]
+    assert source["name"] == "KafkaV2[Subscribe[orders]]"
+    assert full["edges"] == [["bronze", "silver"], ["KafkaV2[Subscribe[orders]]", "bronze"]]
+    assert graph["edges"] == [["bronze", "silver"]]  # input untouched
+    pos = positions(full)
+    assert pos["KafkaV2[Subscribe[orders]]"][0] == 0 and pos["silver"][0] == 2

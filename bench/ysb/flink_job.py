@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     env.execute_sql(QUERY).wait()
     elapsed = time.perf_counter() - started
-    protocol.emit(elapsed_s=elapsed, output=str(args.work / "output"))
+    protocol.emit(elapsed_s=elapsed, output=str(args.work / "output"), format="csv")
 
 
 def _campaigns(path: Path) -> dict[str, str]:

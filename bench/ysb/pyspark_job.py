@@ -49,9 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     stream.awaitTermination()
     elapsed = time.perf_counter() - started
-    rows = sum(p["numInputRows"] for p in stream.recentProgress)
     spark.stop()
-    protocol.emit(elapsed_s=elapsed, input_rows=rows, output=str(args.work / "output"))
+    protocol.emit(elapsed_s=elapsed, output=str(args.work / "output"), format="parquet")
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

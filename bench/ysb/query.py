@@ -27,16 +27,20 @@ def parse_value(value: Column) -> list[Column]:
     return [parsed[name].alias(name) for name in EVENT_FIELDS]
 
 
-def window_counts(events: DataFrame, campaigns: DataFrame) -> DataFrame:
-    """Views per campaign per 10-second event-time window (yahoo's ``seen_count``)."""
-    views = (
+def views(events: DataFrame, campaigns: DataFrame) -> DataFrame:
+    """Filter, project and join: the view events with their campaign, in event time."""
+    return (
         events.where(F.col("event_type") == "view")
         .select("ad_id", F.timestamp_millis(F.col("event_time").cast("long")).alias("event_time"))
         .join(F.broadcast(campaigns), "ad_id")
-        .withWatermark("event_time", WATERMARK_DELAY)
     )
+
+
+def window_counts(events: DataFrame, campaigns: DataFrame) -> DataFrame:
+    """Views per campaign per 10-second event-time window (yahoo's ``seen_count``)."""
+    watermarked = views(events, campaigns).withWatermark("event_time", WATERMARK_DELAY)
     return (
-        views.groupBy(F.window("event_time", "10 seconds").alias("w"), "campaign_id")
+        watermarked.groupBy(F.window("event_time", "10 seconds").alias("w"), "campaign_id")
         .count()
         .select("campaign_id", F.col("w.start").alias("window_start"), "count")
     )

@@ -1,0 +1,128 @@
+"""What every comparison script needs: run a leg as a subprocess, summarise repeats, chart.
+
+Each leg runs in its own process (its own JVM or Flink gateway) so legs cannot warm each
+other up, and a failing leg is reported instead of ending the run. Shared by ``bench/ysb``,
+``bench/latency`` and ``bench/nexmark``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.ysb import protocol
+
+ROOT = Path(__file__).resolve().parents[2]
+FLINK_VENV = ROOT / "bench" / ".venv-flink"
+FLINK_PIN = "apache-flink==2.3.0"
+
+
+@dataclass
+class LegRun:
+    """One run of one leg: its figures, or why it failed."""
+
+    leg: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+def run_leg(leg: str, argv: Sequence[str], log: Path, timeout: float) -> LegRun:
+    """Run ``argv`` from the repository root; its output goes to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            list(argv),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired as expired:
+        log.write_text(_text(expired.stdout) + _text(expired.stderr))
+        return LegRun(leg, error=f"timed out after {timeout:.0f} s (log: {log})")
+    wall = time.perf_counter() - started
+    log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    if done.returncode != 0:
+        return LegRun(leg, error=f"exit code {done.returncode} (log: {log})", wall_s=wall)
+    try:
+        return LegRun(leg, protocol.parse(done.stdout), wall_s=wall)
+    except RuntimeError:
+        return LegRun(leg, error=f"no result line (log: {log})", wall_s=wall)
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def ensure_flink_venv() -> Path | None:
+    """The PyFlink interpreter, creating ``bench/.venv-flink`` on first use.
+
+    PyFlink pins py4j, pandas and pyarrow versions that conflict with pyspark, hence its own
+    environment. Returns None (with the reason printed) when it cannot be created.
+    """
+    python = FLINK_VENV / "bin" / "python"
+    if python.exists():
+        return python
+    print(f"creating {FLINK_VENV} with {FLINK_PIN} (one-time, a few minutes)", flush=True)
+    try:
+        subprocess.run(["python3", "-m", "venv", str(FLINK_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", FLINK_PIN], check=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        print(f"cannot create the PyFlink venv: {error}", flush=True)
+        return None
+    return python
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def machine() -> str:
+    """Cores and memory, for the record next to every figure."""
+    memory = ""
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemTotal:"):
+                memory = f", {int(line.split()[1]) / 2**20:.0f} GiB"
+    return f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}"
+
+
+def load_average() -> float:
+    """1-minute load: a busy machine explains noisy figures."""
+    return os.getloadavg()[0]
+
+
+def bar_chart(
+    path: Path, title: str, labels: Sequence[str], values: Sequence[float], unit: str
+) -> None:
+    """A labelled bar chart (PNG); matplotlib comes with the ``dev`` extra."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    bars = ax.bar(labels, values, color=["#2a7ab9", "#9aa5b1", "#e07b39", "#4caf50"][: len(values)])
+    ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=2, fontsize=8)
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

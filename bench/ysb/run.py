@@ -1,0 +1,296 @@
+"""Yahoo Streaming Benchmark: lakefeed vs a plain PySpark job vs PyFlink, in one run.
+
+Generates the events once (JSON files, and a Kafka topic for the lakefeed Kafka leg), runs each
+implementation as its own process several times in rotating order, checks every output against
+reference window counts computed with numpy, prints events/s, the ratios lakefeed/PySpark and
+lakefeed/Flink, and writes ``results.json`` plus a PNG chart.
+
+    .venv/bin/python -m bench.ysb.run --events 5000000 --repeats 3 --chart docs/ysb.png
+
+Throughput = input events / job time. Job time runs from submitting the query/job to its end
+(``availableNow`` for Spark, end of the bounded input for Flink); session and gateway start-up
+are excluded for all, and reported separately as wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.ysb import events as ev
+from bench.ysb.harness import (
+    ROOT,
+    LegRun,
+    bar_chart,
+    ensure_flink_venv,
+    load_average,
+    machine,
+    median,
+    run_leg,
+)
+
+LEGS = ("lakefeed", "pyspark", "flink", "lakefeed-kafka")
+TOPIC = "ad-events"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    out: Path = args.out
+    spec = ev.EventSpec(args.events, rate=args.event_rate)
+    campaigns = ev.Campaigns.generate(spec.seed)
+    gen = ev.Generator(spec, campaigns)
+    inputs = _prepare_files(gen, out / "input", args.files)
+    reference = gen.reference_counts()
+    closed = gen.max_event_time_ms() - 10_000  # Spark's final watermark (delay 10 s)
+    legs = [leg for leg in args.legs.split(",") if leg]
+    flink_python = ensure_flink_venv() if "flink" in legs else None
+    print(
+        f"YSB: {spec.events:,} events in {args.files} files, {len(reference)} windows; "
+        f"machine {machine()}; load {load_average():.1f}",
+        flush=True,
+    )
+
+    runs: list[LegRun] = []
+    with _kafka_input(gen, out, legs, args.partitions) as bootstrap:
+        for repeat in range(args.repeats):
+            order = legs[repeat % len(legs) :] + legs[: repeat % len(legs)]
+            for leg in order:
+                argv_ = _argv(
+                    leg, args, inputs, out / "work" / f"{leg}-{repeat}", bootstrap, flink_python
+                )
+                if argv_ is None:
+                    runs.append(LegRun(leg, error="PyFlink venv unavailable"))
+                    continue
+                run = run_leg(leg, argv_, out / "logs" / f"{leg}-{repeat}.log", args.timeout)
+                if run.error is None:
+                    run.figures["events_per_s"] = spec.events / run.figures["elapsed_s"]
+                    run.figures["problems"] = ev.compare(
+                        reference, _read_counts(run.figures), None if leg == "flink" else closed
+                    )
+                _print_run(repeat, run)
+                runs.append(run)
+    summary = _summarise(runs, legs, spec, args)
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    _print_summary(summary)
+    if args.chart:
+        _chart(summary, args.chart)
+    return 0 if all(not s["failures"] and s["correct"] for s in summary["legs"].values()) else 1
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=5_000_000)
+    p.add_argument("--event-rate", type=int, default=20_000, help="events per second of event time")
+    p.add_argument("--files", type=int, default=40)
+    p.add_argument("--max-files", type=int, default=8, help="maxFilesPerTrigger (both Spark legs)")
+    p.add_argument("--partitions", type=int, default=4, help="Kafka topic partitions")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--legs", default=",".join(LEGS), help=f"comma list of {LEGS}")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb")
+    p.add_argument("--chart", type=Path, default=None, help="write a PNG chart here")
+    p.add_argument("--timeout", type=float, default=900)
+    return p.parse_args(argv)
+
+
+def _prepare_files(gen: ev.Generator, folder: Path, files: int) -> Path:
+    """Write the JSON files, or reuse them when the same spec was written before."""
+    stamp = folder / "_spec.json"
+    wanted = json.dumps({"spec": gen.spec.__dict__, "files": files})
+    if not (stamp.exists() and stamp.read_text() == wanted):
+        started = time.perf_counter()
+        for old in folder.glob("events/*.json"):
+            old.unlink()
+        ev.write_json_files(gen, folder / "events", files)
+        gen.campaigns.write_json(folder / "campaigns" / "campaigns.json")
+        stamp.write_text(wanted)
+        print(f"generated input in {time.perf_counter() - started:.1f} s", flush=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _kafka_input(
+    gen: ev.Generator, out: Path, legs: list[str], partitions: int
+) -> Iterator[str | None]:
+    """A broker holding the events in topic ``ad-events`` while the Kafka leg is wanted."""
+    if "lakefeed-kafka" not in legs:
+        yield None
+        return
+    from bench.ysb import broker
+
+    with broker.tansu(out / "logs" / "tansu.log") as bootstrap:
+        started = time.perf_counter()
+        produce_events(gen, bootstrap, TOPIC, partitions)
+        print(
+            f"produced {gen.spec.events:,} events to Kafka in "
+            f"{time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        yield bootstrap
+
+
+def produce_events(gen: ev.Generator, bootstrap: str, topic: str, partitions: int) -> None:
+    """Every event once, round-robin over the partitions so they advance in step."""
+    from bench.ysb import broker
+
+    broker.create_topic(bootstrap, topic, partitions)
+    producer: Any = broker.producer(bootstrap)
+    for start, n in gen.chunks(100_000):
+        for i, line in enumerate(gen.json_lines(start, n).to_pylist()):
+            while True:
+                try:
+                    producer.produce(topic, line.encode(), partition=(start + i) % partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("Kafka producer could not deliver every event")
+
+
+def _argv(
+    leg: str,
+    args: argparse.Namespace,
+    inputs: Path,
+    work: Path,
+    bootstrap: str | None,
+    flink_python: Path | None,
+) -> list[str] | None:
+    common = [
+        "--campaigns",
+        str(inputs / "campaigns" / "campaigns.json"),
+        "--work",
+        str(work),
+        "--cores",
+        str(args.cores),
+    ]
+    files = ["--input", str(inputs / "events")]
+    if leg == "pyspark":
+        return [
+            sys.executable,
+            "-m",
+            "bench.ysb.pyspark_job",
+            *files,
+            *common,
+            "--max-files",
+            str(args.max_files),
+        ]
+    if leg == "flink":
+        if flink_python is None:
+            return None
+        return [str(flink_python), str(ROOT / "bench" / "ysb" / "flink_job.py"), *files, *common]
+    lakefeed = [sys.executable, "-m", "bench.ysb.lakefeed_leg", *common]
+    if leg == "lakefeed":
+        return [*lakefeed, *files, "--max-files", str(args.max_files)]
+    if leg == "lakefeed-kafka":
+        per_batch = args.max_files * args.events // args.files
+        return [
+            *lakefeed,
+            "--bootstrap",
+            str(bootstrap),
+            "--topic",
+            TOPIC,
+            "--max-offsets",
+            str(per_batch),
+        ]
+    raise SystemExit(f"unknown leg {leg!r}; choose from {LEGS}")
+
+
+def _read_counts(figures: dict[str, Any]) -> ev.WindowCounts:
+    """Window counts from a leg's output, whatever its format."""
+    import pyarrow as pa
+
+    path, fmt = figures["output"], figures.get("format", "parquet")
+    if fmt == "delta":
+        from deltalake import DeltaTable
+
+        table = DeltaTable(path).to_pyarrow_table()
+    elif fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        names = pcsv.ReadOptions(column_names=["campaign_id", "window_start", "count"])
+        parts = [pcsv.read_csv(p, read_options=names) for p in sorted(Path(path).glob("part-*"))]
+        table = pa.concat_tables(parts)
+    else:
+        import pyarrow.dataset as ds
+
+        table = ds.dataset(path, format="parquet").to_table()
+    return ev.counts_from_table(table)
+
+
+def _print_run(repeat: int, run: LegRun) -> None:
+    if run.error:
+        print(f"  #{repeat} {run.leg:15} FAILED: {run.error}", flush=True)
+        return
+    f = run.figures
+    ok = "counts OK" if not f["problems"] else f"{len(f['problems'])} WRONG: {f['problems'][:2]}"
+    print(
+        f"  #{repeat} {run.leg:15} {f['events_per_s']:>12,.0f} events/s  job "
+        f"{f['elapsed_s']:6.1f} s  wall {run.wall_s:6.1f} s  {ok}",
+        flush=True,
+    )
+
+
+def _summarise(
+    runs: list[LegRun], legs: list[str], spec: ev.EventSpec, args: argparse.Namespace
+) -> dict[str, Any]:
+    per_leg: dict[str, Any] = {}
+    for leg in legs:
+        good = [r for r in runs if r.leg == leg and r.error is None]
+        rates = [r.figures["events_per_s"] for r in good]
+        per_leg[leg] = {
+            "events_per_s": rates,
+            "median_events_per_s": median(rates),
+            "median_wall_s": median([r.wall_s for r in good]),
+            "correct": bool(good) and all(not r.figures["problems"] for r in good),
+            "failures": [r.error for r in runs if r.leg == leg and r.error],
+        }
+    ratios = {}
+    lakefeed = per_leg.get("lakefeed", {}).get("median_events_per_s")
+    for other in ("pyspark", "flink"):
+        if lakefeed and other in per_leg and per_leg[other]["events_per_s"]:
+            ratios[f"lakefeed/{other}"] = lakefeed / per_leg[other]["median_events_per_s"]
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(),
+        "command": "python -m bench.ysb.run " + " ".join(sys.argv[1:]),
+        "events": spec.events,
+        "files": args.files,
+        "repeats": args.repeats,
+        "legs": per_leg,
+        "ratios": ratios,
+    }
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print("\n| implementation | events/s (median) | runs | counts |")
+    print("| --- | ---: | --- | --- |")
+    for leg, s in summary["legs"].items():
+        runs = ", ".join(f"{r:,.0f}" for r in s["events_per_s"]) or "failed"
+        print(
+            f"| {leg} | {s['median_events_per_s']:,.0f} | {runs} | "
+            f"{'same as reference' if s['correct'] else 'WRONG/failed'} |"
+        )
+    for name, ratio in summary["ratios"].items():
+        print(f"{name}: {ratio:.2f}x")
+
+
+def _chart(summary: dict[str, Any], path: Path) -> None:
+    legs = [leg for leg, s in summary["legs"].items() if s["events_per_s"]]
+    bar_chart(
+        path,
+        f"Yahoo Streaming Benchmark, {summary['events']:,} events, {summary['machine']}",
+        legs,
+        [summary["legs"][leg]["median_events_per_s"] for leg in legs],
+        "events/s (median)",
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

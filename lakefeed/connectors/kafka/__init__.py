@@ -1,7 +1,79 @@
-"""Placeholder until issue 4 lands its connector here."""
+"""Kafka without jars: format ``lakefeed_kafka`` (Spark's Kafka options and schema) on
+librdkafka, plus :func:`read_kafka` for pipeline flows.
 
-from pyspark.sql import SparkSession
+Modules: ``options`` (Spark option names → librdkafka, secrets scrubbed), ``offsets`` (offset
+JSON, planning, rate limits, data loss), ``client`` (driver-side metadata/watermarks),
+``consume`` (one task's [start, end) read), ``produce`` (idempotent at-least-once sink), ``lag``
+(lag from query progress), ``source`` (the Spark adapters).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+NAME = "lakefeed_kafka"
 
 
 def register(spark: SparkSession) -> None:
-    """Register this connector's data sources on ``spark``."""
+    """Register the ``lakefeed_kafka`` data source on ``spark``."""
+    from lakefeed.connectors.kafka.source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+
+
+def _option_name(name: str) -> str:
+    """``max_offsets_per_trigger`` → ``maxOffsetsPerTrigger``; dotted names are kept."""
+    if "." in name or "_" not in name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _option_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def read_kafka(
+    topics: str | Sequence[str] | None = None,
+    *,
+    bootstrap_servers: str,
+    pattern: str | re.Pattern[str] | None = None,
+    **options: Any,
+) -> DataFrame:
+    """A streaming DataFrame of Kafka records (Spark's Kafka schema), for pipeline flows.
+
+    ``topics`` is one topic, a comma-separated list or a list; ``pattern`` a regex instead. Other
+    options use Spark's names, in camelCase or snake_case (``starting_offsets="earliest"``,
+    ``maxOffsetsPerTrigger=1000``); client settings go as ``**{"kafka.security.protocol": ...}``
+    or ``kafka={"security.protocol": ...}``.
+    """
+    from lakefeed.session import active_spark
+
+    if (topics is None) == (pattern is None):
+        raise ValueError("read_kafka needs exactly one of topics or pattern")
+    reader = active_spark().readStream.format(NAME)
+    reader = reader.option("kafka.bootstrap.servers", bootstrap_servers)
+    if pattern is not None:
+        regex = pattern if isinstance(pattern, str) else pattern.pattern
+        reader = reader.option("subscribePattern", regex)
+    else:
+        listed = [topics] if isinstance(topics, str) else list(topics or [])
+        reader = reader.option("subscribe", ",".join(listed))
+    for name, value in dict(options.pop("kafka", None) or {}).items():
+        reader = reader.option(f"kafka.{name}", _option_value(value))
+    for name, value in options.items():
+        reader = reader.option(_option_name(name), _option_value(value))
+    return reader.load()
+
+
+__all__ = ["NAME", "read_kafka", "register"]

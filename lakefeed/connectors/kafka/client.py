@@ -1,0 +1,196 @@
+"""The driver's view of the brokers: partitions and watermarks, with bounded waits (Spark-free).
+
+Every broker call has a timeout, so a wrong ``kafka.bootstrap.servers`` fails a query within
+seconds, and errors are translated into messages that name the option to check, with secrets
+scrubbed.
+
+Latest offsets: ListOffsets(LATEST) is the high watermark on Apache Kafka, but some
+Kafka-protocol brokers (tansu) answer with the start of the newest produce batch + 1 instead. The
+high watermark inside a Fetch response is right on every broker, so the latest offset is the
+larger of ListOffsets and a one-message fetch at the end of each non-empty partition. On Apache
+Kafka both agree and the fetch costs one round trip per micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from lakefeed.connectors.kafka.offsets import Watermarks
+from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, TopicPartition
+
+LIBRDKAFKA_LOG = logging.getLogger("lakefeed.kafka.librdkafka")
+"""librdkafka's own log lines (connection failures, ...) go here instead of raw stderr."""
+
+T = TypeVar("T")
+
+
+class KafkaSourceError(RuntimeError):
+    """The brokers could not answer (unreachable, refused, timed out); message is scrubbed."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone; raised only when failOnDataLoss is true."""
+
+
+def data_loss_message(problems: Iterable[str]) -> str:
+    return (
+        "Kafka data loss: "
+        + "; ".join(problems)
+        + ". Some data may have been lost. If you want the query to carry on (skipping what is "
+        "gone, with a warning), set option failOnDataLoss to false."
+    )
+
+
+def consumer_config(options: SourceOptions, **overrides: Any) -> dict[str, Any]:
+    """librdkafka consumer settings: the user's ``kafka.*`` plus what lakefeed must own."""
+    return {
+        # Spark's (Java client) default; librdkafka alone would default to read_committed.
+        "isolation.level": "read_uncommitted",
+        **options.client,
+        "group.id": options.group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "logger": LIBRDKAFKA_LOG,
+        **overrides,
+    }
+
+
+def make_consumer(options: SourceOptions, **overrides: Any) -> Consumer:
+    try:
+        return Consumer(consumer_config(options, **overrides))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise KafkaOptionError(
+            options.scrub(
+                f"invalid Kafka client option: {_reason(exc)} (check the kafka.* options)"
+            )
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc)
+
+
+class BrokerView:
+    """Long-lived driver-side client: lists partitions, reads watermarks. Not picklable state."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._metadata: Consumer | None = None
+        self._fetcher: Consumer | None = None
+        self._reached = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    def close(self) -> None:
+        for consumer in (self._metadata, self._fetcher):
+            if consumer is not None:
+                consumer.close()
+        self._metadata = self._fetcher = None
+
+    # -- broker calls ------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries once the brokers have answered before; fail fast otherwise."""
+        retries = self.options.metadata_retries if self._reached else 0
+        for attempt in range(retries + 1):
+            try:
+                result = fn()
+                self._reached = True
+                return result
+            except KafkaException as exc:
+                reason = _reason(exc)
+                if attempt < retries:
+                    LIBRDKAFKA_LOG.warning(
+                        "Kafka %s failed (%s); retry %d of %d", what, reason, attempt + 1, retries
+                    )
+                    time.sleep(self.options.retry_interval_s)
+        raise KafkaSourceError(
+            self.options.scrub(
+                f"Kafka {what} failed: {reason} (brokers {self.options.bootstrap_servers}, "
+                f"waited {self.options.metadata_timeout_s:g} s"
+                + (f" x {retries + 1} attempts" if retries else "")
+                + "). Check kafka.bootstrap.servers, that the brokers are up and reachable, "
+                "and kafka.security.protocol/kafka.sasl.* settings."
+            )
+        )
+
+    def _consumer(self) -> Consumer:
+        if self._metadata is None:
+            self._metadata = make_consumer(self.options)
+        return self._metadata
+
+    def partitions(self) -> list[TopicPartition]:
+        """Partitions the subscription covers right now (new topics/partitions included)."""
+        timeout = self.options.metadata_timeout_s
+        consumer = self._consumer()
+        metadata = self._call("metadata request", lambda: consumer.list_topics(timeout=timeout))
+        subscription = self.options.subscription
+        found = [
+            (name, partition)
+            for name, topic in metadata.topics.items()
+            if topic.error is None and subscription.wants(name)
+            for partition in topic.partitions
+        ]
+        if subscription.kind == "assign":
+            found = [tp for tp in found if tp in subscription.assigned]
+        return sorted(found)
+
+    def watermarks(
+        self, partitions: Iterable[TopicPartition], *, exact_high: bool = True
+    ) -> Watermarks:
+        """(low, high) for each partition; ``exact_high`` corrects high by a fetch (see above)."""
+        timeout = self.options.metadata_timeout_s
+        consumer = self._consumer()
+        result: Watermarks = {}
+        for topic, partition in partitions:
+            request = KafkaTopicPartition(topic, partition)
+
+            def ask(request: KafkaTopicPartition = request) -> tuple[int, int]:
+                return consumer.get_watermark_offsets(request, timeout=timeout, cached=False)
+
+            result[(topic, partition)] = self._call("offset request", ask)
+        fetched = self._fetched_highs(result) if exact_high else {}
+        for key, fetched_high in fetched.items():
+            low, high = result[key]
+            result[key] = (low, max(high, fetched_high))
+        return result
+
+    def _fetched_highs(self, watermarks: Watermarks) -> dict[TopicPartition, int]:
+        """High watermarks seen in Fetch responses at the end of each non-empty partition."""
+        wanted = {tp: max(high - 1, low) for tp, (low, high) in watermarks.items() if high > low}
+        if not wanted:
+            return {}
+        if self._fetcher is None:
+            self._fetcher = make_consumer(
+                self.options, **{"queued.min.messages": 1, "fetch.wait.max.ms": 10}
+            )
+        fetcher = self._fetcher
+        fetcher.assign([KafkaTopicPartition(t, p, offset) for (t, p), offset in wanted.items()])
+        pending = set(wanted)
+        deadline = time.monotonic() + self.options.metadata_timeout_s
+        try:
+            while pending and time.monotonic() < deadline:
+                for message in fetcher.consume(num_messages=1000, timeout=0.05):
+                    if message.error() is None:
+                        pending.discard((message.topic(), message.partition()))
+            highs = {}
+            for topic, partition in set(wanted) - pending:
+                _, high = fetcher.get_watermark_offsets(
+                    KafkaTopicPartition(topic, partition), cached=True
+                )
+                highs[(topic, partition)] = high
+            return highs
+        finally:
+            fetcher.unassign()

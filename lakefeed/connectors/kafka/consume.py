@@ -1,0 +1,199 @@
+"""One task's read: exactly the offsets [start, end) of one partition, as Arrow batches.
+
+Spark-free, so it is tested against a broker without a JVM. The consumer is assigned (never
+subscribed, never committed): offsets live only in Spark's checkpoint, and a replayed batch reads
+the very same range. The loop stops on the offset, not on "no more data", so a slow broker
+cannot make a task return short; every wait is bounded by ``kafkaConsumer.pollTimeoutMs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from lakefeed.connectors.kafka.client import (
+    DataLossError,
+    KafkaSourceError,
+    data_loss_message,
+    make_consumer,
+)
+from lakefeed.connectors.kafka.offsets import OffsetRange
+from lakefeed.connectors.kafka.options import SourceOptions
+
+log = logging.getLogger("lakefeed.kafka.source")
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", _TIMESTAMP),
+    pa.field("timestampType", pa.int32()),
+]
+SPARK_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int"
+)
+"""Spark's Kafka source schema (``headers array<struct<key string, value binary>>`` optional)."""
+HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
+
+MAX_BATCH_ROWS = 20_000
+"""Rows per Arrow batch: bounds a task's memory whatever the range size."""
+_POLL_S = 1.0
+_LOSS_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """Equal to ``to_arrow_schema(<Spark Kafka schema>, timezone="UTC")``."""
+    return pa.schema(
+        _BASE_FIELDS + ([pa.field("headers", HEADERS_TYPE)] if include_headers else [])
+    )
+
+
+def spark_ddl(include_headers: bool) -> str:
+    return SPARK_DDL + (HEADERS_DDL if include_headers else "")
+
+
+def _headers(message: Message) -> list[dict[str, Any]]:
+    pairs: list[tuple[str, bytes]] = message.headers() or []  # type: ignore[assignment]
+    return [{"key": key, "value": value} for key, value in pairs]
+
+
+def to_record_batch(
+    messages: list[Message], topic: str, partition: int, schema: pa.Schema
+) -> pa.RecordBatch:
+    """Messages of one partition → a batch in Spark's Kafka schema."""
+    n = len(messages)
+    stamps = [m.timestamp() for m in messages]
+    # librdkafka: 0 none, 1 create, 2 log append; Java/Spark: -1 none, 0 create, 1 log append.
+    kinds = pa.array([kind - 1 for kind, _ in stamps], pa.int32())
+    # Built from Python ints: the first pyarrow.compute call in a worker costs seconds.
+    micros = pa.array([ms * 1000 if kind else None for kind, ms in stamps], _TIMESTAMP)
+    columns: list[Any] = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        micros,
+        kinds,
+    ]
+    if len(schema) > len(_BASE_FIELDS):
+        columns.append(pa.array([_headers(m) for m in messages], HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class RangeReader:
+    """Reads one :class:`OffsetRange`; a class so each step stays small and testable."""
+
+    def __init__(self, options: SourceOptions, offsets: OffsetRange) -> None:
+        self.options = options
+        self.range = offsets
+        self.schema = arrow_schema(options.include_headers)
+        self.next_offset = offsets.start
+        self.broker_end: int | None = None
+
+    def _consumer(self) -> Consumer:
+        reset = "error" if self.options.fail_on_data_loss else "earliest"
+        consumer = make_consumer(
+            self.options, **{"auto.offset.reset": reset, "enable.partition.eof": True}
+        )
+        r = self.range
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start)])
+        return consumer
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        consumer = self._consumer()
+        try:
+            yield from self._read(consumer)
+        finally:
+            consumer.close()
+
+    def _read(self, consumer: Consumer) -> Iterator[pa.RecordBatch]:
+        r = self.range
+        deadline = time.monotonic() + self.options.poll_timeout_s
+        while self.next_offset < r.end:
+            wanted = min(r.end - self.next_offset, MAX_BATCH_ROWS)
+            good = self._accept(consumer.consume(num_messages=wanted, timeout=_POLL_S))
+            if good:
+                yield to_record_batch(good, r.topic, r.partition, self.schema)
+                deadline = time.monotonic() + self.options.poll_timeout_s
+            elif self.next_offset < r.end and time.monotonic() > deadline:
+                self._give_up()
+                return
+
+    def _accept(self, messages: list[Message]) -> list[Message]:
+        """Keep messages inside the range; handle end-of-partition and consumer errors."""
+        good: list[Message] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_error(error, message)
+                continue
+            offset = int(message.offset() or 0)
+            if offset >= self.range.end:
+                self.next_offset = self.range.end
+                break
+            if offset > self.next_offset and not good and self.next_offset == self.range.start:
+                log.warning(
+                    "Kafka %s-%d: offsets %d..%d were not available; read from %d",
+                    self.range.topic,
+                    self.range.partition,
+                    self.next_offset,
+                    offset - 1,
+                    offset,
+                )
+            good.append(message)
+            self.next_offset = offset + 1
+        return good
+
+    def _on_error(self, error: KafkaError, message: Message) -> None:
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:
+            # Compaction, transaction markers and aborted records leave gaps below the end.
+            self.broker_end = int(message.offset() or 0)
+            if self.broker_end >= self.range.end:
+                self.next_offset = self.range.end
+            return
+        if code in _LOSS_CODES and self.options.fail_on_data_loss:
+            raise DataLossError(
+                data_loss_message([f"{self._where()}: offset {self.next_offset} is out of range"])
+            )
+        if error.fatal() or code in _LOSS_CODES:
+            raise KafkaSourceError(self.options.scrub(f"Kafka error at {self._where()}: {error}"))
+        log.warning("Kafka consumer error at %s (retrying): %s", self._where(), error.str())
+
+    def _where(self) -> str:
+        r = self.range
+        return f"{r.topic}-{r.partition} [{r.start}, {r.end})"
+
+    def _give_up(self) -> None:
+        """Nothing arrived for pollTimeoutMs although the range is not complete."""
+        seen = "" if self.broker_end is None else f"; the broker's end is {self.broker_end}"
+        problem = f"{self._where()}: read up to {self.next_offset}{seen}"
+        timeout = f"{self.options.poll_timeout_s:g} s (kafkaConsumer.pollTimeoutMs)"
+        if self.broker_end is not None and self.broker_end < self.range.end:
+            if self.options.fail_on_data_loss:
+                raise DataLossError(data_loss_message([problem + f", still after {timeout}"]))
+            log.warning("Kafka data loss (failOnDataLoss=false): %s", problem)
+            return
+        raise KafkaSourceError(
+            self.options.scrub(
+                f"Kafka read timed out: no data for {timeout} at {problem}. Check that brokers "
+                f"{self.options.bootstrap_servers} are up and reachable from the executors."
+            )
+        )
+
+
+def read_range(options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Arrow batches holding exactly offsets [start, end) of one partition (gaps excepted)."""
+    return RangeReader(options, offsets).batches()

@@ -1,0 +1,210 @@
+"""Offsets, batch planning and data-loss rules of the Kafka source (Spark-free).
+
+Offsets live only in Spark's checkpoint, in Spark's Kafka JSON form ``{"topic": {"0": 42}}``
+(``end`` is exclusive: the next offset to read). Everything here is a pure function of the
+offsets it is given, so a micro-batch replayed after a crash plans exactly the same ranges.
+
+A stream that starts at ``latest`` or ``earliest`` keeps that as the symbolic offset -1/-2 in
+its first start offset; the first micro-batch then fixes concrete end offsets in the offset log.
+Replaying that batch reads the same range, whereas re-resolving "latest" on restart (as a naive
+source would) silently skips what arrived in between.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from lakefeed.connectors.kafka.options import EARLIEST, LATEST, OffsetMap, TopicPartition
+
+Watermarks = dict[TopicPartition, tuple[int, int]]
+"""(low, high) per partition: the earliest available offset and the next offset to be written."""
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON, topics and partitions in a stable order."""
+    result: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = int(offset)
+    return result
+
+
+def from_json(offsets: Mapping[str, Mapping[str, int]] | None) -> OffsetMap:
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in (offsets or {}).items()
+        for partition, offset in partitions.items()
+    }
+
+
+def describe(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """One task's work: offsets [start, end) of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def initial_offsets(
+    starting: str | OffsetMap, partitions: Iterable[TopicPartition], fixed_partitions: bool
+) -> OffsetMap:
+    """The stream's first start offset: symbolic -1/-2 or the user's numbers.
+
+    With per-partition JSON Spark requires every partition to be listed (a partition left out is
+    far more often a typo than a wish); ``fixed_partitions`` (``assign``) demands the same.
+    """
+    partitions = sorted(set(partitions))
+    if isinstance(starting, str):
+        code = LATEST if starting == "latest" else EARLIEST
+        return dict.fromkeys(partitions, code)
+    missing = sorted(set(partitions) - set(starting))
+    unknown = sorted(set(starting) - set(partitions))
+    if missing or (unknown and fixed_partitions):
+        raise ValueError(
+            "startingOffsets JSON must give every partition it reads, using -2 for earliest "
+            "and -1 for latest; "
+            + (f"missing: {', '.join(map(describe, missing))}" if missing else "")
+            + (f" not read by this query: {', '.join(map(describe, unknown))}" if unknown else "")
+        )
+    return {tp: starting[tp] for tp in partitions}
+
+
+def resolve(offset: int, watermarks: tuple[int, int]) -> int:
+    """A concrete offset for a possibly symbolic one, given (low, high)."""
+    low, high = watermarks
+    if offset == EARLIEST:
+        return low
+    if offset == LATEST:
+        return high
+    return offset
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``latestOffset`` decided: concrete end offsets and any data loss it saw."""
+
+    end: OffsetMap
+    data_loss: tuple[str, ...] = ()
+
+
+def plan_end(
+    start: Mapping[TopicPartition, int],
+    watermarks: Watermarks,
+    *,
+    max_offsets: int | None = None,
+    target: Mapping[TopicPartition, int] | None = None,
+) -> Plan:
+    """End offsets of the next micro-batch, and the data loss between ``start`` and the broker.
+
+    Partitions the broker has but ``start`` lacks are new and read from their earliest offset.
+    ``target`` (Trigger.AvailableNow) caps every partition at the offsets seen when the query
+    started; ``max_offsets`` (maxOffsetsPerTrigger) is shared between partitions in proportion
+    to their lag, so a partition far behind catches up without starving the others.
+    """
+    losses: list[str] = []
+    begin: OffsetMap = {}
+    latest: OffsetMap = {}
+    for tp in sorted(set(start) - set(watermarks)):
+        losses.append(f"partition {describe(tp)} no longer exists (topic or partition deleted)")
+    for tp, (low, high) in sorted(watermarks.items()):
+        cap = high if target is None else min(high, target.get(tp, high))
+        offset = start.get(tp, EARLIEST)
+        if offset >= 0 and offset > high:
+            losses.append(
+                f"{describe(tp)}: offsets went back from {offset} to {high} "
+                "(topic recreated or unclean leader election)"
+            )
+            begin[tp] = latest[tp] = high
+            continue
+        if offset >= 0 and offset < low:
+            losses.append(
+                f"{describe(tp)}: offsets {offset}..{low - 1} are no longer available "
+                "(deleted by retention before they were read)"
+            )
+        begin[tp] = resolve(offset, (low, cap))
+        latest[tp] = max(cap, begin[tp])
+    end = latest if max_offsets is None else rate_limit(begin, latest, max_offsets)
+    return Plan(end=end, data_loss=tuple(losses))
+
+
+def rate_limit(
+    begin: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_total: int
+) -> OffsetMap:
+    """Advance at most ``max_total`` offsets in all, shared in proportion to each lag.
+
+    Largest-remainder rounding keeps the total exact and gives every lagging partition a share
+    as soon as the budget allows, so no partition waits forever behind a busier one.
+    """
+    lag = {tp: max(latest[tp] - begin[tp], 0) for tp in latest}
+    total = sum(lag.values())
+    if total <= max_total:
+        return dict(latest)
+    shares = {tp: max_total * n / total for tp, n in lag.items()}
+    granted = {tp: math.floor(s) for tp, s in shares.items()}
+    left = max_total - sum(granted.values())
+    by_remainder = sorted(shares, key=lambda tp: (granted[tp] - shares[tp], tp))
+    for tp in by_remainder[:left]:
+        granted[tp] += 1
+    return {tp: begin[tp] + granted[tp] for tp in latest}
+
+
+def plan_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    low: Mapping[TopicPartition, int],
+    *,
+    min_partitions: int | None = None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """The tasks of one batch: [start, end) per partition, split for parallelism.
+
+    ``low`` resolves a symbolic earliest start (first batch, new partitions). A start at latest
+    (-1) reads nothing: the first batch only fixes where the stream begins.
+    """
+    ranges: list[OffsetRange] = []
+    for tp, stop in sorted(end.items()):
+        begin = start.get(tp, EARLIEST)
+        if begin == LATEST:
+            continue
+        if begin == EARLIEST:
+            begin = low.get(tp, 0)
+        if stop > begin:
+            ranges.append(OffsetRange(tp[0], tp[1], begin, stop))
+    return split_ranges(ranges, min_partitions=min_partitions, max_records=max_records)
+
+
+def split_ranges(
+    ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Split big ranges: at most ``max_records`` each, and at least ``min_partitions`` tasks.
+
+    Like Spark's KafkaOffsetRangeCalculator, ranges are split in proportion to their size, so a
+    hot partition gets more tasks than a quiet one.
+    """
+    counts = {r: 1 for r in ranges}
+    if max_records:
+        counts = {r: max(1, math.ceil(r.size / max_records)) for r in ranges}
+    total = sum(r.size for r in ranges)
+    if min_partitions and sum(counts.values()) < min_partitions and total > 0:
+        for r in ranges:
+            counts[r] = max(counts[r], math.ceil(r.size / total * min_partitions))
+    result: list[OffsetRange] = []
+    for r in ranges:
+        parts = min(counts[r], r.size)
+        bounds = [r.start + (r.size * i) // parts for i in range(parts + 1)]
+        result.extend(
+            OffsetRange(r.topic, r.partition, a, b)
+            for a, b in zip(bounds, bounds[1:], strict=False)
+        )
+    return result

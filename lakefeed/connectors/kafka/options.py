@@ -1,0 +1,391 @@
+"""Spark's Kafka option names, parsed and checked before any query starts (Spark-free).
+
+Users bring code written for Spark's Kafka connector, so lakefeed accepts the same names
+(``kafka.bootstrap.servers``, ``subscribe``, ``startingOffsets``, ...) and passes every other
+``kafka.*`` option through to librdkafka. librdkafka is not the Java client: a few Java-only
+settings are translated (``sasl.jaas.config``) or refused with the librdkafka equivalent, so that
+a misconfiguration fails at ``load()`` with a message that says what to do instead of as a hung
+query. Secret values (SASL/SSL passwords, keys) never appear in a ``repr`` or an error: every
+message leaving this package goes through :func:`scrub`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakefeed.observe.redact import MASK, is_secret_key, redact_text
+
+EARLIEST = -2
+"""Spark's per-partition code for "earliest" in offset JSON."""
+LATEST = -1
+"""Spark's per-partition code for "latest" in offset JSON."""
+
+TopicPartition = tuple[str, int]
+OffsetMap = dict[TopicPartition, int]
+
+
+class KafkaOptionError(ValueError):
+    """A Kafka option is missing, malformed or unsupported; the message says how to fix it."""
+
+
+# Java-only client settings and what librdkafka wants instead.
+_JAVA_ONLY = {
+    "ssl.truststore.location": "kafka.ssl.ca.location (a PEM file)",
+    "ssl.truststore.password": "kafka.ssl.ca.location (a PEM file needs no password)",
+    "ssl.truststore.type": "kafka.ssl.ca.location (a PEM file)",
+    "ssl.keystore.location": "kafka.ssl.certificate.location and kafka.ssl.key.location (PEM)",
+    "ssl.keystore.type": "kafka.ssl.certificate.location and kafka.ssl.key.location (PEM)",
+    "ssl.keystore.password": "kafka.ssl.key.password",
+}
+# Consumer/producer settings lakefeed owns (Spark refuses the same ones).
+_OWNED = {
+    "group.id": "kafka.group.id is accepted; plain group.id is not a Spark option",
+    "auto.offset.reset": "use startingOffsets (offsets live in Spark's checkpoint)",
+    "enable.auto.commit": "offsets live in Spark's checkpoint, never in Kafka",
+    "key.deserializer": "keys are always read as binary: cast or parse the key column",
+    "value.deserializer": "values are always read as binary: cast or parse the value column",
+    "key.serializer": "write a string or binary key column",
+    "value.serializer": "write a string or binary value column",
+    "interceptor.classes": "interceptors are a Java client feature",
+}
+_JAAS = re.compile(
+    r"""(?P<module>[\w.]+)\s+required(?P<args>(?:\s+\w+\s*=\s*"[^"]*")*)\s*;?\s*$""", re.DOTALL
+)
+_JAAS_ARG = re.compile(r"""(\w+)\s*=\s*"([^"]*)\"""")
+
+
+def _lower(options: Mapping[str, Any]) -> dict[str, str]:
+    # Spark options are case-insensitive; CaseInsensitiveDict.copy() keeps user spelling.
+    return {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+
+
+def secret_values(config: Mapping[str, str]) -> list[str]:
+    """The values of secret-named settings, longest first (for scrubbing free text)."""
+    values = {str(v) for k, v in config.items() if is_secret_key(k) and v}
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(text: str, config: Mapping[str, str] | None = None) -> str:
+    """Remove every secret value of ``config`` from ``text``, then mask ``password=...`` pairs."""
+    for value in secret_values(config or {}):
+        if len(value) >= 3:
+            text = text.replace(value, MASK)
+    return redact_text(text)
+
+
+def _translate_jaas(value: str) -> dict[str, str]:
+    """``sasl.jaas.config`` (Java) → librdkafka ``sasl.username``/``sasl.password``."""
+    match = _JAAS.match(value.strip())
+    if match is None:
+        raise KafkaOptionError(
+            "kafka.sasl.jaas.config is not a JAAS login line this connector understands; "
+            "set kafka.sasl.username and kafka.sasl.password instead"
+        )
+    module = match.group("module").rsplit(".", 1)[-1]
+    args = dict(_JAAS_ARG.findall(match.group("args")))
+    if module not in ("PlainLoginModule", "ScramLoginModule") or not {
+        "username",
+        "password",
+    } <= set(args):
+        raise KafkaOptionError(
+            f"kafka.sasl.jaas.config with {module}: only PlainLoginModule/ScramLoginModule with "
+            "username and password are translated; for OAUTHBEARER or GSSAPI set librdkafka's "
+            "kafka.sasl.oauthbearer.* or kafka.sasl.kerberos.* options"
+        )
+    return {"sasl.username": args["username"], "sasl.password": args["password"]}
+
+
+def client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from the ``kafka.*`` options (keys already lower-cased)."""
+    config: dict[str, str] = {}
+    for key, value in options.items():
+        if not key.startswith("kafka."):
+            continue
+        name = key[len("kafka.") :]
+        if name in _JAVA_ONLY:
+            raise KafkaOptionError(
+                f"kafka.{name} is a Java client setting; librdkafka needs {_JAVA_ONLY[name]}"
+            )
+        if name in _OWNED and name != "group.id":
+            raise KafkaOptionError(f"kafka.{name} is not supported: {_OWNED[name]}")
+        if name == "sasl.jaas.config":
+            config.update(_translate_jaas(value))
+        else:
+            config[name] = value
+    if not config.get("bootstrap.servers", "").strip():
+        raise KafkaOptionError(
+            "option kafka.bootstrap.servers is required, e.g. "
+            '.option("kafka.bootstrap.servers", "host1:9092,host2:9092")'
+        )
+    return config
+
+
+def _refuse_unknown(options: Mapping[str, str], known: frozenset[str], role: str) -> None:
+    for key in options:
+        if key.startswith("kafka.") or key in known:
+            continue
+        if key in _OWNED:
+            raise KafkaOptionError(f"option {key} is not supported: {_OWNED[key]}")
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+        hint = f" Did you mean {_SPARK_SPELLING.get(close[0], close[0])}?" if close else ""
+        raise KafkaOptionError(
+            f"unknown Kafka {role} option {key!r}.{hint} "
+            "Client settings go through as kafka.<librdkafka setting>."
+        )
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise KafkaOptionError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _positive_int(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise KafkaOptionError(f"option {name} must be a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise KafkaOptionError(f"option {name} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _offset_json(name: str, raw: str) -> OffsetMap:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise KafkaOptionError(
+            f"option {name} must be earliest, latest or JSON like "
+            f'{{"topicA": {{"0": 23, "1": -2}}}} (-2 = earliest, -1 = latest), got {raw!r}'
+        )
+    result: OffsetMap = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise KafkaOptionError(f"option {name}: topic {topic!r} needs {{partition: offset}}")
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit() or not isinstance(offset, int) or offset < EARLIEST:
+                raise KafkaOptionError(
+                    f"option {name}: {topic}[{partition}] = {offset!r} is not an offset "
+                    "(use a number >= 0, -2 for earliest or -1 for latest)"
+                )
+            result[(str(topic), int(partition))] = offset
+    return result
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What to read: ``subscribe`` (topic list), ``subscribePattern`` (regex) or ``assign``."""
+
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: tuple[TopicPartition, ...] = ()
+
+    def wants(self, topic: str) -> bool:
+        if self.kind == "subscribe":
+            return topic in self.topics
+        if self.kind == "subscribePattern":
+            assert self.pattern is not None
+            return re.fullmatch(self.pattern, topic) is not None and not topic.startswith("__")
+        return any(t == topic for t, _ in self.assigned)
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return "assign=" + ",".join(f"{t}-{p}" for t, p in self.assigned)
+
+
+def _subscription(options: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if options.get(k)]
+    if len(given) != 1:
+        found = ", ".join(_SPARK_SPELLING[k] for k in given) or "none"
+        raise KafkaOptionError(
+            "exactly one of subscribe, subscribePattern or assign is required "
+            f'(found: {found}), e.g. .option("subscribe", "topicA,topicB")'
+        )
+    kind = given[0]
+    raw = options[kind]
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+        if not topics:
+            raise KafkaOptionError(f"option subscribe lists no topic: {raw!r}")
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribepattern":
+        try:
+            re.compile(raw)
+        except re.error as exc:
+            raise KafkaOptionError(
+                f"option subscribePattern is not a regex ({exc}): {raw!r}"
+            ) from None
+        return Subscription("subscribePattern", pattern=raw)
+    try:
+        parsed = json.loads(raw)
+        assigned = tuple(
+            sorted((str(t), int(p)) for t, parts in parsed.items() for p in parts if int(p) >= 0)
+        )
+    except (ValueError, TypeError, AttributeError):
+        assigned = ()
+    if not assigned:
+        raise KafkaOptionError(
+            f'option assign must be JSON like {{"topicA": [0, 1], "topicB": [2]}}, got {raw!r}'
+        )
+    return Subscription("assign", assigned=assigned)
+
+
+def _starting(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap:
+    raw = options.get("startingoffsets", "earliest" if batch else "latest").strip()
+    if raw.lower() in ("earliest", "latest"):
+        if batch and raw.lower() == "latest":
+            raise KafkaOptionError(
+                "startingOffsets=latest is not allowed for a batch read (it would read "
+                "nothing); use earliest or per-partition JSON"
+            )
+        return raw.lower()
+    offsets = _offset_json("startingOffsets", raw)
+    if batch and LATEST in offsets.values():
+        raise KafkaOptionError("startingOffsets: -1 (latest) is not allowed for a batch read")
+    return offsets
+
+
+def _ending(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap:
+    raw = options.get("endingoffsets")
+    if raw is None:
+        return "latest"
+    if batch is False:
+        raise KafkaOptionError(
+            "endingOffsets only applies to batch reads (spark.read); a stream has no end. "
+            "Use trigger(availableNow=True) to stop at the offsets available at start"
+        )
+    raw = raw.strip()
+    if raw.lower() == "latest":
+        return "latest"
+    if raw.lower() == "earliest":
+        raise KafkaOptionError("endingOffsets=earliest is not allowed (it would read nothing)")
+    offsets = _offset_json("endingOffsets", raw)
+    if EARLIEST in offsets.values():
+        raise KafkaOptionError("endingOffsets: -2 (earliest) is not allowed; use -1 or a number")
+    return offsets
+
+
+_SOURCE_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "maxOffsetsPerTrigger",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "includeHeaders",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "fetchOffset.timeoutMs",
+    "groupIdPrefix",
+)
+_SINK_OPTIONS = ("topic", "checkpointLocation", "path", "producer.flushTimeoutMs")
+_SPARK_SPELLING = {name.lower(): name for name in _SOURCE_OPTIONS + _SINK_OPTIONS}
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """A validated Kafka source configuration. ``repr`` never shows secrets."""
+
+    client: dict[str, str] = field(repr=False)
+    subscription: Subscription
+    starting: str | OffsetMap
+    ending: str | OffsetMap
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_s: float
+    metadata_timeout_s: float
+    metadata_retries: int
+    retry_interval_s: float
+    group_id: str
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.client["bootstrap.servers"]
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.client)
+
+
+def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> SourceOptions:
+    """Validate Spark-style source options; raise :class:`KafkaOptionError` on misuse.
+
+    ``batch`` is None when it is not known yet whether the read is a batch or a stream
+    (``DataSource.schema()``): only the rules common to both are checked then.
+    """
+    lowered = _lower(options)
+    try:
+        _refuse_unknown(lowered, frozenset(o.lower() for o in _SOURCE_OPTIONS), "source")
+        client = client_config(lowered)
+        retries = lowered.get("fetchoffset.numretries", "3")
+        if not retries.isdigit():
+            raise KafkaOptionError(f"option fetchOffset.numRetries must be >= 0, got {retries!r}")
+        return SourceOptions(
+            client=client,
+            subscription=_subscription(lowered),
+            starting=_starting(lowered, batch),
+            ending=_ending(lowered, batch),
+            max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
+            min_partitions=_positive_int(lowered, "minPartitions"),
+            max_records_per_partition=_positive_int(lowered, "maxRecordsPerPartition"),
+            fail_on_data_loss=_bool(lowered, "failOnDataLoss", True),
+            include_headers=_bool(lowered, "includeHeaders", False),
+            poll_timeout_s=(_positive_int(lowered, "kafkaConsumer.pollTimeoutMs") or 60_000) / 1000,
+            metadata_timeout_s=(_positive_int(lowered, "fetchOffset.timeoutMs") or 5_000) / 1000,
+            metadata_retries=int(retries),
+            retry_interval_s=(_positive_int(lowered, "fetchOffset.retryIntervalMs") or 1_000)
+            / 1000,
+            group_id=lowered.get("kafka.group.id")
+            or lowered.get("groupidprefix", "lakefeed-kafka-source"),
+        )
+    except KafkaOptionError as exc:
+        raise KafkaOptionError(scrub(str(exc), lowered)) from None
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """A validated Kafka sink configuration. ``repr`` never shows secrets."""
+
+    client: dict[str, str] = field(repr=False)
+    topic: str | None
+    flush_timeout_s: float
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.client)
+
+
+def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
+    """Validate Spark-style sink options; raise :class:`KafkaOptionError` on misuse."""
+    lowered = _lower(options)
+    try:
+        _refuse_unknown(lowered, frozenset(o.lower() for o in _SINK_OPTIONS), "sink")
+        return SinkOptions(
+            client=client_config(lowered),
+            topic=lowered.get("topic") or None,
+            flush_timeout_s=(_positive_int(lowered, "producer.flushTimeoutMs") or 60_000) / 1000,
+        )
+    except KafkaOptionError as exc:
+        raise KafkaOptionError(scrub(str(exc), lowered)) from None

@@ -1,0 +1,271 @@
+"""Spark adapters: the ``lakefeed_kafka`` data source (stream/batch reads, stream/batch writes).
+
+Thin on purpose: options, offsets, planning, reading and producing live in Spark-free modules.
+Spark constructs readers several times (driver, planner, executors) and pickles them, so
+constructors only validate options; broker connections are opened lazily and never pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from lakefeed.connectors.kafka.client import BrokerView, DataLossError, data_loss_message
+from lakefeed.connectors.kafka.consume import read_range, spark_ddl
+from lakefeed.connectors.kafka.offsets import (
+    EARLIEST,
+    OffsetRange,
+    Watermarks,
+    from_json,
+    initial_offsets,
+    plan_end,
+    plan_ranges,
+    to_json,
+)
+from lakefeed.connectors.kafka.options import (
+    LATEST,
+    KafkaOptionError,
+    OffsetMap,
+    SinkOptions,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+)
+from lakefeed.connectors.kafka.produce import check_sink_columns, write_batches
+
+NAME = "lakefeed_kafka"
+"""Spark reserves ``kafka`` (even without its jar), so the format is ``lakefeed_kafka``."""
+
+log = logging.getLogger("lakefeed.kafka.source")
+
+
+class KafkaInputPartition(InputPartition):
+    """One task's offset range (holds no client settings, so its repr is safe to log)."""
+
+    def __init__(self, offsets: OffsetRange) -> None:
+        super().__init__(offsets)
+
+
+def _report_data_loss(options: SourceOptions, problems: tuple[str, ...]) -> None:
+    if not problems:
+        return
+    if options.fail_on_data_loss:
+        raise DataLossError(data_loss_message(problems))
+    log.warning("Kafka data loss (failOnDataLoss=false): %s", "; ".join(problems))
+
+
+def _start_offsets(options: SourceOptions, broker: BrokerView) -> OffsetMap:
+    try:
+        return initial_offsets(
+            options.starting, broker.partitions(), options.subscription.kind == "assign"
+        )
+    except ValueError as exc:
+        raise KafkaOptionError(str(exc)) from None
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition.value, OffsetRange):
+        return iter(())
+    return read_range(options, partition.value)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: offsets and planning. Executor side: :func:`read_range`."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.broker = BrokerView(options)
+        self.latest: OffsetMap | None = None
+        self.target: OffsetMap | None = None
+
+    def initialOffset(self) -> dict:
+        return to_json(_start_offsets(self.options, self.broker))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def _watermarks(self) -> Watermarks:
+        watermarks = self.broker.watermarks(self.broker.partitions())
+        self.latest = {tp: high for tp, (_, high) in watermarks.items()}
+        return watermarks
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._watermarks()
+        self.target = self.latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        plan = plan_end(
+            from_json(start),
+            self._watermarks(),
+            max_offsets=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
+            target=self.target,
+        )
+        _report_data_loss(self.options, plan.data_loss)
+        return to_json(plan.end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json(self.latest) if self.latest else None
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        symbolic = [tp for tp in stop if begin.get(tp, EARLIEST) == EARLIEST]
+        low = {tp: wm[0] for tp, wm in self.broker.watermarks(symbolic, exact_high=False).items()}
+        ranges = plan_ranges(
+            begin,
+            stop,
+            low,
+            min_partitions=self.options.min_partitions,
+            max_records=self.options.max_records_per_partition,
+        )
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+    def stop(self) -> None:
+        self.broker.close()
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read``: [startingOffsets, endingOffsets) resolved once, at planning."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        broker = BrokerView(self.options)
+        try:
+            start = _start_offsets(self.options, broker)
+            watermarks = broker.watermarks(list(start))
+        finally:
+            broker.close()
+        end = self._end_offsets(watermarks)
+        plan = plan_end(start, watermarks)
+        _report_data_loss(self.options, plan.data_loss)
+        low = {tp: wm[0] for tp, wm in watermarks.items()}
+        begin = {
+            tp: max(offset, low[tp]) if offset >= 0 else offset for tp, offset in start.items()
+        }
+        ranges = plan_ranges(
+            begin,
+            end,
+            low,
+            min_partitions=self.options.min_partitions,
+            max_records=self.options.max_records_per_partition,
+        )
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def _end_offsets(self, watermarks: Watermarks) -> OffsetMap:
+        highs = {tp: high for tp, (_, high) in watermarks.items()}
+        ending = self.options.ending
+        if ending == "latest":
+            return highs
+        assert isinstance(ending, dict)
+        missing = sorted(set(highs) - set(ending))
+        if missing:
+            raise KafkaOptionError(
+                "endingOffsets JSON must give every partition read (-1 for latest); missing: "
+                + ", ".join(f"{t}-{p}" for t, p in missing)
+            )
+        beyond = [
+            f"{t}-{p}={ending[(t, p)]} > {highs[(t, p)]}"
+            for t, p in sorted(highs)
+            if ending[(t, p)] > highs[(t, p)]
+        ]
+        if beyond:
+            raise KafkaOptionError(
+                "endingOffsets beyond the latest available offsets: " + ", ".join(beyond)
+            )
+        return {tp: highs[tp] if ending[tp] == LATEST else ending[tp] for tp in highs}
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    sent: int
+
+
+def _sink_options(options: Any, schema: StructType) -> SinkOptions:
+    parsed = parse_sink_options(options)
+    check_sink_columns(
+        {field.name.lower(): field.dataType.simpleString() for field in schema.fields}, parsed
+    )
+    return parsed
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """At-least-once streaming sink (see :mod:`lakefeed.connectors.kafka.produce`)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return KafkaCommitMessage(write_batches(self.options, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        sent = sum(m.sent for m in messages if isinstance(m, KafkaCommitMessage))
+        log.info("Kafka sink batch %d: %d messages acknowledged", batchId, sent)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("Kafka sink batch %d failed; it will be sent again (at-least-once)", batchId)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """``df.write``: append-only, at-least-once."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return KafkaCommitMessage(write_batches(self.options, iterator))
+
+
+class KafkaDataSource(DataSource):
+    """Spark's Kafka connector options and schema, on librdkafka (no jars)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        # Validates every option before the query starts (load() fails, not the stream).
+        return spark_ddl(parse_source_options(self.options, batch=None).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(parse_source_options(self.options, batch=True))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(parse_source_options(self.options, batch=False))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:
+            raise KafkaOptionError("a Kafka topic cannot be overwritten; use mode('append')")
+        return KafkaBatchWriter(_sink_options(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        # Complete mode (overwrite) re-sends the whole result each batch, as Spark's sink does.
+        return KafkaStreamWriter(_sink_options(self.options, schema))

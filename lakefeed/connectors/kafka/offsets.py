@@ -118,8 +118,10 @@ def plan_end(
     for tp in sorted(set(start) - set(watermarks)):
         losses.append(f"partition {describe(tp)} no longer exists (topic or partition deleted)")
     for tp, (low, high) in sorted(watermarks.items()):
-        cap = high if target is None else min(high, target.get(tp, high))
+        if target is not None and tp not in target and tp not in start:
+            continue  # appeared after availableNow took its target: the next run reads it
         offset = start.get(tp, EARLIEST)
+        cap = high if target is None else min(high, target.get(tp, max(offset, low)))
         if offset >= 0 and offset > high:
             losses.append(
                 f"{describe(tp)}: offsets went back from {offset} to {high} "

@@ -125,6 +125,10 @@ class BatchProducer:
                 # Local queue full: let deliveries drain (bounded by the flush timeout later).
                 self.producer.poll(0.1)
                 self._raise_if_failed()
+            except KafkaException as exc:  # refused locally, e.g. message too large
+                raise KafkaSinkError(
+                    self.options.scrub(f"Kafka refused a message for topic {topic}: {exc}")
+                ) from None
 
     def finish(self) -> int:
         """Wait for every acknowledgement; the number of messages sent."""

@@ -11,11 +11,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+
+def committed_rows(table: Path) -> int:
+    """Rows the table's commits added so far (from the data files' Parquet footers)."""
+    total = 0
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for add in _adds(commit):
+            total += pq.ParquetFile(table / unquote(add["path"])).metadata.num_rows
+    return total
+
+
+def _adds(commit: Path) -> list[dict]:
+    actions = (json.loads(line) for line in commit.read_text().splitlines() if line)
+    return [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
 
 
 def row_latencies_ms(table: Path, time_column: str = "event_time") -> tuple[np.ndarray, np.ndarray]:
@@ -24,11 +39,8 @@ def row_latencies_ms(table: Path, time_column: str = "event_time") -> tuple[np.n
     latency: list[np.ndarray] = []
     for commit in sorted((table / "_delta_log").glob("*.json")):
         visible_ms = commit.stat().st_mtime_ns / 1e6
-        for line in commit.read_text().splitlines():
-            add = json.loads(line).get("add") if line else None
-            if not add or not add.get("dataChange", True):
-                continue
-            column = pq.read_table(table / add["path"], columns=[time_column])[time_column]
+        for add in _adds(commit):
+            column = pq.read_table(table / unquote(add["path"]), columns=[time_column])[time_column]
             ms = pc.cast(pc.cast(column, pa.timestamp("ms", tz="UTC")), pa.int64())
             values = ms.to_numpy(zero_copy_only=False).astype(np.float64)
             created.append(values)
@@ -54,20 +66,18 @@ class LatencyStats:
         return self.late_p50_ms > 2 * self.early_p50_ms + 1000
 
 
-def stats(created_ms: np.ndarray, latency_ms: np.ndarray, warmup_ms: float) -> LatencyStats:
-    """Percentiles over rows created after the first ``warmup_ms`` of the run.
+def stats(created_ms: np.ndarray, latency_ms: np.ndarray, since_ms: float) -> LatencyStats:
+    """Percentiles over rows created at or after ``since_ms`` (epoch ms; before: warm-up).
 
     ``early``/``late`` are the medians of the first and last fifth (by creation time) of the
     measured rows: their growth shows a backlog building up.
     """
-    if created_ms.size == 0:
-        nan = float("nan")
-        return LatencyStats(0, nan, nan, nan, nan, nan, nan)
     order = np.argsort(created_ms, kind="stable")
     created, latency = created_ms[order], latency_ms[order]
-    measured = latency[created >= created[0] + warmup_ms]
+    measured = latency[created >= since_ms]
     if measured.size == 0:
-        measured = latency
+        nan = float("nan")
+        return LatencyStats(0, nan, nan, nan, nan, nan, nan)
     fifth = max(1, measured.size // 5)
     p50, p95, p99 = np.percentile(measured, [50, 95, 99])
     return LatencyStats(

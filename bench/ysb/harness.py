@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,16 +35,31 @@ class LegRun:
     wall_s: float = 0.0
 
 
-def run_leg(leg: str, argv: Sequence[str], log: Path, timeout: float) -> LegRun:
-    """Run ``argv`` from the repository root; its output goes to ``log``."""
+def leg_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of a leg: the repository importable, Spark workers on this interpreter."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYSPARK_PYTHON": sys.executable,
+        **dict(extra or {}),
+    }
+
+
+def run_leg(
+    leg: str,
+    argv: Sequence[str],
+    log: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> LegRun:
+    """Run ``argv`` from the repository root with ``env`` added; its output goes to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     started = time.perf_counter()
     try:
         done = subprocess.run(
             list(argv),
             cwd=ROOT,
-            env=env,
+            env=leg_env(env),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -35,8 +35,10 @@ from bench.ysb.harness import (
     run_leg,
 )
 
+PIPELINE = ROOT / "bench" / "ysb" / "pipeline.py"
 LEGS = ("lakefeed", "pyspark", "flink", "lakefeed-kafka")
 TOPIC = "ad-events"
+CAMPAIGNS = "campaigns/campaigns.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,13 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             order = legs[repeat % len(legs) :] + legs[: repeat % len(legs)]
             for leg in order:
-                argv_ = _argv(
-                    leg, args, inputs, out / "work" / f"{leg}-{repeat}", bootstrap, flink_python
-                )
+                argv_ = _argv(leg, args, inputs, out / "work" / f"{leg}-{repeat}", flink_python)
                 if argv_ is None:
                     runs.append(LegRun(leg, error="PyFlink venv unavailable"))
                     continue
-                run = run_leg(leg, argv_, out / "logs" / f"{leg}-{repeat}.log", args.timeout)
+                log = out / "logs" / f"{leg}-{repeat}.log"
+                run = run_leg(leg, argv_, log, args.timeout, _ysb_env(leg, args, inputs, bootstrap))
                 if run.error is None:
                     run.figures["events_per_s"] = spec.events / run.figures["elapsed_s"]
                     run.figures["problems"] = ev.compare(
@@ -108,7 +109,7 @@ def _prepare_files(gen: ev.Generator, folder: Path, files: int) -> Path:
         for old in folder.glob("events/*.json"):
             old.unlink()
         ev.write_json_files(gen, folder / "events", files)
-        gen.campaigns.write_json(folder / "campaigns" / "campaigns.json")
+        gen.campaigns.write_json(folder / CAMPAIGNS)
         stamp.write_text(wanted)
         print(f"generated input in {time.perf_counter() - started:.1f} s", flush=True)
     return folder
@@ -155,51 +156,35 @@ def produce_events(gen: ev.Generator, bootstrap: str, topic: str, partitions: in
 
 
 def _argv(
-    leg: str,
-    args: argparse.Namespace,
-    inputs: Path,
-    work: Path,
-    bootstrap: str | None,
-    flink_python: Path | None,
+    leg: str, args: argparse.Namespace, inputs: Path, work: Path, flink_python: Path | None
 ) -> list[str] | None:
-    common = [
-        "--campaigns",
-        str(inputs / "campaigns" / "campaigns.json"),
-        "--work",
-        str(work),
-        "--cores",
-        str(args.cores),
-    ]
-    files = ["--input", str(inputs / "events")]
+    """The command of one leg; None when its engine is unavailable."""
+    common = ["--work", str(work), "--cores", str(args.cores)]
+    files = ["--input", str(inputs / "events"), "--campaigns", str(inputs / CAMPAIGNS)]
+    max_files = ["--max-files", str(args.max_files)]
     if leg == "pyspark":
-        return [
-            sys.executable,
-            "-m",
-            "bench.ysb.pyspark_job",
-            *files,
-            *common,
-            "--max-files",
-            str(args.max_files),
-        ]
+        return [sys.executable, "-m", "bench.ysb.pyspark_job", *files, *common, *max_files]
     if leg == "flink":
         if flink_python is None:
             return None
         return [str(flink_python), str(ROOT / "bench" / "ysb" / "flink_job.py"), *files, *common]
-    lakefeed = [sys.executable, "-m", "bench.ysb.lakefeed_leg", *common]
-    if leg == "lakefeed":
-        return [*lakefeed, *files, "--max-files", str(args.max_files)]
+    if leg in ("lakefeed", "lakefeed-kafka"):
+        table = ["--pipeline", str(PIPELINE), "--table", "ysb_window_counts"]
+        return [sys.executable, "-m", "bench.ysb.lakefeed_leg", *table, *common]
+    raise SystemExit(f"unknown leg {leg!r}; choose from {LEGS}")
+
+
+def _ysb_env(
+    leg: str, args: argparse.Namespace, inputs: Path, bootstrap: str | None
+) -> dict[str, str]:
+    """How the lakefeed pipeline finds its input (see ``bench/ysb/sources.py``)."""
+    env = {"YSB_CAMPAIGNS": str(inputs / CAMPAIGNS)}
     if leg == "lakefeed-kafka":
         per_batch = args.max_files * args.events // args.files
-        return [
-            *lakefeed,
-            "--bootstrap",
-            str(bootstrap),
-            "--topic",
-            TOPIC,
-            "--max-offsets",
-            str(per_batch),
-        ]
-    raise SystemExit(f"unknown leg {leg!r}; choose from {LEGS}")
+        env.update(YSB_BOOTSTRAP=str(bootstrap), YSB_TOPIC=TOPIC, YSB_MAX_OFFSETS=str(per_batch))
+    else:
+        env.update(YSB_INPUT=str(inputs / "events"), YSB_MAX_FILES=str(args.max_files))
+    return env
 
 
 def _read_counts(figures: dict[str, Any]) -> ev.WindowCounts:

@@ -1,0 +1,280 @@
+"""End-to-end latency of a lakefeed pipeline at fixed input rates from a Kafka topic.
+
+For each trigger (lakefeed's default ``processingTime`` interval and the shortest, ``0
+seconds`` = back-to-back micro-batches) and each rate: start the pipeline
+(``bench/latency/pipeline.py``, continuous mode) in its own process, warm it up until its first
+commit, produce YSB events at the rate for ``--duration`` seconds stamped with their creation
+time, wait until every view event is in the gold Delta table, stop the pipeline gracefully, and
+read the latencies from the table's log (:mod:`bench.latency.measure`). A rate is sustained when
+every event arrived and the latency did not grow during the run.
+
+    .venv/bin/python -m bench.latency.run --rates 1000,10000,50000 --chart docs/latency.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.latency.measure import committed_rows, row_latencies_ms, stats
+from bench.ysb import broker
+from bench.ysb import events as ev
+from bench.ysb.harness import ROOT, leg_env, load_average, machine
+
+TRIGGERS = {"default": "5 seconds", "shortest": "0 seconds"}
+TABLE = "ysb_views"
+VIEW = '"event_type": "view"'
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    out: Path = args.out
+    campaigns = ev.Campaigns.generate(7)
+    campaigns_file = out / "campaigns.json"
+    campaigns.write_json(campaigns_file)
+    templates = _templates(campaigns)
+    rates = [int(r) for r in args.rates.split(",")]
+    print(
+        f"latency: rates {rates}, {args.duration:.0f} s each; machine {machine()}; "
+        f"load {load_average():.1f}",
+        flush=True,
+    )
+    results: list[dict[str, Any]] = []
+    with broker.tansu(out / "logs" / "tansu.log") as bootstrap:
+        for trigger in args.triggers.split(","):
+            for rate in rates:
+                result = _one(args, bootstrap, campaigns_file, templates, trigger, rate)
+                results.append(result)
+                _print(result)
+    summary = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(),
+        "command": "python -m bench.latency.run " + " ".join(sys.argv[1:]),
+        "duration_s": args.duration,
+        "runs": results,
+        "max_sustained": {
+            t: max([r["rate"] for r in results if r["trigger"] == t and r["sustained"]], default=0)
+            for t in args.triggers.split(",")
+        },
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    _print_summary(summary)
+    if args.chart:
+        _chart(summary, args.chart)
+    return 0
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rates", default="1000,10000,50000", help="events/s, comma separated")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds of input per rate")
+    p.add_argument("--triggers", default="default,shortest", help=f"comma list of {list(TRIGGERS)}")
+    p.add_argument("--partitions", type=int, default=2)
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds of each run not measured")
+    p.add_argument("--drain-timeout", type=float, default=60.0)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "latency")
+    p.add_argument("--chart", type=Path, default=None)
+    return p.parse_args(argv)
+
+
+def _templates(campaigns: ev.Campaigns) -> list[tuple[str, str, bool]]:
+    """(before, after, is_view) around the event time of 10k pre-drawn YSB events."""
+    gen = ev.Generator(ev.EventSpec(10_000), campaigns)
+    marker = '"event_time": "'
+    templates = []
+    for line in gen.json_lines(0, 10_000).to_pylist():
+        before, rest = line.split(marker)
+        templates.append((before + marker, rest[rest.index('"') :], VIEW in line))
+    return templates
+
+
+def _one(
+    args: argparse.Namespace,
+    bootstrap: str,
+    campaigns_file: Path,
+    templates: list[tuple[str, str, bool]],
+    trigger: str,
+    rate: int,
+) -> dict[str, Any]:
+    name = f"{trigger}-{rate}"
+    topic, work = f"lat-{name}", args.out / "work" / name
+    broker.create_topic(bootstrap, topic, args.partitions)
+    table = work / "lakehouse" / "tables" / TABLE
+    leg = _start_pipeline(args, bootstrap, topic, campaigns_file, work, TRIGGERS[trigger], name)
+    producer: Any = broker.producer(bootstrap, **{"linger.ms": 2})
+    try:
+        views = _warm_up(producer, topic, templates, table, leg)
+        measured_from_ms = time.time() * 1000 + args.warmup * 1000
+        views += _produce_at(producer, topic, templates, rate, args.duration)
+        drained = _wait_rows(table, views, args.drain_timeout)
+    finally:
+        _stop(leg)
+    created, latency = row_latencies_ms(table)
+    s = stats(created, latency, measured_from_ms)
+    return {
+        "trigger": trigger,
+        "trigger_interval": TRIGGERS[trigger],
+        "rate": rate,
+        "expected_views": views,
+        "rows_in_gold": int(created.size),
+        "drained": drained,
+        "sustained": drained and not s.falling_behind,
+        "load": load_average(),
+        **asdict(s),
+    }
+
+
+def _start_pipeline(
+    args: argparse.Namespace,
+    bootstrap: str,
+    topic: str,
+    campaigns_file: Path,
+    work: Path,
+    interval: str,
+    name: str,
+) -> subprocess.Popen[bytes]:
+    log = args.out / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable, "-m", "bench.ysb.lakefeed_leg", "--work", str(work),
+        "--pipeline", str(ROOT / "bench" / "latency" / "pipeline.py"), "--table", TABLE,
+        "--mode", "continuous", "--trigger-interval", interval, "--cores", str(args.cores),
+    ]  # fmt: skip
+    env = leg_env(
+        {"YSB_CAMPAIGNS": str(campaigns_file), "YSB_BOOTSTRAP": bootstrap, "YSB_TOPIC": topic}
+    )
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+
+
+def _send(producer: Any, topic: str, template: tuple[str, str, bool], now_ms: int) -> None:
+    before, after, _ = template
+    while True:
+        try:
+            producer.produce(topic, f"{before}{now_ms}{after}".encode())
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def _warm_up(
+    producer: Any,
+    topic: str,
+    templates: list[tuple[str, str, bool]],
+    table: Path,
+    leg: subprocess.Popen[bytes],
+    timeout: float = 300.0,
+) -> int:
+    """Trickle events until the gold table has rows: the pipeline is up and running."""
+    deadline, views, i = time.monotonic() + timeout, 0, 0
+    while not (table / "_delta_log").is_dir() or committed_rows(table) == 0:
+        if leg.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"pipeline not running (exit code {leg.returncode})")
+        for _ in range(10):
+            template = templates[i % len(templates)]
+            _send(producer, topic, template, int(time.time() * 1000))
+            views += template[2]
+            i += 1
+        producer.poll(0)
+        time.sleep(0.1)
+    producer.flush(10)
+    return views
+
+
+def _produce_at(
+    producer: Any, topic: str, templates: list[tuple[str, str, bool]], rate: int, duration: float
+) -> int:
+    """Send ``rate`` events per second for ``duration`` s, each stamped when it is sent."""
+    start, sent, views = time.monotonic(), 0, 0
+    total = int(rate * duration)
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) * rate) + 1)
+        now_ms = int(time.time() * 1000)
+        while sent < due:
+            template = templates[sent % len(templates)]
+            _send(producer, topic, template, now_ms)
+            views += template[2]
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+    producer.flush(30)
+    return views
+
+
+def _wait_rows(table: Path, expected: int, timeout: float) -> bool:
+    """True once the gold table holds ``expected`` rows (from the log's add stats)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if committed_rows(table) >= expected:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _stop(leg: subprocess.Popen[bytes]) -> None:
+    """Graceful stop (SIGTERM: finish the batch), then kill the process group if it hangs."""
+    if leg.poll() is None:
+        os.kill(leg.pid, signal.SIGTERM)
+        try:
+            leg.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(leg.pid, signal.SIGKILL)
+            leg.wait()
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"  {r['trigger']:9} {r['rate']:>7,}/s  p50 {r['p50_ms']:7.0f} ms  p95 "
+          f"{r['p95_ms']:7.0f} ms  p99 {r['p99_ms']:7.0f} ms  rows {r['rows_in_gold']:,}/"
+          f"{r['expected_views']:,}  {'sustained' if r['sustained'] else 'FELL BEHIND'}  "
+          f"(load {r['load']:.1f})", flush=True)  # fmt: skip
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print("\n| trigger | rate (events/s) | p50 ms | p95 ms | p99 ms | sustained |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for r in summary["runs"]:
+        print(
+            f"| {r['trigger']} (`{r['trigger_interval']}`) | {r['rate']:,} | {r['p50_ms']:.0f} "
+            f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {'yes' if r['sustained'] else 'no'} |"
+        )
+    for trigger, rate in summary["max_sustained"].items():
+        print(f"highest rate sustained, {trigger} trigger: {rate:,} events/s")
+
+
+def _chart(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    for trigger in dict.fromkeys(r["trigger"] for r in summary["runs"]):
+        runs = [r for r in summary["runs"] if r["trigger"] == trigger]
+        ax.plot([r["rate"] for r in runs], [r["p99_ms"] / 1000 for r in runs], "o-",
+                label=f"p99, {trigger} trigger")  # fmt: skip
+        ax.plot([r["rate"] for r in runs], [r["p50_ms"] / 1000 for r in runs], "x--",
+                label=f"p50, {trigger} trigger")  # fmt: skip
+    ax.axhline(1.5, color="grey", lw=0.8, ls=":", label="target p99 1.5 s")
+    ax.set_xscale("log")
+    ax.set_xlabel("input rate (events/s)")
+    ax.set_ylabel("event → visible in gold (s)")
+    ax.set_title(f"lakefeed end-to-end latency, Kafka → Delta, {summary['machine']}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,301 @@
+"""The decorators users write pipelines with, DLT/SDP style.
+
+``@table`` declares a streaming table, ``@materialized_view`` a batch-recomputed table, ``@view``
+a named DataFrame that is not stored. ``expect``/``expect_or_drop``/``expect_or_fail`` attach
+rules. Inside a flow function, ``read_stream(name)``/``read(name)`` read another dataset of the
+pipeline and ``source(kind, **options)`` reads an external source; which DataFrame they return
+(streaming, batch, or an inlined plan for validation) is decided by the runtime that evaluates
+the function, which is how one flow function serves every run mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from lakefeed.lakehouse import check_name
+from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
+from lakefeed.pipeline.graph import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from lakefeed.pipeline.sql import SqlFlow
+
+KINDS = ("table", "materialized_view", "view")
+OUTPUT_MODES = ("append", "complete", "update")
+
+# Friendly source names; anything else is passed to Spark as a format name.
+SOURCE_FORMATS = {
+    "iot": "lakefeed_iot",
+    "generator": "lakefeed_iot",
+    "kafka": "lakefeed_kafka",
+    "files": "cloudFiles",
+    "cloudfiles": "cloudFiles",
+    "delta": "delta",
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Dataset:
+    """One node of a pipeline: how to compute it and how to store it."""
+
+    name: str
+    kind: str
+    func: Callable[[], DataFrame]
+    comment: str | None = None
+    partition_cols: list[str] = field(default_factory=list)
+    table_properties: dict[str, str] = field(default_factory=dict)
+    expectations: list[Expectation] = field(default_factory=list)
+    output_mode: str | None = None
+    source: str = ""
+    sql: SqlFlow | None = None
+
+    @property
+    def stored(self) -> bool:
+        return self.kind != "view"
+
+    @property
+    def quarantine(self) -> str | None:
+        """The side table for dropped rows, when the dataset has drop rules."""
+        if any(rule.action is Action.DROP for rule in self.expectations) and self.stored:
+            return quarantine_table(self.name)
+        return None
+
+
+class Pipeline:
+    """The datasets a set of pipeline files declares."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.datasets: dict[str, Dataset] = {}
+
+    def add(self, dataset: Dataset) -> Dataset:
+        check_name(dataset.name)
+        if dataset.name in self.datasets:
+            first = self.datasets[dataset.name].source
+            raise PipelineError(
+                [
+                    f"dataset {dataset.name!r} is defined twice ({first} and {dataset.source}); "
+                    "rename one of them"
+                ]
+            )
+        if dataset.kind not in KINDS:
+            raise PipelineError([f"{dataset.name!r}: unknown kind {dataset.kind!r}"])
+        self.datasets[dataset.name] = dataset
+        return dataset
+
+
+class Resolver(Protocol):
+    """What the runtime provides while a flow function runs."""
+
+    def read(self, name: str, streaming: bool, options: Mapping[str, str]) -> DataFrame: ...
+
+    def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame: ...
+
+
+_DEFAULT = Pipeline("default")
+_LOADING: ContextVar[Pipeline | None] = ContextVar("lakefeed_loading", default=None)
+_RESOLVER: ContextVar[Resolver | None] = ContextVar("lakefeed_resolver", default=None)
+
+
+def default_pipeline() -> Pipeline:
+    """Datasets declared outside ``lakefeed run`` (e.g. in a notebook) land here."""
+    return _DEFAULT
+
+
+def current_pipeline() -> Pipeline:
+    return _LOADING.get() or _DEFAULT
+
+
+@contextlib.contextmanager
+def loading(pipeline: Pipeline) -> Iterator[Pipeline]:
+    """Decorators evaluated inside this block register into ``pipeline``."""
+    token = _LOADING.set(pipeline)
+    try:
+        yield pipeline
+    finally:
+        _LOADING.reset(token)
+
+
+@contextlib.contextmanager
+def resolving(resolver: Resolver) -> Iterator[None]:
+    token = _RESOLVER.set(resolver)
+    try:
+        yield
+    finally:
+        _RESOLVER.reset(token)
+
+
+def _resolver(what: str) -> Resolver:
+    resolver = _RESOLVER.get()
+    if resolver is None:
+        raise RuntimeError(
+            f"lakefeed.{what}() only works inside a flow function that lakefeed evaluates: "
+            "run the pipeline with `lakefeed run FILE` (or lakefeed.run(...))"
+        )
+    return resolver
+
+
+_CONFIG: dict[str, str] = {}
+
+
+def set_config(values: Mapping[str, str]) -> None:
+    """Pipeline configuration (``lakefeed run --conf key=value``), like DLT's ``configuration``."""
+    _CONFIG.clear()
+    _CONFIG.update(values)
+
+
+def config(key: str, default: Any = None) -> Any:
+    """A pipeline configuration value, so one pipeline file serves demo, tests and production."""
+    return _CONFIG.get(key, default)
+
+
+def read_stream(name: str, **options: Any) -> DataFrame:
+    """Read dataset ``name`` of this pipeline incrementally (a batch read in backfill mode)."""
+    return _resolver("read_stream").read(name, True, _stringify(options))
+
+
+def read(name: str, **options: Any) -> DataFrame:
+    """Read dataset ``name`` of this pipeline as a complete (batch) DataFrame."""
+    return _resolver("read").read(name, False, _stringify(options))
+
+
+def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
+    """Read an external source: ``iot`` (built-in generator), ``kafka``, ``files``, ``delta``
+    or any Spark format name. Streaming in stream modes, batch in backfill."""
+    fmt = SOURCE_FORMATS.get(kind.lower(), kind)
+    return _resolver("source").source(fmt, path, _stringify(options))
+
+
+def _stringify(options: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        key: str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in options.items()
+    }
+
+
+def _pending(func: Callable[..., Any]) -> list[Expectation]:
+    """Rules stacked under the dataset decorator wait on the function."""
+    rules: list[Expectation] = func.__dict__.setdefault("__lakefeed_expectations__", [])
+    return rules
+
+
+def _declare(kind: str, func: Callable[..., Any] | None, **kwargs: Any) -> Any:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = kwargs.pop("name", None) or fn.__name__
+        output_mode = kwargs.get("output_mode")
+        if output_mode is not None and output_mode not in OUTPUT_MODES:
+            raise PipelineError([f"{name!r}: output_mode must be one of {OUTPUT_MODES}"])
+        code = getattr(fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
+        dataset = Dataset(
+            name=name,
+            kind=kind,
+            func=fn,
+            comment=kwargs.get("comment"),
+            partition_cols=list(kwargs.get("partition_cols") or []),
+            table_properties=dict(kwargs.get("table_properties") or {}),
+            expectations=list(reversed(_pending(fn))),
+            output_mode=output_mode,
+            source=where,
+        )
+        current_pipeline().add(dataset)
+        fn.__dict__["__lakefeed_dataset__"] = dataset
+        return fn
+
+    return register(func) if func is not None else register
+
+
+def table(
+    func: F | None = None,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    partition_cols: list[str] | None = None,
+    table_properties: dict[str, str] | None = None,
+    output_mode: str | None = None,
+) -> Any:
+    """A streaming table: the function returns a DataFrame read with ``read_stream``/``source``.
+
+    ``output_mode`` is picked automatically (append, or complete for an aggregate without a
+    watermark); set it only to insist.
+    """
+    return _declare(
+        "table",
+        func,
+        name=name,
+        comment=comment,
+        partition_cols=partition_cols,
+        table_properties=table_properties,
+        output_mode=output_mode,
+    )
+
+
+def materialized_view(
+    func: F | None = None,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    partition_cols: list[str] | None = None,
+    table_properties: dict[str, str] | None = None,
+) -> Any:
+    """A table recomputed in batch from its inputs each time the pipeline refreshes it."""
+    return _declare(
+        "materialized_view",
+        func,
+        name=name,
+        comment=comment,
+        partition_cols=partition_cols,
+        table_properties=table_properties,
+    )
+
+
+def view(func: F | None = None, *, name: str | None = None, comment: str | None = None) -> Any:
+    """A named DataFrame other flows read; not stored, inlined into its readers."""
+    return _declare("view", func, name=name, comment=comment)
+
+
+def _expect(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:
+    def attach(fn: F) -> F:
+        new = [Expectation(rule, predicate, action) for rule, predicate in rules.items()]
+        dataset: Dataset | None = fn.__dict__.get("__lakefeed_dataset__")
+        if dataset is not None:  # the rule sits above @table
+            dataset.expectations[:0] = new
+        else:
+            _pending(fn).extend(reversed(new))
+        return fn
+
+    return attach
+
+
+def expect(name: str, predicate: str) -> Callable[[F], F]:
+    """Keep rows failing ``predicate`` and count them."""
+    return _expect(Action.WARN, {name: predicate})
+
+
+def expect_or_drop(name: str, predicate: str) -> Callable[[F], F]:
+    """Drop rows failing ``predicate`` (into ``<table>_quarantine``) and count them."""
+    return _expect(Action.DROP, {name: predicate})
+
+
+def expect_or_fail(name: str, predicate: str) -> Callable[[F], F]:
+    """Stop the flow when a row fails ``predicate``; nothing of that batch is committed."""
+    return _expect(Action.FAIL, {name: predicate})
+
+
+def expect_all(rules: Mapping[str, str]) -> Callable[[F], F]:
+    return _expect(Action.WARN, rules)
+
+
+def expect_all_or_drop(rules: Mapping[str, str]) -> Callable[[F], F]:
+    return _expect(Action.DROP, rules)
+
+
+def expect_all_or_fail(rules: Mapping[str, str]) -> Callable[[F], F]:
+    return _expect(Action.FAIL, rules)

@@ -1,0 +1,155 @@
+"""Load pipeline files (Python and SQL, or a folder of them) into one :class:`Pipeline`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+from lakefeed.pipeline.api import Dataset, Pipeline, loading, read, read_stream
+from lakefeed.pipeline.expectations import check_unique
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.sql import SqlFlow, parse_sql_file
+
+SUFFIXES = (".py", ".sql")
+
+
+def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Files of the pipeline, a folder expanding to its ``.py``/``.sql`` files by name."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(
+                sorted(
+                    p
+                    for p in path.iterdir()
+                    if p.suffix in SUFFIXES and not p.name.startswith(("_", "."))
+                )
+            )
+        elif path.is_file() and path.suffix in SUFFIXES:
+            files.append(path)
+        elif path.exists():
+            raise PipelineError([f"{path}: a pipeline file must end in .py or .sql"])
+        else:
+            raise PipelineError([f"{path}: no such file or folder"])
+    if not files:
+        raise PipelineError([f"no .py or .sql pipeline files in {', '.join(map(str, paths))}"])
+    return files
+
+
+def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipeline:
+    """Import every file; problems of all files are reported together."""
+    paths = list(paths)
+    files = pipeline_files(paths)
+    pipeline = Pipeline(name or _default_name(paths))
+    problems: list[str] = []
+    with loading(pipeline):
+        for file in files:
+            try:
+                if file.suffix == ".sql":
+                    for flow in parse_sql_file(file):
+                        pipeline.add(sql_dataset(flow))
+                else:
+                    _exec_python(file)
+            except PipelineError as error:
+                problems.extend(error.problems)
+    for dataset in pipeline.datasets.values():
+        try:
+            check_unique(dataset.expectations, dataset.name)
+        except ValueError as error:
+            problems.append(str(error))
+    if not pipeline.datasets and not problems:
+        problems.append(
+            f"{', '.join(map(str, files))} declare no dataset: decorate flow functions with "
+            "@lf.table, @lf.materialized_view or @lf.view"
+        )
+    if problems:
+        raise PipelineError(problems)
+    return pipeline
+
+
+def sql_dataset(flow: SqlFlow) -> Dataset:
+    return Dataset(
+        name=flow.name,
+        kind=flow.kind,
+        func=lambda: run_sql_flow(flow),
+        comment=flow.comment,
+        partition_cols=flow.partition_cols,
+        table_properties=flow.table_properties,
+        expectations=flow.expectations,
+        source=flow.source,
+        sql=flow,
+    )
+
+
+def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
+    """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
+    from lakefeed.session import active_spark
+
+    spark = active_spark()
+    views: dict[tuple[str, bool], str] = {}
+    for name in flow.stream_reads:
+        views[(name, True)] = _temp_view(read_stream(name), flow.name, name, "s")
+    for name in flow.batch_reads:
+        df = _read_if_defined(name)
+        if df is not None:
+            views[(name, False)] = _temp_view(df, flow.name, name, "b")
+    return spark.sql(flow.render(views))
+
+
+def _read_if_defined(name: str):  # noqa: ANN202
+    """A bare ``FROM x`` is a pipeline read only when x is a dataset; else Spark's table."""
+    from lakefeed.pipeline.api import _RESOLVER
+
+    resolver = _RESOLVER.get()
+    known = getattr(resolver, "defines", None)
+    if known is not None and not known(name):
+        return None
+    return read(name)
+
+
+def _temp_view(df, flow: str, name: str, tag: str) -> str:  # noqa: ANN001
+    view = f"__lakefeed_{flow}_{tag}_{name}"
+    df.createOrReplaceTempView(view)
+    return view
+
+
+def _exec_python(file: Path) -> None:
+    module_name = f"lakefeed_pipeline_{file.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise PipelineError([f"{file}: cannot import"])
+    module = importlib.util.module_from_spec(spec)
+    # In sys.modules only while it runs: afterwards cloudpickle ships its functions (UDFs)
+    # to workers by value, since workers cannot import a pipeline file by name.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except PipelineError as error:
+        where = _location(file, error)
+        raise PipelineError(
+            p if str(file) in p else f"{where}: {p}" for p in error.problems
+        ) from error
+    except Exception as error:
+        raise PipelineError(
+            [f"{_location(file, error)}: {type(error).__name__}: {error}"]
+        ) from error
+    finally:
+        sys.modules.pop(module_name, None)
+
+
+def _location(file: Path, error: BaseException) -> str:
+    """``file:line`` of the pipeline file's frame that raised (or of the syntax error)."""
+    if isinstance(error, SyntaxError) and error.lineno:
+        return f"{file}:{error.lineno}"
+    frames = traceback.extract_tb(error.__traceback__)
+    line = next((f for f in reversed(frames) if f.filename == str(file)), None)
+    return f"{file}:{line.lineno}" if line else str(file)
+
+
+def _default_name(paths: list[str | Path]) -> str:
+    first = Path(paths[0]).resolve()
+    return first.stem if first.is_file() else first.name

@@ -1,0 +1,98 @@
+"""Output modes: picked where one answer is right, refused where none works with Delta.
+
+A Delta target takes ``append`` (each row once, exactly-once via the txn id) or ``complete``
+(the whole result rewritten each batch). ``update`` cannot work: Spark rejects it for Python
+sinks and Delta has no in-place upsert from a plain sink. So:
+
+- no aggregation → append;
+- aggregation with an event-time watermark → append (a window is written once, when the
+  watermark closes it);
+- aggregation without a watermark → complete (the only correct choice; state and rewrite cost
+  grow with the number of groups, so lakefeed warns);
+- an explicit ``append`` on an aggregation without a watermark, ``update``, or ``complete``
+  without an aggregation are refused with the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the runtime learned from a flow's DataFrame plan (no query started)."""
+
+    streaming: bool
+    aggregate: bool = False
+    watermark: bool = False
+    stateful: list[str] = field(default_factory=list)
+    unbounded_dedup: bool = False
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    mode: str | None  # None when the flow cannot run
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def choose_output_mode(name: str, kind: str, facts: PlanFacts, requested: str | None) -> ModeChoice:
+    if kind == "materialized_view":
+        if facts.streaming:
+            return ModeChoice(
+                None,
+                [
+                    f"materialized view {name!r} returned a streaming DataFrame: read its inputs "
+                    "with lf.read(...), or declare it @lf.table"
+                ],
+            )
+        return ModeChoice("overwrite")
+    if not facts.streaming:
+        return ModeChoice(
+            None,
+            [
+                f"streaming table {name!r} returned a batch DataFrame: read inputs with "
+                "lf.read_stream(...)/lf.source(...), or declare it @lf.materialized_view"
+            ],
+        )
+    warnings = []
+    if facts.unbounded_dedup:
+        warnings.append(
+            f"{name!r}: dropDuplicates without a watermark keeps every key in state forever; "
+            "use withWatermark(...).dropDuplicatesWithinWatermark([...])"
+        )
+    if requested == "update":
+        return ModeChoice(
+            None,
+            [
+                f"{name!r}: output_mode='update' cannot write a Delta table; use a watermark and "
+                "append (windows written once closed) or output_mode='complete'"
+            ],
+        )
+    if not facts.aggregate:
+        if requested == "complete":
+            return ModeChoice(
+                None,
+                [
+                    f"{name!r}: output_mode='complete' needs an aggregation; remove it (append "
+                    "is used)"
+                ],
+            )
+        return ModeChoice("append", [], warnings)
+    if requested == "append" and not facts.watermark:
+        return ModeChoice(
+            None,
+            [
+                f"{name!r}: aggregation in append mode needs a watermark: add "
+                ".withWatermark('event_time', '2 minutes') before groupBy and group by a "
+                "window of that column, or drop output_mode to let lakefeed use complete"
+            ],
+        )
+    if requested == "complete" or not facts.watermark:
+        if requested is None:
+            warnings.append(
+                f"{name!r}: aggregation without a watermark runs in complete mode: all groups "
+                "stay in state and the table is rewritten each batch; add a watermark for append"
+            )
+        return ModeChoice("complete", [], warnings)
+    return ModeChoice("append", [], warnings)

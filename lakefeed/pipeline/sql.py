@@ -1,0 +1,255 @@
+"""SQL pipeline files: DLT/SDP-style ``CREATE STREAMING TABLE ... AS SELECT`` statements.
+
+Parsed without Spark into flow definitions. The query text keeps its SQL; references to other
+datasets (``STREAM(x)``, ``STREAM x``, ``LIVE.x`` or a bare name after FROM/JOIN) are recorded
+and later swapped for temporary views holding the right DataFrame, so SQL and Python flows mix
+in one pipeline and the graph sees SQL reads like Python ones.
+
+Supported::
+
+    CREATE [OR REFRESH] STREAMING TABLE name
+      [(CONSTRAINT rule EXPECT (predicate) [ON VIOLATION {DROP ROW | FAIL UPDATE}], ...)]
+      [PARTITIONED BY (col, ...)] [COMMENT 'text'] [TBLPROPERTIES (...)]
+      AS query
+    CREATE [OR REFRESH] MATERIALIZED VIEW name ... AS query
+    CREATE [TEMPORARY] [LIVE] VIEW name ... AS query
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lakefeed.pipeline.expectations import Action, Expectation
+from lakefeed.pipeline.graph import PipelineError
+
+KINDS = {
+    "STREAMING TABLE": "table",
+    "STREAMING LIVE TABLE": "table",
+    "MATERIALIZED VIEW": "materialized_view",
+    "LIVE TABLE": "materialized_view",
+    "VIEW": "view",
+    "TEMPORARY VIEW": "view",
+    "TEMPORARY LIVE VIEW": "view",
+    "LIVE VIEW": "view",
+}
+
+_HEAD = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REFRESH\s+|OR\s+REPLACE\s+)?"
+    r"(?P<kind>STREAMING\s+(?:LIVE\s+)?TABLE|MATERIALIZED\s+VIEW|LIVE\s+TABLE|"
+    r"(?:TEMPORARY\s+)?(?:LIVE\s+)?VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*",
+    re.IGNORECASE,
+)
+_AS = re.compile(r"\bAS\b", re.IGNORECASE)
+_CONSTRAINT = re.compile(
+    r"\s*CONSTRAINT\s+(?P<name>[A-Za-z0-9_]+)\s+EXPECT\s*(?=\()", re.IGNORECASE
+)
+_VIOLATION = re.compile(
+    r"\s*(?:ON\s+VIOLATION\s+(?P<action>DROP\s+ROW|FAIL\s+UPDATE))?\s*(?:,|$)", re.IGNORECASE
+)
+_PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
+_COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
+_TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
+# A dataset reference: STREAM(x), STREAM x, or a name after FROM/JOIN; LIVE. prefix optional.
+_REF = re.compile(
+    r"(?P<kw>\bFROM|\bJOIN)\s+(?:(?P<stream>STREAM)\s*(?P<paren>\()?\s*)?"
+    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?(paren)\s*\))",
+    re.IGNORECASE,
+)
+_SQL_WORDS = {"select", "values", "lateral", "unnest", "table", "stream"}
+
+
+@dataclass
+class SqlFlow:
+    """One ``CREATE ...`` statement; ``query`` still names datasets as written."""
+
+    name: str
+    kind: str
+    query: str
+    source: str
+    stream_reads: list[str] = field(default_factory=list)
+    batch_reads: list[str] = field(default_factory=list)
+    expectations: list[Expectation] = field(default_factory=list)
+    partition_cols: list[str] = field(default_factory=list)
+    comment: str | None = None
+    table_properties: dict[str, str] = field(default_factory=dict)
+
+    def render(self, view_for: dict[tuple[str, bool], str]) -> str:
+        """The query with each dataset reference replaced by its temporary view name."""
+
+        def swap(match: re.Match[str]) -> str:
+            key = (match.group("name"), bool(match.group("stream")))
+            if key not in view_for:
+                return match.group(0)
+            return f"{match.group('kw')} {view_for[key]}"
+
+        return _REF.sub(swap, self.query)
+
+
+def split_statements(text: str) -> list[str]:
+    """Split on ``;`` outside quotes, dropping ``--`` and ``/* */`` comments."""
+    statements, current, i, quote = [], [], 0, ""
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+            current.append(ch)
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i)
+            i = len(text) if end < 0 else end + 2
+            continue
+        elif ch == ";":
+            statements.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    statements.append("".join(current))
+    return [s.strip() for s in statements if s.strip()]
+
+
+def parse_statement(statement: str, source: str) -> SqlFlow:
+    head = _HEAD.match(statement)
+    where = f"{source}: {statement.split(chr(10))[0][:80]!r}"
+    if head is None:
+        raise PipelineError(
+            [
+                f"{where}: expected CREATE STREAMING TABLE | MATERIALIZED VIEW | VIEW name ... "
+                "AS query"
+            ]
+        )
+    kind = KINDS[" ".join(head.group("kind").upper().split())]
+    flow = SqlFlow(name=head.group("name"), kind=kind, query="", source=source)
+    rest = statement[head.end() :]
+    if rest.startswith("("):
+        close = _matching_paren(rest)
+        if close < 0:
+            raise PipelineError([f"{where}: unbalanced parenthesis in the column/constraint list"])
+        _parse_constraints(rest[1:close], flow, where)
+        rest = rest[close + 1 :].lstrip()
+    rest = _parse_clauses(rest, flow)
+    as_match = _AS.match(rest)
+    if as_match is None:
+        raise PipelineError(
+            [f"{where}: expected AS <query> after the clauses, found {rest[:40]!r}"]
+        )
+    flow.query = rest[as_match.end() :].strip()
+    if not flow.query:
+        raise PipelineError([f"{where}: empty query after AS"])
+    _collect_reads(flow)
+    return flow
+
+
+def parse_sql(text: str, source: str = "<sql>") -> list[SqlFlow]:
+    """Every flow of a SQL pipeline file; all syntax problems reported together."""
+    flows, problems = [], []
+    for statement in split_statements(text):
+        try:
+            flows.append(parse_statement(statement, source))
+        except PipelineError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise PipelineError(problems)
+    return flows
+
+
+def parse_sql_file(path: str | Path) -> list[SqlFlow]:
+    path = Path(path)
+    return parse_sql(path.read_text(), source=str(path))
+
+
+def _matching_paren(text: str) -> int:
+    depth, quote = 0, ""
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _parse_constraints(body: str, flow: SqlFlow, where: str) -> None:
+    pos = 0
+    while body[pos:].strip():
+        head = _CONSTRAINT.match(body, pos)
+        close = _matching_paren(body[head.end() :]) if head else -1
+        if head is None or close < 0:
+            raise PipelineError(
+                [
+                    f"{where}: cannot read {body[pos : pos + 60].strip()!r}; column lists are "
+                    "inferred, write only CONSTRAINT name EXPECT (predicate) "
+                    "[ON VIOLATION DROP ROW | FAIL UPDATE], ..."
+                ]
+            )
+        predicate = body[head.end() + 1 : head.end() + close]
+        violation = _VIOLATION.match(body, head.end() + close + 1)
+        if violation is None:
+            raise PipelineError([f"{where}: expected ON VIOLATION DROP ROW | FAIL UPDATE or ','"])
+        action = (violation.group("action") or "").upper()
+        flow.expectations.append(
+            Expectation(
+                head.group("name"),
+                predicate.strip(),
+                Action.DROP
+                if action.startswith("DROP")
+                else Action.FAIL
+                if action.startswith("FAIL")
+                else Action.WARN,
+            )
+        )
+        pos = violation.end()
+
+
+def _parse_clauses(rest: str, flow: SqlFlow) -> str:
+    while True:
+        for pattern in (_PARTITIONED, _COMMENT, _TBLPROPS):
+            match = pattern.match(rest)
+            if match is None:
+                continue
+            if pattern is _PARTITIONED:
+                flow.partition_cols = [c.strip() for c in match.group("cols").split(",") if c]
+            elif pattern is _COMMENT:
+                flow.comment = match.group("text").replace("''", "'")
+            else:
+                flow.table_properties = _props(match.group("props"))
+            rest = rest[match.end() :]
+            break
+        else:
+            return rest
+
+
+def _props(text: str) -> dict[str, str]:
+    props = {}
+    for item in text.split(","):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            props[key.strip().strip("'\"")] = value.strip().strip("'\"")
+    return props
+
+
+def _collect_reads(flow: SqlFlow) -> None:
+    ctes = {m.lower() for m in re.findall(r"\b([A-Za-z_]\w*)\s+AS\s*\(", flow.query, re.I)}
+    for match in _REF.finditer(flow.query):
+        name = match.group("name")
+        is_call = flow.query[match.end() :].lstrip().startswith("(")
+        if name.lower() in _SQL_WORDS or name.lower() in ctes or is_call:
+            continue
+        target = flow.stream_reads if match.group("stream") else flow.batch_reads
+        if name not in target:
+            target.append(name)

@@ -1,0 +1,142 @@
+"""Expectations on DataFrames: flag columns, per-batch counts, fail, drop and quarantine.
+
+Why this shape: the target must be written by the exactly-once Delta sink, so counting cannot
+happen in a side job. Each rule becomes a boolean flag column; ``DataFrame.observe`` turns the
+flags into named per-batch metrics that Spark reports in the query progress (the listener writes
+them to the event log). A fail rule is a filter whose predicate calls ``raise_error``: the task
+fails, so the batch is never committed and the query stops. Drop rules need two outputs (kept
+rows to the table, dropped rows with their failed rule names to ``<table>_quarantine``): that
+flow writes through ``foreachBatch`` with two Delta writes, each idempotent by
+``txnAppId``/``txnVersion`` = (query id, batch id), so a replayed batch commits neither twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from lakefeed.pipeline.expectations import (
+    FAILED_RULES_COLUMN,
+    OBSERVATION_NAME,
+    TOTAL_COLUMN,
+    Action,
+    Expectation,
+    fail_message,
+    metric_column,
+)
+
+_FLAG = "__lakefeed_ok_{}"
+KEPT = "__lakefeed_kept"
+
+
+def flag(index: int) -> str:
+    return _FLAG.format(index)
+
+
+def _ok(rule: Expectation) -> Column:
+    # NULL fails a rule: a missing value must not pass a range check.
+    return F.coalesce(F.expr(rule.predicate), F.lit(False))
+
+
+def with_flags(
+    df: DataFrame, rules: list[Expectation], table: str, observation: Observation | None = None
+) -> DataFrame:
+    """Add flag columns, observe per-rule counts, enforce fail rules. No-op without rules.
+
+    Streaming queries report the counts in their progress under ``OBSERVATION_NAME``; a batch
+    write passes an ``Observation`` to read them after the write.
+    """
+    if not rules:
+        return df
+    flagged = df.select("*", *[_ok(rule).alias(flag(i)) for i, rule in enumerate(rules)])
+    drop_flags = [F.col(flag(i)) for i, r in enumerate(rules) if r.action is Action.DROP]
+    kept = F.lit(True)
+    for column in drop_flags:
+        kept = kept & column
+    flagged = flagged.withColumn(KEPT, kept)
+    metrics = [F.count(F.lit(1)).alias(TOTAL_COLUMN)]
+    metrics += [
+        F.sum(F.when(F.col(flag(i)), 0).otherwise(1)).alias(metric_column(i))
+        for i in range(len(rules))
+    ]
+    metrics.append(F.sum(F.when(F.col(KEPT), 0).otherwise(1)).alias("dropped"))
+    observed = flagged.observe(observation or OBSERVATION_NAME, *metrics)
+    for i, rule in enumerate(rules):
+        if rule.action is Action.FAIL:
+            observed = observed.filter(
+                F.when(~F.col(flag(i)), F.raise_error(F.lit(fail_message(rule, table)))).otherwise(
+                    F.lit(True)
+                )
+            )
+    return observed
+
+
+def flag_columns(rules: list[Expectation]) -> list[str]:
+    return [flag(i) for i in range(len(rules))] + [KEPT] if rules else []
+
+
+def kept_rows(df: DataFrame, rules: list[Expectation]) -> DataFrame:
+    if not rules:
+        return df
+    return df.filter(F.col(KEPT)).drop(*flag_columns(rules))
+
+
+def dropped_rows(df: DataFrame, rules: list[Expectation]) -> DataFrame:
+    """Rows failing a drop rule, with the names of every rule they failed."""
+    names = F.array_compact(
+        F.array(*[F.when(~F.col(flag(i)), F.lit(r.name)) for i, r in enumerate(rules)])
+    )
+    return (
+        df.filter(~F.col(KEPT))
+        .withColumn(FAILED_RULES_COLUMN, names)
+        .withColumn("_quarantined_at", F.current_timestamp())
+        .drop(*flag_columns(rules))
+    )
+
+
+@dataclass
+class QuarantineWriter:
+    """``foreachBatch`` body: kept rows to the table, dropped rows to the quarantine table."""
+
+    rules: list[Expectation]
+    target: str
+    quarantine: str
+    checkpoint: str
+    partition_cols: list[str]
+    complete: bool
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        app_id = _query_id(self.checkpoint)
+        mode = "overwrite" if self.complete else "append"
+        batch.persist()
+        try:
+            good = kept_rows(batch, self.rules)
+            _write(good, self.target, mode, app_id, batch_id, self.partition_cols)
+            _write(dropped_rows(batch, self.rules), self.quarantine, mode, app_id, batch_id, [])
+        finally:
+            batch.unpersist()
+
+
+def _write(
+    df: DataFrame, path: str, mode: str, app_id: str, batch_id: int, partition_cols: list[str]
+) -> None:
+    writer = (
+        df.write.format("delta")
+        .mode(mode)
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(batch_id))
+        .option("mergeSchema", "true")
+    )
+    if partition_cols:
+        writer = writer.option("partitionBy", ",".join(partition_cols))
+    writer.save(path)
+
+
+def _query_id(checkpoint: str) -> str:
+    """The query id Spark keeps in the checkpoint: stable across restarts of this flow."""
+    text = (Path(checkpoint) / "metadata").read_text()
+    return str(json.loads(text.splitlines()[0])["id"])

@@ -1,0 +1,72 @@
+"""Query progress → event log: every micro-batch's progress and its expectation counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from lakefeed.observe.event_log import EventLog
+from lakefeed.observe.logs import get_logger
+from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
+
+log = get_logger(__name__)
+
+
+def expectation_event(
+    table: str, rules: list[Expectation], batch_id: int | None, metrics: Mapping
+) -> dict:
+    """The ``expectations`` event details for one batch (or one materialized view refresh)."""
+    return {
+        "batch_id": batch_id,
+        "table": table,
+        "rules": rule_counts(rules, metrics),
+        "quarantined": dropped_rows(rules, metrics),
+    }
+
+
+class ProgressListener(StreamingQueryListener):
+    """Runs on the driver; only this run's queries (by name) are recorded."""
+
+    def __init__(self, events: EventLog, rules: Mapping[str, list[Expectation]]) -> None:
+        self.events = events
+        self.rules = dict(rules)
+        self.flows: set[str] = set()
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001
+        try:
+            self._record(event.progress)
+        except Exception:  # a listener must never take the pipeline down
+            log.exception("could not record query progress")
+
+    def _record(self, progress) -> None:  # noqa: ANN001
+        flow = progress.name
+        if flow not in self.flows:
+            return
+        details = json.loads(progress.json)
+        self.events.emit(
+            "flow_progress",
+            f"batch {progress.batchId}: {progress.numInputRows} rows",
+            flow=flow,
+            details=details,
+        )
+        observed = (progress.observedMetrics or {}).get(OBSERVATION_NAME)
+        rules = self.rules.get(flow) or []
+        if observed is not None and rules:
+            metrics = observed.asDict()
+            self.events.emit(
+                "expectations",
+                f"batch {progress.batchId}: expectations checked",
+                flow=flow,
+                details=expectation_event(flow, rules, progress.batchId, metrics),
+            )

@@ -1,0 +1,538 @@
+"""Run a pipeline in one of four modes with the same flow functions.
+
+- ``continuous``: every streaming table runs at once with a ``processingTime`` trigger until
+  SIGINT/SIGTERM or ``duration``; a failed flow restarts with exponential backoff while the
+  others keep running; materialized views refresh every ``refresh_interval`` and at the end.
+- ``available-now``: flow by flow in dependency order, each with ``trigger(availableNow=True)``
+  (everything present, in rate-limited batches), then stops.
+- ``once``: like available-now but one micro-batch per flow (``trigger(once=True)``, which
+  ignores rate limits such as ``maxFilesPerTrigger``).
+- ``backfill``: the functions evaluated as batch DataFrames over all data, replacing targets;
+  their checkpoints are removed since their offsets no longer describe the table, so the next
+  streaming run is refused by the checkpoint guard until ``--full-refresh``.
+
+Stopping waits for the running micro-batch of each query to finish before ``stop()``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import EventLog
+from lakefeed.observe.logs import get_logger
+from lakefeed.pipeline import guard
+from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime import expect
+from lakefeed.runtime.evaluate import Evaluator, is_delta_table, table_has_rows
+from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
+
+log = get_logger(__name__)
+
+MODES = ("continuous", "available-now", "once", "backfill")
+
+
+@dataclass
+class RunOptions:
+    mode: str = "continuous"
+    trigger_interval: str = "5 seconds"
+    duration: float | None = None
+    full_refresh: tuple[str, ...] = ()
+    full_refresh_all: bool = False
+    max_restarts: int = 3
+    restart_backoff: float = 2.0
+    refresh_interval: float = 60.0
+    stop_timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise PipelineError([f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}"])
+
+
+@dataclass
+class FlowState:
+    dataset: Dataset
+    plan: FlowPlan
+    query: StreamingQuery | None = None
+    attempts: int = 0
+    restart_at: float | None = None
+    failed: bool = False
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    failed: list[str] = field(default_factory=list)
+    reason: str = "completed"
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+class PipelineRunner:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        lakehouse: Lakehouse,
+        spark: SparkSession,
+        options: RunOptions | None = None,
+        on_tick: Callable[[PipelineRunner], None] | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.lakehouse = lakehouse
+        self.spark = spark
+        self.options = options or RunOptions()
+        self.on_tick = on_tick
+        self.flows: dict[str, FlowState] = {}
+        self.events = EventLog(lakehouse.event_log_path, pipeline.name)
+        self._stop = threading.Event()
+        self._stop_reason = "completed"
+        self.validation: Validation | None = None
+
+    # -- public
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Ask the run to stop after the current micro-batches (thread and signal safe)."""
+        self._stop_reason = reason
+        self._stop.set()
+
+    def run(self) -> RunResult:
+        validation = validate(self.pipeline, self.lakehouse, self.spark)
+        self.validation = validation
+        validation.raise_for_problems()
+        for warning in validation.warnings:
+            log.warning(warning)
+        self.events.start()
+        self.events.emit(
+            "run_start",
+            f"{self.options.mode} run of {self.pipeline.name}",
+            details={
+                "mode": self.options.mode,
+                "graph": validation.graph.as_event(),
+                "output_modes": {n: p.output_mode for n, p in validation.flows.items()},
+                "warnings": validation.warnings,
+            },
+        )
+        result = RunResult(self.events.run_id)
+        listener = ProgressListener(
+            self.events, {n: d.expectations for n, d in self.pipeline.datasets.items()}
+        )
+        self.spark.streams.addListener(listener)
+        restore = self._install_signals()
+        try:
+            self._full_refresh(validation)
+            if self.options.mode == "backfill":
+                self._backfill(validation)
+            else:
+                self._prepare(validation)
+                listener.flows = set(self.flows)
+                if self.options.mode == "continuous":
+                    self._continuous(validation)
+                else:
+                    self._triggered(validation)
+            result.failed = [n for n, f in self.flows.items() if f.failed]
+            result.reason = self._stop_reason if self._stop.is_set() else "completed"
+        except BaseException as error:
+            result.reason = f"{type(error).__name__}: {error}"
+            self.events.emit(
+                "error",
+                str(error)[:2000],
+                level="ERROR",
+                details={"error": str(error), "traceback": traceback.format_exc()},
+            )
+            raise
+        finally:
+            self._stop_all()
+            restore()
+            self.spark.streams.removeListener(listener)
+            self.events.emit(
+                "run_stop",
+                f"run stopped: {result.reason}",
+                details={"reason": result.reason, "failed": result.failed},
+            )
+            self.events.close()
+        return result
+
+    # -- preparation
+
+    def _stored(self, validation: Validation) -> list[Dataset]:
+        return [
+            self.pipeline.datasets[n] for n in validation.order if self.pipeline.datasets[n].stored
+        ]
+
+    def _full_refresh(self, validation: Validation) -> None:
+        names = (
+            [d.name for d in self._stored(validation)]
+            if self.options.full_refresh_all
+            else list(self.options.full_refresh)
+        )
+        problems = [
+            f"--full-refresh {n}: no such table in this pipeline (tables: "
+            f"{', '.join(d.name for d in self._stored(validation))})"
+            for n in names
+            if n not in self.pipeline.datasets or not self.pipeline.datasets[n].stored
+        ]
+        if problems:
+            raise PipelineError(problems)
+        for name in names:
+            for stale in validation.graph.downstream(name):
+                if stale not in names and self.pipeline.datasets[stale].kind == "table":
+                    log.warning(
+                        f"{stale!r} streams from {name!r}, which is being reset: refresh it too"
+                    )
+            self.reset(name)
+
+    def reset(self, name: str) -> None:
+        """Delete a table, its quarantine table and its checkpoint."""
+        dataset = self.pipeline.datasets[name]
+        targets = [name] + ([dataset.quarantine] if dataset.quarantine else [])
+        for target in targets:
+            shutil.rmtree(self.lakehouse.table_path(target), ignore_errors=True)
+        shutil.rmtree(self.lakehouse.checkpoint_path(name), ignore_errors=True)
+        self.events.emit(
+            "flow_stop",
+            f"{name}: reset for full refresh",
+            flow=name,
+            details={"target": name, "reason": "full_refresh"},
+        )
+
+    def _prepare(self, validation: Validation) -> None:
+        """Real plans in dependency order; every table exists and every guard passes, or
+        nothing starts."""
+        streams = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
+        batches = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+        problems: list[str] = []
+        for dataset in self._stored(validation):
+            evaluator = streams if dataset.kind == "table" else batches
+            frame = evaluator.evaluate(dataset.name)
+            if frame is None:
+                problems.append(evaluator.errors.get(dataset.name, f"{dataset.name!r} failed"))
+                continue
+            plan, choice = check_flow(dataset, frame)
+            problems.extend(choice.problems)
+            if choice.problems:
+                continue
+            self._create_if_missing(dataset, frame)
+            if dataset.kind == "table":
+                problems.extend(self._guard(dataset, plan))
+                self.flows[dataset.name] = FlowState(dataset, plan)
+        if problems:
+            raise PipelineError(problems)
+
+    def _create_if_missing(self, dataset: Dataset, frame: DataFrame) -> None:
+        """Readers of a table resolve its schema at start: create it empty beforehand.
+
+        A metadata-only Delta commit through delta-rs, so no Spark job (and no Python worker)
+        runs before the first real batch.
+        """
+        path = str(self.lakehouse.table_path(dataset.name))
+        if is_delta_table(path):
+            return
+        from deltalake import DeltaTable
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow = to_arrow_schema(frame.schema, timezone="UTC")
+        nullable = pa.schema([f.with_nullable(True) for f in arrow])
+        DeltaTable.create(path, schema=nullable, partition_by=dataset.partition_cols or None)
+
+    def _guard(self, dataset: Dataset, plan: FlowPlan) -> list[str]:
+        checkpoint = self.lakehouse.checkpoint_path(dataset.name)
+        identity = guard.Identity(
+            self.pipeline.name, dataset.name, dataset.name, plan.facts.stateful
+        )
+        path = str(self.lakehouse.table_path(dataset.name))
+        try:
+            guard.check(checkpoint, identity, table_has_rows(path))
+        except guard.GuardError as error:
+            return [str(error)]
+        guard.write_identity(checkpoint, identity)
+        return []
+
+    # -- streaming
+
+    def _start(self, state: FlowState, trigger: dict) -> StreamingQuery:
+        dataset = state.dataset
+        frame = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream").evaluate(
+            dataset.name
+        )
+        if frame is None:
+            raise RuntimeError(f"{dataset.name!r} could not be evaluated")
+        rules = dataset.expectations
+        checked = expect.with_flags(frame, rules, dataset.name)
+        checkpoint = str(self.lakehouse.checkpoint_path(dataset.name))
+        target = str(self.lakehouse.table_path(dataset.name))
+        mode = state.plan.output_mode or "append"
+        if dataset.quarantine:
+            writer = checked.writeStream.foreachBatch(
+                expect.QuarantineWriter(
+                    rules,
+                    target,
+                    str(self.lakehouse.table_path(dataset.quarantine)),
+                    checkpoint,
+                    dataset.partition_cols,
+                    complete=mode == "complete",
+                )
+            )
+        else:
+            writer = (
+                checked.drop(*expect.flag_columns(rules))
+                .writeStream.format("delta")
+                .option("path", target)
+                .option("mergeSchema", "true")
+            )
+            if dataset.partition_cols:
+                writer = writer.option("partitionBy", ",".join(dataset.partition_cols))
+        query = (
+            writer.queryName(dataset.name)
+            .outputMode(mode)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
+        self.events.emit(
+            "flow_start",
+            f"{dataset.name} started ({mode}, {trigger})",
+            flow=dataset.name,
+            details={
+                "checkpoint": checkpoint,
+                "target": target,
+                "attempt": state.attempts,
+                "output_mode": mode,
+            },
+        )
+        state.query = query
+        return query
+
+    def _triggered(self, validation: Validation) -> None:
+        trigger = {"once": True} if self.options.mode == "once" else {"availableNow": True}
+        for dataset in self._stored(validation):
+            if self._stop.is_set():
+                break
+            if dataset.kind == "materialized_view":
+                self.refresh_view(dataset)
+                continue
+            state = self.flows[dataset.name]
+            while True:
+                query = self._start(state, trigger)
+                self._await(query)
+                if self._finished(state):
+                    break
+                if state.failed:
+                    raise PipelineError(
+                        [f"flow {dataset.name!r} failed; downstream flows were not run"]
+                    )
+                self._sleep_until(state.restart_at or 0)
+
+    def _await(self, query: StreamingQuery) -> None:
+        while query.isActive and not self._stop.is_set():
+            query.awaitTermination(1)
+            self._tick()
+
+    def _continuous(self, validation: Validation) -> None:
+        trigger = {"processingTime": self.options.trigger_interval}
+        for state in self.flows.values():
+            self._start(state, trigger)
+        deadline = time.monotonic() + self.options.duration if self.options.duration else None
+        next_refresh = time.monotonic() + self.options.refresh_interval
+        views = [d for d in self._stored(validation) if d.kind == "materialized_view"]
+        while not self._stop.is_set():
+            self._stop.wait(0.5)
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                self.request_stop("duration reached")
+                break
+            for state in self.flows.values():
+                if state.query is not None and not state.query.isActive:
+                    self._finished(state)
+                if state.restart_at is not None and now >= state.restart_at:
+                    state.restart_at = None
+                    self._start(state, trigger)
+            if self.flows and all(s.failed for s in self.flows.values()):
+                self.request_stop("every flow failed")
+            if views and now >= next_refresh:
+                for view in views:
+                    self.refresh_view(view)
+                next_refresh = now + self.options.refresh_interval
+            self._tick()
+        self._stop_all()
+        for view in views:
+            self.refresh_view(view)
+
+    def _finished(self, state: FlowState) -> bool:
+        """Handle a query that ended: True if it ended cleanly, else schedule a restart."""
+        query = state.query
+        assert query is not None
+        error = query.exception()
+        state.query = None
+        name = state.dataset.name
+        if error is None:
+            self.events.emit("flow_stop", f"{name} stopped", flow=name, details={"target": name})
+            return True
+        text = str(error)
+        self.events.emit(
+            "flow_failed",
+            f"{name} failed: {text.splitlines()[0][:500] if text else type(error).__name__}",
+            flow=name,
+            level="ERROR",
+            details={"error": text[:4000], "traceback": _stack(error)},
+        )
+        if state.attempts >= self.options.max_restarts or _permanent(text):
+            state.failed = True
+            return False
+        delay = self.options.restart_backoff * (2**state.attempts)
+        state.attempts += 1
+        state.restart_at = time.monotonic() + delay
+        self.events.emit(
+            "flow_restart",
+            f"{name}: restart {state.attempts}/{self.options.max_restarts} in {delay:.0f}s",
+            flow=name,
+            details={
+                "attempt": state.attempts,
+                "delay_s": delay,
+                "checkpoint": str(self.lakehouse.checkpoint_path(name)),
+                "target": name,
+            },
+        )
+        return False
+
+    def _sleep_until(self, when: float) -> None:
+        while time.monotonic() < when and not self._stop.is_set():
+            self._stop.wait(0.2)
+
+    def _stop_all(self) -> None:
+        for state in self.flows.values():
+            query = state.query
+            if query is None:
+                continue
+            _graceful_stop(query, self.options.stop_timeout)
+            state.query = None
+            self.events.emit(
+                "flow_stop",
+                f"{state.dataset.name} stopped",
+                flow=state.dataset.name,
+                details={"target": state.dataset.name},
+            )
+
+    def _tick(self) -> None:
+        if self.on_tick is not None:
+            try:
+                self.on_tick(self)
+            except Exception:
+                log.exception("progress view failed")
+
+    # -- batch
+
+    def refresh_view(self, dataset: Dataset) -> None:
+        """Recompute a materialized view (or backfill a table) in batch, replacing it."""
+        evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+        frame = evaluator.evaluate(dataset.name)
+        if frame is None:
+            raise PipelineError([evaluator.errors.get(dataset.name, dataset.name)])
+        self.write_batch(dataset, frame)
+
+    def write_batch(self, dataset: Dataset, frame: DataFrame) -> None:
+        rules = dataset.expectations
+        observation = Observation("lakefeed_expectations_batch")
+        checked = expect.with_flags(frame, rules, dataset.name, observation)
+        target = str(self.lakehouse.table_path(dataset.name))
+        checked.persist()
+        try:
+            _overwrite(expect.kept_rows(checked, rules), target, dataset.partition_cols)
+            if dataset.quarantine:
+                quarantine = str(self.lakehouse.table_path(dataset.quarantine))
+                _overwrite(expect.dropped_rows(checked, rules), quarantine, [])
+        finally:
+            checked.unpersist()
+        if rules:
+            self.events.emit(
+                "expectations",
+                f"{dataset.name}: expectations checked (batch)",
+                flow=dataset.name,
+                details=expectation_event(dataset.name, rules, None, observation.get),
+            )
+
+    def _backfill(self, validation: Validation) -> None:
+        for dataset in self._stored(validation):
+            if self._stop.is_set():
+                break
+            self.refresh_view(dataset)
+            if dataset.kind == "table":
+                shutil.rmtree(self.lakehouse.checkpoint_path(dataset.name), ignore_errors=True)
+            self.events.emit(
+                "flow_stop",
+                f"{dataset.name} backfilled",
+                flow=dataset.name,
+                details={"target": dataset.name, "reason": "backfill"},
+            )
+
+    # -- signals
+
+    def _install_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {
+            sig: signal.signal(sig, lambda s, _f: self.request_stop(signal.Signals(s).name))
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+
+def _overwrite(frame: DataFrame, path: str, partition_cols: list[str]) -> None:
+    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if partition_cols:
+        writer = writer.option("partitionBy", ",".join(partition_cols))
+    writer.save(path)
+
+
+def _graceful_stop(query: StreamingQuery, timeout: float) -> None:
+    """Let the running micro-batch commit, then stop (Spark has no stop-after-batch call)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            break
+        time.sleep(0.1)
+    query.stop()
+
+
+_PERMANENT = (
+    "expectation ",  # expect_or_fail: retrying the same input fails the same way
+    "AnalysisException",
+    "STREAMING_OUTPUT_MODE",
+    "SchemaMismatch",
+)
+
+
+def _permanent(text: str) -> bool:
+    return any(marker in text for marker in _PERMANENT)
+
+
+def _stack(error: BaseException) -> str:
+    trace = getattr(error, "getStackTrace", None)
+    return (trace() if callable(trace) else None) or str(error)
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    lakehouse: Lakehouse,
+    spark: SparkSession,
+    options: RunOptions | None = None,
+) -> RunResult:
+    return PipelineRunner(pipeline, lakehouse, spark, options).run()

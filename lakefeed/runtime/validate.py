@@ -1,0 +1,95 @@
+"""Dry run: the graph, output modes and misuse, found without starting any query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.graph import Graph, PipelineError
+from lakefeed.pipeline.modes import ModeChoice, PlanFacts, choose_output_mode
+from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
+
+
+@dataclass
+class FlowPlan:
+    name: str
+    kind: str
+    output_mode: str | None
+    facts: PlanFacts
+
+
+@dataclass
+class Validation:
+    graph: Graph
+    flows: dict[str, FlowPlan] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def order(self) -> list[str]:
+        return self.graph.order()
+
+    def raise_for_problems(self) -> None:
+        if self.problems:
+            raise PipelineError(self.problems)
+
+
+def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice]:
+    """Output mode, then Spark's own streaming checks for that mode."""
+    facts = plan_facts(frame)
+    choice = choose_output_mode(dataset.name, dataset.kind, facts, dataset.output_mode)
+    plan = FlowPlan(dataset.name, dataset.kind, choice.mode, facts)
+    if dataset.kind == "table" and choice.mode in ("append", "complete"):
+        refusal = spark_refusal(frame, choice.mode)
+        if refusal is not None:
+            choice = ModeChoice(
+                None,
+                choice.problems
+                + [f"{dataset.name!r}: Spark refuses this query in {choice.mode} mode: {refusal}"],
+                choice.warnings,
+            )
+    for column in dataset.partition_cols:
+        if column not in frame.columns:
+            choice.problems.append(
+                f"{dataset.name!r}: partition column {column!r} is not in its output "
+                f"columns {frame.columns}"
+            )
+    return plan, choice
+
+
+def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
+    evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
+    graph = evaluator.evaluate_all()
+    result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
+    for name, dataset in pipeline.datasets.items():
+        frame = evaluator.frames.get(name)
+        if frame is None or dataset.kind == "view":
+            continue
+        plan, choice = check_flow(dataset, frame)
+        result.flows[name] = plan
+        result.problems.extend(choice.problems)
+        result.warnings.extend(choice.warnings)
+        _check_expectations(dataset, frame, result)
+    return result
+
+
+def _check_expectations(dataset: Dataset, frame: DataFrame, result: Validation) -> None:
+    """A predicate naming a missing column fails at analysis: say which rule, before start."""
+    for rule in dataset.expectations:
+        try:
+            frame.select(_predicate(rule.predicate)).schema  # noqa: B018 - forces analysis
+        except Exception as error:
+            first = str(error).strip().split("\n")[0][:300]
+            result.problems.append(
+                f"{dataset.name!r}: expectation {rule.name!r} ({rule.predicate}) does not "
+                f"resolve against the flow's columns {frame.columns}: {first}"
+            )
+
+
+def _predicate(text: str):  # noqa: ANN202
+    from pyspark.sql import functions as F
+
+    return F.expr(text)

@@ -13,7 +13,7 @@ from lakefeed import __version__
 from lakefeed.observe.logs import configure_logging
 
 # One module per concern; each defines COMMANDS.
-COMMAND_MODULES: tuple[str, ...] = ("lakefeed.cli.observe",)
+COMMAND_MODULES: tuple[str, ...] = ("lakefeed.cli.observe", "lakefeed.cli.kafka")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -27,6 +27,31 @@ from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, T
 LIBRDKAFKA_LOG = logging.getLogger("lakefeed.kafka.librdkafka")
 """librdkafka's own log lines (connection failures, ...) go here instead of raw stderr."""
 
+
+class _Repeats(logging.Filter):
+    """Let one copy of a repeated librdkafka line through per ``window`` seconds.
+
+    librdkafka logs every reconnect attempt (every few ms while a broker is down).
+    """
+
+    def __init__(self, window: float = 30.0) -> None:
+        super().__init__()
+        self.window = window
+        self.seen: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        key = record.getMessage()
+        if now - self.seen.get(key, -self.window) < self.window:
+            return False
+        if len(self.seen) > 1000:
+            self.seen.clear()
+        self.seen[key] = now
+        return True
+
+
+LIBRDKAFKA_LOG.addFilter(_Repeats())
+
 T = TypeVar("T")
 
 

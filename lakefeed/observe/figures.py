@@ -394,8 +394,12 @@ class Monitor:
     def flows(self) -> list[FlowStatus]:
         return [f for p in self.pipelines.values() for f in p.flows.values()]
 
-    def snapshot(self, now: float, with_series: bool = True) -> dict[str, Any]:
-        """The JSON the web UI polls: pipelines with graph, flows (with chart series), tables."""
+    def snapshot(self, now: float, series: str | None = "*") -> dict[str, Any]:
+        """The JSON the web UI polls: pipelines with graph, flows, tables.
+
+        ``series`` says which flows carry their chart series: ``"*"`` all, a flow name that one
+        (the UI charts one flow at a time, so it need not download every flow's history).
+        """
         return {
             "now": now,
             "events_seen": self.events_seen,
@@ -410,7 +414,7 @@ class Monitor:
                     "stop_reason": p.stop_reason,
                     "last_error": p.last_error,
                     "graph": p.graph,
-                    "flows": [f.as_dict(now, with_series) for f in p.flows.values()],
+                    "flows": [f.as_dict(now, series in ("*", f.name)) for f in p.flows.values()],
                     "tables": [t.as_dict() for t in p.tables.values()],
                 }
                 for p in self.pipelines.values()

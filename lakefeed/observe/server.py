@@ -119,7 +119,8 @@ class UIApi:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
 
     def state(self, request: Request) -> Response:
-        snapshot = self.live.refresh().snapshot(time.time())
+        series = request.query_params.get("series", "*")
+        snapshot = self.live.refresh().snapshot(time.time(), series)
         for pipeline in snapshot["pipelines"]:
             sources = {f["name"]: f["sources"] for f in pipeline["flows"]}
             pipeline["layout"] = layout(with_sources(pipeline["graph"], sources))

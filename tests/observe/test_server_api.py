@@ -89,6 +89,8 @@ def test_state_api_has_graph_flows_and_quality(server):
     assert flows["gold"]["error"].startswith("ConnectionError: password=***")
     (quality,) = pipeline["tables"]
     assert quality["rules"]["valid_temp"] == {"action": "drop", "passed": 95, "failed": 5}
+    (one,) = json.loads(get(server.url + "api/state?series=gold")[2])["pipelines"]
+    assert [("series" in f, f["name"]) for f in one["flows"]] == [(False, "bronze"), (True, "gold")]
     status, _, body = get(server.url + "api/events?limit=2")
     assert [e["event_type"] for e in json.loads(body)] == ["flow_failed", "expectations"]
 

@@ -80,7 +80,7 @@
     ui.pipeline = selectOptions($("#pipeline-select"), pipelines.map((p) => p.name), ui.pipeline);
     const p = pipelines.find((x) => x.name === ui.pipeline);
     $("#updated").textContent = "updated " + clock(data.now);
-    if (!p) return;
+    if (!p) { showBanner($("#problem"), ""); return; }
     const badge = $("#pipeline-state");
     badge.textContent = p.state;
     badge.className = "badge state-" + p.state;
@@ -366,8 +366,8 @@
     if (stateBusy) return;
     stateBusy = true;
     try {
-      renderState(await getJSON("api/state"));
-      if (!ui.pipeline) showBanner($("#problem"), "No events in this lakehouse yet: start a pipeline.");
+      renderState(await getJSON("api/state?series=" + encodeURIComponent(ui.flow || "*")));
+      $("#notice").hidden = Boolean(ui.pipeline);
     } catch (e) {
       showBanner($("#problem"), e.message);
     } finally {

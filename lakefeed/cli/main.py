@@ -13,7 +13,11 @@ from lakefeed import __version__
 from lakefeed.observe.logs import configure_logging
 
 # One module per concern; each defines COMMANDS.
-COMMAND_MODULES: tuple[str, ...] = ("lakefeed.cli.observe", "lakefeed.cli.kafka")
+COMMAND_MODULES: tuple[str, ...] = (
+    "lakefeed.cli.observe",
+    "lakefeed.cli.kafka",
+    "lakefeed.cli.pipeline",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,7 +14,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from lakefeed.observe.figures import FlowStatus, Monitor, batch_figures
+from lakefeed.observe.figures import FlowStatus, Monitor, batch_figures, headline
 from lakefeed.observe.tail import event_record
 
 STATE_STYLES = {
@@ -194,7 +194,8 @@ def event_summary(event: dict[str, Any]) -> str:
         quarantined = details.get("quarantined")
         return f"table {details.get('table')} failed {failed} quarantined {quarantined}"
     if "error" in details:
-        return str(details["error"])
+        error = headline(str(details["error"]))
+        return "" if error == headline(event["message"]) else error
     return ""
 
 
@@ -216,7 +217,7 @@ def event_row(event: dict[str, Any]) -> tuple[str, ...]:
         event.get("flow") or "",
         event["event_type"],
         event["level"],
-        event["message"],
+        headline(event["message"]),
         event_summary(event),
     )
 

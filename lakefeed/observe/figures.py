@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -76,6 +77,23 @@ def epoch(value: Any) -> float | None:
         return datetime.fromisoformat(str(value)).timestamp()
     except ValueError:
         return None
+
+
+_STACK_LINE = re.compile(r"^\s+(at |\.\.\. \d+ more)|^An error occurred while calling o\d+")
+HEADLINE_CHARS = 400
+DETAIL_CHARS = 20_000
+
+
+def headline(error: str) -> str:
+    """The readable part of an error: no Java stack frames or py4j preamble, at most 400 chars.
+
+    Errors from Spark arrive as a Py4J message wrapping a JVM stack trace of a hundred lines;
+    a table cell or a banner should show what went wrong, and ``error_detail`` keeps the rest.
+    """
+    kept = [line.strip() for line in error.splitlines() if not _STACK_LINE.match(line)]
+    kept = [line for line in kept if line]
+    text = " ".join(kept).lstrip(": ") or error.strip()
+    return text if len(text) <= HEADLINE_CHARS else text[: HEADLINE_CHARS - 1] + "…"
 
 
 def _number(value: Any) -> float | None:
@@ -172,6 +190,7 @@ class FlowStatus:
     name: str
     state: str = "pending"
     error: str | None = None
+    error_detail: str | None = None
     last_error: str | None = None
     run_id: str | None = None
     target: str | None = None
@@ -222,6 +241,7 @@ class FlowStatus:
             "state": self.state,
             "silent": self.silent(now),
             "error": self.error,
+            "error_detail": self.error_detail,
             "last_error": self.last_error,
             "run_id": self.run_id,
             "target": self.target,
@@ -337,7 +357,7 @@ class Monitor:
                 pipeline.tables[table] = TableQuality(pipeline.name, table)
             pipeline.tables[table].add(details)
         elif kind == "error":
-            pipeline.last_error = str(details.get("error") or event.get("message"))
+            pipeline.last_error = headline(str(details.get("error") or event.get("message")))
         if event.get("flow") and kind in _FLOW_STATES:
             self._flow_event(pipeline.flow(event["flow"]), kind, event, details, at)
         elif event.get("flow") and kind == "error":
@@ -361,7 +381,8 @@ class Monitor:
     def _run_stop(self, pipeline: PipelineStatus, details: dict[str, Any], at: Any) -> None:
         pipeline.state = "stopped"
         pipeline.stopped_at = at
-        pipeline.stop_reason = details.get("reason")
+        reason = details.get("reason")
+        pipeline.stop_reason = headline(str(reason)) if reason else None
         for flow in pipeline.flows.values():
             if flow.state in ("running", "pending", "restarting"):
                 flow.state = "stopped"
@@ -378,8 +399,11 @@ class Monitor:
         flow.run_id = event.get("run_id")
         flow.last_event_at = at
         if kind == "flow_failed":
-            flow.error = str(details.get("error") or event.get("message"))
-            flow.last_error = flow.error
+            full = str(details.get("error") or event.get("message"))
+            flow.error = flow.last_error = headline(full)
+            flow.error_detail = "\n".join(filter(None, [full, details.get("traceback")]))[
+                :DETAIL_CHARS
+            ]
         elif kind in ("flow_start", "flow_restart"):
             flow.error = None
             flow.target = details.get("target") or flow.target

@@ -12,6 +12,7 @@ from lakefeed.observe.figures import (
     SILENT_AFTER_S,
     Monitor,
     batch_figures,
+    headline,
 )
 from tests.observe.progress import GRAPH, progress
 
@@ -155,3 +156,23 @@ def test_silent_running_flow_and_snapshot_shape():
     (flow_json,) = snap["pipelines"][0]["flows"]
     assert flow_json["last"]["input_rps"] == 50.0
     assert set(flow_json["series"]) >= {"t", "input_rps", "processed_rps", "kafka_lag"}
+
+
+def test_errors_are_shown_without_the_jvm_stack():
+    java = (
+        "An error occurred while calling o377.start.\n"
+        ": org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] no delta\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.x(QueryExecutionErrors.scala:770)\n"
+        "Caused by: java.lang.ClassNotFoundException: delta.DefaultSource\n"
+        "\tat java.base/java.net.URLClassLoader.findClass(URLClassLoader.java:445)\n"
+        "\t... 14 more\n"
+    )
+    assert headline(java) == (
+        "org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] no delta "
+        "Caused by: java.lang.ClassNotFoundException: delta.DefaultSource"
+    )
+    assert len(headline("x" * 5000)) == 400
+    m = fold(event("flow_failed", T0, "gold", error=java, traceback="Traceback ..."))
+    gold = m.pipelines["iot"].flows["gold"]
+    assert gold.error == headline(java)
+    assert gold.error_detail is not None and "URLClassLoader" in gold.error_detail

@@ -7,7 +7,7 @@
   const ui = {
     pipeline: params.get("pipeline"), flow: params.get("flow"), table: params.get("table"),
     time: params.get("time"), measure: params.get("measure"),
-    flowCharts: {}, flowChartsKey: null, tableChart: null, tableChartKey: null, tables: [],
+    openDetails: new Set(), flowCharts: {}, flowChartsKey: null, tableChart: null, tableChartKey: null, tables: [],
   };
 
   // ---- formatting -------------------------------------------------------------------------
@@ -183,8 +183,15 @@
     const boxes = [];
     for (const f of flows) {
       if (f.state === "failed") {
-        boxes.push(el("div", { class: "banner error flow-error", "data-flow": f.name },
-          `flow ${f.name} failed: ${f.error}`));
+        const box = el("div", { class: "banner error flow-error", "data-flow": f.name },
+          `flow ${f.name} failed: ${f.error}`);
+        if (f.error_detail && f.error_detail !== f.error) {
+          const open = ui.openDetails.has(f.name);
+          const more = el("details", { open }, el("summary", {}, "full error"), el("pre", {}, f.error_detail));
+          more.addEventListener("toggle", () => (more.open ? ui.openDetails.add(f.name) : ui.openDetails.delete(f.name)));
+          box.append(more);
+        }
+        boxes.push(box);
       } else if (f.state === "restarting" && f.last_error) {
         boxes.push(el("div", { class: "banner warn", "data-flow": f.name },
           `flow ${f.name} restarting (restart ${f.restarts}) after: ${f.last_error}`));
@@ -356,7 +363,8 @@
       const events = await getJSON("api/events?limit=30");
       $("#events tbody").replaceChildren(...events.map((e) => el("tr", { "data-type": e.event_type, class: "level-" + e.level },
         el("td", {}, new Date(e.timestamp).toLocaleTimeString()), el("td", {}, e.pipeline),
-        el("td", {}, e.flow || ""), el("td", {}, e.event_type), el("td", {}, e.level), el("td", {}, e.message))));
+        el("td", {}, e.flow || ""), el("td", {}, e.event_type), el("td", {}, e.level),
+        el("td", { title: e.message.length > 300 ? e.message : null }, e.message.length > 300 ? e.message.slice(0, 300) + "…" : e.message))));
     } catch (e) { /* the state poll reports the problem */ }
   }
 

@@ -50,30 +50,37 @@ def read_kafka(
     pattern: str | re.Pattern[str] | None = None,
     **options: Any,
 ) -> DataFrame:
-    """A streaming DataFrame of Kafka records (Spark's Kafka schema), for pipeline flows.
+    """Kafka records in Spark's Kafka schema: a streaming DataFrame, or inside a pipeline flow
+    whatever the run mode needs (a batch read from earliest in backfill mode).
 
     ``topics`` is one topic, a comma-separated list or a list; ``pattern`` a regex instead. Other
     options use Spark's names, in camelCase or snake_case (``starting_offsets="earliest"``,
     ``maxOffsetsPerTrigger=1000``); client settings go as ``**{"kafka.security.protocol": ...}``
     or ``kafka={"security.protocol": ...}``.
     """
-    from lakefeed.session import active_spark
+    from lakefeed.pipeline.context import current_flow
 
     if (topics is None) == (pattern is None):
         raise ValueError("read_kafka needs exactly one of topics or pattern")
-    reader = active_spark().readStream.format(NAME)
-    reader = reader.option("kafka.bootstrap.servers", bootstrap_servers)
+    settings = {"kafka.bootstrap.servers": bootstrap_servers}
     if pattern is not None:
-        regex = pattern if isinstance(pattern, str) else pattern.pattern
-        reader = reader.option("subscribePattern", regex)
+        settings["subscribePattern"] = pattern if isinstance(pattern, str) else pattern.pattern
     else:
-        listed = [topics] if isinstance(topics, str) else list(topics or [])
-        reader = reader.option("subscribe", ",".join(listed))
+        settings["subscribe"] = ",".join(
+            [topics] if isinstance(topics, str) else list(topics or [])
+        )
     for name, value in dict(options.pop("kafka", None) or {}).items():
-        reader = reader.option(f"kafka.{name}", _option_value(value))
+        settings[f"kafka.{name}"] = _option_value(value)
     for name, value in options.items():
-        reader = reader.option(_option_name(name), _option_value(value))
-    return reader.load()
+        settings[_option_name(name)] = _option_value(value)
+    if current_flow() is not None:
+        # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
+        from lakefeed.pipeline.api import source
+
+        return source("kafka", **settings)
+    from lakefeed.session import active_spark
+
+    return active_spark().readStream.format(NAME).options(**settings).load()
 
 
 __all__ = ["NAME", "read_kafka", "register"]

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
 from datetime import UTC, datetime
 
 from click.testing import CliRunner
@@ -70,3 +75,25 @@ def test_events_filters_and_json(lakehouse):
 def test_empty_lakehouse_says_so(lakehouse):
     assert "no events" in run("status", "--lakehouse", str(lakehouse.root), "--once")
     assert "no events" in run("events", "--lakehouse", str(lakehouse.root))
+
+
+def test_ui_command_serves_until_interrupted(lakehouse):
+    write_run(lakehouse)
+    command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "ui", "--port=0"]
+    env = {**os.environ, "LAKEFEED_LAKEHOUSE": str(lakehouse.root)}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            line = proc.stdout.readline()
+            url = line.split(" on ", 1)[1].split(";", 1)[0]
+            with urllib.request.urlopen(url + "api/state", timeout=10) as response:
+                assert json.load(response)["pipelines"][0]["name"] == "iot"
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0
+
+
+def test_ui_command_refuses_a_public_address_without_token(lakehouse):
+    result = CliRunner().invoke(
+        cli, ["ui", "--lakehouse", str(lakehouse.root), "--host", "0.0.0.0", "--port", "0"]
+    )
+    assert result.exit_code == 2 and "set a token" in result.output

@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lakefeed.cli.observe",
     "lakefeed.cli.kafka",
     "lakefeed.cli.pipeline",
+    "lakefeed.cli.table",
 )
 
 

@@ -1,0 +1,249 @@
+"""Driver-side commits of written files into a Delta table, Spark-free.
+
+A streaming micro-batch is one Delta commit carrying a ``txn`` action (app id = the query id,
+version = the batch id), like Spark's native Delta sink: a batch replayed after a crash finds
+its id already committed and is skipped, and the files the replay wrote are removed. Files of
+attempts that never committed are removed when their batch finally commits (or is skipped), so
+nobody listing the folder trips over them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    Transaction,
+    create_table_with_add_actions,
+)
+
+from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
+from lakefeed.connectors.delta.schema import (
+    SchemaMismatchError,
+    as_nullable,
+    merge_schema,
+    table_arrow_schema,
+)
+
+# Test-only fault injection: "<batch id>:<process group>" makes the commit of that batch
+# SIGKILL the given process group (the Spark driver) right after the Delta commit, before
+# Spark can write its own commit log. Never set it outside crash tests.
+KILL_AFTER_COMMIT_ENV = "LAKEFEED_TEST_KILL_AFTER_DELTA_COMMIT"
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What a write asks of the table, resolved on the driver before any task runs."""
+
+    root: str
+    mode: str  # "append" | "overwrite"
+    partition_by: tuple[str, ...]
+    merge_schema: bool = False
+    overwrite_schema: bool = False
+    operation: str = "WRITE"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int | None  # the new table version; None when skipped
+    skipped: bool = False
+    removed_orphans: int = 0
+
+
+def table_partition_columns(root: str) -> list[str] | None:
+    """The partition columns of an existing table, None when there is no table yet."""
+    if not log.is_delta_table(root):
+        return None
+    return list(DeltaTable(root).metadata().partition_columns)
+
+
+def resolve_partitioning(root: str, requested: Sequence[str]) -> tuple[str, ...]:
+    """Partition columns for a write: the table's own; a different request is refused."""
+    existing = table_partition_columns(root)
+    if existing is None or not requested:
+        return tuple(existing if existing is not None else requested)
+    if [c.lower() for c in existing] != [c.lower() for c in requested]:
+        raise SchemaMismatchError(
+            f"the Delta table {root} is partitioned by {existing or 'nothing'}, the write asks "
+            f"for {list(requested)}: drop the partitionBy option, or write to a new table"
+        )
+    return tuple(existing)
+
+
+def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str]) -> None:
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"partition column(s) {missing} are not in the data (columns: {schema.names})"
+        )
+    if partition_by and len(partition_by) == len(schema):
+        raise SchemaMismatchError("a Delta table cannot be partitioned by all of its columns")
+
+
+def _actions(files: Sequence[WrittenFile]) -> list[AddAction]:
+    return [
+        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+        for f in files
+    ]
+
+
+def commit_files(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    txn: tuple[str, int] | None = None,
+    metadata: dict | None = None,
+) -> CommitResult:
+    """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed."""
+    properties = CommitProperties(
+        custom_metadata={**(metadata or {}), "engineInfo_lakefeed": "lakefeed"},
+        app_transactions=[Transaction(*txn)] if txn else None,
+    )
+    if not log.is_delta_table(spec.root):
+        schema = as_nullable(data_schema)
+        try:
+            create_table_with_add_actions(
+                spec.root,
+                DeltaSchema.from_arrow(schema),
+                _actions(files),
+                mode="append",
+                partition_by=list(spec.partition_by) or None,
+                commit_properties=properties,
+            )
+            return CommitResult(0)
+        except Exception:
+            if not log.is_delta_table(spec.root):
+                raise
+            # Another writer created the table first: commit against it like any append.
+    table = DeltaTable(spec.root)
+    if txn is not None:
+        done = table.transaction_version(txn[0])
+        if done is not None and done >= txn[1]:
+            return CommitResult(None, skipped=True)
+    current = table_arrow_schema(table.schema())
+    if spec.mode == "overwrite" and spec.overwrite_schema:
+        schema = as_nullable(data_schema)
+    else:
+        schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
+    if spec.mode == "append" and not files and schema.names == current.names and txn is None:
+        return CommitResult(table.version())
+    table.create_write_transaction(
+        list[AddAction | RemoveAction](_actions(files)),
+        spec.mode,
+        schema=schema,
+        partition_by=list(spec.partition_by) or None,
+        commit_properties=properties,
+    )
+    return CommitResult(table.version() + 1)
+
+
+def commit_stream_batch(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    app_id: str,
+    batch_id: int,
+) -> CommitResult:
+    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped."""
+    try:
+        result = commit_files(
+            spec,
+            files,
+            data_schema,
+            txn=(app_id, batch_id),
+            metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
+        )
+    except CommitFailedError as error:
+        raise RuntimeError(
+            f"commit of batch {batch_id} to {spec.root} failed: {error}. Another query with the "
+            "same checkpoint may be writing to this table: run one query per checkpoint."
+        ) from error
+    if not result.skipped:
+        _fault_hook(batch_id)
+    keep = (
+        {os.path.normpath(os.path.join(spec.root, f.path)) for f in files}
+        if not result.skipped
+        else _committed_paths(spec.root, app_id, batch_id)
+    )
+    removed = remove_uncommitted(spec.root, app_id, batch_id, keep, files)
+    return CommitResult(result.version, result.skipped, removed)
+
+
+def _fault_hook(batch_id: int) -> None:
+    target = os.environ.get(KILL_AFTER_COMMIT_ENV)
+    if not target:
+        return
+    batch, _, group = target.partition(":")
+    if int(batch) == batch_id:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(group), signal.SIGKILL)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _committed_paths(root: str, app_id: str, batch_id: int, scan: int = 200) -> set[str] | None:
+    """Local paths the commit carrying txn(app_id, batch_id) added; None if not found."""
+    newest = log.latest_version(root)
+    if newest is None:
+        return None
+    for version in range(newest, max(-1, newest - scan), -1):
+        try:
+            with open(log.commit_path(root, version), encoding="utf-8") as handle:
+                actions = [json.loads(line) for line in handle if line.strip()]
+        except FileNotFoundError:
+            return None
+        txns = [a["txn"] for a in actions if "txn" in a]
+        if any(t.get("appId") == app_id and t.get("version") == batch_id for t in txns):
+            return {
+                os.path.normpath(local_path(root, a["add"]["path"])) for a in actions if "add" in a
+            }
+    return None
+
+
+def remove_uncommitted(
+    root: str,
+    app_id: str,
+    batch_id: int,
+    keep: set[str] | None,
+    files: Sequence[WrittenFile],
+) -> int:
+    """Delete this query's files of ``batch_id`` that its Delta commit does not hold.
+
+    Only files named as this query's batch ``batch_id`` are candidates: earlier batches are
+    committed (or skipped and cleaned) before Spark starts the next one, and files of other
+    writers are never touched. When the committed set is unknown, nothing is deleted.
+    """
+    if keep is None:
+        return 0
+    tag = app_tag(app_id)
+    folders = {os.path.dirname(os.path.join(root, f.path)) for f in files} | {root}
+    folders |= {os.path.dirname(p) for p in keep}
+    removed = 0
+    for folder in folders:
+        for path in _stream_files(folder, tag, batch_id):
+            if os.path.normpath(path) not in keep:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+                    removed += 1
+    return removed
+
+
+def _stream_files(folder: str, tag: str, batch_id: int) -> list[str]:
+    found = []
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        for entry in entries:
+            parsed = parse_stream_file(entry.name)
+            if parsed == (tag, batch_id):
+                found.append(entry.path)
+    return found

@@ -1,0 +1,100 @@
+"""Small patches that let unchanged Databricks-style writer code reach lakefeed's ``delta``.
+
+Spark drops ``partitionBy()`` for Python sinks and refuses the default save mode
+(ErrorIfExists) and ``ignore`` for Python data sources. These wrappers keep the user's code
+as it is: ``partitionBy`` also sets the ``partitionBy`` option, and for ``format("delta")``
+the error/ignore modes are decided here (the table exists or not) and written as an append.
+Installed once by ``register(spark)``; other formats pass through untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.readwriter import DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+_MARK = "_lakefeed_wrapped"
+_ERROR_MODES = {"error", "errorifexists", "default"}
+
+
+class DeltaTableExistsError(FileExistsError):
+    """``save()`` in the default mode found a Delta table already there (Spark's behaviour)."""
+
+
+def _names(cols: tuple[Any, ...]) -> list[str]:
+    if len(cols) == 1 and isinstance(cols[0], list | tuple):
+        cols = tuple(cols[0])
+    return [str(c) for c in cols]
+
+
+def _wrap(cls: type, name: str, make: Callable[[Callable], Callable]) -> None:
+    original = getattr(cls, name)
+    if getattr(original, _MARK, False):
+        return
+    wrapped = functools.wraps(original)(make(original))
+    setattr(wrapped, _MARK, True)
+    setattr(cls, name, wrapped)
+
+
+def _partition_by(original: Callable) -> Callable:
+    def partition_by(self: Any, *cols: Any) -> Any:
+        names = _names(cols)
+        result = original(self, *cols)
+        return result.option("partitionBy", ",".join(names)) if names else result
+
+    return partition_by
+
+
+def _remember(attribute: str) -> Callable[[Callable], Callable]:
+    def make(original: Callable) -> Callable:
+        def remember(self: Any, value: Any = None, *args: Any, **kwargs: Any) -> Any:
+            setattr(self, attribute, str(value).lower() if value is not None else None)
+            return original(self, value, *args, **kwargs)
+
+        return remember
+
+    return make
+
+
+def _save(original: Callable) -> Callable:
+    def save(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        if format is not None:
+            self.format(format)
+        if mode is not None:
+            self.mode(mode)
+        chosen = getattr(self, "_lakefeed_mode", None) or "errorifexists"
+        is_delta = getattr(self, "_lakefeed_format", None) == "delta"
+        if is_delta and path is not None and chosen in _ERROR_MODES | {"ignore"}:
+            from lakefeed.connectors.delta.datasource import table_root
+            from lakefeed.connectors.delta.log import is_delta_table
+
+            if is_delta_table(table_root({"path": path})):
+                if chosen == "ignore":
+                    return None
+                raise DeltaTableExistsError(
+                    f"the Delta table {path} already exists: use .mode('append') to add "
+                    "rows or .mode('overwrite') to replace them"
+                )
+            self.mode("append")
+        return original(self, path, partitionBy=partitionBy, **options)
+
+    return save
+
+
+def install() -> None:
+    """Install the wrappers (idempotent)."""
+    _wrap(DataStreamWriter, "partitionBy", _partition_by)
+    _wrap(DataFrameWriter, "partitionBy", _partition_by)
+    _wrap(DataFrameWriter, "format", _remember("_lakefeed_format"))
+    _wrap(DataFrameWriter, "mode", _remember("_lakefeed_mode"))
+    _wrap(DataFrameWriter, "save", _save)

@@ -1,0 +1,459 @@
+"""The ``delta`` format for Spark: thin adapters from Spark's Python Data Source API onto the
+Spark-free core (log, offsets, files, commit, pruning).
+
+Driver side: schema, planning, offsets and commits. Executor side: Arrow reads and writes of
+Parquet files. Nothing here keeps state Spark does not hand back, except caches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from lakefeed.connectors.delta import commit, log, offsets, pruning
+from lakefeed.connectors.delta.files import (
+    WrittenFile,
+    read_file,
+    stream_file_prefix,
+    write_batches,
+)
+from lakefeed.connectors.delta.log import DataFile
+from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
+
+PARTITION_OPTION = "partitionBy"
+DEFAULT_MAX_FILES = 1000
+# Files per Spark task when reading: big enough to amortise a task, small enough to spread.
+TARGET_PARTITION_BYTES = 64 * 1024 * 1024
+
+
+def option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """Case-insensitive option lookup (``dict(options)`` would lose camelCase keys)."""
+    wanted = name.lower()
+    for key, value in options.items():
+        if key.lower() == wanted:
+            return value
+    return default
+
+
+def flag(options: Mapping[str, str], name: str) -> bool:
+    value = option(options, name, "false") or "false"
+    if value.strip().lower() not in ("true", "false"):
+        raise ValueError(f"option {name} must be 'true' or 'false', not {value!r}")
+    return value.strip().lower() == "true"
+
+
+def positive_int(options: Mapping[str, str], name: str) -> int | None:
+    value = option(options, name)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ValueError(f"option {name} must be a positive integer, not {value!r}")
+    return number
+
+
+def byte_size(options: Mapping[str, str], name: str) -> int | None:
+    """Sizes like Spark's: 1048576, '10m', '1g', '512k', '100b'."""
+    value = option(options, name)
+    if value is None:
+        return None
+    text = value.strip().lower().removesuffix("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit() or int(digits) <= 0:
+        raise ValueError(f"option {name} must be a size like 1048576 or '10m', not {value!r}")
+    return int(digits) * scale
+
+
+def table_root(options: Mapping[str, str]) -> str:
+    path = option(options, "path")
+    if not path:
+        raise ValueError(
+            "a Delta table path is needed: use .load(path), .save(path) or .start(path)"
+        )
+    if "://" in path:
+        parsed = urlparse(path)
+        if parsed.scheme != "file":
+            raise ValueError(
+                f"only local paths are supported by lakefeed's Delta connector: {path}"
+            )
+        path = unquote(parsed.path)
+    elif path.startswith("file:"):
+        path = path[len("file:") :]
+    return os.path.abspath(path)
+
+
+def partition_columns(options: Mapping[str, str]) -> list[str]:
+    text = option(options, PARTITION_OPTION) or ""
+    text = text.strip()
+    if text.startswith("["):
+        return [str(c) for c in json.loads(text)]
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
+    version = option(options, "versionAsOf")
+    stamp = option(options, "timestampAsOf")
+    if version is not None and stamp is not None:
+        raise ValueError("set only one of versionAsOf and timestampAsOf")
+    if version is not None:
+        try:
+            return int(version)
+        except ValueError:
+            raise ValueError(f"versionAsOf must be a version number, not {version!r}") from None
+    if stamp is not None:
+        when = log.parse_timestamp(stamp)
+        table = log.open_table(root)
+        history = sorted(table.history(), key=lambda e: e["version"])
+        cutoff = when.timestamp() * 1000
+        chosen = [int(e["version"]) for e in history if int(e["timestamp"]) <= cutoff]
+        if not chosen:
+            raise ValueError(
+                f"timestampAsOf {stamp} is before the first commit of {root} "
+                f"({history[0]['timestamp'] if history else '?'} ms since epoch)"
+            )
+        return chosen[-1]
+    return None
+
+
+class DeltaDataSource(DataSource):
+    """``format("delta")``: batch and streaming reads and writes of Delta tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "delta"
+
+    def schema(self) -> StructType:
+        root = table_root(self.options)
+        table = log.open_table(root, time_travel_version(root, self.options))
+        arrow = as_nullable(table_arrow_schema(table.schema()))
+        return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return DeltaBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return DeltaStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return DeltaBatchWriter(_write_spec(self.options, schema, overwrite), schema, self.options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        spec = _write_spec(self.options, schema, overwrite, operation="STREAMING UPDATE")
+        return DeltaStreamWriter(spec, schema, query_id(self.options))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _write_spec(
+    options: Mapping[str, str], schema: StructType, overwrite: bool, operation: str = "WRITE"
+) -> commit.WriteSpec:
+    """Everything about a write decided (and refused) on the driver before a task runs."""
+    root = table_root(options)
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    partitions = commit.resolve_partitioning(root, partition_columns(options))
+    commit.check_partition_columns(arrow, partitions)
+    spec = commit.WriteSpec(
+        root=root,
+        mode="overwrite" if overwrite else "append",
+        partition_by=partitions,
+        merge_schema=flag(options, "mergeSchema"),
+        overwrite_schema=flag(options, "overwriteSchema"),
+        operation=operation,
+    )
+    if log.is_delta_table(root) and not spec.overwrite_schema:
+        from lakefeed.connectors.delta.schema import merge_schema
+
+        # Refuse a bad schema now, not after every task has written its files.
+        current = table_arrow_schema(log.open_table(root).schema())
+        merge_schema(current, arrow, merge=spec.merge_schema, path=root)
+    return spec
+
+
+def query_id(options: Mapping[str, str]) -> str:
+    """The streaming query's stable id, from ``<checkpointLocation>/metadata``."""
+    location = option(options, "checkpointLocation")
+    if not location:
+        raise ValueError(
+            "a streaming write to Delta needs a checkpoint: set "
+            '.option("checkpointLocation", "<folder>") on the writeStream (the session-wide '
+            "spark.sql.streaming.checkpointLocation is not visible to Python sinks)"
+        )
+    if "://" in location or location.startswith("file:"):
+        location = unquote(urlparse(location).path)
+    with open(os.path.join(location, "metadata"), encoding="utf-8") as handle:
+        return str(json.loads(handle.readline())["id"])
+
+
+@dataclass
+class DeltaCommitMessage(WriterCommitMessage):
+    files: list[WrittenFile] = field(default_factory=list)
+
+
+def _task_ids() -> tuple[int, int | None]:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return 0, None
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return context.partitionId(), (int(batch) if batch is not None else None)
+
+
+def _collect(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
+    return [f for m in messages if isinstance(m, DeltaCommitMessage) for f in m.files]
+
+
+def _cleanup(messages: Sequence[WriterCommitMessage | None], root: str) -> None:
+    for written in _collect(messages):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(root, written.path))
+
+
+class DeltaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, spec: commit.WriteSpec, schema: StructType, options: Mapping[str, str]):
+        self.spec = spec
+        self.schema = schema
+        self.txn_app = option(options, "txnAppId")
+        txn_version = option(options, "txnVersion")
+        if (self.txn_app is None) != (txn_version is None):
+            raise ValueError("set both txnAppId and txnVersion for an idempotent write, or neither")
+        self.txn_version = int(txn_version) if txn_version is not None else None
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaCommitMessage:
+        partition, _ = _task_ids()
+        prefix = f"part-{partition:05d}-"
+        return DeltaCommitMessage(
+            write_batches(self.spec.root, iterator, self.spec.partition_by, prefix)
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        txn = (self.txn_app, self.txn_version) if self.txn_app is not None else None
+        result = commit.commit_files(
+            self.spec,
+            _collect(messages),
+            to_arrow_schema(self.schema, timezone="UTC"),
+            txn=txn,  # type: ignore[arg-type]
+        )
+        if result.skipped:
+            _cleanup(messages, self.spec.root)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _cleanup(messages, self.spec.root)
+
+
+class DeltaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, spec: commit.WriteSpec, schema: StructType, app_id: str) -> None:
+        self.spec = spec
+        self.schema = schema
+        self.app_id = app_id
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaCommitMessage:
+        partition, batch = _task_ids()
+        prefix = stream_file_prefix(self.app_id, batch or 0) + f"{partition:05d}-"
+        return DeltaCommitMessage(
+            write_batches(self.spec.root, iterator, self.spec.partition_by, prefix)
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        commit.commit_stream_batch(
+            self.spec,
+            _collect(messages),
+            to_arrow_schema(self.schema, timezone="UTC"),
+            self.app_id,
+            batchId,
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _cleanup(messages, self.spec.root)
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class FilesPartition(InputPartition):
+    files: list[DataFile]
+
+    def __init__(self, files: list[DataFile]) -> None:
+        super().__init__(len(files))
+        self.files = files
+
+
+def split_files(files: Sequence[DataFile], min_partitions: int = 2) -> list[FilesPartition]:
+    """Group files into tasks of about TARGET_PARTITION_BYTES, at least ``min_partitions``."""
+    if not files:
+        return []
+    total = sum(f.size for f in files)
+    count = max(min_partitions, math.ceil(total / TARGET_PARTITION_BYTES))
+    count = min(count, len(files))
+    groups: list[list[DataFile]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for file in sorted(files, key=lambda f: -f.size):
+        smallest = sizes.index(min(sizes))
+        groups[smallest].append(file)
+        sizes[smallest] += file.size
+    return [FilesPartition(g) for g in groups]
+
+
+def _read_partition(
+    root: str, schema: StructType, partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
+    target = to_arrow_schema(schema, timezone="UTC")
+    assert isinstance(partition, FilesPartition)
+    for file in partition.files:
+        yield from read_file(root, file.path, file.partition_values, target)
+
+
+_FILTER_OPS: dict[type, str] = {
+    EqualTo: "=",
+    EqualNullSafe: "<=>",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+    In: "in",
+    IsNull: "isnull",
+    IsNotNull: "isnotnull",
+}
+
+
+def _predicate(item: Filter) -> pruning.Predicate | None:
+    op = _FILTER_OPS.get(type(item))
+    attribute: tuple[str, ...] = tuple(getattr(item, "attribute", ()))
+    if op is None or len(attribute) != 1:
+        return None
+    value: Any = getattr(item, "value", None)
+    if op == "in":
+        value = tuple(value)
+    return (op, attribute[0], value)
+
+
+class DeltaBatchReader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.root = table_root(options)
+        self.version = time_travel_version(self.root, options)
+        self.schema = schema
+        self.predicates: list[pruning.Predicate] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        # Filters only prune files here; Spark still evaluates every one of them on the rows.
+        for item in filters:
+            predicate = _predicate(item)
+            if predicate is not None:
+                self.predicates.append(predicate)
+            yield item
+
+    def partitions(self) -> Sequence[InputPartition]:
+        table = log.open_table(self.root, self.version)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        return split_files(pruning.select_files(actions, self.predicates))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.root, self.schema, partition)
+
+
+class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.root = table_root(options)
+        self.schema = schema
+        self.starting_version = option(options, "startingVersion")
+        self.starting_timestamp = option(options, "startingTimestamp")
+        max_bytes = byte_size(options, "maxBytesPerTrigger")
+        max_files = positive_int(options, "maxFilesPerTrigger")
+        self.feed_options = offsets.FeedOptions(
+            ignore_deletes=flag(options, "ignoreDeletes"),
+            ignore_changes=flag(options, "ignoreChanges"),
+            skip_change_commits=flag(options, "skipChangeCommits"),
+            max_files=max_files if max_files or max_bytes else DEFAULT_MAX_FILES,
+            max_bytes=max_bytes,
+        )
+        # Refuse what cannot work before the first batch.
+        log.open_table(self.root)
+        offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
+        self.available_now: int | None = None
+        self._feed: offsets.ChangeFeed | None = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_feed"] = None  # executors need no log cache
+        return state
+
+    @property
+    def feed(self) -> offsets.ChangeFeed:
+        if self._feed is None:
+            read_schema = to_arrow_schema(self.schema, timezone="UTC")
+            self._feed = offsets.ChangeFeed(self.root, self.feed_options, read_schema)
+        return self._feed
+
+    def initialOffset(self) -> dict:
+        start = offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
+        return start.to_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.feed_options.max_bytes is not None and self.feed_options.max_files is None:
+            return ReadMaxBytes(self.feed_options.max_bytes)
+        return ReadMaxFiles(self.feed_options.max_files or DEFAULT_MAX_FILES)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.available_now = log.latest_version(self.root)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        latest = (
+            self.available_now if self.available_now is not None else log.latest_version(self.root)
+        )
+        begin = offsets.DeltaOffset.from_dict(start)
+        end = self.feed.latest_offset(begin, latest, not isinstance(limit, ReadAllAvailable))
+        return end.to_dict()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        files = self.feed.files_between(
+            offsets.DeltaOffset.from_dict(start), offsets.DeltaOffset.from_dict(end)
+        )
+        return split_files(files)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.root, self.schema, partition)
+
+    def commit(self, end: dict) -> None:
+        self.feed.forget_before(offsets.DeltaOffset.from_dict(end).version)

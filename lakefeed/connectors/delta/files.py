@@ -1,0 +1,267 @@
+"""Data files of a Delta table, Spark-free: how tasks write them and how tasks read them back.
+
+Writers split rows by partition values (Hive-style folders, partition columns not stored in the
+file, as Delta does), compute statistics while writing, and remove their own files if anything
+fails. Readers turn one file plus its partition values into Arrow batches of exactly the
+schema Spark expects, filling columns the file predates with nulls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakefeed.connectors.delta.stats import FileStats
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_ESCAPE = set("\"#%'*/:=?\\{[]^\x7f") | {chr(c) for c in range(1, 32)}
+# Streaming files name their writer and batch so uncommitted ones can be found and removed.
+_STREAM_FILE = re.compile(r"^part-lf-(?P<app>[0-9a-f]{8})-b(?P<batch>\d+)-")
+
+
+def stream_file_prefix(app_id: str, batch_id: int) -> str:
+    return f"part-lf-{app_tag(app_id)}-b{batch_id:08d}-"
+
+
+def app_tag(app_id: str) -> str:
+    return app_id.replace("-", "")[:8].lower().ljust(8, "0")
+
+
+def parse_stream_file(name: str) -> tuple[str, int] | None:
+    """(app tag, batch id) of a file a lakefeed streaming write produced, else None."""
+    found = _STREAM_FILE.match(name)
+    return (found["app"], int(found["batch"])) if found else None
+
+
+def escape_path_name(value: str) -> str:
+    """Spark's escaping of partition values in folder names."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in value)
+
+
+def partition_string(value: Any) -> str | None:
+    """A partition value as the Delta protocol serialises it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat(sep=" ", timespec="microseconds")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def parse_partition_value(text: str | None, dtype: pa.DataType) -> Any:
+    """The typed value of a serialised partition value (inverse of ``partition_string``)."""
+    if text is None or text == NULL_PARTITION:
+        return None
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return text
+    if text == "":
+        return None
+    if pa.types.is_boolean(dtype):
+        return text.lower() == "true"
+    if pa.types.is_integer(dtype):
+        return int(text)
+    if pa.types.is_floating(dtype):
+        return float(text)
+    if pa.types.is_decimal(dtype):
+        return Decimal(text)
+    if pa.types.is_date(dtype):
+        return dt.date.fromisoformat(text[:10])
+    if pa.types.is_timestamp(dtype):
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if dtype.tz is not None:
+            return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return value.replace(tzinfo=None)
+    if pa.types.is_binary(dtype):
+        return text.encode("latin-1")
+    raise ValueError(f"unsupported partition column type {dtype}")
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file a task wrote: everything the driver needs for its ``add`` action."""
+
+    path: str  # relative to the table root, as on disk (delta-rs URL-encodes it in the log)
+    size: int
+    partition_values: dict[str, str | None]
+    modification_time: int
+    stats: str
+    rows: int
+
+
+class _OpenFile:
+    def __init__(self, root: str, relative: str, schema: pa.Schema, values: dict) -> None:
+        self.relative = relative
+        self.values = values
+        self.local = os.path.join(root, relative)
+        os.makedirs(os.path.dirname(self.local), exist_ok=True)
+        self.writer = pq.ParquetWriter(self.local, schema, compression="snappy")
+        self.stats = FileStats(schema)
+
+    def write(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+        self.stats.add(table)
+
+    def close(self) -> WrittenFile:
+        self.writer.close()
+        info = os.stat(self.local)
+        return WrittenFile(
+            path=self.relative,
+            size=info.st_size,
+            partition_values=self.values,
+            modification_time=int(info.st_mtime * 1000),
+            stats=self.stats.to_json(),
+            rows=self.stats.rows,
+        )
+
+
+class TableFileWriter:
+    """Writes one task's rows into Parquet files under ``root`` (one per partition value)."""
+
+    def __init__(
+        self, root: str, schema: pa.Schema, partition_by: Sequence[str], prefix: str
+    ) -> None:
+        self.root = root
+        self.partition_by = list(partition_by)
+        self.data_schema = pa.schema([f for f in schema if f.name not in self.partition_by])
+        self.prefix = prefix
+        self.open: dict[tuple, _OpenFile] = {}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        table = pa.Table.from_batches([batch])
+        if not self.partition_by:
+            self._file(()).write(table.select(self.data_schema.names))
+            return
+        keys = table.select(self.partition_by).group_by(self.partition_by).aggregate([])
+        for key in keys.to_pylist():
+            mask = None
+            for name in self.partition_by:
+                value = key[name]
+                column = table.column(name)
+                test = pc.is_null(column) if value is None else pc.equal(column, value)
+                mask = test if mask is None else pc.and_(mask, test)
+            part = table.filter(mask).select(self.data_schema.names)
+            self._file(tuple(partition_string(key[n]) for n in self.partition_by)).write(part)
+
+    def _file(self, key: tuple) -> _OpenFile:
+        handle = self.open.get(key)
+        if handle is None:
+            folders = [
+                f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}"
+                for n, v in zip(self.partition_by, key, strict=True)
+            ]
+            name = f"{self.prefix}{uuid.uuid4()}.c000.snappy.parquet"
+            relative = "/".join([*folders, name])
+            values = dict(zip(self.partition_by, key, strict=True))
+            handle = _OpenFile(self.root, relative, self.data_schema, values)
+            self.open[key] = handle
+        return handle
+
+    def close(self) -> list[WrittenFile]:
+        try:
+            return [handle.close() for handle in self.open.values()]
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Remove every file this writer started: a failed task leaves nothing behind."""
+        for handle in self.open.values():
+            with contextlib.suppress(Exception):
+                handle.writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(handle.local)
+        self.open.clear()
+
+
+def write_batches(
+    root: str,
+    batches: Iterator[pa.RecordBatch],
+    partition_by: Sequence[str],
+    prefix: str,
+    schema: pa.Schema | None = None,
+) -> list[WrittenFile]:
+    """Write a task's batches; on any failure its files are removed before the error escapes."""
+    writer: TableFileWriter | None = None
+    try:
+        for batch in batches:
+            if writer is None:
+                writer = TableFileWriter(root, schema or batch.schema, partition_by, prefix)
+            writer.write(batch)
+        return writer.close() if writer is not None else []
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
+def local_path(root: str, log_path: str) -> str:
+    """The file-system path of a file the Delta log names (log paths are URL-encoded)."""
+    if "://" in log_path:
+        return unquote(log_path.split("://", 1)[1])
+    return os.path.join(root, unquote(log_path))
+
+
+def read_file(
+    root: str,
+    log_path: str,
+    partition_values: Mapping[str, str | None],
+    target: pa.Schema,
+    batch_rows: int = 65536,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one data file as batches of exactly ``target`` (Spark's Arrow schema)."""
+    parquet = pq.ParquetFile(local_path(root, log_path))
+    present = set(parquet.schema_arrow.names)
+    wanted = [f.name for f in target if f.name in present and f.name not in partition_values]
+    produced = False
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
+        produced = True
+        yield _conform(batch, batch.num_rows, partition_values, target)
+    if not produced and not wanted and parquet.metadata.num_rows:
+        # Only partition columns are wanted: the rows still count.
+        yield _conform(None, parquet.metadata.num_rows, partition_values, target)
+
+
+def _conform(
+    batch: pa.RecordBatch | None,
+    rows: int,
+    partition_values: Mapping[str, str | None],
+    target: pa.Schema,
+) -> pa.RecordBatch:
+    arrays = []
+    names = set(batch.schema.names) if batch is not None else set()
+    for field in target:
+        if field.name in partition_values:
+            value = parse_partition_value(partition_values[field.name], field.type)
+            arrays.append(pa.array([value] * rows, type=field.type))
+        elif batch is not None and field.name in names:
+            column = batch.column(field.name)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            arrays.append(pa.nulls(rows, type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,241 @@
+"""Streaming offsets over a Delta table and the planning of micro-batches, Spark-free.
+
+An offset is Delta's own: (reservoirVersion, index, isStartingVersion). It names the last file
+a batch took; files are ordered by (version, index within the version's data-changing adds).
+``isStartingVersion`` marks files of the initial snapshot (read from delta-rs, so checkpoints
+work), which sit at their snapshot version before the commits that follow it.
+
+Two conventions keep every (start, end) pair decodable after a restart: the first batch never
+mixes snapshot and later commits, and a batch that finishes a version ends at
+(next version, -1), so restarts do not need JSON commits that log cleanup may have removed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta.log import Commit, DataFile, DeltaSourceError
+
+SOURCE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DeltaOffset:
+    version: int
+    index: int
+    starting: bool
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.version, self.index)
+
+    def to_dict(self) -> dict:
+        return {
+            "sourceVersion": SOURCE_VERSION,
+            "reservoirVersion": self.version,
+            "index": self.index,
+            "isStartingVersion": self.starting,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DeltaOffset:
+        return cls(
+            int(data["reservoirVersion"]), int(data["index"]), bool(data["isStartingVersion"])
+        )
+
+
+# "Nothing read yet; the snapshot version is chosen by the first batch's end offset."
+INITIAL = DeltaOffset(-1, -1, True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    offset: DeltaOffset
+    file: DataFile
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    """The change-handling options Delta users know, with Delta's meaning."""
+
+    ignore_deletes: bool = False
+    ignore_changes: bool = False
+    skip_change_commits: bool = False
+    max_files: int | None = 1000
+    max_bytes: int | None = None
+
+
+class ChangeFeed:
+    """Files a stream reads after an offset, from snapshots and commits (cached: the driver's
+    stream reader is long-lived, and Spark asks for the same ranges more than once)."""
+
+    def __init__(
+        self,
+        root: str,
+        options: FeedOptions,
+        read_schema: pa.Schema | None = None,
+    ) -> None:
+        self.root = root
+        self.options = options
+        self.read_schema = read_schema
+        self._snapshots: dict[int, list[DataFile]] = {}
+        self._commits: dict[int, Commit] = {}
+
+    def snapshot(self, version: int) -> list[DataFile]:
+        if version not in self._snapshots:
+            self._snapshots.clear()
+            self._snapshots[version] = log.snapshot_files(log.open_table(self.root, version))
+        return self._snapshots[version]
+
+    def commit(self, version: int) -> Commit:
+        cached = self._commits.get(version)
+        if cached is None:
+            cached = log.read_commit(self.root, version)
+            if cached is None:
+                raise DeltaSourceError(
+                    f"version {version} of the Delta table {self.root} is no longer in its log "
+                    "(log cleanup ran while the stream was behind). Restart the stream with a "
+                    "new checkpoint, or with option startingVersion set to a version that still "
+                    "exists."
+                )
+            self._check(cached)
+            self._commits[version] = cached
+        return cached
+
+    def forget_before(self, version: int) -> None:
+        for old in [v for v in self._commits if v < version]:
+            del self._commits[old]
+
+    def _check(self, commit: Commit) -> None:
+        opts = self.options
+        if commit.data_removes and not (
+            opts.ignore_changes
+            or opts.skip_change_commits
+            or (opts.ignore_deletes and not commit.adds)
+        ):
+            kind = "updated or overwrote" if commit.adds else "deleted"
+            raise DeltaSourceError(
+                f"the source Delta table {self.root} {kind} data at version {commit.version}, "
+                "and a stream only follows appends. Set option ignoreDeletes=true to skip "
+                "commits that only delete, ignoreChanges=true to re-read the rewritten files "
+                "(rows may repeat), or skipChangeCommits=true to skip such commits entirely."
+            )
+        if commit.schema is not None and self.read_schema is not None:
+            _check_schema_change(self.root, commit.version, self.read_schema, commit.schema)
+
+    def commit_adds(self, version: int) -> list[DataFile]:
+        commit = self.commit(version)
+        if commit.data_removes and (
+            self.options.skip_change_commits
+            or (self.options.ignore_deletes and not self.options.ignore_changes)
+        ):
+            return []
+        return commit.adds
+
+    def entries(
+        self, start: DeltaOffset, latest: int, snapshot_version: int | None = None
+    ) -> Iterator[Entry]:
+        """Entries after ``start`` up to table version ``latest``, in stream order."""
+        if start == INITIAL:
+            version = latest if snapshot_version is None else snapshot_version
+            for index, file in enumerate(self.snapshot(version)):
+                yield Entry(DeltaOffset(version, index, True), file)
+            return  # the first batch never goes past its snapshot
+        version, after = start.version, start.index
+        if start.starting:
+            for index, file in enumerate(self.snapshot(version)):
+                if index > after:
+                    yield Entry(DeltaOffset(version, index, True), file)
+            version, after = version + 1, -1
+        while version <= latest:
+            for index, file in enumerate(self.commit_adds(version)):
+                if index > after:
+                    yield Entry(DeltaOffset(version, index, False), file)
+            version, after = version + 1, -1
+
+    def latest_offset(self, start: DeltaOffset, latest: int | None, limited: bool) -> DeltaOffset:
+        """The end offset of the next batch (``start`` itself when there is nothing new)."""
+        if latest is None or (start != INITIAL and start.version > latest):
+            return start
+        bytes_ = 0
+        last: Entry | None = None
+        for taken, entry in enumerate(self.entries(start, latest)):
+            if limited and last is not None and self._full(taken, bytes_, entry.file.size):
+                return self._end_after(last)
+            last = entry
+            bytes_ += entry.file.size
+        # Everything up to ``latest`` is taken, including commits without new data (OPTIMIZE,
+        # skipped deletes): step past them so the offset never waits on a JSON commit that log
+        # cleanup may remove.
+        return DeltaOffset(latest + 1, -1, False)
+
+    def _full(self, files: int, bytes_: int, next_size: int) -> bool:
+        opts = self.options
+        if opts.max_files is not None and files >= opts.max_files:
+            return True
+        return opts.max_bytes is not None and bytes_ + next_size > opts.max_bytes
+
+    def _end_after(self, entry: Entry) -> DeltaOffset:
+        """Offset after ``entry``; when it completes its version, point at the next version."""
+        offset = entry.offset
+        count = (
+            len(self.snapshot(offset.version))
+            if offset.starting
+            else len(self.commit_adds(offset.version))
+        )
+        if offset.index == count - 1:
+            return DeltaOffset(offset.version + 1, -1, False)
+        return offset
+
+    def files_between(self, start: DeltaOffset, end: DeltaOffset) -> list[DataFile]:
+        """Files of the batch (start, end]: a pure function of the two offsets."""
+        if start == INITIAL:
+            version = end.version if end.starting else end.version - 1
+            if version < 0:
+                return []
+            return [
+                e.file for e in self.entries(INITIAL, version, version) if e.offset.key <= end.key
+            ]
+        latest = end.version if end.index >= 0 else end.version - 1
+        return [e.file for e in self.entries(start, latest) if e.offset.key <= end.key]
+
+
+def _check_schema_change(root: str, version: int, read: pa.Schema, new: pa.Schema) -> None:
+    by_name = {f.name: f for f in read}
+    for field in new:
+        old = by_name.get(field.name)
+        if old is None or str(old.type) != str(field.type):
+            raise DeltaSourceError(
+                f"the schema of the source Delta table {root} changed at version {version} "
+                f"(column {field.name!r}). Restart the stream to read with the new schema."
+            )
+
+
+def initial_offset(
+    root: str, starting_version: str | None, starting_timestamp: str | None
+) -> DeltaOffset:
+    """Where a new stream starts: the current snapshot, or commits from a version/time on."""
+    if starting_version is not None and starting_timestamp is not None:
+        raise ValueError("set only one of startingVersion and startingTimestamp")
+    if starting_version is not None:
+        if starting_version.strip().lower() == "latest":
+            latest = log.latest_version(root)
+            return DeltaOffset((latest if latest is not None else -1) + 1, -1, False)
+        try:
+            version = int(starting_version)
+        except ValueError:
+            raise ValueError(
+                f"startingVersion must be a version number or 'latest', not {starting_version!r}"
+            ) from None
+        if version < 0:
+            raise ValueError(f"startingVersion must be >= 0, not {version}")
+        return DeltaOffset(version, -1, False)
+    if starting_timestamp is not None:
+        when: dt.datetime = log.parse_timestamp(starting_timestamp)
+        return DeltaOffset(log.version_at_timestamp(root, when), -1, False)
+    return INITIAL

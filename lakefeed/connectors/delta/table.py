@@ -1,0 +1,131 @@
+"""Delta table housekeeping without Spark: history, compaction, vacuum, emptiness, reset.
+
+For pipelines (checkpoint guards, full refresh) and for ``lakefeed table ...``. Everything goes
+through delta-rs, so it works while no SparkSession exists.
+
+    from lakefeed.connectors.delta import table
+    if table.is_empty(path): ...          # no table, or a table without rows
+    table.history(path, limit=10)         # newest first
+    table.optimize(path)                  # compact small files (streaming writes many)
+    table.vacuum(path, dry_run=False)     # delete unreferenced files older than the retention
+    table.truncate(path)                  # full refresh: a commit that removes every file
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+from lakefeed.connectors.delta import log
+
+# Delta's default: files removed less than a week ago may still be read (time travel, streams).
+DEFAULT_RETENTION_HOURS = 168
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    path: str
+    version: int
+    files: int
+    rows: int | None
+    size_bytes: int
+    partition_columns: list[str]
+
+
+def exists(path: str | Path) -> bool:
+    return log.is_delta_table(str(path))
+
+
+def _open(path: str | Path) -> DeltaTable:
+    if not exists(path):
+        raise FileNotFoundError(f"{path} is not a Delta table (no _delta_log with commits)")
+    return DeltaTable(str(path))
+
+
+def is_empty(path: str | Path) -> bool:
+    """True when there is no table at ``path`` or its current version holds no rows."""
+    if not exists(path):
+        return True
+    actions = _open(path).get_add_actions(flatten=True)
+    import pyarrow as pa
+
+    table = pa.table(actions)
+    if table.num_rows == 0:
+        return True
+    counts = table.column("num_records").to_pylist() if "num_records" in table.column_names else []
+    return bool(counts) and all(c == 0 for c in counts)
+
+
+def info(path: str | Path) -> TableInfo:
+    import pyarrow as pa
+
+    handle = _open(path)
+    actions = pa.table(handle.get_add_actions(flatten=True))
+    counts = actions.column("num_records").to_pylist() if actions.num_rows else []
+    return TableInfo(
+        path=str(path),
+        version=handle.version(),
+        files=actions.num_rows,
+        rows=sum(counts) if all(c is not None for c in counts) else None,
+        size_bytes=sum(actions.column("size_bytes").to_pylist()) if actions.num_rows else 0,
+        partition_columns=list(handle.metadata().partition_columns),
+    )
+
+
+def history(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Commits, newest first: version, timestamp (UTC datetime), operation, parameters, metrics."""
+    entries = sorted(_open(path).history(limit), key=lambda e: -int(e["version"]))
+    for entry in entries:
+        entry["timestamp"] = dt.datetime.fromtimestamp(int(entry["timestamp"]) / 1000, dt.UTC)
+    return entries
+
+
+def optimize(
+    path: str | Path, target_size: int | None = None, partition_filters: list | None = None
+) -> dict[str, Any]:
+    """Compact small files into bigger ones (a dataChange=false commit streams skip)."""
+    return dict(
+        _open(path).optimize.compact(target_size=target_size, partition_filters=partition_filters)
+    )
+
+
+def vacuum(
+    path: str | Path,
+    retention_hours: float = DEFAULT_RETENTION_HOURS,
+    dry_run: bool = True,
+    force: bool = False,
+) -> list[str]:
+    """Files no version within the retention needs: listed (dry run) or deleted.
+
+    Like Delta, a retention below the default is refused unless ``force``: a shorter one can
+    delete files that running streams or time travel still read.
+    """
+    if retention_hours < DEFAULT_RETENTION_HOURS and not force:
+        raise ValueError(
+            f"retention of {retention_hours} h is below the safe default of "
+            f"{DEFAULT_RETENTION_HOURS} h: readers (streams, time travel) may still need those "
+            "files. Pass force=True (CLI: --force) if nothing reads older versions."
+        )
+    return list(
+        _open(path).vacuum(
+            retention_hours=int(retention_hours),
+            dry_run=dry_run,
+            enforce_retention_duration=False,
+        )
+    )
+
+
+def truncate(path: str | Path) -> int | None:
+    """Remove every row in one commit (full refresh), keeping schema and history.
+
+    Returns the new version, or None when there is no table (nothing to reset).
+    """
+    if not exists(path):
+        return None
+    handle = _open(path)
+    handle.delete()
+    return DeltaTable(str(path)).version()

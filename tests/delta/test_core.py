@@ -1,0 +1,317 @@
+"""Spark-free core of the Delta connector: stats, schema rules, files, offsets, commits.
+
+Real Delta tables written by delta-rs and by lakefeed's own commit path, read back by delta-rs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakefeed.connectors.delta import commit, files, log, offsets, pruning
+from lakefeed.connectors.delta.offsets import INITIAL, ChangeFeed, DeltaOffset, FeedOptions
+from lakefeed.connectors.delta.schema import SchemaMismatchError, merge_schema
+from lakefeed.connectors.delta.stats import FileStats
+
+APP = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
+
+
+def _batch(ids: range, k: str | None = "a") -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"id": pa.array(list(ids), pa.int64()), "k": pa.array([k] * len(ids), pa.string())}
+    )
+
+
+def _stream_commit(root: Path, batch_id: int, ids: range, **spec: object) -> commit.CommitResult:
+    written = files.write_batches(
+        str(root),
+        iter([_batch(ids)]),
+        spec.get("partition_by", ()),  # type: ignore[arg-type]
+        files.stream_file_prefix(APP, batch_id) + "00000-",
+    )
+    write = commit.WriteSpec(str(root), "append", tuple(spec.get("partition_by", ())))  # type: ignore[arg-type]
+    return commit.commit_stream_batch(write, written, _batch(ids).schema, APP, batch_id)
+
+
+def _data_files(root: Path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(d, f), root)
+        for d, _, names in os.walk(root)
+        if "_delta_log" not in d
+        for f in names
+        if f.endswith(".parquet")
+    }
+
+
+def _referenced(root: Path) -> set[str]:
+    return {os.path.relpath(u, root) for u in DeltaTable(str(root)).file_uris()}
+
+
+def test_stats_bounds_never_lie() -> None:
+    stats = FileStats(
+        pa.schema(
+            [
+                ("i", pa.int32()),
+                ("s", pa.string()),
+                ("t", pa.timestamp("us", "UTC")),
+                ("f", pa.float64()),
+                ("d", pa.date32()),
+            ]
+        )
+    )
+    stats.add(
+        pa.table(
+            {
+                "i": pa.array([3, None, -1], pa.int32()),
+                "s": ["b" * 40, "a", None],
+                "t": pa.array(
+                    [dt.datetime(2024, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC)] * 3,
+                    pa.timestamp("us", "UTC"),
+                ),
+                "f": [1.0, float("nan"), 2.0],
+                "d": [dt.date(2024, 1, 1), dt.date(2024, 2, 1), None],
+            }
+        )
+    )
+    parsed = json.loads(stats.to_json())
+    assert parsed["numRecords"] == 3
+    assert parsed["nullCount"] == {"i": 1, "s": 1, "t": 0, "f": 0, "d": 1}
+    assert parsed["minValues"]["i"] == -1 and parsed["maxValues"]["i"] == 3
+    assert parsed["minValues"]["s"] == "a" and "s" not in parsed["maxValues"]  # 40 chars
+    assert parsed["minValues"]["t"] == "2024-01-01T00:00:00.001Z"
+    assert parsed["maxValues"]["t"] == "2024-01-01T00:00:00.002Z"  # rounded up, never down
+    assert "f" not in parsed["minValues"]  # NaN: no bounds
+    assert parsed["maxValues"]["d"] == "2024-02-01"
+
+
+def test_schema_merge_rules() -> None:
+    table = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    assert merge_schema(table, pa.schema([("id", pa.int64())]), merge=False) == table
+    merged = merge_schema(table, pa.schema([("id", pa.int64()), ("n", pa.int32())]), merge=True)
+    assert merged.names == ["id", "s", "n"]
+    with pytest.raises(SchemaMismatchError, match='option\\("mergeSchema", "true"\\)'):
+        merge_schema(table, pa.schema([("n", pa.int32())]), merge=False)
+    with pytest.raises(SchemaMismatchError, match="incompatible type change for column 'id'"):
+        merge_schema(table, pa.schema([("id", pa.string())]), merge=True)
+    with pytest.raises(SchemaMismatchError, match="differs only by case"):
+        merge_schema(table, pa.schema([("ID", pa.int64())]), merge=True)
+    # Large/view variants and nullability are not type changes.
+    assert merge_schema(table, pa.schema([pa.field("s", pa.large_string(), False)]), merge=False)
+
+
+def test_partitioned_files_roundtrip_with_awkward_values(tmp_path: Path) -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"id": pa.array([1, 2, 3, 4], pa.int64()), "k": ["a/b", "x=y %", None, "a/b"]}
+    )
+    written = files.write_batches(str(tmp_path), iter([batch]), ["k"], "part-00000-")
+    assert len(written) == 3
+    spec = commit.WriteSpec(str(tmp_path), "append", ("k",))
+    commit.commit_files(spec, written, batch.schema)
+    back = DeltaTable(str(tmp_path)).to_pyarrow_table().sort_by("id").to_pylist()
+    assert back == [
+        {"id": 1, "k": "a/b"},
+        {"id": 2, "k": "x=y %"},
+        {"id": 3, "k": None},
+        {"id": 4, "k": "a/b"},
+    ]
+    target = pa.schema([("id", pa.int64()), ("k", pa.string()), ("missing", pa.float64())])
+    table = log.open_table(str(tmp_path))
+    rows = [
+        row
+        for f in log.snapshot_files(table)
+        for b in files.read_file(str(tmp_path), f.path, f.partition_values, target)
+        for row in b.to_pylist()
+    ]
+    assert sorted(rows, key=lambda r: r["id"])[1] == {"id": 2, "k": "x=y %", "missing": None}
+
+
+def test_failed_task_removes_its_partial_files(tmp_path: Path) -> None:
+    def batches():
+        yield _batch(range(3), "a")
+        yield _batch(range(3), "b")
+        raise RuntimeError("task died")
+
+    with pytest.raises(RuntimeError):
+        files.write_batches(str(tmp_path), batches(), ["k"], "part-00000-")
+    assert _data_files(tmp_path) == set()
+
+
+def test_stream_commit_is_idempotent_and_cleans_uncommitted_attempts(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    # Attempt 1 of batch 0 wrote files, then the driver died before the Delta commit.
+    files.write_batches(
+        str(root), iter([_batch(range(5))]), (), files.stream_file_prefix(APP, 0) + "00000-"
+    )
+    assert len(_data_files(root)) == 1
+    first = _stream_commit(root, 0, range(5))
+    assert first.version == 0 and first.removed_orphans == 1
+    assert _data_files(root) == _referenced(root)
+    second = _stream_commit(root, 1, range(5, 8))
+    assert second.version == 1
+    # Batch 1 replayed after the driver died between the Delta commit and Spark's commit log.
+    replay = _stream_commit(root, 1, range(5, 8))
+    assert replay.skipped and replay.removed_orphans == 1
+    assert DeltaTable(str(root)).transaction_version(APP) == 1
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == list(
+        range(8)
+    )
+    assert _data_files(root) == _referenced(root)
+    commit_json = Path(log.commit_path(str(root), 1)).read_text()
+    assert f'"appId":"{APP}"' in commit_json and '"version":1' in commit_json
+
+
+def test_foreign_files_are_never_removed(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _stream_commit(root, 0, range(2))
+    foreign = root / "part-lf-ffffffff-b00000001-00000-x.parquet"
+    foreign.write_bytes(b"not ours")
+    (root / "notes.txt").write_text("keep")
+    _stream_commit(root, 1, range(2, 4))
+    assert foreign.exists() and (root / "notes.txt").exists()
+
+
+def _rs_table(root: Path, commits: int, rows: int = 2) -> None:
+    for c in range(commits):
+        data = pa.table({"id": pa.array(range(c * rows, c * rows + rows), pa.int64())})
+        write_deltalake(str(root), data, mode="append")
+
+
+def _read_all(feed: ChangeFeed, start: DeltaOffset, end: DeltaOffset, root: Path) -> list[int]:
+    target = pa.schema([("id", pa.int64())])
+    return [
+        v
+        for f in feed.files_between(start, end)
+        for b in files.read_file(str(root), f.path, f.partition_values, target)
+        for v in b.column("id").to_pylist()
+    ]
+
+
+def test_offsets_snapshot_then_commits_with_file_limit(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 3)
+    feed = ChangeFeed(str(tmp_path), FeedOptions(max_files=2))
+    seen: list[int] = []
+    start = INITIAL
+    ends = []
+    for _ in range(6):
+        end = feed.latest_offset(start, log.latest_version(str(tmp_path)), limited=True)
+        if end == start:
+            break
+        seen += _read_all(feed, start, end, tmp_path)
+        ends.append(end)
+        start = DeltaOffset.from_dict(json.loads(json.dumps(end.to_dict())))
+        if len(ends) == 2:
+            _rs_table(tmp_path, 0)
+            write_deltalake(
+                str(tmp_path), pa.table({"id": pa.array([100], pa.int64())}), mode="append"
+            )
+    assert sorted(seen) == [0, 1, 2, 3, 4, 5, 100]
+    # The snapshot batch stays inside the snapshot; a finished version points at the next one.
+    assert ends[0] == DeltaOffset(2, 1, True)
+    assert ends[1] == DeltaOffset(3, -1, False)
+    assert ends[-1] == DeltaOffset(4, -1, False)
+
+
+def test_offsets_bytes_limit_takes_at_least_one_file(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 3)
+    feed = ChangeFeed(str(tmp_path), FeedOptions(max_files=None, max_bytes=1))
+    end = feed.latest_offset(INITIAL, 2, limited=True)
+    assert end == DeltaOffset(2, 0, True)
+    assert feed.latest_offset(INITIAL, 2, limited=False) == DeltaOffset(3, -1, False)
+
+
+def test_starting_version_and_timestamp(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 3)
+    root = str(tmp_path)
+    assert offsets.initial_offset(root, "1", None) == DeltaOffset(1, -1, False)
+    assert offsets.initial_offset(root, "latest", None) == DeltaOffset(3, -1, False)
+    stamp = DeltaTable(root).history()[0]["timestamp"]  # newest commit
+    when = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC).isoformat()
+    assert offsets.initial_offset(root, None, when).version == 2
+    feed = ChangeFeed(root, FeedOptions())
+    assert _read_all(feed, DeltaOffset(1, -1, False), DeltaOffset(3, -1, False), tmp_path) == [
+        2,
+        3,
+        4,
+        5,
+    ]
+    with pytest.raises(ValueError, match="startingVersion"):
+        offsets.initial_offset(root, "abc", None)
+    with pytest.raises(ValueError, match="only one"):
+        offsets.initial_offset(root, "1", "2024-01-01")
+
+
+def test_deletes_fail_unless_told_how_to_treat_them(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 2)
+    root = str(tmp_path)
+    DeltaTable(root).delete("id = 0")  # rewrites a file: remove + add
+    DeltaTable(root).delete("id >= 2")  # removes a whole file only
+    start = DeltaOffset(1, -1, False)
+    with pytest.raises(log.DeltaSourceError, match="ignoreDeletes.*ignoreChanges"):
+        ChangeFeed(root, FeedOptions()).latest_offset(start, 3, limited=False)
+    with pytest.raises(log.DeltaSourceError, match="updated or overwrote"):
+        ChangeFeed(root, FeedOptions(ignore_deletes=True)).latest_offset(start, 3, limited=False)
+    changes = ChangeFeed(root, FeedOptions(ignore_changes=True))
+    assert _read_all(changes, start, DeltaOffset(4, -1, False), tmp_path) == [2, 3, 1]
+    skip = ChangeFeed(root, FeedOptions(skip_change_commits=True))
+    assert _read_all(skip, start, DeltaOffset(4, -1, False), tmp_path) == [2, 3]
+
+
+def test_optimize_commits_are_not_new_data(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 3)
+    root = str(tmp_path)
+    DeltaTable(root).optimize.compact()
+    feed = ChangeFeed(root, FeedOptions())
+    end = feed.latest_offset(DeltaOffset(3, -1, False), 3, limited=True)
+    assert end == DeltaOffset(4, -1, False)
+    assert feed.files_between(DeltaOffset(3, -1, False), end) == []
+
+
+def test_start_after_log_cleanup_uses_checkpoint(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 4)
+    root = str(tmp_path)
+    DeltaTable(root).create_checkpoint()
+    for version in range(3):
+        os.remove(log.commit_path(root, version))
+    feed = ChangeFeed(root, FeedOptions())
+    end = feed.latest_offset(INITIAL, log.latest_version(root), limited=True)
+    assert sorted(_read_all(feed, INITIAL, end, tmp_path)) == list(range(8))
+    with pytest.raises(log.DeltaSourceError, match="no longer in its log"):
+        feed.latest_offset(DeltaOffset(1, -1, False), 3, limited=True)
+
+
+def test_unreadable_features_are_refused(tmp_path: Path) -> None:
+    _rs_table(tmp_path, 1)
+    root = str(tmp_path)
+    DeltaTable(root).alter.set_table_properties({"delta.enableDeletionVectors": "true"})
+    with pytest.raises(log.DeltaSourceError, match="deletion vectors"):
+        log.open_table(root)
+
+
+def test_pruning_by_partition_and_stats(tmp_path: Path) -> None:
+    for day in (1, 2, 3):
+        data = pa.table(
+            {
+                "id": pa.array([day * 10, day * 10 + 5], pa.int64()),
+                "day": [dt.date(2024, 1, day)] * 2,
+            }
+        )
+        write_deltalake(str(tmp_path), data, mode="append", partition_by=["day"])
+    actions = pa.table(DeltaTable(str(tmp_path)).get_add_actions(flatten=True))
+
+    def count(*predicates: pruning.Predicate) -> int:
+        return len(pruning.select_files(actions, predicates))
+
+    assert count() == 3
+    assert count(("=", "day", dt.date(2024, 1, 2))) == 1
+    assert count(("in", "day", (dt.date(2024, 1, 2), dt.date(2024, 1, 3)))) == 2
+    assert count((">", "id", 25)) == 1
+    assert count(("<=", "id", 20), (">=", "id", 20)) == 1
+    assert count(("isnull", "id", None)) == 0
+    assert count(("isnotnull", "day", None)) == 3
+    assert count(("=", "id", "not a number")) == 3  # unsure: keep

@@ -1,0 +1,161 @@
+"""Streaming through format("delta"): exactly-once sink, change-feed source, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+
+def _source(path: Path, commits: int, rows: int = 3) -> None:
+    for c in range(commits):
+        ids = range(c * rows, c * rows + rows)
+        write_deltalake(
+            str(path),
+            pa.table({"id": pa.array(ids, pa.int64()), "k": [f"p{i % 2}" for i in ids]}),
+            mode="append",
+        )
+
+
+def _ids(path: Path) -> list[int]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
+
+
+def _txns(path: Path) -> list[tuple[str, int]]:
+    found = []
+    for name in sorted(os.listdir(path / "_delta_log")):
+        if name.endswith(".json"):
+            for line in (path / "_delta_log" / name).read_text().splitlines():
+                action = json.loads(line)
+                if "txn" in action:
+                    found.append((action["txn"]["appId"], action["txn"]["version"]))
+    return found
+
+
+def _run(query) -> None:
+    try:
+        query.awaitTermination(240)
+    finally:
+        query.stop()
+
+
+def test_stream_delta_to_delta_with_file_limit_partitions_and_txn(spark, tmp_path: Path) -> None:
+    src, dst, cp = tmp_path / "src", tmp_path / "dst", tmp_path / "cp"
+    _source(src, 3)
+
+    def run() -> None:
+        _run(
+            spark.readStream.format("delta")
+            .option("maxFilesPerTrigger", 2)
+            .load(str(src))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(cp))
+            .partitionBy("k")
+            .trigger(availableNow=True)
+            .start(str(dst))
+        )
+
+    run()
+    assert _ids(dst) == list(range(9))
+    assert DeltaTable(str(dst)).metadata().partition_columns == ["k"]
+    query_id = json.loads((cp / "metadata").read_text())["id"]
+    assert _txns(dst) == [(query_id, 0), (query_id, 1)]  # 3 files, 2 per trigger
+    # New source commits: the restarted query reads only them, once.
+    _source(src, 0)
+    write_deltalake(
+        str(src), pa.table({"id": pa.array([100], pa.int64()), "k": ["p0"]}), mode="append"
+    )
+    run()
+    assert _ids(dst) == [*range(9), 100]
+    assert _txns(dst)[-1] == (query_id, 2)
+    # Nothing in the folder that the table does not reference.
+    on_disk = {
+        os.path.relpath(os.path.join(d, f), dst)
+        for d, _, fs in os.walk(dst)
+        if "_delta_log" not in d
+        for f in fs
+    }
+    referenced = {os.path.relpath(u, dst) for u in DeltaTable(str(dst)).file_uris()}
+    assert on_disk == referenced
+
+
+def test_complete_mode_overwrites_each_batch(spark, tmp_path: Path) -> None:
+    src, dst, cp = tmp_path / "src", tmp_path / "dst", tmp_path / "cp"
+    _source(src, 2)
+
+    def run() -> None:
+        counts = spark.readStream.format("delta").load(str(src)).groupBy("k").count()
+        _run(
+            counts.writeStream.format("delta")
+            .outputMode("complete")
+            .option("checkpointLocation", str(cp))
+            .trigger(availableNow=True)
+            .start(str(dst))
+        )
+
+    run()
+    _source(src, 1)
+    run()
+    rows = sorted(DeltaTable(str(dst)).to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
+    assert rows == [{"k": "p0", "count": 5}, {"k": "p1", "count": 4}]
+
+
+def test_source_delete_fails_naming_options_then_ignore_deletes(spark, tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _source(src, 2)
+    DeltaTable(str(src)).delete("id < 3")  # drops the whole first file
+
+    def start(**options: str):
+        reader = spark.readStream.format("delta").option("startingVersion", "0")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return (
+            reader.load(str(src))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / f"cp{len(options)}"))
+            .trigger(availableNow=True)
+            .start(str(dst))
+        )
+
+    query = start()
+    with pytest.raises(Exception, match="ignoreDeletes"):
+        _run(query)
+    _run(start(ignoreDeletes="true"))
+    assert _ids(dst) == list(range(6))
+
+
+def test_merge_schema_and_refusals_in_streams(spark, tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _source(src, 1)
+    spark.range(2).selectExpr("id").write.format("delta").mode("append").save(str(dst))
+    stream = spark.readStream.format("delta").load(str(src))
+
+    def start(cp: str, **options: str):
+        writer = stream.writeStream.format("delta").trigger(availableNow=True)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        if cp:
+            writer = writer.option("checkpointLocation", str(tmp_path / cp))
+        return writer.start(str(dst))
+
+    with pytest.raises(Exception, match="mergeSchema"):
+        _run(start("a"))
+    with pytest.raises(Exception, match="checkpointLocation"):
+        _run(start(""))
+    _run(start("b", mergeSchema="true"))
+    assert DeltaTable(str(dst)).schema().to_arrow().names == ["id", "k"]
+    assert len(_ids(dst)) == 5
+    bad = spark.readStream.format("delta").load(str(src)).selectExpr("cast(id as string) as id")
+    query = (
+        bad.writeStream.format("delta")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .option("mergeSchema", "true")
+        .trigger(availableNow=True)
+        .start(str(dst))
+    )
+    with pytest.raises(Exception, match="incompatible type change"):
+        _run(query)

@@ -86,6 +86,13 @@ def _epoch_seconds(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.divide(micros, 1e6)
 
 
+def _row_count(actions: pa.Table) -> int | None:
+    if "num_records" not in actions.column_names:
+        return None if actions.num_rows else 0
+    records = actions.column("num_records")
+    return None if records.null_count else int(pc.sum(records).as_py() or 0)
+
+
 class TableReader:
     """Reads the lakehouse's tables, keeping one incrementally refreshed handle per table."""
 
@@ -112,14 +119,15 @@ class TableReader:
     def summaries(self) -> list[dict[str, Any]]:
         return [self.summary(name) for name in self.lakehouse.table_names()]
 
+    def row_count(self, name: str) -> int | None:
+        """Rows of the current version from the log's file stats (None if a file has none)."""
+        return _row_count(pa.table(self._table(name).get_add_actions(flatten=True)))
+
     def summary(self, name: str) -> dict[str, Any]:
         """Version, rows and files from the Delta log, plus the columns worth charting."""
         table = self._table(name)
         actions = pa.table(table.get_add_actions(flatten=True))
-        records = actions.column("num_records") if "num_records" in actions.column_names else None
-        rows = None
-        if records is not None and records.null_count == 0:
-            rows = pc.sum(records).as_py() or 0
+        rows = _row_count(actions)
         modified = pc.max(actions.column("modification_time")).as_py() if actions.num_rows else None
         columns = _columns(table.to_pyarrow_dataset().schema)
         return {

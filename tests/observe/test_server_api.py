@@ -8,7 +8,9 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakefeed.observe.event_log import EventLog
@@ -65,6 +67,8 @@ def pipeline_log(lakehouse):
             level="ERROR",
             details={"error": f"ConnectionError: password={SECRET} refused", "traceback": "tb"},
         )
+    quarantine = pa.table({"device_id": ["d1"] * 5, "_failed_rules": [["valid_temp"]] * 5})
+    write_deltalake(str(lakehouse.table_path("bronze_quarantine")), quarantine)
     return lakehouse
 
 
@@ -89,6 +93,7 @@ def test_state_api_has_graph_flows_and_quality(server):
     assert flows["gold"]["error"].startswith("ConnectionError: password=***")
     (quality,) = pipeline["tables"]
     assert quality["rules"]["valid_temp"] == {"action": "drop", "passed": 95, "failed": 5}
+    assert (quality["quarantine_table"], quality["quarantine_rows"]) == ("bronze_quarantine", 5)
     (one,) = json.loads(get(server.url + "api/state?series=gold")[2])["pipelines"]
     assert [("series" in f, f["name"]) for f in one["flows"]] == [(False, "bronze"), (True, "gold")]
     status, _, body = get(server.url + "api/events?limit=2")

@@ -270,6 +270,10 @@
   const chartData = (s, spec) => [s.t, ...spec.series.map(([k]) => s[k])];
 
   // ---- data quality -------------------------------------------------------------------------
+  function quarantined(t) {
+    if (t.quarantine_table === null || t.quarantine_table === undefined) return num(t.quarantined);
+    return `${num(t.quarantine_rows)} rows in ${t.quarantine_table}`;
+  }
   const OUTCOME = { drop: "dropped", fail: "failed", warn: "warned" };
   function renderQuality(tables) {
     const rows = [];
@@ -281,7 +285,7 @@
           el("td", {}, i ? "" : t.table), el("td", {}, name), el("td", {}, r.action),
           el("td", { "data-field": "passed" }, num(r.passed)),
           el("td", { "data-field": "failed" }, r.failed === null ? "–" : num(r.failed) + " " + (OUTCOME[r.action] || "")),
-          el("td", { "data-field": "quarantined" }, i ? "" : num(t.quarantined))));
+          el("td", { "data-field": "quarantined" }, i ? "" : quarantined(t))));
       });
     }
     $("#quality tbody").replaceChildren(...rows);

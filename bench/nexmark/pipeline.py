@@ -14,7 +14,8 @@ tables is how a lakefeed user writes it):
   ``nexmark_q7`` = the bids at that price within the window (stream-stream join with
   watermarks, as Flink's ``JOIN ... WHERE dateTime BETWEEN window_end - 10 s AND window_end``).
 
-Environment: ``NEXMARK_BRONZE`` (the events table), ``NEXMARK_QUERY`` (q0|q1|q2|q5|q7),
+Environment: ``NEXMARK_BRONZE`` (the events table), ``NEXMARK_QUERY`` (comma list of q0, q1,
+q2, q5, q7: several share one run, for smoke tests),
 ``NEXMARK_MAX_FILES`` (files per micro-batch).
 """
 
@@ -28,7 +29,7 @@ from pyspark.sql import functions as F
 from lakefeed.pipeline.api import read_stream, source, table
 
 WATERMARK = "4 seconds"
-QUERY = os.environ.get("NEXMARK_QUERY", "q0")
+QUERIES = os.environ.get("NEXMARK_QUERY", "q0").split(",")
 
 
 def bids() -> DataFrame:
@@ -49,14 +50,14 @@ def bids() -> DataFrame:
     )
 
 
-if QUERY == "q0":
+if "q0" in QUERIES:
 
     @table(comment="Nexmark q0: pass through")
     def nexmark_q0() -> DataFrame:
         return bids().select("auction", "bidder", "price", "dateTime", "extra")
 
 
-if QUERY == "q1":
+if "q1" in QUERIES:
 
     @table(comment="Nexmark q1: currency conversion")
     def nexmark_q1() -> DataFrame:
@@ -64,14 +65,14 @@ if QUERY == "q1":
         return bids().select("auction", "bidder", price.alias("price"), "dateTime", "extra")
 
 
-if QUERY == "q2":
+if "q2" in QUERIES:
 
     @table(comment="Nexmark q2: selection")
     def nexmark_q2() -> DataFrame:
         return bids().where(F.col("auction") % 123 == 0).select("auction", "price")
 
 
-if QUERY == "q5":
+if "q5" in QUERIES:
 
     @table(comment="Nexmark q5, step 1: bids per auction per sliding window")
     def nexmark_q5_counts() -> DataFrame:
@@ -101,7 +102,7 @@ if QUERY == "q5":
         return hot.where(F.col("a.num") >= F.col("maxn")).select("a.auction", "a.num")
 
 
-if QUERY == "q7":
+if "q7" in QUERIES:
 
     @table(comment="Nexmark q7, step 1: the highest price per 10-second window")
     def nexmark_q7_max() -> DataFrame:

@@ -36,8 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Nexmark: {spec.events:,} events ({args.files} files), queries {queries}; machine "
           f"{machine()}; load {load_average():.1f}", flush=True)  # fmt: skip
     results: dict[str, Any] = {}
-    for query in queries:
-        runs = [_run(args, bronze, query, repeat) for repeat in range(args.repeats)]
+    if args.together:  # one run of every query: checks them all, measures none separately
+        runs = [_run(args, bronze, queries, 0)]
+        for query in queries:
+            results[query] = _result(query, runs, spec.events, args.cores, expected.get(query))
+            _print(query, results[query])
+    for query in [] if args.together else queries:
+        runs = [_run(args, bronze, [query], repeat) for repeat in range(args.repeats)]
         results[query] = _result(query, runs, spec.events, args.cores, expected.get(query))
         _print(query, results[query])
     summary = {
@@ -66,6 +71,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "nexmark")
     p.add_argument("--chart", type=Path, default=None)
+    p.add_argument("--together", action="store_true", help="all queries in one run (smoke test)")
     p.add_argument("--timeout", type=float, default=900)
     return p.parse_args(argv)
 
@@ -85,17 +91,18 @@ def _prepare(spec: gen.NexmarkSpec, bronze: Path, files: int) -> Path:
     return bronze
 
 
-def _run(args: argparse.Namespace, bronze: Path, query: str, repeat: int) -> LegRun:
-    work = args.out / "work" / f"{query}-{repeat}"
+def _run(args: argparse.Namespace, bronze: Path, queries: list[str], repeat: int) -> LegRun:
+    name = "-".join(queries)
+    work = args.out / "work" / f"{name}-{repeat}"
     argv = [sys.executable, "-m", "bench.ysb.lakefeed_leg", "--work", str(work),
             "--pipeline", str(ROOT / "bench" / "nexmark" / "pipeline.py"),
-            "--table", GOLD[query], "--cores", str(args.cores)]  # fmt: skip
+            "--table", GOLD[queries[0]], "--cores", str(args.cores)]  # fmt: skip
     env = {
         "NEXMARK_BRONZE": str(bronze),
-        "NEXMARK_QUERY": query,
+        "NEXMARK_QUERY": ",".join(queries),
         "NEXMARK_MAX_FILES": str(args.max_files),
     }
-    return run_leg(query, argv, args.out / "logs" / f"{query}-{repeat}.log", args.timeout, env)
+    return run_leg(name, argv, args.out / "logs" / f"{name}-{repeat}.log", args.timeout, env)
 
 
 def _result(
@@ -103,7 +110,7 @@ def _result(
 ) -> dict[str, Any]:
     good = [r for r in runs if r.error is None]
     rates = [events / r.figures["elapsed_s"] for r in good]
-    rows = [_rows(Path(r.figures["output"])) for r in good]
+    rows = [_rows(Path(r.figures["output"]).parent / GOLD[query]) for r in good]
     if expected_rows is None:
         correct = all(n > 0 for n in rows)  # windows: checked for output only
     else:

@@ -52,8 +52,13 @@ def run(args: argparse.Namespace) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     elapsed = run(args)
-    output = args.work / "lakehouse" / "tables" / args.table
-    protocol.emit(elapsed_s=elapsed, output=str(output), format="delta")
+    lakehouse = args.work / "lakehouse"
+    from lakefeed.observe.event_log import read_events
+
+    progress = read_events(lakehouse / "event_log", event_types=["flow_progress"])
+    durations = protocol.sum_durations(e["details"] for e in progress if e["details"])
+    output = str(lakehouse / "tables" / args.table)
+    protocol.emit(elapsed_s=elapsed, output=output, format="delta", durations_ms=durations)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

@@ -6,6 +6,7 @@ Stdlib only: the PyFlink leg imports it from its own virtual environment.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 PREFIX = "BENCH-RESULT "
@@ -14,6 +15,17 @@ PREFIX = "BENCH-RESULT "
 def emit(**figures: Any) -> None:
     """Print the leg's figures as one line the runner can find in the output."""
     print(PREFIX + json.dumps(figures), flush=True)
+
+
+def sum_durations(progresses: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Spark's per-phase batch times (``durationMs``) summed over a run: a coarse profile
+    that says whether the time went to planning, offsets, or the batch itself (source + sink).
+    """
+    total: dict[str, int] = {}
+    for progress in progresses:
+        for phase, ms in (progress.get("durationMs") or {}).items():
+            total[phase] = total.get(phase, 0) + int(ms)
+    return total
 
 
 def parse(output: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Run: ``python -m bench.ysb.pyspark_job --input DIR --campaigns FILE --work DIR``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -49,8 +50,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     stream.awaitTermination()
     elapsed = time.perf_counter() - started
+    durations = protocol.sum_durations(json.loads(p.json) for p in stream.recentProgress)
     spark.stop()
-    protocol.emit(elapsed_s=elapsed, output=str(args.work / "output"), format="parquet")
+    output = str(args.work / "output")
+    protocol.emit(elapsed_s=elapsed, output=output, format="parquet", durations_ms=durations)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

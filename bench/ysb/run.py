@@ -234,6 +234,7 @@ def _summarise(
             "median_events_per_s": median(rates),
             "median_wall_s": median([r.wall_s for r in good]),
             "correct": bool(good) and all(not r.figures["problems"] for r in good),
+            "durations_ms": [r.figures.get("durations_ms") for r in good],
             "failures": [r.error for r in runs if r.leg == leg and r.error],
         }
     ratios = {}
@@ -264,6 +265,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     for name, ratio in summary["ratios"].items():
         print(f"{name}: {ratio:.2f}x")
+    print("\nwhere the Spark legs spent their batch time (ms, summed over batches, first run):")
+    for leg, s in summary["legs"].items():
+        if s["durations_ms"] and s["durations_ms"][0]:
+            phases = sorted(s["durations_ms"][0].items(), key=lambda kv: -kv[1])
+            print(f"  {leg}: " + ", ".join(f"{k} {v:,}" for k, v in phases[:5]))
 
 
 def _chart(summary: dict[str, Any], path: Path) -> None:

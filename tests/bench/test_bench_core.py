@@ -1,0 +1,111 @@
+"""Spark-free checks of the benchmark building blocks (milliseconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+import pytest
+
+from bench.latency.measure import committed_rows, row_latencies_ms, stats
+from bench.nexmark import generate as nexmark
+from bench.ysb import events as ev
+from bench.ysb import protocol
+
+
+def _gen(events: int = 3000, rate: int = 100) -> ev.Generator:
+    return ev.Generator(ev.EventSpec(events, rate=rate), ev.Campaigns.generate(3))
+
+
+def test_events_are_the_same_however_they_are_sliced() -> None:
+    gen = _gen(200_000)
+    whole = gen.columns(0, 200_000)
+    part = gen.columns(65_000, 70_000)
+    for name in ("ad", "event_type", "event_time"):
+        assert np.array_equal(whole[name][65_000:135_000], part[name])
+
+
+def test_json_files_hold_the_reference_counts(tmp_path: Path) -> None:
+    """The files every engine reads count to exactly the reference (pyarrow as the engine)."""
+    gen = _gen()
+    paths = ev.write_json_files(gen, tmp_path, files=3)
+    assert [p.name for p in paths] == sorted(p.name for p in paths)
+    mtimes = [os.stat(p).st_mtime_ns for p in paths]
+    assert mtimes == sorted(mtimes)
+    table = pa.concat_tables(pj.read_json(p) for p in paths)
+    assert table.num_rows == 3000
+    assert set(table.column_names) == {
+        "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address"
+    }  # fmt: skip
+    campaign = dict(zip(gen.campaigns.ads, gen.campaigns.campaign_of_ad, strict=True))
+    counts: dict[tuple[str, int], int] = {}
+    for row in table.to_pylist():
+        if row["event_type"] == "view":
+            key = (campaign[row["ad_id"]], int(row["event_time"]) // 10_000 * 10_000)
+            counts[key] = counts.get(key, 0) + 1
+    assert counts == gen.reference_counts(chunk=1000)
+    assert sum(counts.values()) > 800  # about a third of the events are views
+
+
+def test_compare_reports_missing_wrong_and_unexpected_windows() -> None:
+    expected = {("a", 0): 5, ("a", 10_000): 7, ("a", 20_000): 1}
+    assert ev.compare(expected, {("a", 0): 5, ("a", 10_000): 7}, closed_before_ms=20_000) == []
+    problems = ev.compare(expected, {("a", 0): 4, ("b", 0): 1}, closed_before_ms=None)
+    assert any("expected 5, got 4" in p for p in problems)
+    assert any("missing window ('a', 10000)" in p for p in problems)
+    assert any("unexpected window ('b', 0)" in p for p in problems)
+
+
+def test_counts_from_table_accepts_timestamps_and_millis() -> None:
+    ts = pa.array([10_000_000], pa.timestamp("us", tz="UTC"))
+    as_ts = pa.table({"campaign_id": ["c"], "window_start": ts, "count": [3]})
+    as_ms = pa.table({"campaign_id": ["c"], "window_start": [10_000], "count": [3]})
+    assert ev.counts_from_table(as_ts) == ev.counts_from_table(as_ms) == {("c", 10_000): 3}
+
+
+def test_protocol_round_trip_and_missing_result() -> None:
+    line = protocol.PREFIX + json.dumps({"elapsed_s": 1.5})
+    assert protocol.parse(f"noise\n{line}\nmore noise") == {"elapsed_s": 1.5}
+    with pytest.raises(RuntimeError, match="no result line"):
+        protocol.parse("Traceback: boom")
+
+
+def test_latency_is_read_from_the_delta_log(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    now_ms = time.time() * 1000
+    created = np.array([now_ms - 900, now_ms - 400], dtype=np.int64)
+    table = pa.table({"event_time": pa.array(created * 1000, pa.timestamp("us", tz="UTC"))})
+    write_deltalake(str(tmp_path), table)
+    assert committed_rows(tmp_path) == 2
+    got_created, latency = row_latencies_ms(tmp_path)
+    assert sorted(got_created.tolist()) == sorted(created.astype(float).tolist())
+    assert all(300 <= v < 60_000 for v in latency)
+    s = stats(got_created, latency, since_ms=0)
+    assert s.rows == 2 and s.p50_ms <= s.p99_ms <= s.max_ms
+
+
+def test_growing_latency_means_falling_behind() -> None:
+    created = np.arange(1000, dtype=float) * 10
+    steady = stats(created, np.full(1000, 200.0), since_ms=0)
+    growing = stats(created, np.linspace(200, 20_000, 1000), since_ms=0)
+    assert not steady.falling_behind
+    assert growing.falling_behind
+    assert stats(created, np.full(1000, 200.0), since_ms=10**9).rows == 0
+
+
+def test_nexmark_proportions_and_expected_rows() -> None:
+    spec = nexmark.NexmarkSpec(5000)
+    batch = nexmark.batch(spec, 0, 5000)
+    kinds = np.bincount(batch.column("event_type").to_numpy(), minlength=3)
+    assert kinds.tolist() == [100, 300, 4600]  # 2% person, 6% auction, 92% bid
+    bid_null = batch.column("bid_price").null_count
+    assert bid_null == 400
+    expected = nexmark.expected_rows(spec, files=2)
+    assert expected["q0"] == expected["q1"] == 4600
+    assert 0 < expected["q2"] < 4600 // 50

@@ -1,0 +1,74 @@
+"""Smoke runs of the comparison scripts on tiny input: they run end to end and check results.
+
+Not measurements (those are ``bench/``'s job, after other load has stopped). Each script runs
+in a subprocess, as a user would run it; Spark and the broker live in those subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.ysb.harness import FLINK_VENV, ROOT, leg_env
+
+pytestmark = pytest.mark.spark
+
+
+def _script(module: str, *args: str, timeout: float = 300) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=leg_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+@pytest.mark.kafka
+def test_ysb_lakefeed_files_kafka_and_pyspark_agree(tmp_path: Path) -> None:
+    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1"]
+    chart = tmp_path / "ysb.png"
+    legs = "lakefeed,lakefeed-kafka,pyspark"
+    _script("bench.ysb.run", *tiny, "--legs", legs, "--out", str(tmp_path), "--chart", str(chart))
+    summary = json.loads((tmp_path / "results.json").read_text())
+    for leg in legs.split(","):
+        assert summary["legs"][leg]["correct"], summary["legs"][leg]
+        assert summary["legs"][leg]["median_events_per_s"] > 0
+    assert summary["ratios"]["lakefeed/pyspark"] > 0
+    assert chart.stat().st_size > 1000
+
+
+@pytest.mark.skipif(
+    not (FLINK_VENV / "bin" / "python").exists(),
+    reason="PyFlink lives in bench/.venv-flink, created by the first `python -m bench.ysb.run` "
+    "(a large download); the smoke run does not create it",
+)
+def test_ysb_pyflink_leg_agrees(tmp_path: Path) -> None:
+    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1"]
+    _script("bench.ysb.run", *tiny, "--legs", "flink", "--out", str(tmp_path))
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["legs"]["flink"]["correct"], summary["legs"]["flink"]
+
+
+@pytest.mark.kafka
+def test_latency_script_measures_rows_in_gold(tmp_path: Path) -> None:
+    args = ["--rates", "300", "--duration", "3", "--triggers", "shortest", "--warmup", "0"]
+    _script("bench.latency.run", *args, "--out", str(tmp_path))
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert run["drained"] and run["rows_in_gold"] >= run["expected_views"] > 0
+    assert 0 < run["p50_ms"] <= run["p99_ms"] < 300_000
+
+
+def test_nexmark_queries_produce_their_rows(tmp_path: Path) -> None:
+    tiny = ["--events", "30000", "--event-rate", "1000", "--files", "3", "--together"]
+    _script("bench.nexmark.run", *tiny, "--out", str(tmp_path))
+    queries = json.loads((tmp_path / "results.json").read_text())["queries"]
+    assert set(queries) == {"q0", "q1", "q2", "q5", "q7"}
+    for name, result in queries.items():
+        assert result["ok"], (name, result)

@@ -23,6 +23,7 @@ from lakefeed.observe.console import (
     status_view,
 )
 from lakefeed.observe.event_log import EVENT_TYPES
+from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import EventTail, LiveMonitor
 
 lakehouse_option = click.option(
@@ -69,18 +70,20 @@ def ui(lakehouse_dir: str, host: str, port: int, token: str | None) -> None:
 @click.option("--interval", default=2.0, show_default=True, help="Seconds between refreshes.")
 def status(lakehouse_dir: str, watch: bool | None, interval: float) -> None:
     """Each flow's state, rates, latency, watermark, state size and lag; expectation counts."""
-    live = LiveMonitor(Lakehouse.at(lakehouse_dir).event_log_path, min_interval=0)
+    lakehouse = Lakehouse.at(lakehouse_dir)
+    live = LiveMonitor(lakehouse.event_log_path, min_interval=0)
+    tables = TableReader(lakehouse)
     console = make_console()
     if watch is None:
         watch = console.is_terminal
     if not watch:
-        console.print(status_view(live.refresh(), time.time()))
+        console.print(status_view(live.refresh(), time.time(), tables))
         return
-    with Live(status_view(live.refresh(), time.time()), console=console) as screen:
+    with Live(status_view(live.refresh(), time.time(), tables), console=console) as screen:
         try:
             while True:
                 time.sleep(interval)
-                screen.update(status_view(live.refresh(), time.time()))
+                screen.update(status_view(live.refresh(), time.time(), tables))
         except KeyboardInterrupt:
             pass
 

@@ -14,7 +14,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from lakefeed.observe.figures import FlowStatus, Monitor, batch_figures, headline
+from lakefeed.observe.figures import FlowStatus, Monitor, TableQuality, batch_figures, headline
+from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import event_record
 
 STATE_STYLES = {
@@ -119,9 +120,10 @@ def flows_table(monitor: Monitor, now: float) -> Table:
     return table
 
 
-def quality_table(monitor: Monitor) -> Table | None:
+def quality_table(monitor: Monitor, tables: TableReader | None = None) -> Table | None:
+    """Expectation counts per rule; the quarantine table's size when ``tables`` can read it."""
     rows = [
-        (pipeline.name, quality.table, name, rule, quality.quarantined)
+        (pipeline.name, quality.table, name, rule, _quarantine(quality, tables))
         for pipeline in monitor.pipelines.values()
         for quality in pipeline.tables.values()
         for name, rule in sorted(quality.rules.items())
@@ -131,17 +133,25 @@ def quality_table(monitor: Monitor) -> Table | None:
     table = Table(title="expectations", title_justify="left")
     for header in ("pipeline", "table", "rule", "action"):
         table.add_column(header)
-    for header in ("passed", "failed", "quarantined (table)"):
+    for header in ("passed", "failed", "quarantine"):
         table.add_column(header, justify="right")
     for pipeline, name, rule_name, rule, quarantined in rows:
         failed = f"{number(rule.failed)} {_OUTCOME.get(rule.action, '')}".strip()
         table.add_row(
-            pipeline, name, rule_name, rule.action, number(rule.passed), failed, number(quarantined)
+            pipeline, name, rule_name, rule.action, number(rule.passed), failed, quarantined
         )
     return table
 
 
-def status_view(monitor: Monitor, now: float) -> Group:
+def _quarantine(quality: TableQuality, tables: TableReader | None) -> str:
+    found = tables.quarantine(quality.table) if tables is not None else None
+    if found is None:
+        return number(quality.quarantined)
+    name, rows = found
+    return f"{number(rows)} rows in {name}"
+
+
+def status_view(monitor: Monitor, now: float, tables: TableReader | None = None) -> Group:
     """Pipelines line, flows table, failed flows' errors, expectations table."""
     parts: list[Any] = []
     if not monitor.pipelines:
@@ -171,7 +181,7 @@ def status_view(monitor: Monitor, now: float) -> Group:
                     style="yellow",
                 )
             )
-    quality = quality_table(monitor)
+    quality = quality_table(monitor, tables)
     if quality is not None:
         parts.append(quality)
     return Group(*parts)

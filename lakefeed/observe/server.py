@@ -38,7 +38,6 @@ from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.redact import redact_text
 from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
-from lakefeed.pipeline.expectations import quarantine_table
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
@@ -122,16 +121,12 @@ class UIApi:
     def state(self, request: Request) -> Response:
         series = request.query_params.get("series", "*")
         snapshot = self.live.refresh().snapshot(time.time(), series)
-        existing = set(self.tables.lakehouse.table_names())
         for pipeline in snapshot["pipelines"]:
             sources = {f["name"]: f["sources"] for f in pipeline["flows"]}
             pipeline["layout"] = layout(with_sources(pipeline["graph"], sources))
             for quality in pipeline["tables"]:
-                name = quarantine_table(quality["table"])
-                quality["quarantine_table"] = name if name in existing else None
-                quality["quarantine_rows"] = (
-                    self.tables.row_count(name) if name in existing else None
-                )
+                found = self.tables.quarantine(quality["table"])
+                quality["quarantine_table"], quality["quarantine_rows"] = found or (None, None)
         return JSONResponse(snapshot)
 
     def events(self, request: Request) -> Response:

@@ -23,6 +23,7 @@ import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.expectations import quarantine_table
 
 AGGREGATIONS = {"avg": "mean", "sum": "sum", "min": "min", "max": "max", "count": "count"}
 MAX_ROWS = 500
@@ -122,6 +123,13 @@ class TableReader:
     def row_count(self, name: str) -> int | None:
         """Rows of the current version from the log's file stats (None if a file has none)."""
         return _row_count(pa.table(self._table(name).get_add_actions(flatten=True)))
+
+    def quarantine(self, table: str) -> tuple[str, int | None] | None:
+        """``(name, rows)`` of the table's quarantine table, None if it has none (yet)."""
+        name = quarantine_table(table)
+        if name not in self.lakehouse.table_names():
+            return None
+        return name, self.row_count(name)
 
     def summary(self, name: str) -> dict[str, Any]:
         """Version, rows and files from the Delta log, plus the columns worth charting."""

@@ -10,7 +10,9 @@ import sys
 import urllib.request
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from click.testing import CliRunner
+from deltalake import write_deltalake
 
 from lakefeed.cli.main import cli
 from lakefeed.observe.event_log import EventLog
@@ -39,6 +41,7 @@ def write_run(lakehouse) -> None:
             },
         )
         log.emit("flow_failed", "boom", flow="gold", level="ERROR", details={"error": "OOM"})
+    write_deltalake(str(lakehouse.table_path("bronze_quarantine")), pa.table({"id": [1, 2, 3]}))
 
 
 def run(*args: str) -> str:
@@ -56,6 +59,7 @@ def test_status_prints_flow_figures_and_errors(lakehouse):
         assert figure in bronze
     assert "flow gold failed: OOM" in out
     assert "1 failed" in out  # expectations table: fail rule
+    assert "3 rows in bronze_quarantine" in out
 
 
 def test_events_filters_and_json(lakehouse):

@@ -1,5 +1,6 @@
 """lakefeed: streaming lakehouse pipelines on PySpark Structured Streaming and Delta Lake."""
 
+from lakefeed.connectors.files import read_files as read_files
 from lakefeed.connectors.kafka import read_kafka as read_kafka
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import (

@@ -26,22 +26,27 @@ def read_files(
 ) -> DataFrame:
     """A streaming DataFrame of the files landing under ``path``.
 
-    ``options`` are ``cloudFiles.*`` and reader options (``header``, ``pathGlobFilter``, ...);
-    keyword-friendly spellings with underscores are accepted too (``cloudFiles_maxFilesPerTrigger``
-    is not needed: pass ``**{"cloudFiles.maxFilesPerTrigger": 10}``). Inside a pipeline flow,
-    ``cloudFiles.schemaLocation`` defaults to the flow's schema folder. A given ``schema`` still
+    ``options`` are ``cloudFiles.*`` and reader options (``header=True``, ``pathGlobFilter``, ...;
+    dotted names as ``**{"cloudFiles.maxFilesPerTrigger": 10}``). Inside a pipeline flow,
+    ``cloudFiles.schemaLocation`` defaults to the flow's schema folder and the run mode decides
+    stream or batch (backfill reads every file present). A given ``schema`` still
     gets the ``_metadata`` column (and ``_rescued_data`` with ``rescuedDataColumn``), unlike
     ``.schema()`` on a plain reader, whose columns Spark fixes exactly.
     """
     from lakefeed.pipeline.context import current_flow
-    from lakefeed.session import active_spark
 
-    opts = {k: str(v) for k, v in options.items()}
+    opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
     opts["cloudFiles.format"] = format
-    if not any(k.lower() == "cloudfiles.schemalocation" for k in opts):
-        flow = current_flow()
-        if flow is not None:
-            opts["cloudFiles.schemaLocation"] = flow.schema_path
     if schema is not None:
         opts["lakefeed.schema"] = schema.json() if isinstance(schema, StructType) else schema
+    flow = current_flow()
+    if flow is not None:
+        if not any(k.lower() == "cloudfiles.schemalocation" for k in opts):
+            opts["cloudFiles.schemaLocation"] = flow.schema_path
+        # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
+        from lakefeed.pipeline.api import source
+
+        return source("files", path, **opts)
+    from lakefeed.session import active_spark
+
     return active_spark().readStream.format("cloudFiles").options(**opts).load(path)

@@ -165,7 +165,7 @@ def _read_entries(path: Path) -> list[FileEntry]:
     return [FileEntry.from_line(line) for line in text.splitlines()]
 
 
-def acquire_lock(folder: Path, wait_s: float = 15.0) -> IO[str]:
+def acquire_lock(folder: Path, wait_s: float = 60.0) -> IO[str]:
     """Hold the stream's lock (until the handle is closed or the process dies).
 
     Two running streams must never append to one file log. The wait covers a restart in the

@@ -136,38 +136,30 @@ def json_records(data: bytes, multi_line: bool) -> Iterable[object]:
     return records
 
 
-def _infer_json(paths: Sequence[str], opts: FileSourceOptions) -> StructType:
+def _infer_json(path: str, opts: FileSourceOptions) -> StructType:
     schema = StructType([])
-    for path in paths:
-        for record in json_records(Path(path).read_bytes(), opts.multi_line):
-            if isinstance(record, dict):
-                schema = merge_struct(schema, value_type(record))  # type: ignore[arg-type]
+    for record in json_records(Path(path).read_bytes(), opts.multi_line):
+        if isinstance(record, dict):
+            schema = merge_struct(schema, value_type(record))  # type: ignore[arg-type]
     if not opts.infer_column_types:
         # Auto Loader's default: every column a string, so a type change never breaks the stream.
         return StructType([StructField(f.name, StringType()) for f in schema.fields])
-    return settle(schema)  # type: ignore[return-value]
+    return schema
 
 
-def _infer_csv(paths: Sequence[str], opts: FileSourceOptions) -> StructType:
-    schema = StructType([])
-    for path in paths:
-        with open(path, "rb") as f:
-            names = csv_text_header(f.readline(), opts)
-        if opts.infer_column_types:
-            table = pacsv.read_csv(
-                path,
-                read_options=pacsv.ReadOptions(
-                    column_names=names, skip_rows=1 if opts.header else 0
-                ),
-                parse_options=pacsv.ParseOptions(
-                    delimiter=opts.sep, quote_char=opts.quote, invalid_row_handler=lambda _: "skip"
-                ),
-            )
-            found = StructType([arrow_field(f) for f in table.schema])
-        else:
-            found = StructType([StructField(n, StringType()) for n in names])
-        schema = merge_struct(schema, found)
-    return settle(schema)  # type: ignore[return-value]
+def _infer_csv(path: str, opts: FileSourceOptions) -> StructType:
+    with open(path, "rb") as f:
+        names = csv_text_header(f.readline(), opts)
+    if not opts.infer_column_types:
+        return StructType([StructField(n, StringType()) for n in names])
+    table = pacsv.read_csv(
+        path,
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0),
+        parse_options=pacsv.ParseOptions(
+            delimiter=opts.sep, quote_char=opts.quote, invalid_row_handler=lambda _: "skip"
+        ),
+    )
+    return StructType([arrow_field(f) for f in table.schema])
 
 
 def arrow_field(field: pa.Field) -> StructField:
@@ -182,18 +174,24 @@ def arrow_field(field: pa.Field) -> StructField:
     return StructField(field.name, from_arrow_type(dtype))
 
 
-def _infer_parquet(paths: Sequence[str], opts: FileSourceOptions) -> StructType:
-    schema = StructType([])
-    for path in paths:
-        found = StructType([arrow_field(f) for f in pq.read_schema(path)])
-        schema = merge_struct(schema, found)
-    return settle(schema)  # type: ignore[return-value]
+def _infer_parquet(path: str, opts: FileSourceOptions) -> StructType:
+    return StructType([arrow_field(f) for f in pq.read_schema(path)])
 
 
 def infer_schema(paths: Sequence[str], opts: FileSourceOptions) -> StructType:
-    """The data schema of a sample of files (no rescue or metadata columns)."""
+    """The data schema of a sample of files (no rescue or metadata columns).
+
+    A file that cannot be read is left out of the sample: reading it in a batch reports it
+    (skip or fail per ``ignoreCorruptFiles``), which is where the user decides.
+    """
     infer = {"json": _infer_json, "csv": _infer_csv, "parquet": _infer_parquet}[opts.format]
-    return infer(paths, opts)
+    schema = StructType([])
+    for path in paths:
+        try:
+            schema = merge_struct(schema, infer(path, opts))
+        except (OSError, pa.ArrowException, UnicodeDecodeError):
+            continue
+    return settle(schema)  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------------------- DDL / hints

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -173,9 +178,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return plan_partitions(entries, slots=_default_slots())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, FilesPartition)
-        for entry in partition.entries:
-            yield from read_entry(entry, self.plan)
+        return read_partition(partition, self.plan)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark committed every batch up to ``end``: only now may source files be cleaned."""
@@ -194,6 +197,35 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def read_partition(partition: InputPartition, plan: ReadPlan) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, FilesPartition)
+    for entry in partition.entries:
+        yield from read_entry(entry, plan)
+
+
+class CloudFilesBatchReader(DataSourceReader):
+    """``spark.read.format("cloudFiles")``: every file present (a pipeline backfill).
+
+    Touches no file log: a batch read neither consumes nor records files for the stream.
+    """
+
+    def __init__(self, opts: FileSourceOptions, plan: ReadPlan):
+        self.opts = opts
+        self.plan = plan
+
+    def partitions(self) -> Sequence[InputPartition]:
+        found = [
+            FileEntry(e.path, st.st_size, st.st_mtime_ns // 1_000_000)
+            for e in list_files(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
+            for st in [e.stat()]
+        ]
+        found.sort(key=lambda e: (e.mtime_ms, e.path))
+        return plan_partitions(found, slots=_default_slots())
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition, self.plan)
 
 
 def _default_slots() -> int:
@@ -261,8 +293,10 @@ class CloudFilesDataSource(DataSource):
     def streamReader(self, schema: StructType) -> CloudFilesStreamReader:
         if self.opts.clean_source == "MOVE":
             _check_move_destination(self.opts)
-        plan = self._plan(schema)
-        return CloudFilesStreamReader(self.opts, plan)
+        return CloudFilesStreamReader(self.opts, self._plan(schema))
+
+    def reader(self, schema: StructType) -> CloudFilesBatchReader:
+        return CloudFilesBatchReader(self.opts, self._plan(schema))
 
     def _plan(self, schema: StructType) -> ReadPlan:
         rescue = self._rescue_column()

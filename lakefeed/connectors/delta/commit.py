@@ -137,6 +137,12 @@ def commit_files(
         schema = as_nullable(data_schema)
     else:
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
+        if len(schema) > len(current):
+            # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
+            # in between leaves new, empty columns, which readers take as nulls).
+            added = DeltaSchema.from_arrow(pa.schema(list(schema)[len(current) :]))
+            table.alter.add_columns(list(added.fields))
+            table = DeltaTable(spec.root)
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
     table.create_write_transaction(

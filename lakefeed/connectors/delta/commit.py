@@ -37,9 +37,9 @@ from lakefeed.connectors.delta.schema import (
     table_arrow_schema,
 )
 
-# Test-only fault injection: "<batch id>:<process group>" makes the commit of that batch
-# SIGKILL the given process group (the Spark driver) right after the Delta commit, before
-# Spark can write its own commit log. Never set it outside crash tests.
+# Test-only fault injection: "<batch id or *>:<process group>" makes the commit of that batch
+# (any batch for "*") SIGKILL the given process group (the Spark driver) and its own right after
+# the Delta commit, before Spark can write its own commit log. Never set it outside crash tests.
 KILL_AFTER_COMMIT_ENV = "LAKEFEED_TEST_KILL_AFTER_DELTA_COMMIT"
 
 
@@ -192,7 +192,7 @@ def _fault_hook(batch_id: int) -> None:
     if not target:
         return
     batch, _, group = target.partition(":")
-    if int(batch) == batch_id:
+    if batch == "*" or int(batch) == batch_id:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(group), signal.SIGKILL)
         os.killpg(os.getpgid(0), signal.SIGKILL)

@@ -1,0 +1,201 @@
+"""cloudFiles benchmark: lakefeed's file source vs Spark's native JSON file stream source.
+
+1. Throughput: the same JSON-lines files, the same explicit schema, the same parquet sink,
+   ``trigger(availableNow=True)``; rows/s of each and the ratio (target >= 0.8x). Legs alternate
+   and repeat in one run because this machine kind is noisy.
+2. Discovery cost: steady-state micro-batch time of a running stream that finds 10 new files
+   when 100 vs 100,000 files were already ingested (``latestOffset`` and the whole trigger),
+   plus the bare directory listing of those folders for reference.
+
+    .venv/bin/python bench/files_bench.py [--files 20 --rows-per-file 20000 --repeats 2]
+    .venv/bin/python bench/files_bench.py --smoke     # seconds; used by a test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCHEMA = "id BIGINT, device STRING, ts TIMESTAMP, temperature DOUBLE, ok BOOLEAN, note STRING"
+
+
+def write_json_files(folder: Path, files: int, rows: int, seed: int = 1) -> int:
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        lines = []
+        for i in range(rows):
+            n = f * rows + i
+            lines.append(
+                json.dumps(
+                    {
+                        "id": n,
+                        "device": f"dev-{rng.randrange(1000)}",
+                        "ts": f"2026-01-01T00:{(n // 60) % 60:02d}:{n % 60:02d}Z",
+                        "temperature": round(rng.uniform(-10, 40), 3),
+                        "ok": rng.random() > 0.1,
+                        "note": "x" * rng.randrange(0, 20),
+                    }
+                )
+            )
+        (folder / f"part-{f:05d}.json").write_text("\n".join(lines) + "\n")
+    return files * rows
+
+
+def _run(df, out: Path) -> float:
+    start = time.perf_counter()
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(out / "data"))
+        .option("checkpointLocation", str(out / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return time.perf_counter() - start
+
+
+def throughput(spark, work: Path, files: int, rows: int, repeats: int) -> dict:
+    land = work / "land"
+    total = write_json_files(land, files, rows)
+    legs = {
+        "spark_json": lambda: (
+            spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files).json(str(land))
+        ),
+        "lakefeed_cloudFiles": lambda: (
+            spark.readStream.format("cloudFiles")
+            .schema(SCHEMA)
+            .option("cloudFiles.format", "json")
+            .option("cloudFiles.schemaLocation", str(work / f"schema-{time.time_ns()}"))
+            .option("cloudFiles.maxFilesPerTrigger", files)
+            .load(str(land))
+        ),
+    }
+    # Warm-up: JVM JIT and Python workers, not counted.
+    for name, make in legs.items():
+        _run(make(), work / f"warm-{name}")
+    seconds: dict[str, list[float]] = {name: [] for name in legs}
+    for r in range(repeats):
+        for name, make in legs.items():
+            out = work / f"{name}-{r}"
+            seconds[name].append(_run(make(), out))
+            shutil.rmtree(out)
+    rates = {name: total / statistics.median(s) for name, s in seconds.items()}
+    return {
+        "rows": total,
+        "files": files,
+        "seconds": seconds,
+        "rows_per_s": {k: round(v) for k, v in rates.items()},
+        "ratio": round(rates["lakefeed_cloudFiles"] / rates["spark_json"], 3),
+    }
+
+
+def _tiny_files(folder: Path, count: int, prefix: str) -> None:
+    for i in range(count):
+        sub = folder / f"d{i % 100:03d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"{prefix}-{i:06d}.json").write_text(f'{{"id": {i}}}\n')
+
+
+def _listing_seconds(folder: Path) -> float:
+    from lakefeed.connectors.files.filelog import list_files
+
+    start = time.perf_counter()
+    sum(1 for _ in list_files(folder, None, True))
+    return time.perf_counter() - start
+
+
+def discovery(spark, work: Path, existing: int, rounds: int = 3) -> dict:
+    """Median batch time of a live stream when each trigger finds 10 new files."""
+    land = work / f"land-{existing}"
+    _tiny_files(land, existing, "old")
+    df = (
+        spark.readStream.format("cloudFiles")
+        .schema("id BIGINT")
+        .option("cloudFiles.format", "json")
+        .option("cloudFiles.schemaLocation", str(work / f"schema-{existing}"))
+        # The existing files count as already ingested: the stream's seen set holds them all.
+        .option("cloudFiles.includeExistingFiles", "false")
+        .load(str(land))
+    )
+    query = (
+        df.writeStream.format("noop")
+        .option("checkpointLocation", str(work / f"cp-{existing}"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    batches: list[dict] = []
+    try:
+        _wait(lambda: query.lastProgress is not None)
+        for r in range(rounds):
+            _tiny_files(land / f"new-{r}", 10, f"new{r}")
+            seen = len(batches)
+            _wait(lambda s=seen: len(_with_rows(query)) > s)
+            batches = _with_rows(query)
+    finally:
+        query.stop()
+    trigger = [b["durationMs"]["triggerExecution"] for b in batches]
+    latest = [b["durationMs"]["latestOffset"] for b in batches]
+    return {
+        "existing_files": existing,
+        "batch_ms_median": statistics.median(trigger),
+        "latest_offset_ms_median": statistics.median(latest),
+        "listing_ms": round(_listing_seconds(land) * 1000, 1),
+        "rows_per_batch": [b["numInputRows"] for b in batches],
+    }
+
+
+def _with_rows(query) -> list[dict]:
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def _wait(condition, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("stream did not make progress")
+        time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--rows-per-file", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--many", type=int, default=100_000, help="files already ingested")
+    parser.add_argument("--few", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for a test")
+    args = parser.parse_args()
+    if args.smoke:
+        args.files, args.rows_per_file, args.repeats, args.many, args.few = 2, 200, 1, 300, 10
+
+    from lakefeed.session import spark_session
+
+    spark = spark_session("files-bench", master="local[2]", conf={"spark.ui.enabled": "false"})
+    work = Path(tempfile.mkdtemp(prefix="files-bench-"))
+    try:
+        result = {
+            "throughput": throughput(spark, work, args.files, args.rows_per_file, args.repeats),
+            "discovery": [discovery(spark, work, n) for n in (args.few, args.many)],
+        }
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    few, many = result["discovery"]
+    result["batch_time_ratio_many_vs_few"] = round(
+        many["batch_ms_median"] / max(few["batch_ms_median"], 1), 2
+    )
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main()

@@ -1,0 +1,58 @@
+"""Exactly-once under kill -9: cloudFiles -> Delta killed mid-ingest, restarted, files landing."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from tests.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
+from tests.support.crash import run_with_kills
+
+pytestmark = pytest.mark.crash
+
+
+def _commits(table: Path) -> int:
+    folder = table / "_delta_log"
+    return sum(1 for p in folder.iterdir() if p.name.endswith(".json")) if folder.exists() else 0
+
+
+def test_each_file_exactly_once_across_kills(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    armed: dict[int, tuple[int, float]] = {}
+
+    def kill_when(index: int) -> bool:
+        """Kill at a random moment (0-2 s) after this run committed its first batch."""
+        commits = _commits(tmp_path / "dst")
+        baseline, at = armed.setdefault(index, (commits, 0.0))
+        if commits <= baseline:
+            return False
+        if at == 0.0:
+            armed[index] = (baseline, time.monotonic() + rng.uniform(0.0, 2.0))
+            return False
+        return time.monotonic() >= at
+
+    driver = Path(__file__).with_name("crash_driver.py")
+    report = run_with_kills(
+        [sys.executable, str(driver), str(tmp_path)],
+        workdir=tmp_path,
+        kills=3,
+        kill_when=kill_when,
+        min_delay=120,
+        max_delay=120,
+        final_timeout=400,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert report.kills == 3
+    landed = sorted(p for p in (tmp_path / "land").rglob("*.json"))
+    assert len(landed) == 4 * FILES_PER_RUN  # 3 killed runs + the final one each landed files
+    table = DeltaTable(str(tmp_path / "dst")).to_pyarrow_table()
+    assert table.num_rows == len(landed) * ROWS_PER_FILE
+    keys = pc.binary_join_element_wise(table["path"], pc.cast(table["line"], "string"), ":")
+    assert pc.count_distinct(keys).as_py() == table.num_rows  # no row twice
+    assert set(table["path"].to_pylist()) == {str(p) for p in landed}  # no file missing

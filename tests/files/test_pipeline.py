@@ -1,0 +1,61 @@
+"""examples/file_ingest through the pipeline runtime: available-now, evolution, quarantine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import read_events
+from lakefeed.pipeline.api import set_config
+from lakefeed.pipeline.loader import load_pipeline
+from lakefeed.runtime.runner import PipelineRunner, RunOptions
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "file_ingest"
+sys.path.insert(0, str(EXAMPLE))
+from land import land_wave  # noqa: E402
+
+
+def _table(lakehouse: Lakehouse, name: str):
+    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
+
+
+def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    assert land_wave(landing, 1) == 200
+    # The stream settled on wave 1's schema before wave 2 (with `coupon`) arrived.
+    spark.readStream.format("cloudFiles").options(
+        **{
+            "cloudFiles.format": "json",
+            "cloudFiles.inferColumnTypes": "true",
+            "cloudFiles.schemaLocation": str(lakehouse.schema_path("bronze_orders")),
+        }
+    ).load(str(landing))
+    assert land_wave(landing, 2) == 198
+
+    set_config({"files.landing": str(landing), "files.maxFilesPerTrigger": "4"})
+    pipeline = load_pipeline([EXAMPLE / "pipeline.py"])
+    options = RunOptions(mode="available-now", restart_backoff=0.5)
+    result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+    assert result.ok, result
+
+    bronze = _table(lakehouse, "bronze_orders")
+    assert bronze.num_rows == 400  # every line of every file once, malformed ones included
+    assert "coupon" in bronze.column_names
+    assert pc.count_distinct(bronze["source_file"]).as_py() == 8
+    rescued = [json.loads(x) for x in bronze["_rescued_data"].to_pylist() if x]
+    assert sorted(r["_corrupt_record"][:8] for r in rescued) == ['{"order_', "not json"]
+    assert all(r["_file_path"].endswith("orders-2-0.json") for r in rescued)
+    silver = _table(lakehouse, "silver_orders")
+    quarantine = _table(lakehouse, "silver_orders_quarantine")
+    assert silver.num_rows == 398 and quarantine.num_rows == 2
+    assert pc.count_distinct(silver["order_id"]).as_py() == 398
+
+    failures = read_events(lakehouse.event_log_path, event_types=["flow_failed"])
+    messages = [event["message"] for event in failures]
+    assert any("new columns ['coupon']" in m for m in messages), messages

@@ -55,10 +55,15 @@ def main(argv: list[str] | None = None) -> None:
     lakehouse = args.work / "lakehouse"
     from lakefeed.observe.event_log import read_events
 
-    progress = read_events(lakehouse / "event_log", event_types=["flow_progress"])
-    durations = protocol.sum_durations(e["details"] for e in progress if e["details"])
-    output = str(lakehouse / "tables" / args.table)
-    protocol.emit(elapsed_s=elapsed, output=output, format="delta", durations_ms=durations)
+    events = read_events(lakehouse / "event_log", event_types=["flow_progress"])
+    progress = [e["details"] for e in events if e["details"]]
+    protocol.emit(
+        elapsed_s=elapsed,
+        stream_s=protocol.stream_seconds(progress),
+        output=str(lakehouse / "tables" / args.table),
+        format="delta",
+        durations_ms=protocol.sum_durations(progress),
+    )
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

@@ -28,6 +28,26 @@ def sum_durations(progresses: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return total
 
 
+def stream_seconds(progresses: Iterable[Mapping[str, Any]]) -> float | None:
+    """From the first micro-batch's start to the last one's end: the time spent streaming,
+    without the query start-up and stop (and, for lakefeed, without pipeline validation).
+    """
+    spans = []
+    for progress in progresses:
+        start = _epoch(str(progress["timestamp"]))
+        spans.append((start, start + int(progress["durationMs"]["triggerExecution"]) / 1000))
+    if not spans:
+        return None
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
+def _epoch(timestamp: str) -> float:
+    """Spark's progress timestamps look like ``2026-11-22T01:35:06.112Z``."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
 def parse(output: str) -> dict[str, Any]:
     """The figures a leg printed; a leg that printed none failed."""
     for line in reversed(output.splitlines()):

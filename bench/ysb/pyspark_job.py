@@ -50,10 +50,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     stream.awaitTermination()
     elapsed = time.perf_counter() - started
-    durations = protocol.sum_durations(json.loads(p.json) for p in stream.recentProgress)
+    progress = [json.loads(p.json) for p in stream.recentProgress]
     spark.stop()
-    output = str(args.work / "output")
-    protocol.emit(elapsed_s=elapsed, output=output, format="parquet", durations_ms=durations)
+    protocol.emit(
+        elapsed_s=elapsed,
+        stream_s=protocol.stream_seconds(progress),
+        output=str(args.work / "output"),
+        format="parquet",
+        durations_ms=protocol.sum_durations(progress),
+    )
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

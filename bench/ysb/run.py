@@ -70,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 log = out / "logs" / f"{leg}-{repeat}.log"
                 run = run_leg(leg, argv_, log, args.timeout, _ysb_env(leg, args, inputs, bootstrap))
                 if run.error is None:
-                    run.figures["events_per_s"] = spec.events / run.figures["elapsed_s"]
-                    run.figures["problems"] = ev.compare(
-                        reference, _read_counts(run.figures), None if leg == "flink" else closed
-                    )
+                    _score(run.figures, spec.events, reference, None if leg == "flink" else closed)
                 _print_run(repeat, run)
                 runs.append(run)
     summary = _summarise(runs, legs, spec, args)
@@ -222,6 +219,16 @@ def _print_run(repeat: int, run: LegRun) -> None:
     )
 
 
+def _score(
+    figures: dict[str, Any], events: int, reference: ev.WindowCounts, closed: int | None
+) -> None:
+    """Add throughput (job time, and streaming time when known) and the reference check."""
+    figures["events_per_s"] = events / figures["elapsed_s"]
+    stream_s = figures.get("stream_s")
+    figures["stream_events_per_s"] = events / stream_s if stream_s else None
+    figures["problems"] = ev.compare(reference, _read_counts(figures), closed)
+
+
 def _summarise(
     runs: list[LegRun], legs: list[str], spec: ev.EventSpec, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -229,19 +236,19 @@ def _summarise(
     for leg in legs:
         good = [r for r in runs if r.leg == leg and r.error is None]
         rates = [r.figures["events_per_s"] for r in good]
+        streaming = [
+            r.figures["stream_events_per_s"] for r in good if r.figures["stream_events_per_s"]
+        ]
         per_leg[leg] = {
             "events_per_s": rates,
             "median_events_per_s": median(rates),
+            "stream_events_per_s": streaming,
+            "median_stream_events_per_s": median(streaming) if streaming else None,
             "median_wall_s": median([r.wall_s for r in good]),
             "correct": bool(good) and all(not r.figures["problems"] for r in good),
             "durations_ms": [r.figures.get("durations_ms") for r in good],
             "failures": [r.error for r in runs if r.leg == leg and r.error],
         }
-    ratios = {}
-    lakefeed = per_leg.get("lakefeed", {}).get("median_events_per_s")
-    for other in ("pyspark", "flink"):
-        if lakefeed and other in per_leg and per_leg[other]["events_per_s"]:
-            ratios[f"lakefeed/{other}"] = lakefeed / per_leg[other]["median_events_per_s"]
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(),
@@ -250,21 +257,30 @@ def _summarise(
         "files": args.files,
         "repeats": args.repeats,
         "legs": per_leg,
-        "ratios": ratios,
+        "ratios": _ratios(per_leg),
     }
 
 
+def _ratios(per_leg: dict[str, Any]) -> dict[str, float]:
+    """lakefeed over each baseline, on medians; also on streaming time for PySpark."""
+    lakefeed = per_leg.get("lakefeed", {})
+    ratios = {}
+    for other, key in (
+        ("pyspark", "median_events_per_s"),
+        ("flink", "median_events_per_s"),
+        ("pyspark", "median_stream_events_per_s"),
+    ):
+        mine, theirs = lakefeed.get(key), per_leg.get(other, {}).get(key)
+        if mine and theirs and mine == mine and theirs == theirs:  # skip NaN (no good run)
+            suffix = ", streaming time only" if key.startswith("median_stream") else ""
+            ratios[f"lakefeed/{other}{suffix}"] = mine / theirs
+    return ratios
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
-    print("\n| implementation | events/s (median) | runs | counts |")
-    print("| --- | ---: | --- | --- |")
-    for leg, s in summary["legs"].items():
-        runs = ", ".join(f"{r:,.0f}" for r in s["events_per_s"]) or "failed"
-        print(
-            f"| {leg} | {s['median_events_per_s']:,.0f} | {runs} | "
-            f"{'same as reference' if s['correct'] else 'WRONG/failed'} |"
-        )
-    for name, ratio in summary["ratios"].items():
-        print(f"{name}: {ratio:.2f}x")
+    from bench.ysb.doc import ysb
+
+    print("\n" + "\n".join(ysb(summary)))
     print("\nwhere the Spark legs spent their batch time (ms, summed over batches, first run):")
     for leg, s in summary["legs"].items():
         if s["durations_ms"] and s["durations_ms"][0]:

@@ -109,3 +109,44 @@ def test_nexmark_proportions_and_expected_rows() -> None:
     expected = nexmark.expected_rows(spec, files=2)
     assert expected["q0"] == expected["q1"] == 4600
     assert 0 < expected["q2"] < 4600 // 50
+
+
+def test_stream_time_and_phase_profile_from_progress() -> None:
+    progress = [
+        {"timestamp": "2026-11-22T01:00:00.000Z", "durationMs": {"triggerExecution": 1500}},
+        {"timestamp": "2026-11-22T01:00:02.000Z", "durationMs": {"triggerExecution": 500}},
+    ]
+    assert protocol.stream_seconds(progress) == pytest.approx(2.5)
+    assert protocol.stream_seconds([]) is None
+    assert protocol.sum_durations(progress) == {"triggerExecution": 2000}
+
+
+def test_ysb_summary_ratios_and_markdown() -> None:
+    from bench.ysb import doc, run
+
+    legs = {
+        "lakefeed": {"median_events_per_s": 90.0, "median_stream_events_per_s": 120.0},
+        "pyspark": {"median_events_per_s": 100.0, "median_stream_events_per_s": 150.0},
+        "flink": {"median_events_per_s": float("nan")},
+    }
+    assert run._ratios(legs) == {
+        "lakefeed/pyspark": pytest.approx(0.9),
+        "lakefeed/pyspark, streaming time only": pytest.approx(0.8),
+    }
+    summary = {
+        "date": "d", "machine": "m", "command": "c", "events": 10, "files": 1, "repeats": 1,
+        "ratios": {"lakefeed/pyspark": 0.9},
+        "legs": {
+            "pyspark": {
+                "events_per_s": [100.0], "median_events_per_s": 100.0, "correct": True,
+                "failures": [], "median_stream_events_per_s": 150.0,
+            },
+            "flink": {
+                "events_per_s": [], "median_events_per_s": float("nan"), "correct": False,
+                "failures": ["exit code 1"],
+            },
+        },
+    }  # fmt: skip
+    text = "\n".join(doc.ysb(summary))
+    assert "| pyspark | 100 | 100 | 150 | = reference |" in text
+    assert "failed: exit code 1" in text and "**lakefeed/pyspark: 0.90x**" in text

@@ -21,7 +21,7 @@ log = get_logger("lakefeed.connectors.files")
 
 def archive_path(entry: FileEntry, source_root: str, destination: str) -> Path:
     """Where MOVE puts a file: same relative path under the destination folder."""
-    relative = os.path.relpath(entry.path, Path(source_root).resolve())
+    relative = os.path.relpath(entry.path, source_root)
     return Path(destination) / relative
 
 

@@ -98,7 +98,6 @@ class FileLog:
         folder = state_dir(schema_location)
         folder.mkdir(parents=True, exist_ok=True)
         meta_path = folder / "source.json"
-        source_path = str(Path(source_path).resolve())
         if not meta_path.exists():
             if not include_existing:
                 # Files present at the first start are marked seen, never ingested.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 FORMATS = ("json", "csv", "parquet")
@@ -53,6 +54,14 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     # Spark hands a case-insensitive mapping; dict() of it already lowercases, but a plain dict
     # from a test or read_files() may not.
     return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def local_path(raw: str) -> str:
+    """An absolute local path: tasks may run with another working directory than the driver."""
+    text = raw.removeprefix("file://") if raw.startswith("file:///") else raw.removeprefix("file:")
+    if "://" in text:
+        raise OptionError(f"{raw!r}: lakefeed's cloudFiles reads local or mounted folders only")
+    return str(Path(text).expanduser().resolve())
 
 
 def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
@@ -155,10 +164,11 @@ class FileSourceOptions:
             )
         max_bytes = opts.get("cloudfiles.maxbytespertrigger")
         rescue = opts.get("rescueddatacolumn")
+        location = opts.get("cloudfiles.schemalocation")
         return cls(
-            path=path,
+            path=local_path(path),
             format=fmt,
-            schema_location=opts.get("cloudfiles.schemalocation"),
+            schema_location=local_path(location) if location else None,
             max_files_per_trigger=_positive_int(opts, "cloudFiles.maxFilesPerTrigger"),
             max_bytes_per_trigger=parse_bytes(max_bytes) if max_bytes else None,
             include_existing_files=_bool(opts, "cloudFiles.includeExistingFiles", True),
@@ -174,7 +184,7 @@ class FileSourceOptions:
             ignore_corrupt_files=_bool(opts, "ignoreCorruptFiles", False),
             ignore_missing_files=_bool(opts, "ignoreMissingFiles", False),
             clean_source=clean,
-            move_destination=move_to,
+            move_destination=local_path(move_to) if move_to else None,
             include_metadata=_bool(opts, "includeMetadata", True),
             header=_bool(opts, "header", False),
             sep=opts.get("sep", opts.get("delimiter", ",")),

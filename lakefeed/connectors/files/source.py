@@ -370,8 +370,8 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
 
 
 def _check_move_destination(opts: FileSourceOptions) -> None:
-    source = Path(opts.path).resolve()
-    target = Path(opts.move_destination or "").resolve()
+    source = Path(opts.path)
+    target = Path(opts.move_destination or "")
     if target == source or source in target.parents:
         raise OptionError(
             "cloudFiles.cleanSource.moveDestination must not be inside the source folder "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import datetime
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from lakefeed.connectors.generator.iot import (
     available_rows,
     generate_batch,
     iter_batches,
+    paced_batches,
     parse_start_time,
 )
 from lakefeed.connectors.generator.source import SCHEMA
@@ -221,3 +223,17 @@ def test_unresolved_start_time_is_refused() -> None:
     with pytest.raises(ValueError, match="resolved"):
         generate_batch(IotConfig(), 0, 1)
     assert IotConfig().resolved(now_ms=42).start_time_ms == 42
+
+
+def test_paced_batches_deliver_rows_as_they_arrive() -> None:
+    cfg = IotConfig(rows_per_second=20_000, total_rows=3_000).resolved()
+    began = time.monotonic()
+    batches = list(paced_batches(cfg, start=500, max_batch_rows=1_000))
+    elapsed = time.monotonic() - began
+    assert elapsed >= 0.1  # row 2999 arrives 150 ms after the start time
+    assert all(batch.num_rows <= 1_000 for batch in batches)
+    assert pa.Table.from_batches(batches).equals(
+        pa.Table.from_batches([generate_batch(cfg, 500, 3_000)])
+    )
+    past = config(total_rows=2_500)  # a backlog is delivered at once, in bounded batches
+    assert [b.num_rows for b in paced_batches(past, max_batch_rows=1_000)] == [1000, 1000, 500]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -555,3 +555,24 @@ def iter_batches(
     """Rows ``[start, end)`` as batches of at most ``batch_rows`` (bounded memory)."""
     for lo in range(start, end, batch_rows):
         yield generate_batch(config, lo, min(end, lo + batch_rows))
+
+
+def paced_batches(
+    config: IotConfig,
+    start: int = 0,
+    max_batch_rows: int = DEFAULT_BATCH_ROWS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[pa.RecordBatch]:
+    """Rows from ``start`` as they arrive at ``rowsPerSecond`` (for feeding Kafka or a demo
+    outside Spark); ends after ``totalRows``, never if it is unset. A backlog (a startTime in
+    the past) comes first, in batches of at most ``max_batch_rows``."""
+    position = start
+    while config.total_rows is None or position < config.total_rows:
+        arrived = available_rows(config)
+        if arrived > position:
+            end = min(arrived, position + max_batch_rows)
+            yield generate_batch(config, position, end)
+            position = end
+            continue
+        next_arrival_us = int(arrival_us(config, np.array([position]))[0])
+        sleep(max(0.0, next_arrival_us / 1e6 - time.time()))

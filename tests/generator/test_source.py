@@ -1,0 +1,143 @@
+"""The ``lakefeed_iot`` format on the shared SparkSession: batch, availableNow, replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from lakefeed.connectors.generator.iot import IotConfig, generate_batch
+
+START = "2026-03-01T12:00:00Z"  # in the past: every row of a capped stream has arrived
+
+
+def expected(options: dict[str, object], start: int, end: int, start_ms: int | None = None):
+    """What the core says rows [start, end) of a stream with these options contain."""
+    config = IotConfig.from_options({k: str(v) for k, v in options.items()})
+    if start_ms is not None:
+        config = config.resolved(start_ms)
+    return pa.Table.from_batches([generate_batch(config, start, end)])
+
+
+def as_rows(table: pa.Table) -> list[tuple]:
+    """Rows sorted by offset, ingest time as epoch microseconds (types differ by reader)."""
+    ingest = table.column("ingest_time").cast(pa.int64()).to_pylist()
+    rows = zip(
+        table.column("offset").to_pylist(),
+        ingest,
+        table.column("device_id").to_pylist(),
+        table.column("value").to_pylist(),
+        strict=True,
+    )
+    return sorted(rows)
+
+
+def stream(spark: SparkSession, options: dict[str, object]) -> DataFrame:
+    return spark.readStream.format("lakefeed_iot").options(**options).load()
+
+
+def uncommit(checkpoint: Path, batch_id: int) -> None:
+    for name in (str(batch_id), f".{batch_id}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+
+
+def stop_after(query: StreamingQuery, timeout: float = 120) -> None:
+    try:
+        assert query.awaitTermination(timeout), "query did not finish in time"
+    finally:
+        query.stop()
+
+
+def test_batch_read_generates_total_rows_as_the_core_does(spark: SparkSession) -> None:
+    options = {"totalRows": 3000, "startTime": START, "numPartitions": 3}
+    df = spark.read.format("lakefeed_iot").options(**options).load()
+    assert df.rdd.getNumPartitions() == 3
+    assert [f.nullable for f in df.schema.fields] == [False, False, True, True]
+    assert as_rows(df.toArrow()) == as_rows(expected(options, 0, 3000))
+
+
+def test_misuse_is_refused_before_anything_runs(spark: SparkSession) -> None:
+    def reader() -> DataFrameReader:
+        return spark.read.format("lakefeed_iot")
+
+    with pytest.raises(PySparkException, match="needs option totalRows"):
+        reader().load().count()
+    with pytest.raises(PySparkException, match="unknown option 'rowspersec'"):
+        reader().option("rowsPerSec", 5).load()
+    with pytest.raises(PySparkException, match="has a fixed schema"):
+        reader().schema("value string").option("totalRows", 1).load().count()
+
+
+def test_available_now_reads_what_has_arrived_then_a_restart_adds_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    options = {"totalRows": 2500, "startTime": START, "maxRowsPerTrigger": 1000, "seed": 7}
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run() -> StreamingQuery:
+        writer = stream(spark, options).writeStream.format("parquet")
+        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True)
+        started = query.start(out)
+        stop_after(started)
+        return started
+
+    first = run()
+    assert [p["numInputRows"] for p in first.recentProgress] == [1000, 1000, 500]
+    assert json.loads(first.lastProgress["sources"][0]["latestOffset"])["offset"] == 2500
+    written = spark.read.parquet(out).toArrow()
+    assert as_rows(written) == as_rows(expected(options, 0, 2500))
+
+    second = run()
+    assert sum(p["numInputRows"] for p in second.recentProgress) == 0
+    assert spark.read.parquet(out).count() == 2500
+
+
+def test_a_crashed_batch_replays_identical_rows_and_changed_options_are_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # No startTime: the wall clock at the first start is kept in the checkpoint's offsets.
+    options = {"rowsPerSecond": 100_000, "totalRows": 3000, "maxRowsPerTrigger": 1000}
+    checkpoint = tmp_path / "checkpoint"
+    seen: dict[int, list[tuple]] = {}
+
+    def run(opts: dict[str, object]) -> StreamingQuery:
+        def collect(batch: DataFrame, batch_id: int) -> None:
+            seen[batch_id] = as_rows(batch.toArrow())
+
+        writer = stream(spark, opts).writeStream.foreachBatch(collect)
+        return writer.option("checkpointLocation", str(checkpoint)).start()
+
+    query = run(options)
+    try:
+        query.processAllAvailable()
+        while sum(len(rows) for rows in seen.values()) < 3000:
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    first_run = dict(seen)
+    last = max(first_run)
+    start_ms = json.loads((checkpoint / "offsets" / "0").read_text().splitlines()[-1])
+    start_ms = start_ms["startTime"]
+    all_rows = sorted(row for rows in first_run.values() for row in rows)
+    assert all_rows == as_rows(expected(options, 0, 3000, start_ms=start_ms))
+
+    # As if the driver died after planning the last batch but before committing it.
+    uncommit(checkpoint, last)
+    seen.clear()
+    query = run(options)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert seen == {last: first_run[last]}
+
+    uncommit(checkpoint, last)
+    refused = run({**options, "seed": 1})
+    with pytest.raises(PySparkException, match=r"seed=1 \(checkpoint: 0\)"):
+        refused.awaitTermination(120)
+    refused.stop()

@@ -13,9 +13,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import functools
 import math
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,36 +96,57 @@ def _row_count(actions: pa.Table) -> int | None:
     return None if records.null_count else int(pc.sum(records).as_py() or 0)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _serialized(
+    method: Callable[Concatenate[TableReader, P], R],
+) -> Callable[Concatenate[TableReader, P], R]:
+    """One request at a time per reader: a cached handle must not refresh while being read."""
+
+    @functools.wraps(method)
+    def locked(self: TableReader, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class TableReader:
-    """Reads the lakehouse's tables, keeping one incrementally refreshed handle per table."""
+    """Reads the lakehouse's tables, keeping one incrementally refreshed handle per table.
+
+    Shared by the server's request threads; its public methods run one at a time.
+    """
 
     def __init__(self, lakehouse: Lakehouse) -> None:
         self.lakehouse = lakehouse
         self._tables: dict[str, DeltaTable] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def _table(self, name: str) -> DeltaTable:
         if name not in self.lakehouse.table_names():
             raise TableViewError(f"no table {name!r} in {self.lakehouse.root}")
-        with self._lock:
-            table = self._tables.get(name)
-            try:
-                if table is None:
-                    table = DeltaTable(str(self.lakehouse.table_path(name)))
-                else:
-                    table.update_incremental()
-            except Exception:  # recreated or rewritten under us: open it afresh
+        table = self._tables.get(name)
+        try:
+            if table is None:
                 table = DeltaTable(str(self.lakehouse.table_path(name)))
-            self._tables[name] = table
-            return table
+            else:
+                table.update_incremental()
+        except Exception:  # recreated or rewritten under us: open it afresh
+            table = DeltaTable(str(self.lakehouse.table_path(name)))
+        self._tables[name] = table
+        return table
 
     def summaries(self) -> list[dict[str, Any]]:
         return [self.summary(name) for name in self.lakehouse.table_names()]
 
+    @_serialized
     def row_count(self, name: str) -> int | None:
         """Rows of the current version from the log's file stats (None if a file has none)."""
         return _row_count(pa.table(self._table(name).get_add_actions(flatten=True)))
 
+    @_serialized
     def quarantine(self, table: str) -> tuple[str, int | None] | None:
         """``(name, rows)`` of the table's quarantine table, None if it has none (yet)."""
         name = quarantine_table(table)
@@ -131,6 +154,7 @@ class TableReader:
             return None
         return name, self.row_count(name)
 
+    @_serialized
     def summary(self, name: str) -> dict[str, Any]:
         """Version, rows and files from the Delta log, plus the columns worth charting."""
         table = self._table(name)
@@ -150,6 +174,7 @@ class TableReader:
             "measures": [n for n, t in columns if _is_measure(t)],
         }
 
+    @_serialized
     def latest_rows(
         self, name: str, limit: int = 50, order_by: str | None = None
     ) -> dict[str, Any]:
@@ -182,6 +207,7 @@ class TableReader:
             "rows": [[_jsonable(v) for v in row.values()] for row in rows.to_pylist()],
         }
 
+    @_serialized
     def chart(
         self,
         name: str,

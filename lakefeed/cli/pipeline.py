@@ -267,16 +267,18 @@ def verify(
     show_default=True,
     help="Start the generator this far in the past, so gold windows close during the demo.",
 )
-@click.option("--keep", is_flag=True, help="Continue the previous demo instead of starting over.")
 def demo(
     lakehouse_dir: str,
     master: str | None,
     duration: float,
     rows_per_second: int,
     backlog_minutes: float,
-    keep: bool,
 ) -> None:
-    """Run the IoT example pipeline with a live view, then show what landed in each table."""
+    """Run the IoT example pipeline with a live view, then show what landed in each table.
+
+    Each demo starts over (its tables are reset): the generator's start time is part of the
+    stream's identity, and a new demo starts the clock again.
+    """
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
     folder = EXAMPLES / "iot"
@@ -286,7 +288,7 @@ def demo(
     conf = [
         f"iot.rowsPerSecond={rows_per_second}",
         f"iot.startTime={start.isoformat()}",
-        f"iot.maxRowsPerTrigger={max(rows_per_second * 60, 1000)}",
+        f"iot.maxRowsPerTrigger={max(rows_per_second * 180, 1000)}",
     ]
     lakehouse = Lakehouse.at(lakehouse_dir)
     try:
@@ -298,7 +300,7 @@ def demo(
             mode="continuous",
             trigger_interval="2 seconds",
             duration=duration,
-            full_refresh_all=not keep,
+            full_refresh_all=True,
         )
         with Live(view.render(None), console=console, refresh_per_second=2) as live:
             runner = PipelineRunner(
@@ -339,7 +341,7 @@ class DemoView:
             return table
         if time.monotonic() - self._counted_at > 3:
             self._counts = {n: table_rows(self.lakehouse, n) for n in runner.pipeline.datasets}
-            for name, dataset in runner.pipeline.datasets.items():
+            for dataset in runner.pipeline.datasets.values():
                 if dataset.quarantine:
                     self._counts[dataset.quarantine] = table_rows(
                         self.lakehouse, dataset.quarantine

@@ -16,6 +16,7 @@ Stopping waits for the running micro-batch of each query to finish before ``stop
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import threading
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -69,6 +71,7 @@ class FlowState:
     attempts: int = 0
     restart_at: float | None = None
     failed: bool = False
+    frame: DataFrame | None = None  # evaluated by _prepare; a restart evaluates afresh
 
 
 @dataclass
@@ -228,7 +231,7 @@ class PipelineRunner:
             self._create_if_missing(dataset, frame)
             if dataset.kind == "table":
                 problems.extend(self._guard(dataset, plan))
-                self.flows[dataset.name] = FlowState(dataset, plan)
+                self.flows[dataset.name] = FlowState(dataset, plan, frame=frame)
         if problems:
             raise PipelineError(problems)
 
@@ -265,9 +268,10 @@ class PipelineRunner:
 
     def _start(self, state: FlowState, trigger: dict) -> StreamingQuery:
         dataset = state.dataset
-        frame = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream").evaluate(
-            dataset.name
-        )
+        frame, state.frame = state.frame, None
+        if frame is None:
+            evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
+            frame = evaluator.evaluate(dataset.name)
         if frame is None:
             raise RuntimeError(f"{dataset.name!r} could not be evaluated")
         rules = dataset.expectations
@@ -328,6 +332,8 @@ class PipelineRunner:
             while True:
                 query = self._start(state, trigger)
                 self._await(query)
+                if self._stop.is_set():
+                    return  # _stop_all lets the running batch finish
                 if self._finished(state):
                     break
                 if state.failed:
@@ -337,8 +343,10 @@ class PipelineRunner:
                 self._sleep_until(state.restart_at or 0)
 
     def _await(self, query: StreamingQuery) -> None:
+        """Wait for the query to end; its error, if any, is handled by ``_finished``."""
         while query.isActive and not self._stop.is_set():
-            query.awaitTermination(1)
+            with contextlib.suppress(StreamingQueryException):
+                query.awaitTermination(1)
             self._tick()
 
     def _continuous(self, validation: Validation) -> None:

@@ -23,6 +23,7 @@ def _version(table: Path) -> int:
 
 
 @pytest.mark.crash
+@pytest.mark.timeout(900)  # four JVM starts; slow when the machine is shared
 def test_kill_9_mid_stream_then_restart_writes_each_message_once(
     broker: Tansu, tmp_path: Path
 ) -> None:

@@ -144,11 +144,9 @@ def _print(query: str, r: dict[str, Any]) -> None:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    print("\n| query | lakefeed events/s/core | Flink events/s/core (published) | ratio | ok |")
-    print("| --- | ---: | ---: | ---: | --- |")
-    for q, r in summary["queries"].items():
-        print(f"| {q} | {r['events_per_s_per_core']:,.0f} | {r['flink_per_core_published']:,} | "
-              f"{r['ratio_to_flink_per_core']:.2f}x | {'yes' if r['ok'] else 'NO'} |")  # fmt: skip
+    from bench.ysb.doc import nexmark
+
+    print("\n" + "\n".join(nexmark(summary)))
 
 
 def _chart(summary: dict[str, Any], path: Path) -> None:

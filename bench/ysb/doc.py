@@ -67,7 +67,11 @@ def nexmark(r: dict[str, Any]) -> list[str]:
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for q, x in r["queries"].items():
-        out = f"{x['rows'][0]:,} rows" if x["rows"] else "failed"
+        if not x["rows"]:
+            lines.append(f"| {q} | failed | {x['flink_per_core_published']:,} | | "
+                         f"{'; '.join(x['failures'])} |")  # fmt: skip
+            continue
+        out = f"{x['rows'][0]:,} rows"
         if x["expected_rows"] is not None:
             out += " = expected" if x["ok"] else f" (expected {x['expected_rows']:,})"
         lines.append(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from lakefeed.connectors.generator.iot import IotConfig, generate_batch
+from lakefeed.connectors.generator.iot import PAYLOAD_DDL, IotConfig, generate_batch
+from tests.generator.test_iot import classify
 
 START = "2026-03-01T12:00:00Z"  # in the past: every row of a capped stream has arrived
 
@@ -59,6 +62,26 @@ def test_batch_read_generates_total_rows_as_the_core_does(spark: SparkSession) -
     assert df.rdd.getNumPartitions() == 3
     assert [f.nullable for f in df.schema.fields] == [False, False, True, True]
     assert as_rows(df.toArrow()) == as_rows(expected(options, 0, 3000))
+
+
+def test_silver_logic_drops_exactly_the_malformed_rows(spark: SparkSession) -> None:
+    options = {"totalRows": 4000, "startTime": START, "malformedRate": 0.1, "duplicateRate": 0.1}
+    raw = spark.read.format("lakefeed_iot").options(**options).load()
+    parsed = raw.select("offset", F.from_json("value", PAYLOAD_DDL).alias("p")).select(
+        "offset", "p.*"
+    )
+    valid = parsed.where("temperature BETWEEN -60 AND 150 AND device_id IS NOT NULL")
+    kept = valid.select("offset", "event_time").toArrow()
+
+    rows = [classify(row) for row in expected(options, 0, 4000).to_pylist()]
+    silver = [row for row in rows if row["problem"] in (None, "empty_device")]
+    assert sorted(kept.column("offset").to_pylist()) == [row["offset"] for row in silver]
+    event_time = dict(zip(*kept.to_pydict().values(), strict=True))
+    for row in silver[:200]:
+        moment = row["payload"]["event_time"].replace("Z", "+00:00")
+        assert event_time[row["offset"]] == datetime.fromisoformat(moment)
+    unique_events = valid.dropDuplicates(["event_id"]).count()
+    assert unique_events == len({row["payload"]["event_id"] for row in silver}) < len(silver)
 
 
 def test_misuse_is_refused_before_anything_runs(spark: SparkSession) -> None:

@@ -48,6 +48,12 @@ ARROW_SCHEMA = pa.schema(
 )
 """Equal to ``to_arrow_schema(<the source's Spark schema>, timezone="UTC")``."""
 
+PAYLOAD_DDL = (
+    "event_id string, device_id string, event_time timestamp, "
+    "temperature double, humidity double, battery double"
+)
+"""The schema of ``value`` for ``from_json`` in silver (malformed fields parse to null)."""
+
 DUPLICATE_HORIZON_SECONDS = 10
 """A duplicate re-sends an event that first arrived about this long before it at most (plus the
 few rows of a run of duplicates): dedup within a watermark of this size catches them."""

@@ -98,7 +98,13 @@ def test_reads_tables_delta_rs_wrote_with_checkpoint(spark, tmp_path: Path) -> N
 
 def test_time_travel_by_timestamp(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    spark.range(3).write.format("delta").save(path)
+    spark.range(3).write.format("delta").save(path)  # default mode (ErrorIfExists), new table
+    from lakefeed.connectors.delta.compat import DeltaTableExistsError
+
+    with pytest.raises(DeltaTableExistsError, match="already exists"):
+        spark.range(3).write.format("delta").save(path)
+    spark.range(3).write.format("delta").mode("ignore").save(path)  # no-op, like Delta
+    assert DeltaTable(path).version() == 0
     first = DeltaTable(path).history()[0]["timestamp"]
     spark.range(3, 5).write.format("delta").mode("append").save(path)
     when = dt.datetime.fromtimestamp(first / 1000, dt.UTC).isoformat()

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from lakefeed.connectors.delta.stats import FileStats
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+ROW_GROUP_ROWS = 131072
 _ESCAPE = set("\"#%'*/:=?\\{[]^\x7f") | {chr(c) for c in range(1, 32)}
 # Streaming files name their writer and batch so uncommitted ones can be found and removed.
 _STREAM_FILE = re.compile(r"^part-lf-(?P<app>[0-9a-f]{8})-b(?P<batch>\d+)-")
@@ -116,12 +117,25 @@ class _OpenFile:
         os.makedirs(os.path.dirname(self.local), exist_ok=True)
         self.writer = pq.ParquetWriter(self.local, schema, compression="snappy")
         self.stats = FileStats(schema)
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
 
     def write(self, table: pa.Table) -> None:
-        self.writer.write_table(table)
-        self.stats.add(table)
+        # Spark hands Arrow batches of ~10k rows: buffer them into row groups of a useful size.
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            self.stats.add(table)
+            self.pending, self.pending_rows = [], 0
 
     def close(self) -> WrittenFile:
+        self.flush()
         self.writer.close()
         info = os.stat(self.local)
         return WrittenFile(

@@ -51,6 +51,8 @@ def bronze_readings():
     )
 
 
+# Silver holds only payload fields: a re-sent duplicate differs from its original in offset and
+# ingest_time alone, so without them the row kept by dedup is the same in stream and batch.
 @lf.table(comment="parsed, validated and deduplicated readings")
 @lf.expect_or_drop("valid_json", "event_id IS NOT NULL")
 @lf.expect_or_drop("has_device", "device_id IS NOT NULL AND device_id <> ''")
@@ -58,7 +60,7 @@ def bronze_readings():
 @lf.expect("battery_ok", "battery >= 0.05")
 def silver_readings():
     parsed = lf.read_stream("bronze_readings").select(
-        F.from_json("value", PAYLOAD).alias("r"), "offset", "ingest_time"
+        F.from_json("value", PAYLOAD).alias("r"), "offset", "ingest_time", "value"
     )
     return (
         parsed.select(
@@ -70,8 +72,8 @@ def silver_readings():
             "r.temperature",
             "r.humidity",
             "r.battery",
-            "offset",
-            "ingest_time",
+            # The raw text of an unparsable message, so its quarantine row shows what came in.
+            F.when(F.col("r.event_id").isNull(), F.col("value")).alias("raw_payload"),
             # Unparsable rows share a NULL event_id: key them by offset so dedup keeps each
             # one for the quarantine instead of folding them together.
             F.coalesce("r.event_id", F.concat(F.lit("offset:"), "offset")).alias("dedup_key"),

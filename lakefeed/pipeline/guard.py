@@ -92,10 +92,16 @@ def check(
     if found is not None and has_progress(checkpoint) and found.stateful != expected.stateful:
         raise GuardError(
             f"flow {flow!r}: its stateful operators changed since the checkpoint was written "
-            f"(was {found.stateful or 'stateless'}, now {expected.stateful or 'stateless'}); "
+            f"(was {_short(found.stateful)}, now {_short(expected.stateful)}); "
             f"the saved state cannot serve the new query. Revert the change, or rebuild the "
             f"table and its state with `{refresh}`"
         )
+
+
+def _short(operators: list[str], width: int = 120) -> str:
+    if not operators:
+        return "stateless"
+    return "; ".join(op if len(op) <= width else op[: width - 3] + "..." for op in operators)
 
 
 def committed_watermark_ms(checkpoint: Path) -> int | None:

@@ -188,10 +188,28 @@ def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 
         node.children().apply(i).isStreaming() for i in range(node.children().size())
     )
     if name in _STATEFUL or is_stream_join:
-        stateful.append(_IDS.sub("", node.simpleString(50)))
+        stateful.append(_IDS.sub("", node.simpleString(50)) + _key_definitions(node))
     children = node.children()
     for i in range(children.size()):
         _walk(children.apply(i), names, stateful)
+
+
+def _seq(scala_seq) -> list:  # noqa: ANN001 - py4j Seq
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _key_definitions(node) -> str:  # noqa: ANN001 - py4j object
+    """How grouping keys are computed (e.g. the window length), which the operator itself
+    shows only as an attribute name: a change there changes what the saved state means."""
+    if node.nodeName() != "Aggregate" or node.child().nodeName() != "Project":
+        return ""
+    keys = {str(k.toString()) for k in _seq(node.groupingExpressions())}
+    defined = [
+        _IDS.sub("", str(e.toString()))
+        for e in _seq(node.child().projectList())
+        if str(e.toAttribute().toString()) in keys and e.nodeName() == "Alias"
+    ]
+    return f" keys: {'; '.join(defined)}" if defined else ""
 
 
 def spark_refusal(df: DataFrame, output_mode: str) -> str | None:

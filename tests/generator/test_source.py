@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
@@ -96,28 +97,31 @@ def test_misuse_is_refused_before_anything_runs(spark: SparkSession) -> None:
         reader().schema("value string").option("totalRows", 1).load().count()
 
 
-def test_available_now_reads_what_has_arrived_then_a_restart_adds_nothing(
+def test_available_now_into_delta_then_a_restart_adds_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     options = {"totalRows": 2500, "startTime": START, "maxRowsPerTrigger": 1000, "seed": 7}
-    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    target, checkpoint = str(tmp_path / "bronze"), str(tmp_path / "checkpoint")
 
     def run() -> StreamingQuery:
-        writer = stream(spark, options).writeStream.format("parquet")
+        writer = stream(spark, options).writeStream.format("delta")
         query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True)
-        started = query.start(out)
+        started = query.start(target)
         stop_after(started)
         return started
 
     first = run()
     assert [p["numInputRows"] for p in first.recentProgress] == [1000, 1000, 500]
     assert json.loads(first.lastProgress["sources"][0]["latestOffset"])["offset"] == 2500
-    written = spark.read.parquet(out).toArrow()
-    assert as_rows(written) == as_rows(expected(options, 0, 2500))
+    table = DeltaTable(target)
+    assert as_rows(table.to_pyarrow_table()) == as_rows(expected(options, 0, 2500))
+    version = table.version()
 
     second = run()
     assert sum(p["numInputRows"] for p in second.recentProgress) == 0
-    assert spark.read.parquet(out).count() == 2500
+    table.update_incremental()
+    assert table.version() == version
+    assert table.to_pyarrow_table().num_rows == 2500
 
 
 def test_a_crashed_batch_replays_identical_rows_and_changed_options_are_refused(

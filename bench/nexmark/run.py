@@ -131,7 +131,7 @@ def _result(
 def _rows(table: Path) -> int:
     from deltalake import DeltaTable
 
-    return sum(int(n) for n in DeltaTable(str(table)).get_add_actions(flatten=True)["num_records"])
+    return int(DeltaTable(str(table)).to_pyarrow_dataset().count_rows())
 
 
 def _print(query: str, r: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from lakefeed.connectors.generator.iot import (
     ARROW_SCHEMA,
     DUPLICATE_HORIZON_SECONDS,
+    MALFORMED_KINDS,
     NOT_JSON_LENGTH,
     TEMPERATURE_RANGE,
     GeneratorOptionError,
@@ -120,14 +121,7 @@ def test_malformed_rows_of_every_kind_at_the_configured_share(sample: list[dict]
     problems = [row["problem"] for row in sample if row["problem"]]
     assert len(problems) / ROWS == pytest.approx(0.06, abs=0.006)
     kinds = {kind: problems.count(kind) for kind in set(problems)}
-    assert set(kinds) == {
-        "not_json",
-        "missing_field",
-        "wrong_type",
-        "out_of_range",
-        "null_device",
-        "empty_device",
-    }
+    assert set(kinds) == set(MALFORMED_KINDS) and len(MALFORMED_KINDS) == 6
     assert min(kinds.values()) > len(problems) / 6 * 0.7
     for row in sample:
         if row["problem"] == "not_json":

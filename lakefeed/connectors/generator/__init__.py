@@ -1,6 +1,26 @@
 """The built-in IoT generator source, format ``lakefeed_iot``: deterministic, replayable
 readings with event time, lateness, duplicates and malformed rows, for demos, tests and
 benchmarks. The Spark-free core is :mod:`lakefeed.connectors.generator.iot`.
+
+Schema: ``offset long NOT NULL, ingest_time timestamp NOT NULL, device_id string, value string``
+(``value`` is JSON; parse it with ``from_json(value, iot.PAYLOAD_DDL)``).
+
+Options (names case-insensitive; unknown or invalid ones are refused at ``load()``):
+
+- ``rowsPerSecond`` (1000): row i arrives at ``startTime + i / rowsPerSecond``.
+- ``devices`` (100), ``seed`` (0).
+- ``totalRows`` (unbounded): caps the stream; the row count of a batch read (required there).
+- ``startTime`` (epoch ms or ISO-8601; default: the wall clock when the stream first starts,
+  kept in the checkpoint). A start in the past makes a backlog: bound it with
+  ``maxRowsPerTrigger``.
+- ``maxRowsPerTrigger`` (none): admission control per micro-batch.
+- ``numPartitions`` (2): Spark tasks per batch.
+- ``outOfOrderSeconds`` (5), ``lateRate`` (0.01), ``maxLateSeconds`` (300),
+  ``duplicateRate`` (0.02), ``malformedRate`` (0.02): the dirty data.
+
+``trigger(availableNow=True)`` reads the rows that have arrived when the query starts. A restart
+from a checkpoint with different content options (seed, rates, devices, rowsPerSecond,
+startTime) is refused: the checkpoint's stream could not be replayed.
 """
 
 from __future__ import annotations

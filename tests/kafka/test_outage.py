@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.kafka.broker import Proxy, Tansu, free_port
+from tests.kafka.spark_support import start_query
 
 
 @pytest.fixture
@@ -28,22 +29,24 @@ def flaky_broker(tmp_path: Path) -> Iterator[tuple[Tansu, Proxy]]:
 
 
 def _start(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path) -> Any:
-    return (
-        spark.readStream.format("lakefeed_kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 400)
-        .option("fetchOffset.timeoutMs", 2000)
-        .option("fetchOffset.numRetries", 2)
-        .option("kafkaConsumer.pollTimeoutMs", 10000)
-        .load()
-        .selectExpr("partition", "offset")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
+    return start_query(
+        lambda: (
+            spark.readStream.format("lakefeed_kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 400)
+            .option("fetchOffset.timeoutMs", 2000)
+            .option("fetchOffset.numRetries", 2)
+            .option("kafkaConsumer.pollTimeoutMs", 10000)
+            .load()
+            .selectExpr("partition", "offset")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
     )
 
 

@@ -15,10 +15,11 @@ import pytest
 
 from bench.ysb.harness import FLINK_VENV, ROOT, leg_env
 
-pytestmark = pytest.mark.spark
+# Tiny inputs: about 20-40 s each on an idle 2-core machine, much longer on a busy one.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 
-def _script(module: str, *args: str, timeout: float = 300) -> None:
+def _script(module: str, *args: str, timeout: float = 1100) -> None:
     done = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=ROOT,
@@ -30,11 +31,11 @@ def _script(module: str, *args: str, timeout: float = 300) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
 
-@pytest.mark.kafka
-def test_ysb_lakefeed_files_kafka_and_pyspark_agree(tmp_path: Path) -> None:
+def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
+    """The Kafka leg shares its source with the latency script, whose smoke run covers it."""
     tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1"]
     chart = tmp_path / "ysb.png"
-    legs = "lakefeed,lakefeed-kafka,pyspark"
+    legs = "lakefeed,pyspark"
     _script("bench.ysb.run", *tiny, "--legs", legs, "--out", str(tmp_path), "--chart", str(chart))
     summary = json.loads((tmp_path / "results.json").read_text())
     for leg in legs.split(","):

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.generator.iot import PAYLOAD_DDL, IotConfig, generate_batch
+from lakefeed.connectors.generator.source import split
 from tests.generator.test_iot import classify
 
 START = "2026-03-01T12:00:00Z"  # in the past: every row of a capped stream has arrived
@@ -168,3 +169,10 @@ def test_a_crashed_batch_replays_identical_rows_and_changed_options_are_refused(
     with pytest.raises(PySparkException, match=r"seed=1 \(checkpoint: 0\)"):
         refused.awaitTermination(120)
     refused.stop()
+
+
+def test_offset_ranges_split_into_contiguous_non_empty_partitions() -> None:
+    config = IotConfig(num_partitions=3, start_time_ms=0)
+    assert split(config, 10, 10) == []
+    assert [(p.start, p.end) for p in split(config, 10, 12)] == [(10, 11), (11, 12)]
+    assert [(p.start, p.end) for p in split(config, 0, 10)] == [(0, 3), (3, 6), (6, 10)]

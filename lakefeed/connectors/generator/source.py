@@ -10,6 +10,7 @@ of silently mixing two different streams in one table.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -58,7 +59,7 @@ def split(config: IotConfig, start: int, end: int) -> list[RowRange]:
     """``[start, end)`` in ``numPartitions`` contiguous, non-empty ranges."""
     parts = min(config.num_partitions, end - start)
     bounds = [start + (end - start) * k // parts for k in range(parts + 1)] if parts else []
-    return [RowRange(config, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    return [RowRange(config, lo, hi) for lo, hi in pairwise(bounds)]
 
 
 def read_range(partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -171,8 +171,8 @@ def test_sink_stream_and_batch_round_trip(spark: Any, broker: Tansu, tmp_path: P
         .selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v")
         .collect()
     )
-    assert sorted((r.k, r.v) for r in back) == sorted(
-        [(f"k{i}", f"V{i}") for i in range(60)] + [(None, "b1")]
+    assert sorted((r.k or "", r.v) for r in back) == sorted(
+        [(f"k{i}", f"V{i}") for i in range(60)] + [("", "b1")]
     )
 
 

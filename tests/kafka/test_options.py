@@ -121,3 +121,31 @@ def test_sink_options() -> None:
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "topics": "out"})
     with pytest.raises(KafkaOptionError, match="write a string or binary value column"):
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "kafka.value.serializer": "x"})
+
+
+def test_read_kafka_option_spelling() -> None:
+    from lakefeed.connectors.kafka import _option_name, _option_value
+
+    assert _option_name("max_offsets_per_trigger") == "maxOffsetsPerTrigger"
+    assert _option_name("startingOffsets") == "startingOffsets"
+    assert _option_name("kafka.security.protocol") == "kafka.security.protocol"
+    assert _option_value(True) == "true"
+    assert _option_value({"a": {"0": 1}}) == '{"a": {"0": 1}}'
+
+
+def test_scram_jaas_and_unsupported_login_modules() -> None:
+    scram = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="bob" password="pw-123";'
+    )
+    options = parse_source_options({**BASE, "kafka.sasl.jaas.config": scram}, batch=False)
+    assert (options.client["sasl.username"], options.client["sasl.password"]) == ("bob", "pw-123")
+    with pytest.raises(KafkaOptionError, match="OAUTHBEARER or GSSAPI"):
+        parse_source_options(
+            {
+                **BASE,
+                "kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule "
+                'required useKeyTab="true";',
+            },
+            batch=False,
+        )

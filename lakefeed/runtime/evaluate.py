@@ -12,11 +12,14 @@ One evaluator per purpose:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.lakehouse import Lakehouse
@@ -111,8 +114,9 @@ class Evaluator:
         dataset = self.pipeline.datasets[name]
         self._stack.append(name)
         self.reads.setdefault(name, [])
+        semantics = batch_semantics() if self.mode == "batch" else contextlib.nullcontext()
         try:
-            with resolving(self), flow_context(name, self.lakehouse):
+            with resolving(self), flow_context(name, self.lakehouse), semantics:
                 frame = dataset.func()
         except _Abort:
             if len(self._stack) > 1:
@@ -136,9 +140,16 @@ class Evaluator:
         return frame
 
 
+_LIBRARIES = (
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(pyspark.__file__).resolve().parents[1]),
+    "<",
+)
+
+
 def _describe(name: str, where: str, error: Exception) -> str:
     frames = traceback.extract_tb(error.__traceback__)
-    user = [f for f in frames if "lakefeed/" not in f.filename and "pyspark/" not in f.filename]
+    user = [f for f in frames if not f.filename.startswith(_LIBRARIES)]
     at = f"{user[-1].filename}:{user[-1].lineno}" if user else where
     message = str(error).strip().split("\n")[0][:500]
     return f"{name!r} failed to evaluate at {at}: {type(error).__name__}: {message}"
@@ -148,6 +159,25 @@ def is_delta_table(path: str) -> bool:
     from deltalake import DeltaTable
 
     return DeltaTable.is_deltatable(path)
+
+
+@contextlib.contextmanager
+def batch_semantics() -> Iterator[None]:
+    """Let streaming-only calls mean their batch equivalent while a flow is evaluated as batch.
+
+    Over complete data, ``dropDuplicatesWithinWatermark`` is ``dropDuplicates`` (Spark refuses
+    it on batch DataFrames); ``withWatermark`` is already a no-op on batch.
+    """
+    original = DataFrame.dropDuplicatesWithinWatermark
+
+    def dedup(self: DataFrame, subset: list[str] | None = None) -> DataFrame:
+        return self.dropDuplicates(subset) if not self.isStreaming else original(self, subset)
+
+    DataFrame.dropDuplicatesWithinWatermark = dedup  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DataFrame.dropDuplicatesWithinWatermark = original  # type: ignore[method-assign]
 
 
 # -- plan facts --------------------------------------------------------------------------------

@@ -233,7 +233,8 @@ def test_decorators_collect_datasets_and_rules_in_order(tmp_path: Path) -> None:
     ("source", "message"),
     [
         (
-            "import lakefeed as lf\n\n@lf.table\ndef a():\n    pass\n\n@lf.table(name='a')\ndef b():\n    pass\n",
+            "import lakefeed as lf\n\n@lf.table\ndef a():\n    pass\n\n"
+            "@lf.table(name='a')\ndef b():\n    pass\n",
             "defined twice",
         ),
         ("x = 1 +\n", "SyntaxError"),

@@ -356,7 +356,7 @@ def _digits(chars: np.ndarray, column: int, number: np.ndarray, width: int) -> N
         chars[:, column + place] = _DIGIT + number // 10 ** (width - 1 - place) % 10
 
 
-def _decimal2(values: np.ndarray, whole_digits: int = 6) -> np.ndarray:
+def _decimal2(values: np.ndarray, whole_digits: int = 4) -> np.ndarray:
     """Numbers as JSON literals with exactly two decimals ("21.50", "-0.25"): always a float,
     right-aligned in the matrix."""
     limit = 10**whole_digits - 0.01

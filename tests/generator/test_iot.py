@@ -195,7 +195,9 @@ def test_options_are_parsed_case_insensitively() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"rowsPerSec": "5"}, "unknown option 'rowsPerSec'"),
+        ({"rowsPerSec": "5"}, "unknown option 'rowsPerSec' for the lakefeed_iot source (did you"),
+        ({"rowspersecnd": "5"}, "(did you mean rowsPerSecond?)"),
+        ({"path": "/tmp/x"}, "unknown option 'path' for the lakefeed_iot source; valid"),
         ({"rowsPerSecond": "fast"}, "rowsPerSecond must be an integer"),
         ({"rowsPerSecond": "0"}, "rowsPerSecond must be at least 1"),
         ({"devices": "0"}, "devices must be at least 1"),

@@ -25,6 +25,7 @@ Everything is vectorised with numpy/pyarrow: no per-row Python objects.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -190,10 +191,7 @@ class IotConfig:
         for key, raw in options.items():
             option = _BY_LOWER.get(str(key).lower())
             if option is None:
-                raise GeneratorOptionError(
-                    f"unknown option {key!r} for the {NAME} source; valid options: "
-                    + ", ".join(_OPTIONS)
-                )
+                raise GeneratorOptionError(_unknown_option(str(key)))
             field_name, parse = _OPTIONS[option]
             fields[field_name] = None if raw is None else parse(option, raw)
         return cls(**fields)
@@ -220,6 +218,15 @@ class IotConfig:
         if self.start_time_ms is None:
             raise ValueError("IotConfig.start_time_ms is unset: call config.resolved() first")
         return self.start_time_ms * 1000
+
+
+def _unknown_option(key: str) -> str:
+    # Spark lower-cases option names before we see them: match and suggest case-insensitively.
+    close = difflib.get_close_matches(key.lower(), _BY_LOWER, n=1, cutoff=0.7)
+    hint = f" (did you mean {_BY_LOWER[close[0]]}?)" if close else ""
+    return f"unknown option {key!r} for the {NAME} source{hint}; valid options: " + ", ".join(
+        _OPTIONS
+    )
 
 
 def _require(option: str, ok: bool, why: str) -> None:

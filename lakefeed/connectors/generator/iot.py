@@ -172,8 +172,10 @@ class IotConfig:
         total, max_rows = self.total_rows, self.max_rows_per_trigger
         _require("totalRows", total is None or total >= 0, "must be >= 0")
         _require("maxRowsPerTrigger", max_rows is None or max_rows >= 1, "must be at least 1")
-        for option in ("lateRate", "duplicateRate", "malformedRate"):
+        for option in ("lateRate", "malformedRate"):
             _require(option, 0.0 <= self._get(option) <= 1.0, "must be between 0 and 1")
+        # A duplicate needs an earlier first sending to copy: keep most rows originals.
+        _require("duplicateRate", 0.0 <= self.duplicate_rate <= 0.9, "must be between 0 and 0.9")
         _require("outOfOrderSeconds", self.out_of_order_seconds >= 0, "must be >= 0")
         _require(
             "maxLateSeconds",

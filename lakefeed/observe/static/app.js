@@ -5,7 +5,8 @@
   const $ = (sel) => document.querySelector(sel);
   const params = new URLSearchParams(location.search);
   const ui = {
-    pipeline: params.get("pipeline"), flow: params.get("flow"), table: params.get("table"),
+    pipeline: params.get("pipeline"), flow: params.get("flow"), table: null,
+    wantedTable: params.get("table"),
     time: params.get("time"), measure: params.get("measure"),
     openDetails: new Set(), flowCharts: {}, flowChartsKey: null, tableChart: null, tableChartKey: null, tables: [],
   };
@@ -297,15 +298,25 @@
     try {
       ui.tables = await getJSON("api/tables");
       const names = ui.tables.map((t) => t.name);
-      if (!names.includes(ui.table)) ui.table = preferredTable(names);
+      if (ui.wantedTable) {
+        // asked for in the URL: wait for it rather than show another table
+        ui.table = names.includes(ui.wantedTable) ? ui.wantedTable : null;
+        if (ui.table) ui.wantedTable = null;
+      } else if (!names.includes(ui.table)) {
+        ui.table = preferredTable(ui.tables);
+      }
       selectOptions($("#table-select"), names, ui.table);
     } catch (e) {
       showBanner($("#table-error"), e.message);
     }
   }
 
-  function preferredTable(names) {
-    return names.find((n) => /gold|agg|summary/.test(n)) || names[0] || null;
+  function preferredTable(tables) {
+    // a dashboard-like table first: one with something to chart, gold/aggregate by name
+    const chartable = tables.filter((t) => t.time_columns.length && t.measures.length &&
+      !/_quarantine$/.test(t.name)).map((t) => t.name);
+    const names = chartable.length ? chartable : tables.map((t) => t.name);
+    return names.find((n) => /gold|agg|summary|window|min/.test(n)) || names[0] || null;
   }
 
   function prefer(options, current, pattern) {
@@ -314,7 +325,10 @@
   }
 
   async function refreshTable() {
-    if (!ui.table) { $("#table-info").textContent = "No tables yet."; return; }
+    if (!ui.table) {
+      $("#table-info").textContent = ui.wantedTable ? `Waiting for table ${ui.wantedTable}…` : "No tables yet.";
+      return;
+    }
     try {
       const name = encodeURIComponent(ui.table);
       const info = await getJSON(`api/tables/${name}?limit=20` + (ui.time ? "&order_by=" + encodeURIComponent(ui.time) : ""));
@@ -391,7 +405,9 @@
 
   $("#pipeline-select").addEventListener("change", (e) => { ui.pipeline = e.target.value; ui.flowChartsKey = null; refreshState(); });
   $("#flow-select").addEventListener("change", (e) => selectFlow(e.target.value));
-  $("#table-select").addEventListener("change", (e) => { ui.table = e.target.value; ui.time = ui.measure = null; refreshTable(); });
+  $("#table-select").addEventListener("change", (e) => {
+    ui.table = e.target.value; ui.wantedTable = null; ui.time = ui.measure = null; refreshTable();
+  });
   $("#chart-time").addEventListener("change", (e) => { ui.time = e.target.value; refreshTable(); });
   $("#chart-measure").addEventListener("change", (e) => { ui.measure = e.target.value; refreshTable(); });
   $("#chart-agg").addEventListener("change", refreshTable);

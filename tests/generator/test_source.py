@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -13,9 +14,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from lakefeed.connectors.generator.iot import PAYLOAD_DDL, IotConfig, generate_batch
-from lakefeed.connectors.generator.source import split
+from lakefeed.connectors.generator.iot import (
+    PAYLOAD_DDL,
+    GeneratorOptionError,
+    IotConfig,
+    generate_batch,
+    wall_clock_ms,
+)
+from lakefeed.connectors.generator.source import IotStreamReader, RowRange, split
 from tests.generator.test_iot import classify
 
 START = "2026-03-01T12:00:00Z"  # in the past: every row of a capped stream has arrived
@@ -176,3 +184,43 @@ def test_offset_ranges_split_into_contiguous_non_empty_partitions() -> None:
     assert split(config, 10, 10) == []
     assert [(p.start, p.end) for p in split(config, 10, 12)] == [(10, 11), (11, 12)]
     assert [(p.start, p.end) for p in split(config, 0, 10)] == [(0, 3), (3, 6), (6, 10)]
+
+
+def test_stream_reader_admits_arrived_rows_within_the_read_limit() -> None:
+    now = wall_clock_ms()
+    reader = IotStreamReader(IotConfig(rows_per_second=1000, start_time_ms=now - 10_000))
+    assert reader.reportLatestOffset() is None
+    start = reader.initialOffset()
+    assert start["offset"] == 0 and start["startTime"] == now - 10_000
+    assert isinstance(reader.getDefaultReadLimit(), ReadAllAvailable)
+    assert 10_000 < reader.latestOffset(start, ReadAllAvailable())["offset"] < 12_000
+    assert reader.latestOffset(start, ReadMaxRows(500))["offset"] == 500
+    assert reader.reportLatestOffset()["offset"] > 10_000  # type: ignore[index]
+    limited = IotStreamReader(IotConfig(max_rows_per_trigger=7, total_rows=10))
+    assert limited.getDefaultReadLimit() == ReadMaxRows(7)
+    capped = limited.latestOffset(limited.initialOffset(), ReadAllAvailable())
+    assert capped["offset"] <= 10
+
+
+def test_available_now_freezes_the_clock_at_prepare_time() -> None:
+    reader = IotStreamReader(IotConfig(rows_per_second=100_000))
+    start = reader.initialOffset()  # the stream starts now: nothing has arrived yet
+    reader.prepareForTriggerAvailableNow()
+    frozen = reader.latestOffset(start, ReadAllAvailable())
+    time.sleep(0.05)
+    assert reader.latestOffset(start, ReadAllAvailable()) == frozen
+
+
+def test_stream_reader_adopts_the_checkpoint_and_refuses_changes() -> None:
+    checkpointed = IotStreamReader(IotConfig(seed=4)).initialOffset()
+    restarted = IotStreamReader(IotConfig(seed=4))  # a later wall clock: the checkpoint wins
+    [part] = restarted.partitions(checkpointed, {**checkpointed, "offset": 1})
+    assert isinstance(part, RowRange)
+    assert part.config.start_time_ms == checkpointed["startTime"]
+    with pytest.raises(GeneratorOptionError, match=r"devices=5 \(checkpoint: 100\)"):
+        IotStreamReader(IotConfig(seed=4, devices=5)).latestOffset(checkpointed, ReadMaxRows(1))
+    pinned = IotStreamReader(IotConfig(seed=4, start_time_ms=1))
+    with pytest.raises(GeneratorOptionError, match="startTime=1 "):
+        pinned.partitions(checkpointed, checkpointed)
+    with pytest.raises(GeneratorOptionError, match="use a new checkpointLocation"):
+        restarted.latestOffset({"offset": 3}, ReadAllAvailable())

@@ -97,7 +97,7 @@ master_opt = click.option("--master", default=None, help="Spark master (default 
 @click.option("--full-refresh-all", is_flag=True, help="Reset every table of the pipeline.")
 @click.option(
     "--max-restarts",
-    default=3,
+    default=5,
     show_default=True,
     help="Restarts of a failing flow (exponential backoff) before giving up on it.",
 )

@@ -166,18 +166,26 @@ def batch_semantics() -> Iterator[None]:
     """Let streaming-only calls mean their batch equivalent while a flow is evaluated as batch.
 
     Over complete data, ``dropDuplicatesWithinWatermark`` is ``dropDuplicates`` (Spark refuses
-    it on batch DataFrames); ``withWatermark`` is already a no-op on batch.
+    it on batch DataFrames); ``withWatermark`` is already a no-op on batch. Patched on every
+    DataFrame class defining it (classic and Connect subclass the public one).
     """
-    original = DataFrame.dropDuplicatesWithinWatermark
+    name = "dropDuplicatesWithinWatermark"
+    classes = [c for c in (DataFrame, *DataFrame.__subclasses__()) if name in vars(c)]
+    originals = {c: vars(c)[name] for c in classes}
 
-    def dedup(self: DataFrame, subset: list[str] | None = None) -> DataFrame:
-        return self.dropDuplicates(subset) if not self.isStreaming else original(self, subset)
+    def patched(original):  # noqa: ANN001, ANN202
+        def dedup(self: DataFrame, subset: list[str] | None = None) -> DataFrame:
+            return self.dropDuplicates(subset) if not self.isStreaming else original(self, subset)
 
-    DataFrame.dropDuplicatesWithinWatermark = dedup  # type: ignore[method-assign]
+        return dedup
+
+    for cls, original in originals.items():
+        setattr(cls, name, patched(original))
     try:
         yield
     finally:
-        DataFrame.dropDuplicatesWithinWatermark = original  # type: ignore[method-assign]
+        for cls, original in originals.items():
+            setattr(cls, name, original)
 
 
 # -- plan facts --------------------------------------------------------------------------------

@@ -53,8 +53,9 @@ class RunOptions:
     duration: float | None = None
     full_refresh: tuple[str, ...] = ()
     full_refresh_all: bool = False
-    max_restarts: int = 3
+    max_restarts: int = 5
     restart_backoff: float = 2.0
+    max_backoff: float = 60.0
     refresh_interval: float = 60.0
     stop_timeout: float = 120.0
 
@@ -365,9 +366,11 @@ class PipelineRunner:
             for state in self.flows.values():
                 if state.query is not None and not state.query.isActive:
                     self._finished(state)
+                elif state.query is not None and state.attempts and state.query.lastProgress:
+                    state.attempts = 0  # it recovered: later failures get a fresh budget
                 if state.restart_at is not None and now >= state.restart_at:
                     state.restart_at = None
-                    self._start(state, trigger)
+                    self._restart(state, trigger)
             if self.flows and all(s.failed for s in self.flows.values()):
                 self.request_stop("every flow failed")
             if views and now >= next_refresh:
@@ -378,6 +381,29 @@ class PipelineRunner:
         self._stop_all()
         for view in views:
             self.refresh_view(view)
+
+    def _backoff(self, state: FlowState) -> float:
+        return min(self.options.restart_backoff * 2**state.attempts, self.options.max_backoff)
+
+    def _restart(self, state: FlowState, trigger: dict) -> None:
+        """A restart that cannot even start (e.g. the source is still down) counts as a failure
+        of the flow, never of the whole run."""
+        try:
+            self._start(state, trigger)
+        except Exception as error:
+            name = state.dataset.name
+            self.events.emit(
+                "flow_failed",
+                f"{name} could not restart: {str(error).splitlines()[0][:500]}",
+                flow=name,
+                level="ERROR",
+                details={"error": str(error)[:4000], "traceback": traceback.format_exc()},
+            )
+            if state.attempts >= self.options.max_restarts:
+                state.failed = True
+                return
+            state.restart_at = time.monotonic() + self._backoff(state)
+            state.attempts += 1
 
     def _finished(self, state: FlowState) -> bool:
         """Handle a query that ended: True if it ended cleanly, else schedule a restart."""
@@ -400,7 +426,7 @@ class PipelineRunner:
         if state.attempts >= self.options.max_restarts or _permanent(text):
             state.failed = True
             return False
-        delay = self.options.restart_backoff * (2**state.attempts)
+        delay = self._backoff(state)
         state.attempts += 1
         state.restart_at = time.monotonic() + delay
         self.events.emit(

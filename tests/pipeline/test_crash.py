@@ -27,7 +27,9 @@ from lakefeed.cli.main import cli
 
 final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
 args = ["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
-        "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second"]
+        "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
+        # a loaded CI machine makes Python workers miss Spark's 10 s connect-back: transient
+        "--max-restarts", "30"]
 for key, value in {conf!r}.items():
     args += ["--conf", f"{{key}}={{value}}"]
 cli(args, standalone_mode=True)

@@ -199,23 +199,23 @@ class BrokerView:
             return {}
         if self._fetcher is None:
             self._fetcher = make_consumer(
-                self.options, **{"queued.min.messages": 1, "fetch.wait.max.ms": 10}
+                self.options,
+                **{"queued.min.messages": 1, "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10},
             )
         fetcher = self._fetcher
+        # assign() replaces the previous assignment and drops what it had queued; an
+        # unassign() in between would make the next fetch wait out a 1 s back-off.
         fetcher.assign([KafkaTopicPartition(t, p, offset) for (t, p), offset in wanted.items()])
         pending = set(wanted)
         deadline = time.monotonic() + self.options.metadata_timeout_s
-        try:
-            while pending and time.monotonic() < deadline:
-                for message in fetcher.consume(num_messages=1000, timeout=0.05):
-                    if message.error() is None:
-                        pending.discard((message.topic(), message.partition()))
-            highs = {}
-            for topic, partition in set(wanted) - pending:
-                _, high = fetcher.get_watermark_offsets(
-                    KafkaTopicPartition(topic, partition), cached=True
-                )
-                highs[(topic, partition)] = high
-            return highs
-        finally:
-            fetcher.unassign()
+        while pending and time.monotonic() < deadline:
+            for message in fetcher.consume(num_messages=1000, timeout=0.05):
+                if message.error() is None:
+                    pending.discard((message.topic(), message.partition()))
+        highs = {}
+        for topic, partition in set(wanted) - pending:
+            _, high = fetcher.get_watermark_offsets(
+                KafkaTopicPartition(topic, partition), cached=True
+            )
+            highs[(topic, partition)] = high
+        return highs

@@ -165,14 +165,12 @@ def test_clean_source_move_after_commit(spark, tmp_path: Path) -> None:
     }
     rows = _all(_drain(_reader(spark, land, tmp_path / "s", **opts), tmp_path / "cp"))
     assert sorted(r["id"] for r in rows) == ["1", "2"]
-    # Spark commits a batch to the source when it plans the next one: the last batch's file
-    # stays until then, so a crash can always replay it.
-    remaining = {p.name for p in land.rglob("*.json")}
-    archived = {p.name for p in archive.rglob("*.json")}
-    assert remaining | archived == {"a.json", "b.json"} and archived
-    _drain(_reader(spark, land, tmp_path / "s", **opts), tmp_path / "cp")
-    assert {p.name for p in archive.rglob("*.json")} == {"a.json", "b.json"}
+    # Each batch's file is moved once that batch is committed, the last one included.
+    assert {str(p.relative_to(archive)) for p in archive.rglob("*.json")} == {"x/a.json", "b.json"}
     assert not list(land.rglob("*.json"))
+    _land(land, "c.json", [{"id": 3}])
+    rows = _all(_drain(_reader(spark, land, tmp_path / "s", **opts), tmp_path / "cp"))
+    assert [r["id"] for r in rows] == ["3"] and (archive / "c.json").exists()
 
 
 def test_misuse_refused_before_start(spark, tmp_path: Path) -> None:

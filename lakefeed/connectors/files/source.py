@@ -113,10 +113,18 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._log: FileLog | None = None
         self._lock: IO[str] | None = None
         self._target: int | None = None
+        self._done: int | None = None  # committed index, loaded from the state folder once
 
     def __getstate__(self) -> dict[str, Any]:
         # Tasks need only the options and the plan, never the log or the lock.
-        return {"opts": self.opts, "plan": self.plan, "_log": None, "_lock": None, "_target": None}
+        return {
+            "opts": self.opts,
+            "plan": self.plan,
+            "_log": None,
+            "_lock": None,
+            "_target": None,
+            "_done": None,
+        }
 
     # ------------------------------------------------------------------ driver-side state
     @property
@@ -155,6 +163,10 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = self._index(start)
+        # Spark plans a batch only once the previous one is in its commit log, so everything
+        # before ``start`` is committed. Spark calls commit() only when it plans a next batch
+        # with data, which never comes for the last batch of an availableNow run.
+        self._committed(begin)
         filelog = self.filelog
         if self._target is None:
             filelog.discover(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
@@ -181,16 +193,21 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_partition(partition, self.plan)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark committed every batch up to ``end``: only now may source files be cleaned."""
-        index = self._index(end)
-        folder = self.filelog.folder
-        committed_path = folder / "committed.json"
-        previous = json.loads(committed_path.read_text())["index"] if committed_path.exists() else 0
-        if index <= previous:
+        self._committed(self._index(end))
+
+    def _committed(self, index: int) -> None:
+        """Every batch up to ``index`` is committed: only now may source files be cleaned."""
+        committed_path = self.filelog.folder / "committed.json"
+        if self._done is None:
+            self._done = (
+                json.loads(committed_path.read_text())["index"] if committed_path.exists() else 0
+            )
+        if index <= self._done:
             return
         if self.opts.clean_source != "OFF":
-            clean_committed(self.filelog.entries(previous, index), self.opts)
+            clean_committed(self.filelog.entries(self._done, index), self.opts)
         write_json(committed_path, {"index": index})
+        self._done = index
         _report_skipped(self.opts.require_schema_location())
 
     def stop(self) -> None:

@@ -117,14 +117,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def __getstate__(self) -> dict[str, Any]:
         # Tasks need only the options and the plan, never the log or the lock.
-        return {
-            "opts": self.opts,
-            "plan": self.plan,
-            "_log": None,
-            "_lock": None,
-            "_target": None,
-            "_done": None,
-        }
+        return {**self.__dict__, "_log": None, "_lock": None, "_target": None, "_done": None}
 
     # ------------------------------------------------------------------ driver-side state
     @property

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+import lakefeed as lf
 from bench.ysb import query, sources
-from lakefeed.pipeline.api import table
 
 
-@table(comment="YSB view events with their campaign (latency benchmark gold table)")
+@lf.table(comment="YSB view events with their campaign (latency benchmark gold table)")
 def ysb_views() -> DataFrame:
     return query.views(sources.events(), sources.campaigns())

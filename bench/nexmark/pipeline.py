@@ -26,7 +26,7 @@ import os
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakefeed.pipeline.api import read_stream, source, table
+import lakefeed as lf
 
 WATERMARK = "4 seconds"
 QUERIES = os.environ.get("NEXMARK_QUERY", "q0").split(",")
@@ -34,7 +34,7 @@ QUERIES = os.environ.get("NEXMARK_QUERY", "q0").split(",")
 
 def bids() -> DataFrame:
     """The ``bid`` view of nexmark's ``ddl_views.sql`` over the bronze event stream."""
-    events = source(
+    events = lf.source(
         "delta",
         os.environ["NEXMARK_BRONZE"],
         maxFilesPerTrigger=os.environ.get("NEXMARK_MAX_FILES", "4"),
@@ -52,14 +52,14 @@ def bids() -> DataFrame:
 
 if "q0" in QUERIES:
 
-    @table(comment="Nexmark q0: pass through")
+    @lf.table(comment="Nexmark q0: pass through")
     def nexmark_q0() -> DataFrame:
         return bids().select("auction", "bidder", "price", "dateTime", "extra")
 
 
 if "q1" in QUERIES:
 
-    @table(comment="Nexmark q1: currency conversion")
+    @lf.table(comment="Nexmark q1: currency conversion")
     def nexmark_q1() -> DataFrame:
         price = (F.lit(0.908).cast("decimal(4,3)") * F.col("price")).cast("decimal(23,3)")
         return bids().select("auction", "bidder", price.alias("price"), "dateTime", "extra")
@@ -67,14 +67,14 @@ if "q1" in QUERIES:
 
 if "q2" in QUERIES:
 
-    @table(comment="Nexmark q2: selection")
+    @lf.table(comment="Nexmark q2: selection")
     def nexmark_q2() -> DataFrame:
         return bids().where(F.col("auction") % 123 == 0).select("auction", "price")
 
 
 if "q5" in QUERIES:
 
-    @table(comment="Nexmark q5, step 1: bids per auction per sliding window")
+    @lf.table(comment="Nexmark q5, step 1: bids per auction per sliding window")
     def nexmark_q5_counts() -> DataFrame:
         hop = F.window("dateTime", "10 seconds", "2 seconds")
         return (
@@ -90,10 +90,10 @@ if "q5" in QUERIES:
             )
         )
 
-    @table(comment="Nexmark q5: the hottest auctions of each window")
+    @lf.table(comment="Nexmark q5: the hottest auctions of each window")
     def nexmark_q5() -> DataFrame:
         per_window = (
-            read_stream("nexmark_q5_counts")
+            lf.read_stream("nexmark_q5_counts")
             .withWatermark("endtime", "10 seconds")
             .groupBy("starttime", "endtime")
             .agg(F.max("num").alias("maxn"), F.collect_list(F.struct("auction", "num")).alias("a"))
@@ -104,7 +104,7 @@ if "q5" in QUERIES:
 
 if "q7" in QUERIES:
 
-    @table(comment="Nexmark q7, step 1: the highest price per 10-second window")
+    @lf.table(comment="Nexmark q7, step 1: the highest price per 10-second window")
     def nexmark_q7_max() -> DataFrame:
         return (
             bids()
@@ -114,10 +114,10 @@ if "q7" in QUERIES:
             .select("maxprice", F.col("w.end").alias("window_end"))
         )
 
-    @table(comment="Nexmark q7: the bids at the highest price of their window")
+    @lf.table(comment="Nexmark q7: the bids at the highest price of their window")
     def nexmark_q7() -> DataFrame:
         b = bids().withWatermark("dateTime", WATERMARK).alias("b")
-        m = read_stream("nexmark_q7_max").withWatermark("window_end", "10 seconds").alias("m")
+        m = lf.read_stream("nexmark_q7_max").withWatermark("window_end", "10 seconds").alias("m")
         joined = b.join(
             m,
             (F.col("b.price") == F.col("m.maxprice"))

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+import lakefeed as lf
 from bench.ysb import query, sources
-from lakefeed.pipeline.api import table
 
 
-@table(comment="YSB: views per campaign per 10-second event-time window")
+@lf.table(comment="YSB: views per campaign per 10-second event-time window")
 def ysb_window_counts() -> DataFrame:
     return query.window_counts(sources.events(), sources.campaigns())

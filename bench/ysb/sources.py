@@ -16,10 +16,8 @@ import os
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+import lakefeed as lf
 from bench.ysb import query
-from lakefeed.connectors.files import read_files
-from lakefeed.connectors.kafka import read_kafka
-from lakefeed.session import active_spark
 
 
 def events() -> DataFrame:
@@ -28,11 +26,11 @@ def events() -> DataFrame:
         options = {"startingOffsets": "earliest"}
         if os.environ.get("YSB_MAX_OFFSETS"):
             options["maxOffsetsPerTrigger"] = os.environ["YSB_MAX_OFFSETS"]
-        raw = read_kafka(
+        raw = lf.read_kafka(
             os.environ["YSB_TOPIC"], bootstrap_servers=os.environ["YSB_BOOTSTRAP"], **options
         )
         return raw.select(*query.parse_value(F.col("value")))
-    files = read_files(
+    files = lf.read_files(
         os.environ["YSB_INPUT"],
         format="json",
         schema=query.EVENT_SCHEMA,
@@ -42,4 +40,4 @@ def events() -> DataFrame:
 
 
 def campaigns() -> DataFrame:
-    return query.campaigns_frame(active_spark(), os.environ["YSB_CAMPAIGNS"])
+    return query.campaigns_frame(lf.active_spark(), os.environ["YSB_CAMPAIGNS"])

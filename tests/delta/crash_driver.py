@@ -1,0 +1,74 @@
+"""Driver for the Delta exactly-once crash test: Delta source -> Delta sink, availableNow.
+
+Run by tests/delta/test_crash.py through tests/support/crash.py. Before starting Spark it
+records how far the Delta table and Spark's commit log each got (runs.jsonl), so the test can
+prove a restart found the Delta commit of a batch ahead of Spark's commit log. On run 1 it arms
+the sink's test-only fault hook, which SIGKILLs the driver right after a Delta commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _progress(work: Path) -> dict:
+    from deltalake import DeltaTable
+
+    from lakefeed.connectors.delta import log
+
+    query_id = None
+    if (work / "cp" / "metadata").exists():
+        query_id = json.loads((work / "cp" / "metadata").read_text())["id"]
+    delta_txn = None
+    if query_id and log.is_delta_table(str(work / "dst")):
+        delta_txn = DeltaTable(str(work / "dst")).transaction_version(query_id)
+    commits = work / "cp" / "commits"
+    spark_done = (
+        [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
+    )
+    return {
+        "run": os.environ.get("LAKEFEED_CRASH_RUN"),
+        "delta_txn": delta_txn,
+        "spark_commit": max(spark_done) if spark_done else None,
+    }
+
+
+def main(work: Path) -> None:
+    with (work / "runs.jsonl").open("a") as out:
+        out.write(json.dumps(_progress(work)) + "\n")
+    if os.environ.get("LAKEFEED_CRASH_RUN") == "1":
+        from lakefeed.connectors.delta.commit import KILL_AFTER_COMMIT_ENV
+
+        os.environ[KILL_AFTER_COMMIT_ENV] = f"*:{os.getpgid(0)}"
+    from lakefeed.session import spark_session
+
+    spark = spark_session(
+        "delta-crash",
+        master="local[2]",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            # A loaded CI machine can take longer than the default 15 s to start a worker.
+            "spark.python.authenticate.socketTimeout": "120s",
+        },
+    )
+    query = (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", 1)
+        .load(str(work / "src"))
+        .selectExpr("id", "id % 2 as k", "payload")
+        .writeStream.format("delta")
+        .option("checkpointLocation", str(work / "cp"))
+        .partitionBy("k")
+        .trigger(availableNow=True)
+        .start(str(work / "dst"))
+    )
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

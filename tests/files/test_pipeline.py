@@ -57,5 +57,5 @@ def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -
     assert pc.count_distinct(silver["order_id"]).as_py() == 398
 
     failures = read_events(lakehouse.event_log_path, event_types=["flow_failed"])
-    messages = [event["message"] for event in failures]
-    assert any("new columns ['coupon']" in m for m in messages), messages
+    errors = [event["details"]["error"] for event in failures]
+    assert any("new columns ['coupon']" in e for e in errors), errors

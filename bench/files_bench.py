@@ -179,7 +179,9 @@ def main() -> None:
 
     from lakefeed.session import spark_session
 
-    spark = spark_session("files-bench", master="local[2]", conf={"spark.ui.enabled": "false"})
+    # A busy shared machine can take longer than Spark's default 15 s to start a Python worker.
+    conf = {"spark.ui.enabled": "false", "spark.python.authenticate.socketTimeout": "120s"}
+    spark = spark_session("files-bench", master="local[2]", conf=conf)
     work = Path(tempfile.mkdtemp(prefix="files-bench-"))
     try:
         result = {

@@ -80,6 +80,8 @@ def epoch(value: Any) -> float | None:
 
 
 _STACK_LINE = re.compile(r"^\s+(at |\.\.\. \d+ more)|^An error occurred while calling o\d+")
+#: Spark appends the query's identity and offsets to its errors: not what went wrong
+_QUERY_DUMP = "=== Streaming Query ==="
 HEADLINE_CHARS = 400
 DETAIL_CHARS = 20_000
 
@@ -90,6 +92,7 @@ def headline(error: str) -> str:
     Errors from Spark arrive as a Py4J message wrapping a JVM stack trace of a hundred lines;
     a table cell or a banner should show what went wrong, and ``error_detail`` keeps the rest.
     """
+    error = error.split(_QUERY_DUMP, 1)[0]
     kept = [line.strip() for line in error.splitlines() if not _STACK_LINE.match(line)]
     kept = [line for line in kept if line]
     text = " ".join(kept).lstrip(": ") or error.strip()

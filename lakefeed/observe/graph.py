@@ -8,6 +8,7 @@ of kilobytes) and keeps the layout unit-testable.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -65,9 +66,21 @@ def _by_barycenter(column: list[str], ref: list[str], links: dict[str, list[str]
     return [name for _, name in sorted(enumerate(column), key=key)]
 
 
+_OBJECT_ID = re.compile(r"@[0-9a-f]+$")
+_PACKAGE = re.compile(r"^(?:[a-z_][\w]*\.)+(?=[A-Z])")
+
+
 def source_label(description: str) -> str:
-    """A short node name for a source from Spark's description (``KafkaV2[Subscribe[t]]``)."""
-    return description if len(description) <= 40 else description[:39] + "…"
+    """A short node name from Spark's source description.
+
+    ``KafkaV2[Subscribe[orders]]`` stays; a Java object name such as
+    ``org.apache...python.PythonMicroBatchStreamWithTriggerAvailableNow@132c3e62`` (every Python
+    data source) loses its package and identity hash, which changes with each restart.
+    """
+    label = _PACKAGE.sub("", _OBJECT_ID.sub("", description.strip()))
+    if label.startswith("PythonMicroBatchStream"):
+        label = "Python data source"
+    return label if len(label) <= 40 else label[:39] + "…"
 
 
 def with_sources(graph: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:

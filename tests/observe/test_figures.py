@@ -166,6 +166,7 @@ def test_errors_are_shown_without_the_jvm_stack():
         "Caused by: java.lang.ClassNotFoundException: delta.DefaultSource\n"
         "\tat java.base/java.net.URLClassLoader.findClass(URLClassLoader.java:445)\n"
         "\t... 14 more\n"
+        "=== Streaming Query ===\nIdentifier: gold [id = 1]\nCurrent Committed Offsets: {}\n"
     )
     assert headline(java) == (
         "org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] no delta "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakefeed.observe.graph import NODE_HEIGHT, layout, with_sources
+from lakefeed.observe.graph import NODE_HEIGHT, layout, source_label, with_sources
 
 
 def positions(graph):
@@ -70,3 +70,11 @@ def test_root_flows_get_their_sources_from_progress():
     assert graph["edges"] == [["bronze", "silver"]]  # input untouched
     pos = positions(full)
     assert pos["KafkaV2[Subscribe[orders]]"][0] == 0 and pos["silver"][0] == 2
+
+
+def test_source_labels_drop_java_object_names():
+    python = "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStream@132c3e62"
+    assert source_label(python) == "Python data source"
+    assert source_label("KafkaV2[Subscribe[orders]]") == "KafkaV2[Subscribe[orders]]"
+    assert source_label("org.example.MySource@ff") == "MySource"
+    assert len(source_label("FileStreamSource[" + "x" * 80 + "]")) == 40

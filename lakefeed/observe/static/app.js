@@ -91,12 +91,19 @@
     $("#pipeline-info").textContent = info.filter(Boolean).join(" · ");
     showBanner($("#problem"), p.last_error ? "pipeline error: " + p.last_error : "");
     const flows = Object.fromEntries(p.flows.map((f) => [f.name, f]));
-    if (!flows[ui.flow]) ui.flow = p.flows.length ? p.flows[0].name : null;
+    if (!flows[ui.flow]) ui.flow = defaultFlow(p.flows);
     renderGraph(p.layout, flows);
     renderFlowTable(p.flows);
     renderFlowErrors(p.flows);
     renderFlowCharts(flows[ui.flow], p.flows);
     renderQuality(p.tables);
+  }
+
+  function defaultFlow(flows) {
+    // the busiest running flow: the one whose charts say most
+    const ranked = [...flows].sort((a, b) =>
+      (b.state === "running") - (a.state === "running") || b.batches - a.batches);
+    return ranked.length ? ranked[0].name : null;
   }
 
   function flowState(f) { return f.silent ? "silent" : f.state; }

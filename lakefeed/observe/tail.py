@@ -41,6 +41,7 @@ class EventTail:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._table: DeltaTable | None = None
+        self._version: int | None = None
         self._seen: set[str] = set()
 
     def poll(self) -> tuple[bool, list[dict[str, Any]]]:
@@ -51,6 +52,9 @@ class EventTail:
             self._table = DeltaTable(self.path)
         else:
             self._table.update_incremental()
+        if self._table.version() == self._version:
+            return False, []  # no commit since the last look: skip listing the files
+        self._version = self._table.version()
         dataset = self._table.to_pyarrow_dataset()
         fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
         reset = not self._seen <= fragments.keys()

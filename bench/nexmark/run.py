@@ -122,6 +122,7 @@ def _result(
         "flink_per_core_published": FLINK_PER_CORE[query],
         "ratio_to_flink_per_core": per_core / FLINK_PER_CORE[query],
         "rows": rows,
+        "load_after_run": round(load_average(), 1),
         "expected_rows": expected_rows,
         "ok": bool(good) and correct,
         "failures": [r.error for r in runs if r.error],

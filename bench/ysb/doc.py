@@ -33,6 +33,9 @@ def ysb(r: dict[str, Any]) -> list[str]:
         lines.append(f"| {leg} | {median:,.0f} | {runs} | {stream} | {ok} |")
     lines.append("")
     lines += [f"- **{name}: {ratio:.2f}x**" for name, ratio in r["ratios"].items()]
+    loads = [v for s in r["legs"].values() for v in s.get("load_after_run", [])]
+    if loads:
+        lines.append(f"- 1-minute load average after each run: {min(loads)}–{max(loads)}")
     return lines
 
 

@@ -224,6 +224,7 @@ def _score(
 ) -> None:
     """Add throughput (job time, and streaming time when known) and the reference check."""
     figures["events_per_s"] = events / figures["elapsed_s"]
+    figures["load"] = load_average()
     stream_s = figures.get("stream_s")
     figures["stream_events_per_s"] = events / stream_s if stream_s else None
     figures["problems"] = ev.compare(reference, _read_counts(figures), closed)
@@ -247,6 +248,7 @@ def _summarise(
             "median_wall_s": median([r.wall_s for r in good]),
             "correct": bool(good) and all(not r.figures["problems"] for r in good),
             "durations_ms": [r.figures.get("durations_ms") for r in good],
+            "load_after_run": [round(r.figures["load"], 1) for r in good],
             "failures": [r.error for r in runs if r.leg == leg and r.error],
         }
     return {

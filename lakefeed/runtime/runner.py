@@ -353,7 +353,7 @@ class PipelineRunner:
     def _continuous(self, validation: Validation) -> None:
         trigger = {"processingTime": self.options.trigger_interval}
         for state in self.flows.values():
-            self._start(state, trigger)
+            _settle(self._start(state, trigger))
         deadline = time.monotonic() + self.options.duration if self.options.duration else None
         next_refresh = time.monotonic() + self.options.refresh_interval
         views = [d for d in self._stored(validation) if d.kind == "materialized_view"]
@@ -534,6 +534,17 @@ def _overwrite(frame: DataFrame, path: str, partition_cols: list[str]) -> None:
     if partition_cols:
         writer = writer.option("partitionBy", ",".join(partition_cols))
     writer.save(path)
+
+
+def _settle(query: StreamingQuery, timeout: float = 30.0) -> None:
+    """Wait until a query has initialised its sources before starting the next one: each start
+    spawns Python workers, and starting all at once on a busy machine makes them miss Spark's
+    connect-back timeout."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if query.status.get("message") != "Initializing sources":
+            return
+        time.sleep(0.2)
 
 
 def _graceful_stop(query: StreamingQuery, timeout: float) -> None:

@@ -101,3 +101,18 @@ def test_ui_command_refuses_a_public_address_without_token(lakehouse):
         cli, ["ui", "--lakehouse", str(lakehouse.root), "--host", "0.0.0.0", "--port", "0"]
     )
     assert result.exit_code == 2 and "set a token" in result.output
+
+
+def test_events_follow_prints_new_events_as_they_arrive(lakehouse):
+    write_run(lakehouse)
+    command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "events"]
+    command += ["--lakehouse", str(lakehouse.root), "-n", "1", "--json", "--follow"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert json.loads(proc.stdout.readline())["event_type"] == "flow_failed"  # latest
+            with EventLog(lakehouse.event_log_path, "iot") as log:
+                log.emit("run_stop", "done", details={"reason": "finished"})
+            assert json.loads(proc.stdout.readline())["details"] == {"reason": "finished"}
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0

@@ -24,6 +24,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Python workers import pyarrow/deltalake on start; on a busy 2-core machine that can take
+    # longer than Spark's short connect-back wait, which then fails the task.
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 

@@ -42,6 +42,10 @@ def _wrap(cls: type, name: str, make: Callable[[Callable], Callable]) -> None:
 def _partition_by(original: Callable) -> Callable:
     def partition_by(self: Any, *cols: Any) -> Any:
         names = _names(cols)
+        if getattr(self, "_lakefeed_format", None) == "delta" and names:
+            # Spark refuses partitioning for a batch write to a Python data source: the
+            # option alone carries it (a stream writer never gets here: no format memory).
+            return self.option("partitionBy", ",".join(names))
         result = original(self, *cols)
         return result.option("partitionBy", ",".join(names)) if names else result
 
@@ -74,6 +78,9 @@ def _save(original: Callable) -> Callable:
             self.mode(mode)
         chosen = getattr(self, "_lakefeed_mode", None) or "errorifexists"
         is_delta = getattr(self, "_lakefeed_format", None) == "delta"
+        if is_delta and partitionBy:
+            self.partitionBy(partitionBy)
+            partitionBy = None
         if is_delta and path is not None and chosen in _ERROR_MODES | {"ignore"}:
             from lakefeed.connectors.delta.datasource import table_root
             from lakefeed.connectors.delta.log import is_delta_table

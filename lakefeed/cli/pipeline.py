@@ -142,7 +142,10 @@ def run(
 
             server = start_server(lakehouse, host=ui_host, port=ui_port, token=ui_token)
             console.print(f"web UI: {server.url}")
-        result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+        try:
+            result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+        finally:
+            spark.stop()  # drains the listener bus before this process exits
     except PipelineError as error:
         _fail(error)
         return

@@ -140,3 +140,22 @@ def test_sql_and_python_graph(spark, tmp_path: Path) -> None:
     assert result.problems == []
     assert result.order == ["bronze", "silver", "per_device"]
     assert result.flows["per_device"].output_mode == "overwrite"
+
+
+def test_cli_validate_exit_codes(spark, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lakefeed.cli.main import cli
+
+    body = "():\n    return " + SOURCE + "\n"
+    bad = write(
+        tmp_path / "bad", {"p.py": HEADER + "@lf.table(output_mode='update')\ndef t" + body}
+    )
+    good = write(tmp_path / "good", {"p.py": HEADER + "@lf.table\ndef t" + body})
+    lakehouse = ["--lakehouse", str(tmp_path / "lh")]
+    refused = CliRunner().invoke(cli, ["validate", str(bad), *lakehouse])
+    assert refused.exit_code == 2
+    assert "cannot write a Delta table" in refused.output
+    accepted = CliRunner().invoke(cli, ["validate", str(good), *lakehouse])
+    assert accepted.exit_code == 0, accepted.output
+    assert "pipeline is valid" in accepted.output and "append" in accepted.output

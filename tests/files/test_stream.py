@@ -194,3 +194,26 @@ def test_misuse_refused_before_start(spark, tmp_path: Path) -> None:
     df = read_files(str(land), "json", schema="id BIGINT", **{"cloudFiles.schemaLocation": loc})
     assert df.columns == ["id", "_metadata"]
     assert [r["id"] for r in _all(_drain(df, tmp_path / "cp2"))] == [1]
+
+
+def test_batch_read_reads_every_file_without_consuming(spark, tmp_path: Path) -> None:
+    """A pipeline backfill reads the folder as a batch; the stream's file log is untouched."""
+    land = tmp_path / "land"
+    path = _land(land, "a.json", [{"id": 1}, "{oops"])
+    df = (
+        spark.read.format("cloudFiles")
+        .option("cloudFiles.format", "json")
+        .option("cloudFiles.schemaLocation", str(tmp_path / "s"))
+        .load(str(land))
+    )
+    rows = sorted((r["id"] or "", r["_rescued_data"] or "") for r in df.collect())
+    assert rows == [
+        (
+            "",
+            json.dumps(
+                {"_corrupt_record": "{oops", "_file_path": str(path)}, separators=(",", ":")
+            ),
+        ),
+        ("1", ""),
+    ]
+    assert not (tmp_path / "s" / "_lakefeed_files").exists()

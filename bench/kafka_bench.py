@@ -3,7 +3,9 @@
 Same topic, same machine, one run. The raw baseline consumes every partition with as many
 processes as Spark has cores (``local[N]``), doing the least a consumer can (count messages and
 bytes); the lakefeed legs read the topic with ``trigger(availableNow=True)`` into Spark's
-``noop`` sink and into a Delta table. Rates use the sum of micro-batch execution times from
+``noop`` sink and into a Delta table. A "Spark ceiling" leg feeds pre-built Arrow batches of the
+same schema through a Python data source into ``noop`` (no Kafka): the most any such source can
+reach on this machine. Rates use the sum of micro-batch execution times from
 query progress (the steady state) and wall time including query start-up.
 
     .venv/bin/python bench/kafka_bench.py --messages 1000000 --partitions 4 --cores 2
@@ -190,6 +192,76 @@ def lakefeed_leg(
     return {"messages": rows, "seconds": wall, "rate": rows / busy, "wall_rate": rows / wall}
 
 
+class _CeilingReader:
+    """Pre-built Arrow batches in the Kafka schema: what Spark itself can ingest from a Python
+    data source on this machine, with no Kafka involved (the upper bound of any such source)."""
+
+    def __init__(self, messages: int, partitions: int, size: int) -> None:
+        self.per_partition = messages // partitions
+        self.partitions_count = partitions
+        self.size = size
+
+    def partitions(self) -> list[Any]:
+        from pyspark.sql.datasource import InputPartition
+
+        return [InputPartition(i) for i in range(self.partitions_count)]
+
+    def read(self, partition: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        from lakefeed.connectors.kafka.consume import arrow_schema
+
+        rows = 20_000
+        value = pa.array([b"x" * self.size] * rows, pa.binary())
+        key = pa.array([b"123"] * rows, pa.binary())
+        stamp = pa.array(np.full(rows, 1_700_000_000_000_000), pa.timestamp("us", tz="UTC"))
+        for start in range(0, self.per_partition, rows):
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    key,
+                    value,
+                    pa.repeat("t", rows),
+                    pa.repeat(pa.scalar(partition.value, pa.int32()), rows),
+                    pa.array(np.arange(start, start + rows)),
+                    stamp,
+                    pa.repeat(pa.scalar(0, pa.int32()), rows),
+                ],
+                schema=arrow_schema(False),
+            )
+            yield batch.slice(0, min(rows, self.per_partition - start))
+
+
+def spark_ceiling(spark: Any, messages: int, partitions: int, size: int) -> dict[str, float]:
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    from lakefeed.connectors.kafka.consume import spark_ddl
+
+    class Reader(_CeilingReader, DataSourceReader):
+        pass
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kafka_bench_ceiling"
+
+        def schema(self) -> str:
+            return spark_ddl(False)
+
+        def reader(self, schema: Any) -> Any:
+            return Reader(messages, partitions, size)
+
+    spark.dataSource.register(Ceiling)
+    best = 0.0
+    for _ in range(2):  # the first run warms the workers
+        started = time.perf_counter()
+        spark.read.format("kafka_bench_ceiling").load().write.format("noop").mode(
+            "overwrite"
+        ).save()
+        best = max(best, messages / (time.perf_counter() - started))
+    return {"messages": messages, "seconds": messages / best, "rate": best}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="existing brokers (default: start tansu)")
@@ -234,6 +306,9 @@ def main() -> None:
             except SystemExit as failure:
                 print(f"warm-up failed ({failure}); retrying")
         results["lakefeed -> noop"] = lakefeed_leg(spark, bootstrap, topic, "noop", workdir / "n")
+        results["spark ceiling (no kafka)"] = spark_ceiling(
+            spark, args.messages, args.partitions, args.size
+        )
         if not args.skip_delta:
             results["lakefeed -> delta"] = lakefeed_leg(
                 spark, bootstrap, topic, "delta", workdir / "d"
@@ -246,10 +321,10 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     raw = results["raw confluent-kafka"]["rate"]
-    print(f"\n{'leg':<22}{'messages':>12}{'msg/s':>12}{'ratio':>8}{'wall s':>9}")
+    print(f"\n{'leg':<26}{'messages':>12}{'msg/s':>12}{'ratio':>8}{'wall s':>9}")
     for name, figures in results.items():
         print(
-            f"{name:<22}{figures['messages']:>12,.0f}{figures['rate']:>12,.0f}"
+            f"{name:<26}{figures['messages']:>12,.0f}{figures['rate']:>12,.0f}"
             f"{figures['rate'] / raw:>8.2f}{figures['seconds']:>9.1f}"
         )
     print(

@@ -27,7 +27,7 @@ from typing import Any
 from bench.latency.measure import committed_rows, row_latencies_ms, stats
 from bench.ysb import broker
 from bench.ysb import events as ev
-from bench.ysb.harness import ROOT, leg_env, load_average, machine
+from bench.ysb.harness import ROOT, exit_on_sigterm, kill_group, leg_env, load_average, machine
 
 TRIGGERS = {"default": "5 seconds", "shortest": "0 seconds"}
 TABLE = "ysb_views"
@@ -36,6 +36,7 @@ VIEW = '"event_type": "view"'
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    exit_on_sigterm()
     out: Path = args.out
     campaigns = ev.Campaigns.generate(7)
     campaigns_file = out / "campaigns.json"
@@ -235,8 +236,7 @@ def _stop(leg: subprocess.Popen[bytes]) -> None:
         try:
             leg.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            os.killpg(leg.pid, signal.SIGKILL)
-            leg.wait()
+            kill_group(leg)
 
 
 def _print(r: dict[str, Any]) -> None:

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.nexmark import generate as gen
-from bench.ysb.harness import ROOT, LegRun, bar_chart, load_average, machine, median, run_leg
+from bench.ysb.harness import (
+    ROOT,
+    LegRun,
+    bar_chart,
+    exit_on_sigterm,
+    load_average,
+    machine,
+    median,
+    run_leg,
+)
 
 # nexmark/nexmark README.md, "Benchmark Results" table, column "Throughput/Cores"
 # (file read at commit 0c6d9cf08c9c86485b062d6565cdc06024368558).
@@ -29,6 +38,7 @@ GOLD = {q: f"nexmark_{q}" for q in FLINK_PER_CORE}
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    exit_on_sigterm()
     spec = gen.NexmarkSpec(args.events, rate=args.event_rate)
     bronze = _prepare(spec, args.out / "bronze", args.files)
     expected = gen.expected_rows(spec, args.files)

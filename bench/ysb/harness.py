@@ -7,8 +7,10 @@ other up, and a failing leg is reported instead of ending the run. Shared by ``b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -52,36 +54,52 @@ def run_leg(
     timeout: float,
     env: Mapping[str, str] | None = None,
 ) -> LegRun:
-    """Run ``argv`` from the repository root with ``env`` added; its output goes to ``log``."""
+    """Run ``argv`` from the repository root with ``env`` added; its output goes to ``log``.
+
+    The leg runs in its own process group; a timeout or an interrupted runner kills the whole
+    group (the leg's JVM and Python workers too), so no Spark is left behind.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=ROOT,
+        env=leg_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            list(argv),
-            cwd=ROOT,
-            env=leg_env(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired as expired:
-        log.write_text(_text(expired.stdout) + _text(expired.stderr))
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        stdout, stderr = proc.communicate()
+        log.write_text(stdout + "\n--- stderr ---\n" + stderr)
         return LegRun(leg, error=f"timed out after {timeout:.0f} s (log: {log})")
+    except BaseException:
+        kill_group(proc)
+        raise
     wall = time.perf_counter() - started
-    log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
-    if done.returncode != 0:
-        return LegRun(leg, error=f"exit code {done.returncode} (log: {log})", wall_s=wall)
+    log.write_text(stdout + "\n--- stderr ---\n" + stderr)
+    if proc.returncode != 0:
+        return LegRun(leg, error=f"exit code {proc.returncode} (log: {log})", wall_s=wall)
     try:
-        return LegRun(leg, protocol.parse(done.stdout), wall_s=wall)
+        return LegRun(leg, protocol.parse(stdout), wall_s=wall)
     except RuntimeError:
         return LegRun(leg, error=f"no result line (log: {log})", wall_s=wall)
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data.decode(errors="replace") if isinstance(data, bytes) else data
+def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process started with ``start_new_session=True`` and everything it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so ``with`` blocks stop brokers and legs on the way out."""
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
 
 def ensure_flink_venv() -> Path | None:

@@ -29,6 +29,7 @@ from bench.ysb.harness import (
     LegRun,
     bar_chart,
     ensure_flink_venv,
+    exit_on_sigterm,
     load_average,
     machine,
     median,
@@ -43,6 +44,7 @@ CAMPAIGNS = "campaigns/campaigns.json"
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    exit_on_sigterm()
     out: Path = args.out
     spec = ev.EventSpec(args.events, rate=args.event_rate)
     campaigns = ev.Campaigns.generate(spec.seed)

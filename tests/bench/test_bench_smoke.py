@@ -20,15 +20,22 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 
 def _script(module: str, *args: str, timeout: float = 1100) -> None:
-    done = subprocess.run(
+    """Run a script; on timeout SIGTERM it, so it stops its broker and legs before failing."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         cwd=ROOT,
         env=leg_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, err = proc.communicate(timeout=120)
+        pytest.fail(f"{module} timed out after {timeout:.0f} s:\n{out[-3000:]}{err[-3000:]}")
+    assert proc.returncode == 0, out[-4000:] + err[-4000:]
 
 
 def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:

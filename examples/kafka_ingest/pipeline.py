@@ -43,7 +43,7 @@ def bronze_kafka():
 @lf.expect_or_drop("valid_json", "event_id IS NOT NULL")
 @lf.expect_or_drop("has_device", "device_id IS NOT NULL AND device_id <> ''")
 @lf.expect_or_drop("temp_in_range", "temperature BETWEEN -60 AND 150")
-@lf.expect("battery_ok", "battery >= 0.05")
+@lf.expect("battery_ok", "battery >= 10")  # a percentage: warn on a low battery
 def silver_readings():
     parsed = lf.read_stream("bronze_kafka").select(
         F.from_json("value", PAYLOAD).alias("r"), "partition", "offset", "kafka_time"

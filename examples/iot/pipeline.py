@@ -14,11 +14,8 @@ Configuration (``lakefeed run ... --conf key=value``): ``iot.rowsPerSecond``, ``
 from pyspark.sql import functions as F
 
 import lakefeed as lf
+from lakefeed.connectors.generator.iot import PAYLOAD_DDL
 
-PAYLOAD = (
-    "event_id STRING, device_id STRING, event_time TIMESTAMP, "
-    "temperature DOUBLE, humidity DOUBLE, battery DOUBLE"
-)
 GENERATOR_OPTIONS = (
     "rowsPerSecond",
     "devices",
@@ -60,7 +57,7 @@ def bronze_readings():
 @lf.expect("battery_ok", "battery >= 10")  # a percentage: warn on a low battery
 def silver_readings():
     parsed = lf.read_stream("bronze_readings").select(
-        F.from_json("value", PAYLOAD).alias("r"), "offset", "ingest_time", "value"
+        F.from_json("value", PAYLOAD_DDL).alias("r"), "offset", "ingest_time", "value"
     )
     return (
         parsed.select(

@@ -14,11 +14,7 @@ earliest), ``kafka.maxOffsetsPerTrigger`` (default 50000). See README.md to run 
 from pyspark.sql import functions as F
 
 import lakefeed as lf
-
-PAYLOAD = (
-    "event_id STRING, device_id STRING, event_time TIMESTAMP, "
-    "temperature DOUBLE, humidity DOUBLE, battery DOUBLE"
-)
+from lakefeed.connectors.generator.iot import PAYLOAD_DDL
 
 
 @lf.table(comment="raw Kafka records, exactly once per offset")
@@ -46,7 +42,7 @@ def bronze_kafka():
 @lf.expect("battery_ok", "battery >= 10")  # a percentage: warn on a low battery
 def silver_readings():
     parsed = lf.read_stream("bronze_kafka").select(
-        F.from_json("value", PAYLOAD).alias("r"), "partition", "offset", "kafka_time"
+        F.from_json("value", PAYLOAD_DDL).alias("r"), "partition", "offset", "kafka_time"
     )
     return (
         parsed.select(

@@ -5,16 +5,12 @@ reading can pass). Two flows only: every flow costs Python worker processes."""
 from pyspark.sql import functions as F
 
 import lakefeed as lf
-
-PAYLOAD = (
-    "event_id STRING, device_id STRING, event_time TIMESTAMP, "
-    "temperature DOUBLE, humidity DOUBLE, battery DOUBLE"
-)
+from lakefeed.connectors.generator.iot import PAYLOAD_DDL
 
 
 def parsed():
     raw = lf.source("iot", rowsPerSecond="300", devices="5", malformedRate="0.05")
-    return raw.select(F.from_json("value", PAYLOAD).alias("r")).select("r.*")
+    return raw.select(F.from_json("value", PAYLOAD_DDL).alias("r")).select("r.*")
 
 
 @lf.table(comment="parsed readings, duplicates dropped; bad temperatures are quarantined")

@@ -1,27 +1,66 @@
-"""lakefeed: streaming lakehouse pipelines on PySpark Structured Streaming and Delta Lake."""
+"""lakefeed: streaming lakehouse pipelines on PySpark Structured Streaming and Delta Lake.
 
-from lakefeed.connectors.files import read_files as read_files
-from lakefeed.connectors.kafka import read_kafka as read_kafka
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline.api import (
-    config,
-    expect,
-    expect_all,
-    expect_all_or_drop,
-    expect_all_or_fail,
-    expect_or_drop,
-    expect_or_fail,
-    materialized_view,
-    read,
-    read_stream,
-    source,
-    table,
-    view,
-)
-from lakefeed.pipeline.context import FlowContext, current_flow
-from lakefeed.pipeline.graph import PipelineError
-from lakefeed.pipeline.loader import load_pipeline
-from lakefeed.session import active_spark, spark_session
+The public names load on first use: Spark's Python workers import ``lakefeed`` to reach one
+connector module, and must not pay for the pipeline API, every connector and the CLI on each
+process start.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakefeed.connectors.files import read_files
+    from lakefeed.connectors.kafka import read_kafka
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.pipeline.api import (
+        config,
+        expect,
+        expect_all,
+        expect_all_or_drop,
+        expect_all_or_fail,
+        expect_or_drop,
+        expect_or_fail,
+        materialized_view,
+        read,
+        read_stream,
+        source,
+        table,
+        view,
+    )
+    from lakefeed.pipeline.context import FlowContext, current_flow
+    from lakefeed.pipeline.graph import PipelineError
+    from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed.session import active_spark, spark_session
+
+_PIPELINE_API = [
+    "config",
+    "expect",
+    "expect_all",
+    "expect_all_or_drop",
+    "expect_all_or_fail",
+    "expect_or_drop",
+    "expect_or_fail",
+    "materialized_view",
+    "read",
+    "read_stream",
+    "source",
+    "table",
+    "view",
+]
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(_PIPELINE_API, "lakefeed.pipeline.api"),
+    "read_files": "lakefeed.connectors.files",
+    "read_kafka": "lakefeed.connectors.kafka",
+    "Lakehouse": "lakefeed.lakehouse",
+    "FlowContext": "lakefeed.pipeline.context",
+    "current_flow": "lakefeed.pipeline.context",
+    "PipelineError": "lakefeed.pipeline.graph",
+    "load_pipeline": "lakefeed.pipeline.loader",
+    "active_spark": "lakefeed.session",
+    "spark_session": "lakefeed.session",
+}
 
 __all__ = [
     "FlowContext",
@@ -39,6 +78,8 @@ __all__ = [
     "load_pipeline",
     "materialized_view",
     "read",
+    "read_files",
+    "read_kafka",
     "read_stream",
     "source",
     "spark_session",
@@ -46,3 +87,12 @@ __all__ = [
     "view",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lakefeed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

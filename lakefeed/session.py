@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from lakefeed.spark_home import compiled_spark_home
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 DEFAULT_CONF: dict[str, str] = {
@@ -47,6 +49,12 @@ def spark_session(
     if master is not None and master.startswith("local"):
         # A local session has no business on any interface but loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "SPARK_HOME" not in os.environ and SparkSession.getActiveSession() is None:
+        # Python workers then import compiled pyspark, not the zip (see lakefeed.spark_home);
+        # a user's own SPARK_HOME always wins.
+        home = compiled_spark_home()
+        if home is not None:
+            os.environ["SPARK_HOME"] = home
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

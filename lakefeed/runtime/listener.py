@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -10,6 +11,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from lakefeed.observe.event_log import EventLog
 from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
+from lakefeed.runtime.skipped import report_skipped_files
 
 log = get_logger(__name__)
 
@@ -27,12 +29,22 @@ def expectation_event(
 
 
 class ProgressListener(StreamingQueryListener):
-    """Runs on the driver; only this run's queries (by name) are recorded."""
+    """Runs on the driver; only this run's queries (by name) are recorded.
+
+    Spark delivers progress on its listener bus, after the batch: a query that ends (an
+    available-now run, a stop) can be gone before its last progress arrives. ``catch_up`` records
+    what the bus has not delivered yet from the query's own recent progress; each batch is
+    recorded once, whichever path sees it first.
+    """
 
     def __init__(self, events: EventLog, rules: Mapping[str, list[Expectation]]) -> None:
         self.events = events
         self.rules = dict(rules)
         self.flows: set[str] = set()
+        # External sources per flow (from the evaluator), for skipped-file events.
+        self.sources: dict[str, list[tuple[str, dict[str, str]]]] = {}
+        self._recorded: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001
         pass
@@ -49,10 +61,20 @@ class ProgressListener(StreamingQueryListener):
         except Exception:  # a listener must never take the pipeline down
             log.exception("could not record query progress")
 
+    def catch_up(self, query) -> None:  # noqa: ANN001
+        """Record the progress of ``query``'s batches that the listener bus has not delivered."""
+        for progress in query.recentProgress:
+            self._record(progress)
+
     def _record(self, progress) -> None:  # noqa: ANN001
         flow = progress.name
         if flow not in self.flows:
             return
+        with self._lock:
+            key = (str(progress.runId), int(progress.batchId))
+            if key in self._recorded:
+                return
+            self._recorded.add(key)
         details = json.loads(progress.json)
         self.events.emit(
             "flow_progress",
@@ -60,6 +82,7 @@ class ProgressListener(StreamingQueryListener):
             flow=flow,
             details=details,
         )
+        report_skipped_files(self.events, flow, self.sources.get(flow, []), progress.batchId)
         observed = (progress.observedMetrics or {}).get(OBSERVATION_NAME)
         rules = self.rules.get(flow) or []
         if observed is not None and rules:

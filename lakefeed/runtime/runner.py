@@ -39,6 +39,7 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
 from lakefeed.runtime.evaluate import Evaluator, is_delta_table, table_has_rows
 from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 
 log = get_logger(__name__)
@@ -73,6 +74,7 @@ class FlowState:
     restart_at: float | None = None
     failed: bool = False
     frame: DataFrame | None = None  # evaluated by _prepare; a restart evaluates afresh
+    sources: list[tuple[str, dict[str, str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -105,6 +107,7 @@ class PipelineRunner:
         self._stop = threading.Event()
         self._stop_reason = "completed"
         self.validation: Validation | None = None
+        self.listener: ProgressListener | None = None
 
     # -- public
 
@@ -131,7 +134,7 @@ class PipelineRunner:
             },
         )
         result = RunResult(self.events.run_id)
-        listener = ProgressListener(
+        listener = self.listener = ProgressListener(
             self.events, {n: d.expectations for n, d in self.pipeline.datasets.items()}
         )
         self.spark.streams.addListener(listener)
@@ -143,6 +146,7 @@ class PipelineRunner:
             else:
                 self._prepare(validation)
                 listener.flows = set(self.flows)
+                listener.sources = {n: s.sources for n, s in self.flows.items()}
                 if self.options.mode == "continuous":
                     self._continuous(validation)
                 else:
@@ -232,7 +236,8 @@ class PipelineRunner:
             self._create_if_missing(dataset, frame)
             if dataset.kind == "table":
                 problems.extend(self._guard(dataset, plan))
-                self.flows[dataset.name] = FlowState(dataset, plan, frame=frame)
+                sources = evaluator.sources.get(dataset.name, [])
+                self.flows[dataset.name] = FlowState(dataset, plan, frame=frame, sources=sources)
         if problems:
             raise PipelineError(problems)
 
@@ -409,6 +414,7 @@ class PipelineRunner:
         """Handle a query that ended: True if it ended cleanly, else schedule a restart."""
         query = state.query
         assert query is not None
+        self._catch_up(query)
         error = query.exception()
         state.query = None
         name = state.dataset.name
@@ -452,6 +458,7 @@ class PipelineRunner:
             if query is None:
                 continue
             _graceful_stop(query, self.options.stop_timeout)
+            self._catch_up(query)
             state.query = None
             self.events.emit(
                 "flow_stop",
@@ -459,6 +466,13 @@ class PipelineRunner:
                 flow=state.dataset.name,
                 details={"target": state.dataset.name},
             )
+
+    def _catch_up(self, query: StreamingQuery) -> None:
+        if self.listener is not None:
+            try:
+                self.listener.catch_up(query)
+            except Exception:  # observability must never fail the run
+                log.exception("could not record the last progress of a flow")
 
     def _tick(self) -> None:
         if self.on_tick is not None:
@@ -476,6 +490,8 @@ class PipelineRunner:
         if frame is None:
             raise PipelineError([evaluator.errors.get(dataset.name, dataset.name)])
         self.write_batch(dataset, frame)
+        sources = evaluator.sources.get(dataset.name, [])
+        report_skipped_files(self.events, dataset.name, sources, None)
 
     def write_batch(self, dataset: Dataset, frame: DataFrame) -> None:
         rules = dataset.expectations

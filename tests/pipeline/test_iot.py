@@ -78,6 +78,13 @@ def test_event_log_records_graph_progress_and_expectations(iot: Lakehouse) -> No
         "gold_device_5min",
     }
     assert all("numInputRows" in e["details"] for e in progress)
+    # Every committed batch has its progress, the last one of each flow included (an
+    # available-now query ends before Spark's listener bus delivers it).
+    for flow in ("bronze_readings", "silver_readings", "gold_device_5min"):
+        commits = (iot.checkpoint_path(flow) / "commits").iterdir()
+        committed = {int(p.name) for p in commits if p.name.isdigit()}
+        recorded = [e["details"]["batchId"] for e in progress if e["flow"] == flow]
+        assert sorted(recorded) == sorted(committed), flow
     checks = [e["details"] for e in events if e["event_type"] == "expectations"]
     assert checks and all(c["table"] == "silver_readings" for c in checks)
     total = sum(c["quarantined"] for c in checks)

@@ -142,20 +142,37 @@ def test_merge_schema_and_refusals_in_streams(spark, tmp_path: Path) -> None:
             writer = writer.option("checkpointLocation", str(tmp_path / cp))
         return writer.start(str(dst))
 
-    with pytest.raises(Exception, match="mergeSchema"):
-        _run(start("a"))
-    with pytest.raises(Exception, match="checkpointLocation"):
-        _run(start(""))
+    # Refused by start() itself, before any query (or checkpoint) exists.
+    with pytest.raises(ValueError, match="mergeSchema"):
+        start("a")
+    with pytest.raises(ValueError, match="checkpointLocation"):
+        start("")
+    assert spark.streams.active == [] and not (tmp_path / "a").exists()
     _run(start("b", mergeSchema="true"))
     assert DeltaTable(str(dst)).schema().to_arrow().names == ["id", "k"]
     assert len(_ids(dst)) == 5
     bad = spark.readStream.format("delta").load(str(src)).selectExpr("cast(id as string) as id")
-    query = (
-        bad.writeStream.format("delta")
-        .option("checkpointLocation", str(tmp_path / "c"))
-        .option("mergeSchema", "true")
-        .trigger(availableNow=True)
-        .start(str(dst))
+    with pytest.raises(ValueError, match="incompatible type change"):
+        bad.writeStream.format("delta").options(
+            checkpointLocation=str(tmp_path / "c"), mergeSchema=True
+        ).trigger(availableNow=True).start(str(dst))
+
+
+def test_start_keyword_options_and_partition_by_reach_the_sink(spark, tmp_path: Path) -> None:
+    """``start(path, partitionBy=..., checkpointLocation=...)``: Spark drops partitionBy for
+    Python sinks; lakefeed carries it, and options given to start() count for the checks."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _source(src, 2)
+    _run(
+        spark.readStream.format("delta")
+        .load(str(src))
+        .writeStream.trigger(availableNow=True)
+        .start(
+            str(dst),
+            format="delta",
+            partitionBy=["k"],
+            checkpointLocation=str(tmp_path / "cp"),
+        )
     )
-    with pytest.raises(Exception, match="incompatible type change"):
-        _run(query)
+    assert _ids(dst) == list(range(6))
+    assert DeltaTable(str(dst)).metadata().partition_columns == ["k"]

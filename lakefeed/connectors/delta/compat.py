@@ -4,7 +4,10 @@ Spark drops ``partitionBy()`` for Python sinks and refuses the default save mode
 (ErrorIfExists) and ``ignore`` for Python data sources. These wrappers keep the user's code
 as it is: ``partitionBy`` also sets the ``partitionBy`` option, and for ``format("delta")``
 the error/ignore modes are decided here (the table exists or not) and written as an append.
-Installed once by ``register(spark)``; other formats pass through untouched.
+A Python sink sees its options only when the first micro-batch is planned, so a stream write
+to ``delta`` is checked in ``start()`` (checkpoint, schema, partitions) and misuse is refused
+before any query exists. Installed once by ``register(spark)``; other formats pass through
+untouched.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ def _partition_by(original: Callable) -> Callable:
     def partition_by(self: Any, *cols: Any) -> Any:
         names = _names(cols)
         if getattr(self, "_lakefeed_format", None) == "delta" and names:
-            # Spark refuses partitioning for a batch write to a Python data source: the
-            # option alone carries it (a stream writer never gets here: no format memory).
+            # Spark refuses partitioning for a batch write to a Python data source and drops
+            # it for a stream: the option alone carries it.
             return self.option("partitionBy", ",".join(names))
         result = original(self, *cols)
         return result.option("partitionBy", ",".join(names)) if names else result
@@ -98,9 +101,67 @@ def _save(original: Callable) -> Callable:
     return save
 
 
+def _record_option(original: Callable) -> Callable:
+    def record(self: Any, key: str, value: Any) -> Any:
+        _recorded(self)[str(key)] = _text(value)
+        return original(self, key, value)
+
+    return record
+
+
+def _record_options(original: Callable) -> Callable:
+    def record(self: Any, **options: Any) -> Any:
+        _recorded(self).update({k: _text(v) for k, v in options.items()})
+        return original(self, **options)
+
+    return record
+
+
+def _recorded(writer: Any) -> dict[str, str]:
+    if not hasattr(writer, "_lakefeed_options"):
+        writer._lakefeed_options = {}
+    return writer._lakefeed_options
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _start(original: Callable) -> Callable:
+    def start(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: Any = None,
+        queryName: str | None = None,
+        **options: Any,
+    ) -> Any:
+        chosen = (format or getattr(self, "_lakefeed_format", None) or "").lower()
+        if chosen == "delta":
+            from lakefeed.connectors.delta.datasource import check_stream_write
+
+            if partitionBy:
+                self.partitionBy(partitionBy)
+                partitionBy = None
+            every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}}
+            if path is not None:
+                every["path"] = path
+            mode = (outputMode or getattr(self, "_lakefeed_mode", None) or "append").lower()
+            check_stream_write(every, self._df.schema, complete=mode == "complete")
+        return original(self, path, format, outputMode, partitionBy, queryName, **options)
+
+    return start
+
+
 def install() -> None:
     """Install the wrappers (idempotent)."""
     _wrap(DataStreamWriter, "partitionBy", _partition_by)
+    _wrap(DataStreamWriter, "format", _remember("_lakefeed_format"))
+    _wrap(DataStreamWriter, "outputMode", _remember("_lakefeed_mode"))
+    _wrap(DataStreamWriter, "option", _record_option)
+    _wrap(DataStreamWriter, "options", _record_options)
+    _wrap(DataStreamWriter, "start", _start)
     _wrap(DataFrameWriter, "partitionBy", _partition_by)
     _wrap(DataFrameWriter, "format", _remember("_lakefeed_format"))
     _wrap(DataFrameWriter, "mode", _remember("_lakefeed_mode"))

@@ -210,15 +210,25 @@ def _write_spec(
     return spec
 
 
+CHECKPOINT_NEEDED = (
+    "a streaming write to Delta needs a checkpoint: set "
+    '.option("checkpointLocation", "<folder>") on the writeStream (the session-wide '
+    "spark.sql.streaming.checkpointLocation is not visible to Python sinks)"
+)
+
+
+def check_stream_write(options: Mapping[str, str], schema: StructType, complete: bool) -> None:
+    """What the first micro-batch would refuse, refused before the query starts instead."""
+    if not option(options, "checkpointLocation"):
+        raise ValueError(CHECKPOINT_NEEDED)
+    _write_spec(options, schema, complete, operation="STREAMING UPDATE")
+
+
 def query_id(options: Mapping[str, str]) -> str:
     """The streaming query's stable id, from ``<checkpointLocation>/metadata``."""
     location = option(options, "checkpointLocation")
     if not location:
-        raise ValueError(
-            "a streaming write to Delta needs a checkpoint: set "
-            '.option("checkpointLocation", "<folder>") on the writeStream (the session-wide '
-            "spark.sql.streaming.checkpointLocation is not visible to Python sinks)"
-        )
+        raise ValueError(CHECKPOINT_NEEDED)
     if "://" in location or location.startswith("file:"):
         location = unquote(urlparse(location).path)
     with open(os.path.join(location, "metadata"), encoding="utf-8") as handle:

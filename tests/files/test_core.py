@@ -22,7 +22,8 @@ from pyspark.sql.types import (
 )
 
 from lakefeed.connectors.files.cleanup import clean_committed
-from lakefeed.connectors.files.filelog import FileEntry, FileLog, state_dir
+from lakefeed.connectors.files.filelog import FileEntry, FileLog, list_files, state_dir
+from lakefeed.connectors.files.globs import PathMatcher, glob_regex
 from lakefeed.connectors.files.options import FileSourceOptions, OptionError, parse_bytes
 from lakefeed.connectors.files.readers import (
     BadRecordsError,
@@ -102,19 +103,71 @@ def test_file_log_discovers_each_file_once_and_survives_a_torn_append(tmp_path: 
     (land / "_SUCCESS").write_text("")
     (land / "notes.txt").write_text("x")
     location = str(tmp_path / "schema")
-    log = FileLog.open(location, str(land), include_existing=True)
-    assert log.discover(str(land), "*.json", recursive=True) == 2
-    assert log.discover(str(land), "*.json", recursive=True) == 0
+    json_files = PathMatcher.of(str(land), "*.json", recursive=True)
+    log = FileLog.open(location, json_files, include_existing=True)
+    assert log.discover() == 2
+    assert log.discover() == 0
     (land / "four.json").write_text("{}\n")
-    assert log.discover(str(land), "*.json", recursive=True) == 1
+    assert log.discover() == 1
     assert [Path(e.path).name for e in log.entries(0, 3)][-1] == "four.json"
     # A kill -9 in the middle of an append leaves half a line: it is dropped on reopen.
     with (state_dir(location) / "files.log").open("a") as f:
         f.write('["/x/half.json", 3')
-    reopened = FileLog.open(location, str(land), include_existing=True)
+    reopened = FileLog.open(location, json_files, include_existing=True)
     assert len(reopened) == 3 and reopened.source_id == log.source_id
-    assert reopened.discover(str(land), "*.json", recursive=True) == 0
-    assert log.discover(str(land), None, recursive=False) == 1  # notes.txt, top level only
+    assert reopened.discover() == 0
+    top_level = PathMatcher.of(str(land), None, recursive=False)
+    assert sorted(Path(e.path).name for e in list_files(top_level)) == [
+        "four.json",
+        "notes.txt",
+        "one.json",
+    ]
+
+
+def test_hadoop_glob_alternation_in_filter_and_load_path(tmp_path: Path) -> None:
+    assert glob_regex("*.{json,jsonl}").fullmatch("a.jsonl")
+    assert not glob_regex("*.{json,jsonl}").fullmatch("a.csv")
+    assert glob_regex("{a{1,2},b}?.[^x]").fullmatch("a2z.y")
+    assert glob_regex(r"\{x\}").fullmatch("{x}")
+    land = tmp_path / "land"
+    for rel in [
+        "2026-01/a.json",
+        "2026-01/b.jsonl",
+        "2026-01/c.csv",
+        "2026-02/d.json",
+        "2025-12/e.json",
+        "2026-01/deep/f.json",
+        "top.json",
+    ]:
+        (land / rel).parent.mkdir(parents=True, exist_ok=True)
+        (land / rel).write_text("{}\n")
+
+    def names(path: Path, name_glob: str | None = None, recursive: bool = True) -> list[str]:
+        found = list_files(PathMatcher.of(str(path), name_glob, recursive))
+        return sorted(os.path.relpath(e.path, land) for e in found)
+
+    assert names(land, "*.{json,jsonl}", recursive=False) == ["top.json"]
+    assert names(land / "2026-01", "*.{json,jsonl}") == [
+        "2026-01/a.json",
+        "2026-01/b.jsonl",
+        "2026-01/deep/f.json",
+    ]
+    # A glob segment that matches folders selects the files below them.
+    assert names(land / "2026-{01,02}", "*.json", recursive=False) == [
+        "2026-01/a.json",
+        "2026-02/d.json",
+    ]
+    assert names(land / "*" / "*.{jsonl,csv}") == ["2026-01/b.jsonl", "2026-01/c.csv"]
+    with pytest.raises(OptionError, match="unclosed"):
+        _opts(land, pathGlobFilter="*.{json")
+    # The stream's file log discovers through the same glob, once per file.
+    log = FileLog.open(
+        str(tmp_path / "s"), _opts(land / "20*", pathGlobFilter="*.json").matcher, True
+    )
+    assert log.discover() == 4 and log.discover() == 0
+    (land / "2026-02" / "g.json").write_text("{}\n")
+    (land / "2026-02" / "h.txt").write_text("x")
+    assert log.discover() == 1 and log.entries(4, 5)[0].path.endswith("g.json")
 
 
 def test_file_log_include_existing_false_and_wrong_source(tmp_path: Path) -> None:
@@ -122,12 +175,12 @@ def test_file_log_include_existing_false_and_wrong_source(tmp_path: Path) -> Non
     land.mkdir()
     (land / "old.json").write_text("{}\n")
     location = str(tmp_path / "schema")
-    log = FileLog.open(location, str(land), include_existing=False)
+    log = FileLog.open(location, PathMatcher.of(str(land), None, True), include_existing=False)
     (land / "new.json").write_text("{}\n")
-    assert log.discover(str(land), None, True) == 1
+    assert log.discover() == 1
     assert Path(log.entries(0, 1)[0].path).name == "new.json"
     with pytest.raises(OptionError, match="belongs to a stream over"):
-        FileLog.open(location, str(tmp_path / "elsewhere"), include_existing=True)
+        FileLog.open(location, PathMatcher.of(str(tmp_path / "x"), None, True), True)
 
 
 def test_batch_limits_and_partition_packing() -> None:

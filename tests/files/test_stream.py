@@ -81,6 +81,15 @@ def test_incremental_discovery_limits_glob_and_existing(spark, tmp_path: Path) -
     assert sorted(r["id"] for r in _all(again)) == ["5", "6"]  # only the new file
 
 
+def test_load_path_glob_and_filter_with_alternation(spark, tmp_path: Path) -> None:
+    land = tmp_path / "land"
+    for name in ["a/1.json", "a/2.jsonl", "b/3.json", "c/4.json", "a/5.txt"]:
+        _land(land, name, [{"id": int(name[2])}])
+    df = _reader(spark, land / "{a,b}", tmp_path / "schema", pathGlobFilter="*.{json,jsonl}")
+    rows = _all(_drain(df, tmp_path / "cp"))
+    assert sorted(r["id"] for r in rows) == ["1", "2", "3"]
+
+
 def test_add_new_columns_stops_then_restart_includes_them(spark, tmp_path: Path) -> None:
     land, schema = tmp_path / "land", tmp_path / "schema"
     _land(land, "a.json", [{"id": 1}, {"id": 2}])

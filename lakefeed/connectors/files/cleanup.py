@@ -34,7 +34,7 @@ def clean_committed(entries: Sequence[FileEntry], opts: FileSourceOptions) -> No
                     os.unlink(entry.path)
             elif opts.clean_source == "MOVE":
                 assert opts.move_destination is not None
-                target = archive_path(entry, opts.path, opts.move_destination)
+                target = archive_path(entry, opts.matcher.base, opts.move_destination)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with contextlib.suppress(FileNotFoundError):
                     shutil.move(entry.path, target)

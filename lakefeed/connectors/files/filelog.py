@@ -6,24 +6,23 @@ is the files with index in ``[start, end)``. Lines are never rewritten, so a bat
 the checkpoint after a crash reads exactly the same files, and a file appended but not yet in
 any offset is simply picked up by the next batch: nothing skipped, nothing repeated.
 
-A batch costs one directory listing plus a set lookup per listed path: the set of seen paths is
-loaded once per stream (the driver-side reader lives in one long-lived process), never rebuilt
-from per-file records.
+A batch costs one directory listing: the names already seen are kept per folder, loaded once
+per stream (the driver-side reader lives in one long-lived process), and subtracted from each
+folder's listing as a set, so only new names cost Python work and a stat (see ``globs.scan``).
 """
 
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from lakefeed.connectors.files.globs import ListingCache, PathMatcher, scan
 from lakefeed.connectors.files.options import OptionError
 
 STATE_DIR = "_lakefeed_files"
@@ -50,28 +49,15 @@ def state_dir(schema_location: str | Path) -> Path:
     return Path(schema_location) / STATE_DIR
 
 
-def _visible(name: str) -> bool:
-    # Spark's file sources skip these too: temp files being written, _SUCCESS, .crc, ...
-    return not name.startswith((".", "_"))
+def list_files(matcher: PathMatcher) -> list[FileEntry]:
+    """Every file ``matcher`` selects, oldest first (a batch read, schema inference)."""
+    return _entries(scan(matcher, ListingCache.empty()))
 
 
-def list_files(root: str | Path, glob: str | None, recursive: bool) -> Iterator[os.DirEntry[str]]:
-    """Files under ``root`` (hidden and ``_`` names skipped), ``glob`` matched on the file name."""
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            if not _visible(entry.name):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if recursive:
-                    stack.append(entry.path)
-            elif glob is None or fnmatch.fnmatchcase(entry.name, glob):
-                yield entry
+def _entries(found: list[tuple[str, os.stat_result]]) -> list[FileEntry]:
+    entries = [FileEntry(path, st.st_size, st.st_mtime_ns // 1_000_000) for path, st in found]
+    entries.sort(key=lambda e: (e.mtime_ms, e.path))
+    return entries
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -86,14 +72,26 @@ def _atomic_write(path: Path, text: str) -> None:
 class FileLog:
     """Append-only log of discovered files for one stream (one schema location)."""
 
-    def __init__(self, folder: Path, source_id: str, seen: set[str], entries: list[FileEntry]):
+    def __init__(
+        self,
+        folder: Path,
+        source_id: str,
+        matcher: PathMatcher,
+        seen: list[str],
+        entries: list[FileEntry],
+    ):
         self.folder = folder
         self.source_id = source_id
-        self._seen = seen
+        self.matcher = matcher
+        self._cache = ListingCache.empty()
+        for path in seen:
+            self._cache.remember(path)
+        for entry in entries:
+            self._cache.remember(entry.path)
         self._entries = entries
 
     @classmethod
-    def open(cls, schema_location: str, source_path: str, include_existing: bool) -> FileLog:
+    def open(cls, schema_location: str, matcher: PathMatcher, include_existing: bool) -> FileLog:
         """Load the log, creating it (and the include-existing baseline) on first use."""
         folder = state_dir(schema_location)
         folder.mkdir(parents=True, exist_ok=True)
@@ -101,23 +99,20 @@ class FileLog:
         if not meta_path.exists():
             if not include_existing:
                 # Files present at the first start are marked seen, never ingested.
-                existing = "".join(e.path + "\n" for e in list_files(source_path, None, True))
+                existing = "".join(e.path + "\n" for e in list_files(matcher))
                 _atomic_write(folder / "existing.txt", existing)
-            meta = {"source_id": uuid.uuid4().hex, "path": source_path}
+            meta = {"source_id": uuid.uuid4().hex, "path": matcher.path}
             _atomic_write(meta_path, json.dumps(meta))
         meta = json.loads(meta_path.read_text())
-        if meta["path"] != source_path:
+        if meta["path"] != matcher.path:
             raise OptionError(
                 f"cloudFiles.schemaLocation {schema_location} belongs to a stream over "
-                f"{meta['path']}, not {source_path}: give each stream its own schema location"
+                f"{meta['path']}, not {matcher.path}: give each stream its own schema location"
             )
-        seen: set[str] = set()
         existing_file = folder / "existing.txt"
-        if existing_file.exists():
-            seen.update(existing_file.read_text().splitlines())
+        seen = existing_file.read_text().splitlines() if existing_file.exists() else []
         entries = _read_entries(folder / "files.log")
-        seen.update(e.path for e in entries)
-        return cls(folder, meta["source_id"], seen, entries)
+        return cls(folder, meta["source_id"], matcher, seen, entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -125,19 +120,10 @@ class FileLog:
     def entries(self, start: int, end: int) -> list[FileEntry]:
         return self._entries[start:end]
 
-    def discover(self, root: str, glob: str | None, recursive: bool) -> int:
-        """List ``root`` once, append unseen files to the log (durably); returns how many."""
-        found: list[FileEntry] = []
-        for entry in list_files(root, glob, recursive):
-            if entry.path in self._seen:
-                continue
-            try:
-                stat = entry.stat()
-            except FileNotFoundError:  # deleted between listing and stat
-                continue
-            found.append(FileEntry(entry.path, stat.st_size, stat.st_mtime_ns // 1_000_000))
+    def discover(self) -> int:
+        """List the source once, append unseen files to the log (durably); returns how many."""
+        found = _entries(scan(self.matcher, self._cache))
         if found:
-            found.sort(key=lambda e: (e.mtime_ms, e.path))
             self._append(found)
         return len(found)
 
@@ -148,7 +134,8 @@ class FileLog:
             # The offset Spark checkpoints next points into these lines: they must survive.
             os.fsync(out.fileno())
         self._entries.extend(found)
-        self._seen.update(e.path for e in found)
+        for entry in found:
+            self._cache.remember(entry.path)
 
 
 def _read_entries(path: Path) -> list[FileEntry]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakefeed.connectors.files.globs import GlobError, PathMatcher
+
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 CLEAN_MODES = ("OFF", "DELETE", "MOVE")
@@ -133,6 +135,7 @@ class FileSourceOptions:
     escape: str | None
     multi_line: bool
     schema_ddl: str | None
+    matcher: PathMatcher
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FileSourceOptions:
@@ -165,16 +168,23 @@ class FileSourceOptions:
         max_bytes = opts.get("cloudfiles.maxbytespertrigger")
         rescue = opts.get("rescueddatacolumn")
         location = opts.get("cloudfiles.schemalocation")
+        source = local_path(path)
+        glob = opts.get("pathglobfilter")
+        # Auto Loader always discovers files in sub-folders; Spark's option can turn it off.
+        recursive = _bool(opts, "recursiveFileLookup", True)
+        try:
+            matcher = PathMatcher.of(source, glob, recursive)
+        except GlobError as error:
+            raise OptionError(f"{error} (load path or pathGlobFilter)") from None
         return cls(
-            path=local_path(path),
+            path=source,
             format=fmt,
             schema_location=local_path(location) if location else None,
             max_files_per_trigger=_positive_int(opts, "cloudFiles.maxFilesPerTrigger"),
             max_bytes_per_trigger=parse_bytes(max_bytes) if max_bytes else None,
             include_existing_files=_bool(opts, "cloudFiles.includeExistingFiles", True),
-            path_glob_filter=opts.get("pathglobfilter"),
-            # Auto Loader always discovers files in sub-folders; Spark's option can turn it off.
-            recursive=_bool(opts, "recursiveFileLookup", True),
+            path_glob_filter=glob,
+            recursive=recursive,
             schema_hints=opts.get("cloudfiles.schemahints"),
             infer_column_types=_bool(opts, "cloudFiles.inferColumnTypes", fmt == "parquet"),
             evolution_mode=mode,
@@ -192,6 +202,7 @@ class FileSourceOptions:
             escape=opts.get("escape"),
             multi_line=_bool(opts, "multiLine", False),
             schema_ddl=opts.get("lakefeed.schema"),
+            matcher=matcher,
         )
 
     def require_schema_location(self) -> str:

@@ -125,7 +125,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._log is None:
             location = self.opts.require_schema_location()
             self._lock = acquire_lock(state_dir(location))
-            self._log = FileLog.open(location, self.opts.path, self.opts.include_existing_files)
+            self._log = FileLog.open(location, self.opts.matcher, self.opts.include_existing_files)
         return self._log
 
     def _offset(self, index: int) -> dict[str, Any]:
@@ -151,7 +151,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadMaxFiles(self.opts.max_files_per_trigger or DEFAULT_MAX_FILES)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.filelog.discover(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
+        self.filelog.discover()
         self._target = len(self.filelog)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -162,7 +162,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._committed(begin)
         filelog = self.filelog
         if self._target is None:
-            filelog.discover(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
+            filelog.discover()
         top = len(filelog) if self._target is None else self._target
         if begin >= top:
             return start
@@ -226,13 +226,7 @@ class CloudFilesBatchReader(DataSourceReader):
         self.plan = plan
 
     def partitions(self) -> Sequence[InputPartition]:
-        found = [
-            FileEntry(e.path, st.st_size, st.st_mtime_ns // 1_000_000)
-            for e in list_files(self.opts.path, self.opts.path_glob_filter, self.opts.recursive)
-            for st in [e.stat()]
-        ]
-        found.sort(key=lambda e: (e.mtime_ms, e.path))
-        return plan_partitions(found, slots=_default_slots())
+        return plan_partitions(list_files(self.opts.matcher), slots=_default_slots())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.plan)
@@ -359,10 +353,7 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
     latest = store.latest()
     if latest is not None:
         return latest[1]
-    entries = []
-    for entry in list_files(opts.path, opts.path_glob_filter, opts.recursive):
-        entries.append((entry.stat().st_mtime_ns, entry.path))
-    sample = [path for _, path in sorted(entries)[: opts.sample_files]]
+    sample = [entry.path for entry in list_files(opts.matcher)[: opts.sample_files]]
     if not sample:
         raise OptionError(
             f"no {opts.format} files under {opts.path} to infer a schema from: land a first file, "
@@ -380,7 +371,7 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
 
 
 def _check_move_destination(opts: FileSourceOptions) -> None:
-    source = Path(opts.path)
+    source = Path(opts.matcher.base)
     target = Path(opts.move_destination or "")
     if target == source or source in target.parents:
         raise OptionError(

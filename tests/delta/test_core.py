@@ -293,6 +293,46 @@ def test_unreadable_features_are_refused(tmp_path: Path) -> None:
         log.open_table(root)
 
 
+def test_column_mapping_tables_are_refused(tmp_path: Path) -> None:
+    """delta-rs cannot turn column mapping on, so the commit Spark would write is written here:
+    physical column names differ from logical ones, and reading Parquet directly would be
+    wrong."""
+    _rs_table(tmp_path, 1)
+    field = {
+        "name": "id",
+        "type": "long",
+        "nullable": True,
+        "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"},
+    }
+    actions = [
+        {"commitInfo": {"timestamp": 0, "operation": "SET TBLPROPERTIES"}},
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["columnMapping"],
+                "writerFeatures": ["columnMapping"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "cm",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps({"type": "struct", "fields": [field]}),
+                "partitionColumns": [],
+                "configuration": {"delta.columnMapping.mode": "name"},
+                "createdTime": 0,
+            }
+        },
+    ]
+    version = log.latest_version(str(tmp_path))
+    assert version is not None
+    with open(log.commit_path(str(tmp_path), version + 1), "w", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(a) + "\n" for a in actions))
+    with pytest.raises(log.DeltaSourceError, match="column mapping .mode 'name'"):
+        log.open_table(str(tmp_path))
+
+
 def test_pruning_by_partition_and_stats(tmp_path: Path) -> None:
     for day in (1, 2, 3):
         data = pa.table(

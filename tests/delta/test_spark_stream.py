@@ -47,8 +47,8 @@ def test_stream_delta_to_delta_with_file_limit_partitions_and_txn(spark, tmp_pat
     src, dst, cp = tmp_path / "src", tmp_path / "dst", tmp_path / "cp"
     _source(src, 3)
 
-    def run() -> None:
-        _run(
+    def run():  # noqa: ANN202
+        query = (
             spark.readStream.format("delta")
             .option("maxFilesPerTrigger", 2)
             .load(str(src))
@@ -58,8 +58,13 @@ def test_stream_delta_to_delta_with_file_limit_partitions_and_txn(spark, tmp_pat
             .trigger(availableNow=True)
             .start(str(dst))
         )
+        _run(query)
+        return query
 
-    run()
+    first = run().recentProgress[0]["sources"][0]
+    # Progress reports how far the table is ahead of the batch (reportLatestOffset).
+    assert json.loads(first["endOffset"])["reservoirVersion"] == 2
+    assert json.loads(first["latestOffset"])["reservoirVersion"] == 3
     assert _ids(dst) == list(range(9))
     assert DeltaTable(str(dst)).metadata().partition_columns == ["k"]
     query_id = json.loads((cp / "metadata").read_text())["id"]

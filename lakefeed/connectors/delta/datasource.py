@@ -422,6 +422,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.open_table(self.root)
         offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
         self.available_now: int | None = None
+        self._latest_seen: int | None = None
         self._feed: offsets.ChangeFeed | None = None
 
     def __getstate__(self) -> dict:
@@ -449,12 +450,18 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now = log.latest_version(self.root)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        latest = (
-            self.available_now if self.available_now is not None else log.latest_version(self.root)
-        )
+        self._latest_seen = log.latest_version(self.root)
+        latest = self.available_now if self.available_now is not None else self._latest_seen
         begin = offsets.DeltaOffset.from_dict(start)
         end = self.feed.latest_offset(begin, latest, not isinstance(limit, ReadAllAvailable))
         return end.to_dict()
+
+    def reportLatestOffset(self) -> dict | None:
+        """Everything committed so far (the table version ``latestOffset`` just listed), so a
+        query's progress shows how far behind the table it is."""
+        if self._latest_seen is None:
+            return None
+        return offsets.DeltaOffset(self._latest_seen + 1, -1, False).to_dict()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         files = self.feed.files_between(

@@ -6,7 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from lakefeed.lakehouse import Lakehouse
@@ -59,3 +61,38 @@ def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -
     failures = read_events(lakehouse.event_log_path, event_types=["flow_failed"])
     errors = [event["details"]["error"] for event in failures]
     assert any("new columns ['coupon']" in e for e in errors), errors
+
+
+SKIPPING_PIPELINE = """
+import lakefeed as lf
+
+
+@lf.table
+def bronze_readings():
+    landing = lf.config("landing")
+    return lf.read_files(landing, "parquet", schema="id BIGINT", ignoreCorruptFiles=True)
+"""
+
+
+def test_a_skipped_corrupt_file_is_an_event_naming_file_and_error(spark, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    pq.write_table(pa.table({"id": [1, 2, 3]}), landing / "good.parquet")
+    (landing / "broken.parquet").write_bytes(b"PAR1 this is not parquet")
+    (tmp_path / "pipeline.py").write_text(SKIPPING_PIPELINE)
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    set_config({"landing": str(landing)})
+    pipeline = load_pipeline([tmp_path / "pipeline.py"])
+    for _ in range(2):  # the second run finds nothing new and reports nothing again
+        result = PipelineRunner(pipeline, lakehouse, spark, RunOptions("available-now")).run()
+        assert result.ok, result
+
+    assert _table(lakehouse, "bronze_readings")["id"].to_pylist() == [1, 2, 3]
+    events = read_events(lakehouse.event_log_path, event_types=["file_skipped"])
+    assert len(events) == 1, events
+    event = events[0]
+    assert event["flow"] == "bronze_readings" and event["level"] == "WARN"
+    assert event["details"]["path"] == str(landing / "broken.parquet")
+    assert "magic bytes not found" in event["details"]["error"]
+    assert event["message"].startswith(f"bronze_readings: skipped unreadable file {landing}/broken")
+    assert event["details"]["batch_id"] == 0

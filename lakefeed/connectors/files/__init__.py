@@ -11,9 +11,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.files.source import CloudFilesDataSource, skipped_files
+from lakefeed.connectors.files.source import CloudFilesDataSource, claim_skipped, skipped_files
 
-__all__ = ["CloudFilesDataSource", "read_files", "register", "skipped_files"]
+__all__ = ["CloudFilesDataSource", "claim_skipped", "read_files", "register", "skipped_files"]
 
 
 def register(spark: SparkSession) -> None:

@@ -216,6 +216,12 @@ class FileSourceOptions:
         return self.schema_location
 
 
+def schema_location_of(options: Mapping[str, str]) -> str | None:
+    """The absolute ``cloudFiles.schemaLocation`` of a source's options, if set."""
+    raw = _lower(options).get("cloudfiles.schemalocation")
+    return local_path(raw) if raw else None
+
+
 def _evolution_mode(raw: str | None) -> str | None:
     if raw is None:
         return None

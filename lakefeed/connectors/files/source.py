@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +44,7 @@ from lakefeed.connectors.files.options import (
     DEFAULT_RESCUE_COLUMN,
     FileSourceOptions,
     OptionError,
+    schema_location_of,
 )
 from lakefeed.connectors.files.readers import ReadPlan, read_entry, skipped_dir
 from lakefeed.connectors.files.schemas import (
@@ -238,19 +239,34 @@ def _default_slots() -> int:
 
 def _report_skipped(location: str) -> None:
     """Turn executors' skipped-file records into one WARN line each on the driver."""
-    folder = skipped_dir(location)
-    if not folder.is_dir():
-        return
-    for record in sorted(folder.glob("*.json")):
-        reported = record.with_suffix(".reported")
-        if reported.exists():
-            continue
-        details = json.loads(record.read_text())
+    for details in _claim(location, "reported"):
         log.warning(
             "cloudFiles skipped an unreadable file",
             extra={"file": details["path"], "error": details["error"]},
         )
-        reported.touch()
+
+
+def _claim(location: str, reader: str) -> list[dict[str, Any]]:
+    """Skipped-file records ``reader`` has not handled yet, each claimed by a marker file beside
+    it (created exclusively), so every file is reported once per reader, across restarts."""
+    folder = skipped_dir(location)
+    if not folder.is_dir():
+        return []
+    claimed = []
+    for record in sorted(folder.glob("*.json")):
+        try:
+            record.with_suffix(f".{reader}").open("x").close()
+        except FileExistsError:
+            continue
+        claimed.append(json.loads(record.read_text()))
+    return claimed
+
+
+def claim_skipped(options: Mapping[str, str], reader: str) -> list[dict[str, Any]]:
+    """Files the ``cloudFiles`` source with ``options`` skipped that ``reader`` (e.g. the
+    runtime's event log) has not reported yet; the runtime emits them as events."""
+    location = schema_location_of(options)
+    return _claim(location, reader) if location else []
 
 
 def skipped_files(schema_location: str) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ Event types and their ``details`` (a JSON object):
   extras (e.g. ``"kafka_lag"``)
 - ``expectations``: ``{"batch_id", "table", "rules": {name: {"action", "passed", "failed"}},
   "quarantined"}``
+- ``file_skipped``: ``{"path", "size", "mtime_ms", "error", "batch_id"}``: a file source skipped
+  an unreadable file (``ignoreCorruptFiles``/``ignoreMissingFiles``)
 - ``error``: ``{"error", "traceback"}``
 """
 
@@ -59,6 +61,7 @@ EVENT_TYPES = frozenset(
         "flow_failed",
         "flow_progress",
         "expectations",
+        "file_skipped",
         "error",
     }
 )

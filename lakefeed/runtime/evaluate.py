@@ -42,6 +42,8 @@ class Evaluator:
     reads: dict[str, list[str]] = field(default_factory=dict)
     frames: dict[str, DataFrame] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # External sources per dataset, views' included: (format, options) as given to Spark.
+    sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
     _stack: list[str] = field(default_factory=list)
 
     def defines(self, name: str) -> bool:
@@ -82,7 +84,9 @@ class Evaluator:
             )
             raise _Abort(name)
         if target.kind == "view":
-            return self._upstream(name)
+            frame = self._upstream(name)
+            self.sources.setdefault(reader, []).extend(self.sources.get(name, []))
+            return frame
         path = str(self.lakehouse.table_path(name))
         if self.mode == "inline" and not is_delta_table(path):
             upstream = self._upstream(name)
@@ -94,6 +98,7 @@ class Evaluator:
         return self.spark.read.format("delta").options(**options).load(path)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
+        self.sources.setdefault(self._stack[-1], []).append((fmt, dict(options)))
         reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
         reader = reader.options(**options)
         return reader.load(path) if path is not None else reader.load()

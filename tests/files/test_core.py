@@ -25,10 +25,10 @@ from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import FileEntry, FileLog, list_files, state_dir
 from lakefeed.connectors.files.globs import PathMatcher, glob_regex
 from lakefeed.connectors.files.options import FileSourceOptions, OptionError, parse_bytes
+from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.readers import (
     BadRecordsError,
     NewColumnsError,
-    ReadPlan,
     UnreadableFileError,
     read_entry,
 )

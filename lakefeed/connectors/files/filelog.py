@@ -49,6 +49,11 @@ def state_dir(schema_location: str | Path) -> Path:
     return Path(schema_location) / STATE_DIR
 
 
+def skipped_dir(schema_location: str) -> Path:
+    """Records of files skipped as unreadable, written by the tasks that skipped them."""
+    return state_dir(schema_location) / "skipped"
+
+
 def list_files(matcher: PathMatcher) -> list[FileEntry]:
     """Every file ``matcher`` selects, oldest first (a batch read, schema inference)."""
     return _entries(scan(matcher, ListingCache.empty()))

@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -51,15 +49,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakefeed.connectors.files.filelog import FileEntry, state_dir, write_json
-from lakefeed.connectors.files.options import FileSourceOptions
+from lakefeed.connectors.files.filelog import FileEntry, skipped_dir, write_json
+from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import (
     METADATA_COLUMN,
     SchemaStore,
     arrow_field,
     csv_text_header,
     merge_types,
-    output_schema,
     settle,
     value_type,
 )
@@ -82,42 +79,6 @@ class BadRecordsError(RuntimeError):
 
 class UnreadableFileError(RuntimeError):
     """A file could not be read at all (corrupt, truncated, vanished)."""
-
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """What every task needs to turn a file into rows: shipped to executors with the reader."""
-
-    opts: FileSourceOptions
-    data_schema: StructType
-    evolution_mode: str
-    rescue_column: str | None
-    include_metadata: bool
-    schema_location: str
-
-    @cached_property
-    def output(self) -> StructType:
-        return output_schema(self.data_schema, self.rescue_column, self.include_metadata)
-
-    @cached_property
-    def arrow_schema(self) -> pa.Schema:
-        return to_arrow_schema(self.output, timezone="UTC")
-
-    @cached_property
-    def fields(self) -> dict[str, StructField]:
-        return {f.name: f for f in self.data_schema.fields}
-
-    @cached_property
-    def lower_names(self) -> set[str]:
-        return {name.lower() for name in self.fields}
-
-    @property
-    def rescue_unknown(self) -> bool:
-        # In "none" mode new columns are dropped unless the user asked for a rescued column.
-        return self.rescue_column is not None and self.evolution_mode in ("rescue", "none")
-
-    def arrow_type(self, name: str) -> pa.DataType:
-        return self.arrow_schema.field(name).type
 
 
 @dataclass
@@ -483,10 +444,6 @@ def to_batches(entry: FileEntry, decoded: Decoded, plan: ReadPlan) -> Iterator[p
     batch = pa.RecordBatch.from_arrays(arrays, schema=plan.arrow_schema)
     for offset in range(0, rows, MAX_BATCH_ROWS):
         yield batch.slice(offset, MAX_BATCH_ROWS)
-
-
-def skipped_dir(schema_location: str) -> Path:
-    return state_dir(schema_location) / "skipped"
 
 
 def read_entry(entry: FileEntry, plan: ReadPlan) -> Iterator[pa.RecordBatch]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import (
     ArrayType,
@@ -175,6 +174,8 @@ def arrow_field(field: pa.Field) -> StructField:
 
 
 def _infer_parquet(path: str, opts: FileSourceOptions) -> StructType:
+    import pyarrow.parquet as pq  # only Parquet inference needs it: keep planning imports light
+
     return StructType([arrow_field(f) for f in pq.read_schema(path)])
 
 

@@ -36,6 +36,7 @@ from lakefeed.connectors.files.filelog import (
     FileLog,
     acquire_lock,
     list_files,
+    skipped_dir,
     state_dir,
     write_json,
 )
@@ -46,7 +47,7 @@ from lakefeed.connectors.files.options import (
     OptionError,
     schema_location_of,
 )
-from lakefeed.connectors.files.readers import ReadPlan, read_entry, skipped_dir
+from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import (
     METADATA_COLUMN,
     METADATA_TYPE,
@@ -212,6 +213,8 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 def read_partition(partition: InputPartition, plan: ReadPlan) -> Iterator[pa.RecordBatch]:
     assert isinstance(partition, FilesPartition)
+    from lakefeed.connectors.files.readers import read_entry  # tasks only: see plan.py
+
     for entry in partition.entries:
         yield from read_entry(entry, plan)
 

@@ -30,6 +30,8 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Row groups as big as Spark's (parquet.block.size 128 MB): small ones cost 3x in write time.
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 128 << 20
+READ_BATCH_BYTES = 32 << 20
+MIN_READ_BATCH_ROWS, MAX_READ_BATCH_ROWS = 4096, 1 << 18
 _ESCAPE = set("\"#%'*/:=?\\{[]^\x7f") | {chr(c) for c in range(1, 32)}
 # Streaming files name their writer and batch so uncommitted ones can be found and removed.
 _STREAM_FILE = re.compile(r"^part-lf-(?P<app>[0-9a-f]{8})-b(?P<batch>\d+)-")
@@ -240,19 +242,32 @@ def local_path(root: str, log_path: str) -> str:
     return os.path.join(root, unquote(log_path))
 
 
+def batch_rows(metadata: pq.FileMetaData) -> int:
+    """Rows per Arrow batch handed to Spark: about READ_BATCH_BYTES of decoded data.
+
+    Each batch crosses from the Python worker to the JVM as one Arrow message, so fewer,
+    larger batches cost less; a byte budget keeps wide rows from making huge ones.
+    """
+    rows = metadata.num_rows
+    decoded = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    if rows == 0 or decoded == 0:
+        return MAX_READ_BATCH_ROWS
+    return max(MIN_READ_BATCH_ROWS, min(MAX_READ_BATCH_ROWS, READ_BATCH_BYTES * rows // decoded))
+
+
 def read_file(
     root: str,
     log_path: str,
     partition_values: Mapping[str, str | None],
     target: pa.Schema,
-    batch_rows: int = 65536,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file as batches of exactly ``target`` (Spark's Arrow schema)."""
     parquet = pq.ParquetFile(local_path(root, log_path))
     present = set(parquet.schema_arrow.names)
     wanted = [f.name for f in target if f.name in present and f.name not in partition_values]
     produced = False
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
+    size = batch_rows(parquet.metadata)
+    for batch in parquet.iter_batches(batch_size=size, columns=wanted):
         produced = True
         yield _conform(batch, batch.num_rows, partition_values, target)
     if not produced and not wanted and parquet.metadata.num_rows:
@@ -271,7 +286,7 @@ def _conform(
     for field in target:
         if field.name in partition_values:
             value = parse_partition_value(partition_values[field.name], field.type)
-            arrays.append(pa.array([value] * rows, type=field.type))
+            arrays.append(pa.repeat(pa.scalar(value, type=field.type), rows))
         elif batch is not None and field.name in names:
             column = batch.column(field.name)
             arrays.append(column if column.type == field.type else column.cast(field.type))

@@ -18,6 +18,7 @@ Supported::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,12 +53,14 @@ _VIOLATION = re.compile(
 _PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
 _TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
-# A dataset reference: STREAM(x), STREAM x, or a name after FROM/JOIN; LIVE. prefix optional.
-_REF = re.compile(
-    r"(?P<kw>\bFROM|\bJOIN)\s+(?:(?P<stream>STREAM)\s*(?P<paren>\()?\s*)?"
-    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?(paren)\s*\))",
-    re.IGNORECASE,
+# A dataset reference: STREAM(x), STREAM x, or a name; LIVE. prefix optional. It follows FROM or
+# JOIN, or a comma in a FROM list (``FROM a x, STREAM(b) y``: the previous item's alias first).
+_ITEM = (
+    r"(?P<item>(?:(?P<stream>STREAM)\s*(?P<paren>\()?\s*)?"
+    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?(paren)\s*\)))"
 )
+_REF = re.compile(r"(?:\bFROM|\bJOIN)\s+" + _ITEM, re.IGNORECASE)
+_NEXT_ITEM = re.compile(r"(?:\s+(?:AS\s+)?[A-Za-z_]\w*)?\s*,\s*" + _ITEM, re.IGNORECASE)
 _SQL_WORDS = {"select", "values", "lateral", "unnest", "table", "stream"}
 
 
@@ -79,13 +82,12 @@ class SqlFlow:
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
         """The query with each dataset reference replaced by its temporary view name."""
 
-        def swap(match: re.Match[str]) -> str:
-            key = (match.group("name"), bool(match.group("stream")))
-            if key not in view_for:
-                return match.group(0)
-            return f"{match.group('kw')} {view_for[key]}"
-
-        return _REF.sub(swap, self.query)
+        text = self.query
+        for match in reversed(list(_references(self.query))):
+            view = view_for.get((match.group("name"), bool(match.group("stream"))))
+            if view is not None:
+                text = text[: match.start("item")] + view + text[match.end("item") :]
+        return text
 
 
 def split_statements(text: str) -> list[str]:
@@ -243,9 +245,19 @@ def _props(text: str) -> dict[str, str]:
     return props
 
 
+def _references(query: str) -> Iterator[re.Match[str]]:
+    """Every dataset-reference candidate of ``query``, comma-joined FROM items included."""
+    for match in _REF.finditer(query):
+        yield match
+        following = _NEXT_ITEM.match(query, match.end())
+        while following is not None:
+            yield following
+            following = _NEXT_ITEM.match(query, following.end())
+
+
 def _collect_reads(flow: SqlFlow) -> None:
     ctes = {m.lower() for m in re.findall(r"\b([A-Za-z_]\w*)\s+AS\s*\(", flow.query, re.I)}
-    for match in _REF.finditer(flow.query):
+    for match in _references(flow.query):
         name = match.group("name")
         is_call = flow.query[match.end() :].lstrip().startswith("(")
         if name.lower() in _SQL_WORDS or name.lower() in ctes or is_call:

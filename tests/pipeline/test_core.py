@@ -89,6 +89,20 @@ def test_sql_file_parses_kinds_constraints_and_reads() -> None:
     assert rendered == "SELECT * FROM __s b JOIN __d d ON b.k = d.k"
 
 
+def test_sql_comma_joins_record_every_table() -> None:
+    (flow,) = parse_sql(
+        "CREATE STREAMING TABLE j AS SELECT a.x, b.y, c.z "
+        "FROM STREAM(LIVE.events) a, LIVE.dims AS b, other c, range(3) "
+        "WHERE a.k = b.k GROUP BY a.x, b.y"
+    )
+    assert (flow.stream_reads, flow.batch_reads) == (["events"], ["dims", "other"])
+    views = {("events", True): "__e", ("dims", False): "__d", ("other", False): "__o"}
+    assert flow.render(views) == (
+        "SELECT a.x, b.y, c.z FROM __e a, __d AS b, __o c, range(3) "
+        "WHERE a.k = b.k GROUP BY a.x, b.y"
+    )
+
+
 def test_bad_sql_statements_are_all_reported_with_the_fix() -> None:
     with pytest.raises(PipelineError) as error:
         parse_sql(

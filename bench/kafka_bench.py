@@ -1,12 +1,13 @@
 """Kafka source throughput: raw confluent-kafka vs the lakefeed source (noop and Delta sinks).
 
 Same topic, same machine, one run. The raw baseline consumes every partition with as many
-processes as Spark has cores (``local[N]``), doing the least a consumer can (count messages and
-bytes); the lakefeed legs read the topic with ``trigger(availableNow=True)`` into Spark's
-``noop`` sink and into a Delta table. A "Spark ceiling" leg feeds pre-built Arrow batches of the
-same schema through a Python data source into ``noop`` (no Kafka): the most any such source can
-reach on this machine. Rates use the sum of micro-batch execution times from
-query progress (the steady state) and wall time including query start-up.
+processes as Spark has cores (``local[N]``), each assigned all its partitions at once, doing the
+least a consumer can (count messages and bytes); the lakefeed legs read the topic with
+``trigger(availableNow=True)`` into Spark's ``noop`` sink and into a Delta table. A "Spark
+ceiling" leg feeds pre-built Arrow batches of the same schema through a Python data source into
+``noop`` (no Kafka): the most any such source can reach on this machine. Rates use the sum of
+micro-batch execution times from query progress (the steady state, printed per micro-batch) and
+wall time including query start-up.
 
     .venv/bin/python bench/kafka_bench.py --messages 1000000 --partitions 4 --cores 2
 
@@ -108,16 +109,20 @@ def _raw_worker(bootstrap: str, topic: str, ranges: list[tuple[int, int, int]], 
             "isolation.level": "read_uncommitted",
         }
     )
+    # All of this process's partitions at once: assigning them one after another would leave a
+    # fetch long-polling at the end of the previous one (fetch.wait.max.ms) and slow this leg.
+    consumer.assign([TopicPartition(topic, partition, start) for partition, start, _ in ranges])
+    remaining = {partition: end - start for partition, start, end in ranges if end > start}
     count = size = 0
-    for partition, start, end in ranges:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        position = start
-        while position < end:
-            for message in consumer.consume(num_messages=min(end - position, 20000), timeout=1):
-                if message.error() is None:
-                    count += 1
-                    size += len(message.value())
-                    position = message.offset() + 1
+    while remaining:
+        for message in consumer.consume(num_messages=20000, timeout=1):
+            partition = message.partition()
+            if message.error() is None and partition in remaining:
+                count += 1
+                size += len(message.value())
+                remaining[partition] -= 1
+                if not remaining[partition]:
+                    del remaining[partition]
     consumer.close()
     out.put((count, size))
 
@@ -189,6 +194,8 @@ def lakefeed_leg(
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     rows = sum(p["numInputRows"] for p in progress)
     busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    batches = [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in progress]
+    print(f"  {sink}: micro-batches (rows, ms): {batches}")
     return {"messages": rows, "seconds": wall, "rate": rows / busy, "wall_rate": rows / wall}
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any
+from itertools import chain, compress
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -69,35 +71,42 @@ def _headers(message: Message) -> list[dict[str, Any]]:
     return [{"key": key, "value": value} for key, value in pairs]
 
 
+def _offset(message: Message) -> int:
+    return message.offset() or 0
+
+
+def _offsets(messages: list[Message]) -> np.ndarray:
+    n = len(messages)
+    first, last = _offset(messages[0]), _offset(messages[-1])
+    if last - first == n - 1:  # no gaps (the usual case): no per-message call at all
+        return np.arange(first, first + n, dtype=np.int64)
+    return np.fromiter(map(Message.offset, messages), np.int64, n)
+
+
 def to_record_batch(
     messages: list[Message], topic: str, partition: int, schema: pa.Schema
 ) -> pa.RecordBatch:
     """Messages of one partition → a batch in Spark's Kafka schema.
 
-    The hot loop of the source: one Python call per message and field, everything else is
-    vectorised (numpy), which keeps the source within reach of a raw consumer.
+    The hot loop of the source. Each field is pulled out with ``map`` over the unbound C method
+    (no Python bytecode per message) and becomes a column in one call. Profiled: per-message
+    Python loops here and in :meth:`RangeReader._accept` cost more than librdkafka's
+    ``consume`` itself.
     """
     n = len(messages)
-    kinds_raw, millis_raw = zip(*[m.timestamp() for m in messages], strict=True)
+    stamps = np.fromiter(
+        chain.from_iterable(map(Message.timestamp, messages)), np.int64, 2 * n
+    ).reshape(n, 2)
     # librdkafka: 0 none, 1 create, 2 log append; Java/Spark: -1 none, 0 create, 1 log append.
-    kinds = np.array(kinds_raw, dtype=np.int32)
+    kinds = stamps[:, 0].astype(np.int32)
     missing = kinds == 0
-    first, last = messages[0].offset() or 0, messages[-1].offset() or 0
-    if last - first == n - 1:  # no gaps (the usual case): offsets without a Python loop
-        offsets = np.arange(first, first + n, dtype=np.int64)
-    else:
-        offsets = np.array([m.offset() for m in messages], dtype=np.int64)
     columns: list[Any] = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array(list(map(Message.key, messages)), pa.binary()),
+        pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(offsets, pa.int64()),
-        pa.array(
-            np.array(millis_raw, dtype=np.int64) * 1000,
-            _TIMESTAMP,
-            mask=missing if missing.any() else None,
-        ),
+        pa.array(_offsets(messages), pa.int64()),
+        pa.array(stamps[:, 1] * 1000, _TIMESTAMP, mask=missing if missing.any() else None),
         pa.array(kinds - 1, pa.int32()),
     ]
     if len(schema) > len(_BASE_FIELDS):
@@ -145,29 +154,38 @@ class RangeReader:
                 return
 
     def _accept(self, messages: list[Message]) -> list[Message]:
-        """Keep messages inside the range; handle end-of-partition and consumer errors."""
-        good: list[Message] = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                self._on_error(error, message)
-                continue
-            offset = int(message.offset() or 0)
-            if offset >= self.range.end:
-                self.next_offset = self.range.end
-                break
-            if offset > self.next_offset and not good and self.next_offset == self.range.start:
-                log.warning(
-                    "Kafka %s-%d: offsets %d..%d were not available; read from %d",
-                    self.range.topic,
-                    self.range.partition,
-                    self.next_offset,
-                    offset - 1,
-                    offset,
-                )
-            good.append(message)
-            self.next_offset = offset + 1
+        """Keep messages inside the range; handle end-of-partition and consumer errors.
+
+        Errors are rare, so one C-level pass looks for them and the usual batch is cut at the
+        range end by offset (bisect), never walked message by message in Python.
+        """
+        errors = list(compress(messages, map(Message.error, messages)))
+        good = self._within_range(
+            [m for m in messages if m.error() is None] if errors else messages
+        )
+        for message in errors:  # after the data: end-of-partition may complete the range
+            self._on_error(cast(KafkaError, message.error()), message)
         return good
+
+    def _within_range(self, messages: list[Message]) -> list[Message]:
+        if not messages:
+            return messages
+        r = self.range
+        first, last = _offset(messages[0]), _offset(messages[-1])
+        if r.end > first > self.next_offset == r.start:
+            log.warning(
+                "Kafka %s-%d: offsets %d..%d were not available; read from %d",
+                r.topic,
+                r.partition,
+                r.start,
+                first - 1,
+                first,
+            )
+        if last >= r.end:
+            self.next_offset = r.end
+            return messages[: bisect_left(messages, r.end, key=_offset)]
+        self.next_offset = max(self.next_offset, last + 1)
+        return messages
 
     def _on_error(self, error: KafkaError, message: Message) -> None:
         code = error.code()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -156,6 +156,15 @@ class BrokerView:
             self._metadata = make_consumer(self.options)
         return self._metadata
 
+    def _fetch_consumer(self) -> Consumer:
+        """A consumer for a few messages at a time, answering fast (no long-poll, no back-off)."""
+        if self._fetcher is None:
+            self._fetcher = make_consumer(
+                self.options,
+                **{"queued.min.messages": 1, "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10},
+            )
+        return self._fetcher
+
     def partitions(self) -> list[TopicPartition]:
         """Partitions the subscription covers right now (new topics/partitions included)."""
         timeout = self.options.metadata_timeout_s
@@ -197,12 +206,7 @@ class BrokerView:
         wanted = {tp: max(high - 1, low) for tp, (low, high) in watermarks.items() if high > low}
         if not wanted:
             return {}
-        if self._fetcher is None:
-            self._fetcher = make_consumer(
-                self.options,
-                **{"queued.min.messages": 1, "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10},
-            )
-        fetcher = self._fetcher
+        fetcher = self._fetch_consumer()
         # assign() replaces the previous assignment and drops what it had queued; an
         # unassign() in between would make the next fetch wait out a 1 s back-off.
         fetcher.assign([KafkaTopicPartition(t, p, offset) for (t, p), offset in wanted.items()])
@@ -219,3 +223,70 @@ class BrokerView:
             )
             highs[(topic, partition)] = high
         return highs
+
+    def offsets_for_times(
+        self, times: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset whose timestamp is at or after the time (ms); None
+        when there is none.
+
+        The broker's answer (ListOffsets by time) is checked against the message it points at:
+        some Kafka-protocol brokers (tansu) answer from their own append time, and answer 0
+        where Apache Kafka answers "none". Reading forward from the answer to the first message
+        whose timestamp is at or after the time is exact on every broker; on Apache Kafka that
+        is the answer itself (one fetch per partition, once, when the query starts).
+        """
+        if not times:
+            return {}
+        consumer = self._consumer()
+        request = [KafkaTopicPartition(t, p, ms) for (t, p), ms in sorted(times.items())]
+        timeout = self.options.metadata_timeout_s
+        answers = self._call(
+            "offsets-for-times request",
+            lambda: consumer.offsets_for_times(request, timeout=timeout),
+        )
+        for answer in answers:
+            if answer.error is not None:
+                raise KafkaSourceError(
+                    self.options.scrub(
+                        f"Kafka offsets-for-times request failed for "
+                        f"{answer.topic}-{answer.partition}: {answer.error.str()}"
+                    )
+                )
+        found = {(a.topic, a.partition): a.offset for a in answers if a.offset >= 0}
+        highs = {tp: high for tp, (_, high) in self.watermarks(list(times)).items()}
+        return self._first_at_or_after(times, found, highs)
+
+    def _first_at_or_after(
+        self,
+        times: Mapping[TopicPartition, int],
+        found: Mapping[TopicPartition, int],
+        highs: Mapping[TopicPartition, int],
+    ) -> dict[TopicPartition, int | None]:
+        result: dict[TopicPartition, int | None] = dict.fromkeys(times)
+        pending = {tp: offset for tp, offset in found.items() if offset < highs[tp]}
+        if not pending:
+            return result
+        fetcher = self._fetch_consumer()
+        fetcher.assign([KafkaTopicPartition(t, p, offset) for (t, p), offset in pending.items()])
+        deadline = time.monotonic() + self.options.metadata_timeout_s
+        while pending and time.monotonic() < deadline:
+            for message in fetcher.consume(num_messages=1000, timeout=0.05):
+                tp = (str(message.topic()), int(message.partition() or 0))
+                if message.error() is not None or tp not in pending:
+                    continue
+                offset = int(message.offset() or 0)
+                if message.timestamp()[1] >= times[tp]:
+                    result[tp] = offset
+                    del pending[tp]
+                elif offset + 1 >= highs[tp]:
+                    del pending[tp]
+        if pending:
+            raise KafkaSourceError(
+                self.options.scrub(
+                    "Kafka offsets-for-times check timed out reading "
+                    + ", ".join(f"{t}-{p}" for t, p in sorted(pending))
+                    + f" (waited {self.options.metadata_timeout_s:g} s, fetchOffset.timeoutMs)"
+                )
+            )
+        return result

@@ -16,7 +16,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lakefeed.connectors.kafka.options import EARLIEST, LATEST, OffsetMap, TopicPartition
+from lakefeed.connectors.kafka.options import (
+    EARLIEST,
+    LATEST,
+    OffsetMap,
+    Timestamps,
+    TopicPartition,
+)
 
 Watermarks = dict[TopicPartition, tuple[int, int]]
 """(low, high) per partition: the earliest available offset and the next offset to be written."""
@@ -56,28 +62,69 @@ class OffsetRange:
         return self.end - self.start
 
 
+def _check_coverage(
+    option: str, given: Iterable[TopicPartition], read: list[TopicPartition], *, strict: bool
+) -> None:
+    """Per-partition JSON must name every partition read (a partition left out is far more
+    often a typo than a wish); ``strict`` also refuses partitions the query does not read."""
+    missing = sorted(set(read) - set(given))
+    unknown = sorted(set(given) - set(read))
+    if missing or (unknown and strict):
+        raise ValueError(
+            f"{option} JSON must give every partition it reads"
+            + (", using -2 for earliest and -1 for latest" if option == "startingOffsets" else "")
+            + "; "
+            + (f"missing: {', '.join(map(describe, missing))}" if missing else "")
+            + (f" not read by this query: {', '.join(map(describe, unknown))}" if unknown else "")
+        )
+
+
 def initial_offsets(
     starting: str | OffsetMap, partitions: Iterable[TopicPartition], fixed_partitions: bool
 ) -> OffsetMap:
     """The stream's first start offset: symbolic -1/-2 or the user's numbers.
 
-    With per-partition JSON Spark requires every partition to be listed (a partition left out is
-    far more often a typo than a wish); ``fixed_partitions`` (``assign``) demands the same.
+    With per-partition JSON Spark requires every partition to be listed;
+    ``fixed_partitions`` (``assign``) also refuses partitions that are not read.
     """
     partitions = sorted(set(partitions))
     if isinstance(starting, str):
         code = LATEST if starting == "latest" else EARLIEST
         return dict.fromkeys(partitions, code)
-    missing = sorted(set(partitions) - set(starting))
-    unknown = sorted(set(starting) - set(partitions))
-    if missing or (unknown and fixed_partitions):
-        raise ValueError(
-            "startingOffsets JSON must give every partition it reads, using -2 for earliest "
-            "and -1 for latest; "
-            + (f"missing: {', '.join(map(describe, missing))}" if missing else "")
-            + (f" not read by this query: {', '.join(map(describe, unknown))}" if unknown else "")
-        )
+    _check_coverage("startingOffsets", starting, partitions, strict=fixed_partitions)
     return {tp: starting[tp] for tp in partitions}
+
+
+def times_for(times: Timestamps, partitions: Iterable[TopicPartition]) -> OffsetMap:
+    """The time (ms) to look up for each partition read (Spark: JSON must match them exactly)."""
+    partitions = sorted(set(partitions))
+    if times.every is not None:
+        return dict.fromkeys(partitions, times.every)
+    _check_coverage(times.option, times.by_partition, partitions, strict=True)
+    return {tp: times.by_partition[tp] for tp in partitions}
+
+
+def at_times(
+    times: Timestamps,
+    wanted: Mapping[TopicPartition, int],
+    found: Mapping[TopicPartition, int | None],
+    *,
+    if_none: str,
+) -> OffsetMap:
+    """Offsets for ``times`` given the broker's answers (None: no offset at or after the time).
+
+    ``if_none`` is ``latest`` (use the latest offset, as symbolic -1) or ``error`` (fail, naming
+    every such partition and the option that lets the query start anyway).
+    """
+    none = sorted(tp for tp in wanted if found.get(tp) is None)
+    if none and if_none == "error":
+        raise ValueError(
+            f"{times.option}: no offset has a timestamp at or after the time given for "
+            + ", ".join(f"{describe(tp)} ({wanted[tp]} ms)" for tp in none)
+            + ". Set startingOffsetsByTimestampStrategy to latest to start such partitions at "
+            "their latest offset, or use an earlier time"
+        )
+    return {tp: LATEST if (offset := found.get(tp)) is None else offset for tp in wanted}
 
 
 def resolve(offset: int, watermarks: tuple[int, int]) -> int:

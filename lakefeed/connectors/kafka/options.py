@@ -161,28 +161,74 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-def _offset_json(name: str, raw: str) -> OffsetMap:
+def _offset_json(name: str, raw: str, *, times: bool = False) -> OffsetMap:
+    """``{"topic": {"0": n}}``: offsets (-2 earliest, -1 latest) or, with ``times``, ms >= 0."""
+    example = (
+        '{"topicA": {"0": 1700000000000, "1": 1700000000000}} (ms since the epoch)'
+        if times
+        else '{"topicA": {"0": 23, "1": -2}} (-2 = earliest, -1 = latest)'
+    )
     try:
         parsed = json.loads(raw)
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict) or not parsed:
-        raise KafkaOptionError(
-            f"option {name} must be earliest, latest or JSON like "
-            f'{{"topicA": {{"0": 23, "1": -2}}}} (-2 = earliest, -1 = latest), got {raw!r}'
-        )
+        accepted = "JSON like " if times else "earliest, latest or JSON like "
+        raise KafkaOptionError(f"option {name} must be {accepted}{example}, got {raw!r}")
+    lowest = 0 if times else EARLIEST
     result: OffsetMap = {}
     for topic, partitions in parsed.items():
         if not isinstance(partitions, dict):
-            raise KafkaOptionError(f"option {name}: topic {topic!r} needs {{partition: offset}}")
-        for partition, offset in partitions.items():
-            if not str(partition).isdigit() or not isinstance(offset, int) or offset < EARLIEST:
+            raise KafkaOptionError(f"option {name}: topic {topic!r} needs {{partition: value}}")
+        for partition, value in partitions.items():
+            if not str(partition).isdigit() or type(value) is not int or value < lowest:
+                what = "a timestamp in ms >= 0" if times else "an offset"
                 raise KafkaOptionError(
-                    f"option {name}: {topic}[{partition}] = {offset!r} is not an offset "
-                    "(use a number >= 0, -2 for earliest or -1 for latest)"
+                    f"option {name}: {topic}[{partition}] = {value!r} is not {what}; "
+                    f"expected JSON like {example}"
                 )
-            result[(str(topic), int(partition))] = offset
+            result[(str(topic), int(partition))] = value
     return result
+
+
+@dataclass(frozen=True)
+class Timestamps:
+    """Offsets given as times (ms since the epoch): per partition, the first offset whose
+    timestamp is at or after the time (Kafka's offsetsForTimes)."""
+
+    option: str
+    """The option they came from (named in every message about them)."""
+    every: int | None = None
+    """One time for every partition read (``startingTimestamp``/``endingTimestamp``)."""
+    by_partition: OffsetMap = field(default_factory=dict)
+
+
+def _timestamps(options: Mapping[str, str], prefix: str) -> Timestamps | None:
+    """``<prefix>Timestamp`` wins over ``<prefix>OffsetsByTimestamp`` (Spark's precedence)."""
+    every = f"{prefix}Timestamp"
+    raw = options.get(every.lower())
+    if raw is not None:
+        if not raw.strip().isdigit():
+            raise KafkaOptionError(
+                f"option {every} must be a time in ms since the epoch (an integer >= 0), "
+                f"got {raw!r}"
+            )
+        return Timestamps(every, every=int(raw))
+    by_partition = f"{prefix}OffsetsByTimestamp"
+    raw = options.get(by_partition.lower())
+    if raw is None:
+        return None
+    return Timestamps(by_partition, by_partition=_offset_json(by_partition, raw, times=True))
+
+
+def _timestamp_strategy(options: Mapping[str, str]) -> str:
+    raw = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if raw not in ("error", "latest"):
+        raise KafkaOptionError(
+            "option startingOffsetsByTimestampStrategy must be error (fail when a partition has "
+            f"no offset at or after the time) or latest (start it at the latest), got {raw!r}"
+        )
+    return raw
 
 
 @dataclass(frozen=True)
@@ -247,7 +293,14 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription("assign", assigned=assigned)
 
 
-def _starting(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap:
+Position = str | OffsetMap | Timestamps
+"""Where a read starts or ends: earliest/latest, per-partition offsets or times."""
+
+
+def _starting(options: Mapping[str, str], batch: bool | None) -> Position:
+    times = _timestamps(options, "starting")
+    if times is not None:  # startingTimestamp > startingOffsetsByTimestamp > startingOffsets
+        return times
     raw = options.get("startingoffsets", "earliest" if batch else "latest").strip()
     if raw.lower() in ("earliest", "latest"):
         if batch and raw.lower() == "latest":
@@ -262,15 +315,20 @@ def _starting(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap
     return offsets
 
 
-def _ending(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap:
+def _ending(options: Mapping[str, str], batch: bool | None) -> Position:
+    times = _timestamps(options, "ending")
     raw = options.get("endingoffsets")
-    if raw is None:
+    if times is None and raw is None:
         return "latest"
     if batch is False:
+        given = times.option if times is not None else "endingOffsets"
         raise KafkaOptionError(
-            "endingOffsets only applies to batch reads (spark.read); a stream has no end. "
+            f"{given} only applies to batch reads (spark.read); a stream has no end. "
             "Use trigger(availableNow=True) to stop at the offsets available at start"
         )
+    if times is not None:  # endingTimestamp > endingOffsetsByTimestamp > endingOffsets
+        return times
+    assert raw is not None
     raw = raw.strip()
     if raw.lower() == "latest":
         return "latest"
@@ -282,12 +340,28 @@ def _ending(options: Mapping[str, str], batch: bool | None) -> str | OffsetMap:
     return offsets
 
 
+def _check_times(starting: Position, ending: Position) -> None:
+    """One time for all partitions at both ends: the end must come after the start."""
+    if not (isinstance(starting, Timestamps) and isinstance(ending, Timestamps)):
+        return
+    if starting.every is not None and ending.every is not None and ending.every <= starting.every:
+        raise KafkaOptionError(
+            f"endingTimestamp ({ending.every}) must be after startingTimestamp "
+            f"({starting.every}); the read would be empty"
+        )
+
+
 _SOURCE_OPTIONS = (
     "subscribe",
     "subscribePattern",
     "assign",
     "startingOffsets",
+    "startingOffsetsByTimestamp",
+    "startingTimestamp",
+    "startingOffsetsByTimestampStrategy",
     "endingOffsets",
+    "endingOffsetsByTimestamp",
+    "endingTimestamp",
     "maxOffsetsPerTrigger",
     "minPartitions",
     "maxRecordsPerPartition",
@@ -309,8 +383,10 @@ class SourceOptions:
 
     client: dict[str, str] = field(repr=False)
     subscription: Subscription
-    starting: str | OffsetMap
-    ending: str | OffsetMap
+    starting: Position
+    ending: Position
+    timestamp_strategy: str
+    """startingOffsetsByTimestampStrategy: ``error`` or ``latest``."""
     max_offsets_per_trigger: int | None
     min_partitions: int | None
     max_records_per_partition: int | None
@@ -343,11 +419,14 @@ def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> S
         retries = lowered.get("fetchoffset.numretries", "3")
         if not retries.isdigit():
             raise KafkaOptionError(f"option fetchOffset.numRetries must be >= 0, got {retries!r}")
+        starting, ending = _starting(lowered, batch), _ending(lowered, batch)
+        _check_times(starting, ending)
         return SourceOptions(
             client=client,
             subscription=_subscription(lowered),
-            starting=_starting(lowered, batch),
-            ending=_ending(lowered, batch),
+            starting=starting,
+            ending=ending,
+            timestamp_strategy=_timestamp_strategy(lowered),
             max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
             min_partitions=_positive_int(lowered, "minPartitions"),
             max_records_per_partition=_positive_int(lowered, "maxRecordsPerPartition"),

@@ -36,10 +36,12 @@ from lakefeed.connectors.kafka.offsets import (
     EARLIEST,
     OffsetRange,
     Watermarks,
+    at_times,
     from_json,
     initial_offsets,
     plan_end,
     plan_ranges,
+    times_for,
     to_json,
 )
 from lakefeed.connectors.kafka.options import (
@@ -48,6 +50,8 @@ from lakefeed.connectors.kafka.options import (
     OffsetMap,
     SinkOptions,
     SourceOptions,
+    Timestamps,
+    TopicPartition,
     parse_sink_options,
     parse_source_options,
 )
@@ -74,11 +78,29 @@ def _report_data_loss(options: SourceOptions, problems: tuple[str, ...]) -> None
     log.warning("Kafka data loss (failOnDataLoss=false): %s", "; ".join(problems))
 
 
-def _start_offsets(options: SourceOptions, broker: BrokerView) -> OffsetMap:
+def _offsets_at(
+    options: SourceOptions,
+    broker: BrokerView,
+    times: Timestamps,
+    partitions: list[TopicPartition],
+    if_none: str,
+) -> OffsetMap:
     try:
-        return initial_offsets(
-            options.starting, broker.partitions(), options.subscription.kind == "assign"
+        wanted = times_for(times, partitions)
+        return at_times(times, wanted, broker.offsets_for_times(wanted), if_none=if_none)
+    except ValueError as exc:
+        raise KafkaOptionError(options.scrub(str(exc))) from None
+
+
+def _start_offsets(options: SourceOptions, broker: BrokerView) -> OffsetMap:
+    """Where the read starts: symbolic earliest/latest, the user's offsets, or offsets at times."""
+    starting = options.starting
+    if isinstance(starting, Timestamps):
+        return _offsets_at(
+            options, broker, starting, broker.partitions(), options.timestamp_strategy
         )
+    try:
+        return initial_offsets(starting, broker.partitions(), options.subscription.kind == "assign")
     except ValueError as exc:
         raise KafkaOptionError(str(exc)) from None
 
@@ -165,9 +187,9 @@ class KafkaBatchReader(DataSourceReader):
         try:
             start = _start_offsets(self.options, broker)
             watermarks = broker.watermarks(list(start))
+            end = self._end_offsets(broker, watermarks)
         finally:
             broker.close()
-        end = self._end_offsets(watermarks)
         plan = plan_end(start, watermarks)
         _report_data_loss(self.options, plan.data_loss)
         low = {tp: wm[0] for tp, wm in watermarks.items()}
@@ -176,11 +198,13 @@ class KafkaBatchReader(DataSourceReader):
         }
         return _tasks(self.options, begin, end, low)
 
-    def _end_offsets(self, watermarks: Watermarks) -> OffsetMap:
+    def _end_offsets(self, broker: BrokerView, watermarks: Watermarks) -> OffsetMap:
         highs = {tp: high for tp, (_, high) in watermarks.items()}
         ending = self.options.ending
         if ending == "latest":
             return highs
+        if isinstance(ending, Timestamps):  # Spark: no offset at or after the time → latest
+            ending = _offsets_at(self.options, broker, ending, list(highs), "latest")
         assert isinstance(ending, dict)
         missing = sorted(set(highs) - set(ending))
         if missing:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from tests.support.crash import run_with_kills
+from tests.support.delta import unreferenced_files
 
 COMMITS = 10
 ROWS = 200
@@ -83,11 +83,4 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
     assert sorted(ids) == list(range(COMMITS * ROWS))
     # No file left behind by a killed attempt: the folder holds exactly what the table uses.
     dst = tmp_path / "dst"
-    on_disk = {
-        os.path.relpath(os.path.join(d, f), dst)
-        for d, _, fs in os.walk(dst)
-        if "_delta_log" not in d
-        for f in fs
-    }
-    referenced = {os.path.relpath(u, dst) for u in DeltaTable(str(dst)).file_uris()}
-    assert on_disk == referenced
+    assert unreferenced_files(dst) == set()

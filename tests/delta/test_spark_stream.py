@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.support.delta import unreferenced_files
+
 
 def _source(path: Path, commits: int, rows: int = 3) -> None:
     for c in range(commits):
@@ -78,14 +80,7 @@ def test_stream_delta_to_delta_with_file_limit_partitions_and_txn(spark, tmp_pat
     assert _ids(dst) == [*range(9), 100]
     assert _txns(dst)[-1] == (query_id, 2)
     # Nothing in the folder that the table does not reference.
-    on_disk = {
-        os.path.relpath(os.path.join(d, f), dst)
-        for d, _, fs in os.walk(dst)
-        if "_delta_log" not in d
-        for f in fs
-    }
-    referenced = {os.path.relpath(u, dst) for u in DeltaTable(str(dst)).file_uris()}
-    assert on_disk == referenced
+    assert unreferenced_files(dst) == set()
 
 
 def test_complete_mode_overwrites_each_batch(spark, tmp_path: Path) -> None:

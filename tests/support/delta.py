@@ -1,0 +1,21 @@
+"""Checks on Delta tables that several test folders make."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+
+def unreferenced_files(root: Path) -> set[str]:
+    """Data files in the table's folder that its current version does not reference: what a
+    reader of the folder (not the log) would wrongly see. Empty for a clean table."""
+    on_disk = {
+        os.path.relpath(os.path.join(folder, name), root)
+        for folder, _, names in os.walk(root)
+        if "_delta_log" not in folder
+        for name in names
+    }
+    referenced = {os.path.relpath(uri, root) for uri in DeltaTable(str(root)).file_uris()}
+    return on_disk - referenced

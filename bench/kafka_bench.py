@@ -302,10 +302,11 @@ def main() -> None:
             master=f"local[{args.cores}]",
             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(args.cores)},
         )
-        # Warm-up on a small topic: JVM, Python workers and imports, so the legs compare
-        # steady states.
+        # Warm-up: JVM, Python workers and imports, and enough rows for the JIT to compile the
+        # Arrow-to-row path (with 2,000 rows the measured leg's first micro-batch took 1.5-2x
+        # its second), so the legs compare steady states.
         warm = f"warm-{uuid.uuid4().hex[:8]}"
-        fill_topic(bootstrap, warm, args.partitions, 2000, args.size)
+        fill_topic(bootstrap, warm, args.partitions, max(args.messages // 4, 2000), args.size)
         for attempt in range(3):  # a cold worker can miss Spark's 10 s connect-back on a busy box
             try:
                 lakefeed_leg(spark, bootstrap, warm, "noop", workdir / f"warmup{attempt}")

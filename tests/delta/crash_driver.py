@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from tests.support.crash import driver_session
+
 
 def _progress(work: Path) -> dict:
     from deltalake import DeltaTable
@@ -43,18 +45,7 @@ def main(work: Path) -> None:
         from lakefeed.connectors.delta.commit import KILL_AFTER_COMMIT_ENV
 
         os.environ[KILL_AFTER_COMMIT_ENV] = f"*:{os.getpgid(0)}"
-    from lakefeed.session import spark_session
-
-    spark = spark_session(
-        "delta-crash",
-        master="local[2]",
-        conf={
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            # A loaded CI machine can take longer than the default 15 s to start a worker.
-            "spark.python.authenticate.socketTimeout": "120s",
-        },
-    )
+    spark = driver_session("delta-crash")
     query = (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", 1)

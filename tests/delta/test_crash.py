@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import json
-import random
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.crash import run_with_kills
-from tests.support.delta import unreferenced_files
+from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.delta import commit_count, unreferenced_files
 
 COMMITS = 10
 ROWS = 200
 
 # Six driver starts: about 2 minutes on an idle 2-core machine, far more on a contended one.
 pytestmark = [pytest.mark.crash, pytest.mark.timeout(1800)]
-
-
-def _delta_commits(path: Path) -> int:
-    folder = path / "_delta_log"
-    return sum(1 for p in folder.iterdir() if p.name.endswith(".json")) if folder.exists() else 0
 
 
 def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -> None:
@@ -35,23 +28,10 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
             pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"row-{i}" for i in ids]}),
             mode="append",
         )
-    rng = random.Random(11)
-    seen: dict[int, tuple[int, float]] = {}
-
-    def kill_when(index: int) -> bool:
-        """Kill at a random moment after the run made progress (run 1 dies by the hook)."""
-        if index == 1:
-            return False
-        commits = _delta_commits(tmp_path / "dst")
-        if index not in seen:
-            seen[index] = (commits, 0.0)
-        baseline, since = seen[index]
-        if commits <= baseline:
-            return False
-        if since == 0.0:
-            seen[index] = (baseline, time.monotonic() + rng.uniform(0.0, 1.5))
-            return False
-        return time.monotonic() >= since
+    # Run 1 is spared: the sink's test hook kills it right after a Delta commit.
+    kill_when = kill_soon_after_progress(
+        lambda: commit_count(tmp_path / "dst"), seed=11, within=1.5, spare={1}
+    )
 
     driver = Path(__file__).with_name("crash_driver.py")
     report = run_with_kills(

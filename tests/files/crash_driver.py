@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from tests.support.crash import driver_session
+
 FILES_PER_RUN = 6
 ROWS_PER_FILE = 25
 
@@ -31,17 +33,7 @@ def land(folder: Path, run: str) -> None:
 
 def main(work: Path) -> None:
     land(work / "land", os.environ.get("LAKEFEED_CRASH_RUN", "x"))
-    from lakefeed.session import spark_session
-
-    spark = spark_session(
-        "files-crash",
-        master="local[2]",
-        conf={
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.python.authenticate.socketTimeout": "120s",
-        },
-    )
+    spark = driver_session("files-crash")
     query = (
         spark.readStream.format("cloudFiles")
         .option("cloudFiles.format", "json")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import random
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -12,30 +10,14 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
-from tests.support.crash import run_with_kills
+from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.delta import commit_count
 
 pytestmark = pytest.mark.crash
 
 
-def _commits(table: Path) -> int:
-    folder = table / "_delta_log"
-    return sum(1 for p in folder.iterdir() if p.name.endswith(".json")) if folder.exists() else 0
-
-
 def test_each_file_exactly_once_across_kills(tmp_path: Path) -> None:
-    rng = random.Random(5)
-    armed: dict[int, tuple[int, float]] = {}
-
-    def kill_when(index: int) -> bool:
-        """Kill at a random moment (0-2 s) after this run committed its first batch."""
-        commits = _commits(tmp_path / "dst")
-        baseline, at = armed.setdefault(index, (commits, 0.0))
-        if commits <= baseline:
-            return False
-        if at == 0.0:
-            armed[index] = (baseline, time.monotonic() + rng.uniform(0.0, 2.0))
-            return False
-        return time.monotonic() >= at
+    kill_when = kill_soon_after_progress(lambda: commit_count(tmp_path / "dst"), seed=5, within=2.0)
 
     driver = Path(__file__).with_name("crash_driver.py")
     report = run_with_kills(

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,3 +82,38 @@ def run_with_kills(
         raise AssertionError(f"final run exited {code}; log:\n{log.read_text()[-4000:]}")
     report.logs.append(log.read_text())
     return report
+
+
+def kill_soon_after_progress(
+    progress: Callable[[], int], *, seed: int, within: float, spare: Container[int] = ()
+) -> Callable[[int], bool]:
+    """A ``kill_when``: kill each run at a random moment up to ``within`` s after it made
+    progress (``progress()`` grew past its value when the run was first polled), so kills land
+    mid-stream rather than during start-up. Runs in ``spare`` are left to die another way."""
+    rng = random.Random(seed)
+    armed: dict[int, tuple[int, float]] = {}
+
+    def kill_when(index: int) -> bool:
+        if index in spare:
+            return False
+        count = progress()
+        baseline, at = armed.setdefault(index, (count, 0.0))
+        if count <= baseline:
+            return False
+        if at == 0.0:
+            armed[index] = (baseline, time.monotonic() + rng.uniform(0.0, within))
+            return False
+        return time.monotonic() >= at
+
+    return kill_when
+
+
+def driver_session(app_name: str):  # noqa: ANN201 - pyspark is imported by the driver only
+    """The SparkSession of a crash-test driver script: small, local, no UI."""
+    from lakefeed.session import spark_session
+
+    return spark_session(
+        app_name,
+        master="local[2]",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+    )

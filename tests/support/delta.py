@@ -19,3 +19,9 @@ def unreferenced_files(root: Path) -> set[str]:
     }
     referenced = {os.path.relpath(uri, root) for uri in DeltaTable(str(root)).file_uris()}
     return on_disk - referenced
+
+
+def commit_count(root: Path) -> int:
+    """JSON commits in the table's log (0 before the table exists)."""
+    folder = root / "_delta_log"
+    return sum(1 for p in folder.iterdir() if p.name.endswith(".json")) if folder.exists() else 0

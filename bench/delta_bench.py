@@ -7,6 +7,11 @@ One process, one SparkSession, the same generated rows for every leg:
 Every leg is a streaming query with trigger(availableNow=True) and the same maxFilesPerTrigger.
 Prints rows/s per leg (best of --repeats) and the ratios (targets: sink >= 0.9x, source >= 0.8x).
 
+Two ceiling legs show what Spark's Python Data Source API itself costs, with no Delta work:
+  pyds-sink: a Python stream writer that only counts the Arrow batches Spark hands it;
+  pyds-src:  a Python stream reader that only yields pyarrow's batches of the same files.
+Any Python connector pays these hand-overs; the native parquet legs never do.
+
     .venv/bin/python bench/delta_bench.py --rows 4000000 --files 40 --repeats 3
 """
 
@@ -16,12 +21,21 @@ import argparse
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
+from pyspark.sql.types import StructType
 
 
 def generate(folder: Path, rows: int, files: int) -> pa.Schema:
@@ -49,6 +63,54 @@ def generate(folder: Path, rows: int, files: int) -> pa.Schema:
         schema = table.schema
     assert schema is not None
     return schema
+
+
+class _CountingWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list, batchId: int) -> None:
+        pass
+
+
+class _FileReader(DataSourceStreamReader):
+    def __init__(self, files: list[str], per_batch: int) -> None:
+        self.files, self.per_batch = files, per_batch
+
+    def initialOffset(self) -> dict:
+        return {"file": 0}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return {"file": min(start["file"] + self.per_batch, len(self.files))}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(f) for f in self.files[start["file"] : end["file"]]]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from pq.ParquetFile(partition.value).iter_batches(batch_size=1 << 17)
+
+
+class PythonApiCeiling(DataSource):
+    """The ceiling legs' data source: Spark's Python Data Source API with no Delta work."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pyds_ceiling"
+
+    def schema(self) -> str:
+        return self.options["ddl"]
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return _CountingWriter()
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        files = sorted(str(p) for p in Path(self.options["path"]).glob("*.parquet"))
+        return _FileReader(files, int(self.options["maxFilesPerTrigger"]))
 
 
 def timed(run: Callable[[], None]) -> float:
@@ -102,11 +164,12 @@ def main() -> None:
         def source(fmt: str, attempt: int, table: Path) -> Callable[[], None]:
             def run() -> None:
                 reader = spark.readStream.option("maxFilesPerTrigger", limit)
-                frame = (
-                    reader.schema(schema).parquet(str(table))
-                    if fmt == "parquet"
-                    else reader.format("delta").load(str(table))
-                )
+                if fmt == "parquet":
+                    frame = reader.schema(schema).parquet(str(table))
+                elif fmt == "delta":
+                    frame = reader.format("delta").load(str(table))
+                else:
+                    frame = reader.format(fmt).option("ddl", ddl).load(str(table))
                 query = (
                     frame.writeStream.format("noop")
                     .option("checkpointLocation", str(work / f"src-{fmt}-cp-{attempt}"))
@@ -117,18 +180,21 @@ def main() -> None:
 
             return run
 
+        spark.dataSource.register(PythonApiCeiling)
+        ddl = schema.simpleString()[len("struct<") : -1].replace(":", " ")
+        ceiling = PythonApiCeiling.name()
         # Warm up the JVM and the Python workers once per path.
         sink("parquet", 99)()
         sink("delta", 99)()
-        results: dict[str, list[float]] = {
-            k: [] for k in ("pq-sink", "delta-sink", "pq-src", "delta-src")
-        }
+        sink(ceiling, 99)()
+        table = work / "delta-out-99"  # a Delta table; its data files are plain parquet
+        legs = ("pq-sink", "delta-sink", "pyds-sink", "pq-src", "delta-src", "pyds-src")
+        results: dict[str, list[float]] = {k: [] for k in legs}
         for attempt in range(args.repeats):
-            results["pq-sink"].append(timed(sink("parquet", attempt)))
-            results["delta-sink"].append(timed(sink("delta", attempt)))
-            table = work / "delta-out-99"  # a Delta table; its data files are plain parquet
-            results["pq-src"].append(timed(source("parquet", attempt, table)))
-            results["delta-src"].append(timed(source("delta", attempt, table)))
+            for key in legs:
+                kind = {"pq": "parquet", "delta": "delta", "pyds": ceiling}[key.split("-")[0]]
+                leg = sink(kind, attempt) if key.endswith("sink") else source(kind, attempt, table)
+                results[key].append(timed(leg))
         from deltalake import DeltaTable
 
         written = DeltaTable(str(work / "delta-out-0")).to_pyarrow_dataset().count_rows()
@@ -145,6 +211,13 @@ def main() -> None:
         source_ratio = rate["delta-src"] / rate["pq-src"]
         print(f"sink ratio   delta/parquet = {sink_ratio:.2f}x (target >= 0.9)")
         print(f"source ratio delta/parquet = {source_ratio:.2f}x (target >= 0.8)")
+        for kind in ("sink", "src"):
+            api = rate[f"pyds-{kind}"] / rate[f"pq-{kind}"]
+            ours = rate[f"delta-{kind}"] / rate[f"pyds-{kind}"]
+            print(
+                f"{kind:<6} ceiling: Python Data Source API alone = {api:.2f}x parquet; "
+                f"lakefeed Delta = {ours:.2f}x that ceiling"
+            )
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -19,7 +19,7 @@ from bench.ysb.harness import FLINK_VENV, ROOT, leg_env
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 
-def _script(module: str, *args: str, timeout: float = 1100) -> None:
+def _script(module: str, *args: str, timeout: float = 1100) -> str:
     """Run a script; on timeout SIGTERM it, so it stops its broker and legs before failing."""
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
@@ -36,11 +36,20 @@ def _script(module: str, *args: str, timeout: float = 1100) -> None:
         out, err = proc.communicate(timeout=120)
         pytest.fail(f"{module} timed out after {timeout:.0f} s:\n{out[-3000:]}{err[-3000:]}")
     assert proc.returncode == 0, out[-4000:] + err[-4000:]
+    return out
+
+
+def test_delta_bench_prints_ratios_and_ceilings() -> None:
+    tiny = ["--rows", "40000", "--files", "4", "--max-files-per-trigger", "2", "--repeats", "1"]
+    out = _script("bench.delta_bench", *tiny)
+    assert "rows=40,000" in out  # the script itself asserts every row reached the Delta table
+    for line in ("sink ratio", "source ratio", "sink   ceiling", "src    ceiling"):
+        assert line in out, out
 
 
 def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
     """The Kafka leg shares its source with the latency script, whose smoke run covers it."""
-    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1"]
+    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1", "--warmup"]
     chart = tmp_path / "ysb.png"
     legs = "lakefeed,pyspark"
     _script("bench.ysb.run", *tiny, "--legs", legs, "--out", str(tmp_path), "--chart", str(chart))
@@ -58,7 +67,7 @@ def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
     "(a large download); the smoke run does not create it",
 )
 def test_ysb_pyflink_leg_agrees(tmp_path: Path) -> None:
-    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1"]
+    tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1", "--warmup"]
     _script("bench.ysb.run", *tiny, "--legs", "flink", "--out", str(tmp_path))
     summary = json.loads((tmp_path / "results.json").read_text())
     assert summary["legs"]["flink"]["correct"], summary["legs"]["flink"]

@@ -96,6 +96,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb")
     p.add_argument("--chart", type=Path, default=None, help="write a PNG chart here")
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument(
+        "--warmup",
+        action="store_true",
+        help="each leg first runs the whole job once in the same process (JIT, workers), then "
+        "the measured run: steady-state throughput instead of a cold start",
+    )
     return p.parse_args(argv)
 
 
@@ -158,7 +164,7 @@ def _argv(
     leg: str, args: argparse.Namespace, inputs: Path, work: Path, flink_python: Path | None
 ) -> list[str] | None:
     """The command of one leg; None when its engine is unavailable."""
-    common = ["--work", str(work), "--cores", str(args.cores)]
+    common = ["--work", str(work), "--cores", str(args.cores)] + ["--warmup"] * args.warmup
     files = ["--input", str(inputs / "events"), "--campaigns", str(inputs / CAMPAIGNS)]
     max_files = ["--max-files", str(args.max_files)]
     if leg == "pyspark":

@@ -17,7 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakefeed.connectors.delta import commit, files, log, offsets, pruning
 from lakefeed.connectors.delta.offsets import INITIAL, ChangeFeed, DeltaOffset, FeedOptions
 from lakefeed.connectors.delta.schema import SchemaMismatchError, merge_schema
-from lakefeed.connectors.delta.stats import FileStats
+from lakefeed.connectors.delta.stats import FileStats, footer_stats
 
 APP = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
 
@@ -88,6 +88,43 @@ def test_stats_bounds_never_lie() -> None:
     assert parsed["maxValues"]["t"] == "2024-01-01T00:00:00.002Z"  # rounded up, never down
     assert "f" not in parsed["minValues"]  # NaN: no bounds
     assert parsed["maxValues"]["d"] == "2024-02-01"
+
+
+def test_footer_stats_equal_computed_stats(tmp_path: Path) -> None:
+    """Files Spark's writer produced get their statistics from the footer: same JSON as
+    computing them from the rows, over several row groups (one of them all nulls)."""
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("i", pa.int64()),
+            ("s", pa.string()),
+            ("t", pa.timestamp("us", "UTC")),
+            ("d", pa.date32()),
+            ("b", pa.bool_()),
+            ("n", pa.struct([("x", pa.int32())])),
+        ]
+    )
+    stamp = dt.datetime(2024, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC)
+    table = pa.table(
+        {
+            "i": [5, None, -2, None],
+            "s": ["b" * 40, "a", None, None],
+            "t": [stamp, stamp + dt.timedelta(days=1), None, None],
+            "d": [dt.date(2024, 1, 1), dt.date(2024, 2, 1), None, None],
+            "b": [True, False, None, None],
+            "n": [{"x": 1}, None, {"x": 2}, None],
+        },
+        schema=schema,
+    )
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=2)
+    computed = FileStats(schema)
+    computed.add(table)
+    from_rows = json.loads(computed.to_json())
+    from_footer = json.loads(footer_stats(pq.read_metadata(tmp_path / "f.parquet"), schema))
+    del from_rows["nullCount"]["n"]  # a struct has no top-level figure in the footer
+    assert from_footer == from_rows
+    assert from_footer["maxValues"]["i"] == 5 and from_footer["nullCount"]["i"] == 2
 
 
 def test_schema_merge_rules() -> None:

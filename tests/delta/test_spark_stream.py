@@ -27,15 +27,20 @@ def _ids(path: Path) -> list[int]:
     return sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
 
 
-def _txns(path: Path) -> list[tuple[str, int]]:
+def _actions(path: Path, kind: str) -> list[dict]:
+    """Every ``kind`` action ("add", "txn", ...) of the table's JSON commits, in order."""
     found = []
     for name in sorted(os.listdir(path / "_delta_log")):
         if name.endswith(".json"):
             for line in (path / "_delta_log" / name).read_text().splitlines():
                 action = json.loads(line)
-                if "txn" in action:
-                    found.append((action["txn"]["appId"], action["txn"]["version"]))
+                if kind in action:
+                    found.append(action[kind])
     return found
+
+
+def _txns(path: Path) -> list[tuple[str, int]]:
+    return [(t["appId"], t["version"]) for t in _actions(path, "txn")]
 
 
 def _run(query) -> None:
@@ -176,3 +181,53 @@ def test_start_keyword_options_and_partition_by_reach_the_sink(spark, tmp_path: 
     )
     assert _ids(dst) == list(range(6))
     assert DeltaTable(str(dst)).metadata().partition_columns == ["k"]
+
+
+def test_both_writers_commit_the_same_table(spark, tmp_path: Path) -> None:
+    """Spark's Parquet writer (default) and the Python sink (``lakefeed.writer=python``, or
+    when ``partitionBy`` came before ``format("delta")`` and Spark fixed it for its own sinks)
+    commit equal tables: same rows, partitions, statistics and txn per batch."""
+    src = tmp_path / "src"
+    _source(src, 2)
+    frame = (
+        spark.readStream.format("delta")
+        .load(str(src))
+        .selectExpr(
+            "id", "k", "cast(id AS double) / 2 AS half", "timestamp_millis(id * 1000) AS at"
+        )
+    )
+    tables = {}
+    for name, writer in {
+        "spark": frame.writeStream.format("delta").partitionBy("k"),
+        "python": frame.writeStream.format("delta")
+        .partitionBy("k")
+        .option("lakefeed.writer", "python"),
+        "fixed": frame.writeStream.partitionBy("k").format("delta"),
+    }.items():
+        dst = tmp_path / name
+        _run(
+            writer.option("checkpointLocation", str(tmp_path / f"cp-{name}"))
+            .trigger(availableNow=True)
+            .start(str(dst))
+        )
+        table = DeltaTable(str(dst))
+        assert table.metadata().partition_columns == ["k"]
+        query_id = json.loads((tmp_path / f"cp-{name}" / "metadata").read_text())["id"]
+        assert _txns(dst) == [(query_id, 0)]
+        stats = [json.loads(a["stats"]) for a in _actions(dst, "add")]
+        tables[name] = (
+            sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]),
+            sorted(json.dumps(s, sort_keys=True) for s in stats),
+        )
+        assert unreferenced_files(dst) == set()
+        assert not (dst / "_lakefeed_staging").exists() or not any(
+            (dst / "_lakefeed_staging").iterdir()
+        )
+    assert tables["spark"] == tables["python"] == tables["fixed"]
+    counts = frame.groupBy("k").count().writeStream.format("delta").outputMode("update")
+    with pytest.raises(ValueError, match="'append' or 'complete', not 'update'"):
+        counts.option("checkpointLocation", str(tmp_path / "c")).start(str(tmp_path / "bad"))
+    with pytest.raises(ValueError, match="lakefeed.writer"):
+        frame.writeStream.format("delta").option("lakefeed.writer", "jvm").option(
+            "checkpointLocation", str(tmp_path / "c")
+        ).start(str(tmp_path / "bad"))

@@ -5,9 +5,10 @@ Spark drops ``partitionBy()`` for Python sinks and refuses the default save mode
 as it is: ``partitionBy`` also sets the ``partitionBy`` option, and for ``format("delta")``
 the error/ignore modes are decided here (the table exists or not) and written as an append.
 A Python sink sees its options only when the first micro-batch is planned, so a stream write
-to ``delta`` is checked in ``start()`` (checkpoint, schema, partitions) and misuse is refused
-before any query exists. Installed once by ``register(spark)``; other formats pass through
-untouched.
+to ``delta`` is checked in ``start()`` (checkpoint, schema, partitions, output mode) and misuse
+is refused before any query exists; ``start()`` then hands the batches to Spark's own Parquet
+writer through ``foreachBatch`` (see ``spark_files``). Installed once by ``register(spark)``;
+other formats pass through untouched.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _partition_by(original: Callable) -> Callable:
             # it for a stream: the option alone carries it.
             return self.option("partitionBy", ",".join(names))
         result = original(self, *cols)
+        self._lakefeed_jvm_partitioned = True  # Spark then refuses foreachBatch for this writer
         return result.option("partitionBy", ",".join(names)) if names else result
 
     return partition_by
@@ -141,6 +143,9 @@ def _start(original: Callable) -> Callable:
         if chosen == "delta":
             from lakefeed.connectors.delta.datasource import check_stream_write
 
+            if format is not None:
+                self.format(format)  # so that partitionBy below sees the delta format
+                format = None
             if partitionBy:
                 self.partitionBy(partitionBy)
                 partitionBy = None
@@ -148,10 +153,37 @@ def _start(original: Callable) -> Callable:
             if path is not None:
                 every["path"] = path
             mode = (outputMode or getattr(self, "_lakefeed_mode", None) or "append").lower()
-            check_stream_write(every, self._df.schema, complete=mode == "complete")
+            if mode == "update":
+                raise ValueError(
+                    "a stream writes a Delta table in outputMode 'append' or 'complete', not "
+                    "'update' (it would append every updated row again): use append with a "
+                    "watermark, complete, or foreachBatch with a MERGE"
+                )
+            spec = check_stream_write(every, self._df.schema, complete=mode == "complete")
+            if _spark_writes_files(self, every, spec.partition_by):
+                from lakefeed.connectors.delta.datasource import option
+                from lakefeed.connectors.delta.spark_files import SparkFilesSink
+
+                checkpoint = str(option(every, "checkpointLocation"))
+                self.foreachBatch(SparkFilesSink(spec, checkpoint))
+                return original(self, None, None, outputMode, None, queryName, **options)
         return original(self, path, format, outputMode, partitionBy, queryName, **options)
 
     return start
+
+
+def _spark_writes_files(writer: Any, options: dict[str, str], partition_by: Any) -> bool:
+    """Spark's own Parquet writer produces the data files, unless asked for or unsafe."""
+    from lakefeed.connectors.delta.datasource import option
+    from lakefeed.connectors.delta.spark_files import WRITER_OPTION, applies
+
+    if getattr(writer, "_lakefeed_jvm_partitioned", False):
+        return False  # partitionBy() came before format("delta"): Spark fixed it already
+    chosen = (option(options, WRITER_OPTION) or "spark").lower()
+    if chosen not in ("spark", "python"):
+        raise ValueError(f"option {WRITER_OPTION} is 'spark' (default) or 'python', not {chosen!r}")
+    zone = writer._df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    return chosen == "spark" and applies(writer._df.schema, list(partition_by), zone)
 
 
 def install() -> None:

@@ -217,11 +217,13 @@ CHECKPOINT_NEEDED = (
 )
 
 
-def check_stream_write(options: Mapping[str, str], schema: StructType, complete: bool) -> None:
+def check_stream_write(
+    options: Mapping[str, str], schema: StructType, complete: bool
+) -> commit.WriteSpec:
     """What the first micro-batch would refuse, refused before the query starts instead."""
     if not option(options, "checkpointLocation"):
         raise ValueError(CHECKPOINT_NEEDED)
-    _write_spec(options, schema, complete, operation="STREAMING UPDATE")
+    return _write_spec(options, schema, complete, operation="STREAMING UPDATE")
 
 
 def query_id(options: Mapping[str, str]) -> str:

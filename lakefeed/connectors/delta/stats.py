@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 # Delta truncates string statistics to a 32-character prefix.
 STRING_PREFIX = 32
@@ -86,6 +87,47 @@ class FileStats:
             {"numRecords": self.rows, "minValues": low, "maxValues": high, "nullCount": nulls},
             separators=(",", ":"),
         )
+
+
+def footer_stats(metadata: pq.FileMetaData, schema: pa.Schema) -> str:
+    """The same statistics read from a Parquet footer instead of computed from the rows.
+
+    For files another writer (Spark's JVM Parquet writer) produced: it records min, max and
+    null count per row group. Only top-level primitive columns have footer figures; a NaN in a
+    float column shows up as a NaN bound and leaves the column unbounded, as above.
+    """
+    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    stats = FileStats(schema, rows=metadata.num_rows)
+    for name in list(stats.columns):
+        index = leaves.get(name)
+        found = None if index is None else _footer_column(metadata, index, schema.field(name).type)
+        if found is None:
+            del stats.columns[name]  # no figure at all rather than a wrong one
+        else:
+            stats.columns[name] = found
+    return stats.to_json()
+
+
+def _footer_column(metadata: pq.FileMetaData, index: int, dtype: pa.DataType) -> _Column | None:
+    column = _Column(bounded=_has_bounds(dtype))
+    for group in range(metadata.num_row_groups):
+        found = metadata.row_group(group).column(index).statistics
+        if found is None or not found.has_null_count:
+            return None
+        column.nulls += found.null_count
+        if not column.bounded:
+            continue
+        if not found.has_min_max:
+            # A group of nulls only has no bounds; a group of values without them is unknown.
+            column.bounded = found.null_count == metadata.row_group(group).num_rows
+            continue
+        low, high = found.min, found.max
+        if isinstance(low, float) and (math.isnan(low) or math.isnan(high)):
+            column.bounded = False
+            continue
+        column.low = low if column.low is None else min(column.low, low)
+        column.high = high if column.high is None else max(column.high, high)
+    return column
 
 
 def _json_bounds(low: Any, high: Any) -> tuple[Any, Any]:

@@ -1,0 +1,150 @@
+"""Streaming writes to Delta whose data files Spark's own (JVM) Parquet writer produces.
+
+A Python Data Source sink receives every row as Arrow in a Python worker before anything is
+written; measured, that hand-over alone costs more than Spark's whole Parquet write
+(docs/benchmarks.md). So a stream into Delta runs as ``foreachBatch``: Spark writes the batch
+into a staging folder inside the table (its commit protocol removes the files of failed
+tasks), the driver reads the footers for statistics, renames the files into the table under
+the batch's stream file names and commits them with the same ``txn`` action as the Python
+sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
+renamed but never committed carry their batch's name and go when that batch commits; a staging
+folder left by a killed driver goes at the query's next batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType, TimestampType
+
+from lakefeed.connectors.delta import commit, log
+from lakefeed.connectors.delta.files import (
+    NULL_PARTITION,
+    WrittenFile,
+    app_tag,
+    escape_path_name,
+    parse_partition_value,
+    partition_string,
+    stream_file_prefix,
+)
+from lakefeed.connectors.delta.stats import footer_stats
+
+STAGING = "_lakefeed_staging"
+"""Folder inside the table; a leading underscore hides it from Spark's and Delta's readers."""
+TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
+WRITER_OPTION = "lakefeed.writer"
+"""``spark`` (default): Spark writes the data files; ``python``: the Python Data Source sink."""
+
+
+def applies(schema: StructType, partition_by: list[str], session_time_zone: str) -> bool:
+    """Whether Spark's writer lays files out exactly as Delta expects.
+
+    Spark names timestamp partition folders in the session time zone, Delta's partition values
+    are UTC: such tables keep the Python sink unless the session is in UTC.
+    """
+    if session_time_zone.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+        return True
+    types = {f.name: f.dataType for f in schema.fields}
+    return not any(isinstance(types.get(c), TimestampType) for c in partition_by)
+
+
+class SparkFilesSink:
+    """The ``foreachBatch`` body of ``writeStream.format("delta")``."""
+
+    def __init__(self, spec: commit.WriteSpec, checkpoint: str) -> None:
+        self.spec = spec
+        self.checkpoint = checkpoint
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        from lakefeed.connectors.delta.datasource import query_id
+
+        app_id = query_id({"checkpointLocation": self.checkpoint})
+        self._drop_staging(app_id)
+        if self._committed(app_id, batch_id):
+            return  # a replay after a crash between the Delta commit and Spark's commit log
+        staging = os.path.join(self.spec.root, STAGING, f"{app_tag(app_id)}-{uuid.uuid4().hex}")
+        spark = frame.sparkSession
+        if spark.conf.get(TIMESTAMP_CONF, "INT96") == "INT96":
+            # Delta readers expect INT64 timestamps (delta-spark writes them too).
+            spark.conf.set(TIMESTAMP_CONF, "TIMESTAMP_MICROS")
+        writer = frame.write.mode("overwrite").option("compression", "snappy")
+        if self.spec.partition_by:
+            writer = writer.partitionBy(*self.spec.partition_by)
+        writer.parquet(staging)
+        schema = to_arrow_schema(frame.schema, timezone="UTC")
+        prefix = stream_file_prefix(app_id, batch_id)
+        files = [self._adopt(path, values, schema, prefix) for path, values in _staged(staging)]
+        commit.commit_stream_batch(
+            self.spec, [f for f in files if f is not None], schema, app_id, batch_id
+        )
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _committed(self, app_id: str, batch_id: int) -> bool:
+        if not log.is_delta_table(self.spec.root):
+            return False
+        from deltalake import DeltaTable
+
+        done = DeltaTable(self.spec.root).transaction_version(app_id)
+        return done is not None and done >= batch_id
+
+    def _drop_staging(self, app_id: str) -> None:
+        """Remove what an earlier attempt of this query left in staging (never others')."""
+        folder = os.path.join(self.spec.root, STAGING)
+        with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith(app_tag(app_id) + "-"):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+    def _adopt(
+        self, staged: str, folders: Mapping[str, str | None], schema: pa.Schema, prefix: str
+    ) -> WrittenFile | None:
+        """Move one staged file into the table under its stream file name; None if empty."""
+        metadata = pq.read_metadata(staged)
+        if metadata.num_rows == 0:
+            os.remove(staged)
+            return None
+        values = {
+            name: partition_string(parse_partition_value(text, schema.field(name).type))
+            for name, text in folders.items()
+        }
+        parts = [
+            f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}" for n, v in values.items()
+        ]
+        relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
+        target = os.path.join(self.spec.root, relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(staged, target)
+        info = os.stat(target)
+        data = pa.schema([f for f in schema if f.name not in values])
+        return WrittenFile(
+            path=relative,
+            size=info.st_size,
+            partition_values=values,
+            modification_time=int(info.st_mtime * 1000),
+            stats=footer_stats(metadata, data),
+            rows=metadata.num_rows,
+        )
+
+
+def _staged(staging: str) -> Iterator[tuple[str, dict[str, str | None]]]:
+    """Data files Spark wrote under ``staging`` with the partition values of their folders."""
+    from urllib.parse import unquote
+
+    for folder, dirs, names in os.walk(staging):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        relative = os.path.relpath(folder, staging)
+        values: dict[str, str | None] = {}
+        for part in [] if relative == "." else relative.split(os.sep):
+            name, _, text = part.partition("=")
+            values[unquote(name)] = None if text == NULL_PARTITION else unquote(text)
+        for name in sorted(names):
+            if name.endswith(".parquet") and not name.startswith(("_", ".")):
+                yield os.path.join(folder, name), values

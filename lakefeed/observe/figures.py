@@ -82,6 +82,8 @@ def epoch(value: Any) -> float | None:
 _STACK_LINE = re.compile(r"^\s+(at |\.\.\. \d+ more)|^An error occurred while calling o\d+")
 #: Spark appends the query's identity and offsets to its errors: not what went wrong
 _QUERY_DUMP = "=== Streaming Query ==="
+_PROXY = "An exception was raised by the Python Proxy"
+_RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<what>[A-Za-z_]\w*(?:Error|Exception)\b.*)$").match
 HEADLINE_CHARS = 400
 DETAIL_CHARS = 20_000
 
@@ -93,6 +95,11 @@ def headline(error: str) -> str:
     a table cell or a banner should show what went wrong, and ``error_detail`` keeps the rest.
     """
     error = error.split(_QUERY_DUMP, 1)[0]
+    if error.startswith(_PROXY):
+        # A foreachBatch body (the Delta sink, quarantine writes) failed: the cause is the
+        # Python traceback's last exception line; its module path is noise.
+        raised = [m["what"] for m in map(_RAISED, error.splitlines()) if m is not None]
+        error = raised[-1] if raised else error
     kept = [line.strip() for line in error.splitlines() if not _STACK_LINE.match(line)]
     kept = [line for line in kept if line]
     text = " ".join(kept).lstrip(": ") or error.strip()

@@ -32,6 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import EventLog
+from lakefeed.observe.figures import headline
 from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
@@ -399,7 +400,7 @@ class PipelineRunner:
             name = state.dataset.name
             self.events.emit(
                 "flow_failed",
-                f"{name} could not restart: {str(error).splitlines()[0][:500]}",
+                f"{name} could not restart: {headline(str(error))}",
                 flow=name,
                 level="ERROR",
                 details={"error": str(error)[:4000], "traceback": traceback.format_exc()},
@@ -424,7 +425,7 @@ class PipelineRunner:
         text = str(error)
         self.events.emit(
             "flow_failed",
-            f"{name} failed: {text.splitlines()[0][:500] if text else type(error).__name__}",
+            f"{name} failed: {headline(text) if text else type(error).__name__}",
             flow=name,
             level="ERROR",
             details={"error": text[:4000], "traceback": _stack(error)},

@@ -177,3 +177,33 @@ def test_errors_are_shown_without_the_jvm_stack():
     gold = m.pipelines["iot"].flows["gold"]
     assert gold.error == headline(java)
     assert gold.error_detail is not None and "URLClassLoader" in gold.error_detail
+
+
+PROXY_ERROR = "\n".join(
+    [
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+        "call last):",
+        '  File "/x/py4j/clientserver.py", line 644, in _call_proxy',
+        "    return_value = getattr(self.pool[obj_id], method)(*params)",
+        '  File "/x/pyspark/errors/exceptions/captured.py", line 262, in deco',
+        "    raise converted from None",
+        "pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        "expectation battery_above_100 failed: 1 row SQLSTATE: P0001",
+        "",
+        "=== Streaming Query ===",
+        "Identifier: [id = 89c89adf, runId = 58ec4eb8]",
+        "Logical Plan:",
+        "~Project [CASE WHEN ... raise_error(USER_RAISED_EXCEPTION, ...) AS v#2L]",
+    ]
+)
+
+
+def test_headline_of_a_foreach_batch_failure_is_its_cause() -> None:
+    assert headline(PROXY_ERROR) == (
+        "SparkRuntimeException: [USER_RAISED_EXCEPTION] expectation battery_above_100 failed: "
+        "1 row SQLSTATE: P0001"
+    )
+
+
+def test_headline_of_a_bare_proxy_error_keeps_it() -> None:
+    assert headline(PROXY_ERROR.split("Traceback")[0]).startswith("An exception was raised")

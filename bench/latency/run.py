@@ -27,7 +27,15 @@ from typing import Any
 from bench.latency.measure import committed_rows, row_latencies_ms, stats
 from bench.ysb import broker
 from bench.ysb import events as ev
-from bench.ysb.harness import ROOT, exit_on_sigterm, kill_group, leg_env, load_average, machine
+from bench.ysb.harness import (
+    ROOT,
+    exit_on_sigterm,
+    fresh_dir,
+    kill_group,
+    leg_env,
+    load_average,
+    machine,
+)
 
 TRIGGERS = {"default": "5 seconds", "shortest": "0 seconds"}
 TABLE = "ysb_views"
@@ -107,7 +115,7 @@ def _one(
     rate: int,
 ) -> dict[str, Any]:
     name = f"{trigger}-{rate}"
-    topic, work = f"lat-{name}", args.out / "work" / name
+    topic, work = f"lat-{name}", fresh_dir(args.out / "work" / name)
     broker.create_topic(bootstrap, topic, args.partitions)
     table = work / "lakehouse" / "tables" / TABLE
     leg = _start_pipeline(args, bootstrap, topic, campaigns_file, work, TRIGGERS[trigger], name)

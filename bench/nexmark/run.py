@@ -24,6 +24,7 @@ from bench.ysb.harness import (
     LegRun,
     bar_chart,
     exit_on_sigterm,
+    fresh_dir,
     load_average,
     machine,
     median,
@@ -103,7 +104,7 @@ def _prepare(spec: gen.NexmarkSpec, bronze: Path, files: int) -> Path:
 
 def _run(args: argparse.Namespace, bronze: Path, queries: list[str], repeat: int) -> LegRun:
     name = "-".join(queries)
-    work = args.out / "work" / f"{name}-{repeat}"
+    work = fresh_dir(args.out / "work" / f"{name}-{repeat}")
     argv = [sys.executable, "-m", "bench.ysb.lakefeed_leg", "--work", str(work),
             "--pipeline", str(ROOT / "bench" / "nexmark" / "pipeline.py"),
             "--table", GOLD[queries[0]], "--cores", str(args.cores)]  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -45,6 +46,13 @@ def leg_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "PYSPARK_PYTHON": sys.executable,
         **dict(extra or {}),
     }
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path``, emptied: a leg must never resume from an earlier run's checkpoint or tables
+    (a re-run into the same --out would otherwise find its input already processed)."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 def run_leg(

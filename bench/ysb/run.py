@@ -30,6 +30,7 @@ from bench.ysb.harness import (
     bar_chart,
     ensure_flink_venv,
     exit_on_sigterm,
+    fresh_dir,
     load_average,
     machine,
     median,
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             order = legs[repeat % len(legs) :] + legs[: repeat % len(legs)]
             for leg in order:
-                argv_ = _argv(leg, args, inputs, out / "work" / f"{leg}-{repeat}", flink_python)
+                work = fresh_dir(out / "work" / f"{leg}-{repeat}")
+                argv_ = _argv(leg, args, inputs, work, flink_python)
                 if argv_ is None:
                     runs.append(LegRun(leg, error="PyFlink venv unavailable"))
                     continue

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import time
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+
+from tests.support.delta import log_actions, unreferenced_files
 
 
 def _rows(path: Path) -> list[dict]:
@@ -149,3 +154,77 @@ def test_bad_options_are_refused(spark, tmp_path: Path) -> None:
         ).save(path)
     with pytest.raises(Exception, match="versionAsOf must be"):
         spark.read.format("delta").option("versionAsOf", "x").load(path).count()
+
+
+def _table_facts(path: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Rows, partition columns and per-file statistics: what two writers must agree on."""
+    stats = sorted(
+        json.dumps(json.loads(a["stats"]), sort_keys=True) for a in log_actions(path, "add")
+    )
+    return _rows(path), list(DeltaTable(str(path)).metadata().partition_columns), stats
+
+
+def test_spark_and_python_writers_commit_the_same_table(spark, tmp_path: Path) -> None:
+    """A batch save lets Spark's Parquet writer make the files (the default) or the Python
+    writer (``lakefeed.writer=python``): same rows, partitions and statistics, nothing left
+    over, and the default is really Spark's writer (its task files, not the Python one's)."""
+    df = spark.range(0, 40, numPartitions=2).selectExpr(
+        "id", "id % 3 AS k", "cast(id AS double) / 2 AS half", "timestamp_millis(id) AS at"
+    )
+    facts = {}
+    for name in ("spark", "python"):
+        dst = tmp_path / name
+        writer = df.write.format("delta").mode("append").partitionBy("k")
+        if name == "python":
+            writer = writer.option("lakefeed.writer", "python")
+        writer.save(str(dst))
+        facts[name] = _table_facts(dst)
+        assert unreferenced_files(dst) == set()
+        assert not any((dst / "_lakefeed_staging").glob("*"))
+    assert facts["spark"] == facts["python"]
+    assert facts["spark"][1] == ["k"]
+    python_names = {Path(a["path"]).name[:11] for a in log_actions(tmp_path / "python", "add")}
+    spark_names = {Path(a["path"]).name[:11] for a in log_actions(tmp_path / "spark", "add")}
+    assert python_names <= {"part-00000-", "part-00001-"}
+    assert not spark_names & python_names
+    with pytest.raises(ValueError, match="lakefeed.writer"):
+        df.write.format("delta").option("lakefeed.writer", "jvm").save(str(tmp_path / "bad"))
+
+
+def test_idempotent_and_failed_batch_writes_leave_one_clean_table(spark, tmp_path: Path) -> None:
+    """txnAppId/txnVersion makes a repeated save a no-op; a save whose job fails changes
+    nothing and leaves no file behind; vacuum removes the staging of a write that died."""
+    path = tmp_path / "t"
+    for _ in range(2):
+        spark.range(5).write.format("delta").mode("append").option("txnAppId", "job").option(
+            "txnVersion", 3
+        ).save(str(path))
+    assert DeltaTable(str(path)).version() == 0
+    assert [(t["appId"], t["version"]) for t in log_actions(path, "txn")] == [("job", 3)]
+
+    from pyspark.sql import functions as F
+
+    boom = F.udf(lambda i: i if i < 7 else 1 // 0, "long")
+    with pytest.raises(Exception, match="ZeroDivisionError"):
+        spark.range(10, numPartitions=2).select(boom("id").alias("id")).write.format("delta").mode(
+            "append"
+        ).save(str(path))
+    assert DeltaTable(str(path)).version() == 0
+    assert len(_rows(path)) == 5
+    assert unreferenced_files(path) == set()
+    assert not any((path / "_lakefeed_staging").glob("*"))
+
+    from lakefeed.connectors.delta import table
+
+    died = path / "_lakefeed_staging" / "write-0123abcd"
+    died.mkdir(parents=True)
+    (died / "part-00000.snappy.parquet").write_bytes(b"half a file")
+    fresh = path / "_lakefeed_staging" / "write-4567ef01"
+    fresh.mkdir()
+    week_ago = time.time() - 8 * 24 * 3600
+    os.utime(died, (week_ago, week_ago))
+    assert "_lakefeed_staging/write-0123abcd/" in table.vacuum(path, dry_run=True)
+    assert died.exists()
+    table.vacuum(path, dry_run=False)
+    assert not died.exists() and fresh.exists()  # a running write's staging is kept
+    assert len(_rows(path)) == 5

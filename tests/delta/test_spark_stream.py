@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.delta import unreferenced_files
+from tests.support.delta import log_actions, unreferenced_files
 
 
 def _source(path: Path, commits: int, rows: int = 3) -> None:
@@ -27,20 +26,8 @@ def _ids(path: Path) -> list[int]:
     return sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
 
 
-def _actions(path: Path, kind: str) -> list[dict]:
-    """Every ``kind`` action ("add", "txn", ...) of the table's JSON commits, in order."""
-    found = []
-    for name in sorted(os.listdir(path / "_delta_log")):
-        if name.endswith(".json"):
-            for line in (path / "_delta_log" / name).read_text().splitlines():
-                action = json.loads(line)
-                if kind in action:
-                    found.append(action[kind])
-    return found
-
-
 def _txns(path: Path) -> list[tuple[str, int]]:
-    return [(t["appId"], t["version"]) for t in _actions(path, "txn")]
+    return [(t["appId"], t["version"]) for t in log_actions(path, "txn")]
 
 
 def _run(query) -> None:
@@ -214,7 +201,7 @@ def test_both_writers_commit_the_same_table(spark, tmp_path: Path) -> None:
         assert table.metadata().partition_columns == ["k"]
         query_id = json.loads((tmp_path / f"cp-{name}" / "metadata").read_text())["id"]
         assert _txns(dst) == [(query_id, 0)]
-        stats = [json.loads(a["stats"]) for a in _actions(dst, "add")]
+        stats = [json.loads(a["stats"]) for a in log_actions(dst, "add")]
         tables[name] = (
             sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]),
             sorted(json.dumps(s, sort_keys=True) for s in stats),
@@ -231,3 +218,31 @@ def test_both_writers_commit_the_same_table(spark, tmp_path: Path) -> None:
         frame.writeStream.format("delta").option("lakefeed.writer", "jvm").option(
             "checkpointLocation", str(tmp_path / "c")
         ).start(str(tmp_path / "bad"))
+
+
+def test_replayed_batch_removes_files_an_earlier_attempt_left(spark, tmp_path: Path) -> None:
+    """Killed after the Delta commit, before Spark's commit log and before cleaning up files a
+    still earlier attempt of that batch had moved into the table: the replay writes nothing and
+    removes those files (a reader of the folder must never see them)."""
+    import shutil
+
+    from lakefeed.connectors.delta.datasource import check_stream_write
+    from lakefeed.connectors.delta.files import stream_file_prefix
+    from lakefeed.connectors.delta.spark_files import SparkFilesSink
+
+    checkpoint, dst = tmp_path / "cp", tmp_path / "dst"
+    checkpoint.mkdir()
+    app_id = "6f1c0de4-0000-4000-8000-000000000000"
+    (checkpoint / "metadata").write_text(json.dumps({"id": app_id}) + "\n")
+    frame = spark.range(6).selectExpr("id", "concat('p', id % 2) AS k")
+    options = {"path": str(dst), "checkpointLocation": str(checkpoint), "partitionBy": "k"}
+    sink = SparkFilesSink(check_stream_write(options, frame.schema, False), str(checkpoint))
+    sink(frame, 0)
+    committed = DeltaTable(str(dst)).file_uris()
+    orphan = dst / "k=p0" / f"{stream_file_prefix(app_id, 0)}0000-earlier.c000.snappy.parquet"
+    shutil.copy(committed[0].removeprefix("file://"), orphan)
+    assert unreferenced_files(dst) == {"k=p0/" + orphan.name}
+
+    sink(frame, 0)
+    assert DeltaTable(str(dst)).version() == 0 and _ids(dst) == list(range(6))
+    assert unreferenced_files(dst) == set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -25,3 +26,15 @@ def commit_count(root: Path) -> int:
     """JSON commits in the table's log (0 before the table exists)."""
     folder = root / "_delta_log"
     return sum(1 for p in folder.iterdir() if p.name.endswith(".json")) if folder.exists() else 0
+
+
+def log_actions(root: Path, kind: str) -> list[dict]:
+    """Every ``kind`` action ("add", "txn", ...) of the table's JSON commits, in order."""
+    found = []
+    for name in sorted(os.listdir(root / "_delta_log")):
+        if name.endswith(".json"):
+            for line in (root / "_delta_log" / name).read_text().splitlines():
+                action = json.loads(line)
+                if kind in action:
+                    found.append(action[kind])
+    return found

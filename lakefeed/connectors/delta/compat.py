@@ -7,8 +7,8 @@ the error/ignore modes are decided here (the table exists or not) and written as
 A Python sink sees its options only when the first micro-batch is planned, so a stream write
 to ``delta`` is checked in ``start()`` (checkpoint, schema, partitions, output mode) and misuse
 is refused before any query exists; ``start()`` then hands the batches to Spark's own Parquet
-writer through ``foreachBatch`` (see ``spark_files``). Installed once by ``register(spark)``;
-other formats pass through untouched.
+writer through ``foreachBatch``, and a batch ``save()`` goes to that writer too (see
+``spark_files``). Installed once by ``register(spark)``; other formats pass through untouched.
 """
 
 from __future__ import annotations
@@ -98,9 +98,29 @@ def _save(original: Callable) -> Callable:
                     "rows or .mode('overwrite') to replace them"
                 )
             self.mode("append")
+            chosen = "append"
+        if is_delta and path is not None:
+            every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}, "path": path}
+            if _spark_writes_files(self, every, _partitioning(every)):
+                _write_with_spark(self._df, every, overwrite=chosen == "overwrite")
+                return None
         return original(self, path, partitionBy=partitionBy, **options)
 
     return save
+
+
+def _partitioning(options: dict[str, str]) -> tuple[str, ...]:
+    from lakefeed.connectors.delta import commit
+    from lakefeed.connectors.delta.datasource import partition_columns, table_root
+
+    return commit.resolve_partitioning(table_root(options), partition_columns(options))
+
+
+def _write_with_spark(frame: Any, options: dict[str, str], overwrite: bool) -> None:
+    from lakefeed.connectors.delta.datasource import txn_option, write_spec
+    from lakefeed.connectors.delta.spark_files import write_batch
+
+    write_batch(frame, write_spec(options, frame.schema, overwrite), txn_option(options))
 
 
 def _record_option(original: Callable) -> Callable:
@@ -197,4 +217,6 @@ def install() -> None:
     _wrap(DataFrameWriter, "partitionBy", _partition_by)
     _wrap(DataFrameWriter, "format", _remember("_lakefeed_format"))
     _wrap(DataFrameWriter, "mode", _remember("_lakefeed_mode"))
+    _wrap(DataFrameWriter, "option", _record_option)
+    _wrap(DataFrameWriter, "options", _record_options)
     _wrap(DataFrameWriter, "save", _save)

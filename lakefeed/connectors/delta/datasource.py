@@ -175,17 +175,17 @@ class DeltaDataSource(DataSource):
         return DeltaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return DeltaBatchWriter(_write_spec(self.options, schema, overwrite), schema, self.options)
+        return DeltaBatchWriter(write_spec(self.options, schema, overwrite), schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        spec = _write_spec(self.options, schema, overwrite, operation="STREAMING UPDATE")
+        spec = write_spec(self.options, schema, overwrite, operation="STREAMING UPDATE")
         return DeltaStreamWriter(spec, schema, query_id(self.options))
 
 
 # ---------------------------------------------------------------- writing
 
 
-def _write_spec(
+def write_spec(
     options: Mapping[str, str], schema: StructType, overwrite: bool, operation: str = "WRITE"
 ) -> commit.WriteSpec:
     """Everything about a write decided (and refused) on the driver before a task runs."""
@@ -210,6 +210,14 @@ def _write_spec(
     return spec
 
 
+def txn_option(options: Mapping[str, str]) -> tuple[str, int] | None:
+    """The idempotent batch write's (txnAppId, txnVersion), as in delta-spark."""
+    app, version = option(options, "txnAppId"), option(options, "txnVersion")
+    if (app is None) != (version is None):
+        raise ValueError("set both txnAppId and txnVersion for an idempotent write, or neither")
+    return (app, int(version)) if app is not None and version is not None else None
+
+
 CHECKPOINT_NEEDED = (
     "a streaming write to Delta needs a checkpoint: set "
     '.option("checkpointLocation", "<folder>") on the writeStream (the session-wide '
@@ -223,7 +231,7 @@ def check_stream_write(
     """What the first micro-batch would refuse, refused before the query starts instead."""
     if not option(options, "checkpointLocation"):
         raise ValueError(CHECKPOINT_NEEDED)
-    return _write_spec(options, schema, complete, operation="STREAMING UPDATE")
+    return write_spec(options, schema, complete, operation="STREAMING UPDATE")
 
 
 def query_id(options: Mapping[str, str]) -> str:
@@ -266,11 +274,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def __init__(self, spec: commit.WriteSpec, schema: StructType, options: Mapping[str, str]):
         self.spec = spec
         self.schema = schema
-        self.txn_app = option(options, "txnAppId")
-        txn_version = option(options, "txnVersion")
-        if (self.txn_app is None) != (txn_version is None):
-            raise ValueError("set both txnAppId and txnVersion for an idempotent write, or neither")
-        self.txn_version = int(txn_version) if txn_version is not None else None
+        self.txn = txn_option(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaCommitMessage:
         partition, _ = _task_ids()
@@ -280,12 +284,11 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        txn = (self.txn_app, self.txn_version) if self.txn_app is not None else None
         result = commit.commit_files(
             self.spec,
             _collect(messages),
             to_arrow_schema(self.schema, timezone="UTC"),
-            txn=txn,  # type: ignore[arg-type]
+            txn=self.txn,
         )
         if result.skipped:
             _cleanup(messages, self.spec.root)

@@ -27,6 +27,9 @@ import pyarrow.parquet as pq
 from lakefeed.connectors.delta.stats import FileStats
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+STAGING = "_lakefeed_staging"
+"""Folder inside a table where Spark writes files before they are adopted; a leading
+underscore hides it from Spark's and Delta's readers."""
 # Row groups as big as Spark's (parquet.block.size 128 MB): small ones cost 3x in write time.
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 128 << 20
@@ -39,6 +42,15 @@ _STREAM_FILE = re.compile(r"^part-lf-(?P<app>[0-9a-f]{8})-b(?P<batch>\d+)-")
 
 def stream_file_prefix(app_id: str, batch_id: int) -> str:
     return f"part-lf-{app_tag(app_id)}-b{batch_id:08d}-"
+
+
+def stale_staging(root: str, older_than_s: float) -> list[str]:
+    """Staging folders of writes whose driver died, older than ``older_than_s`` (for vacuum)."""
+    folder = os.path.join(root, STAGING)
+    cutoff = time.time() - older_than_s
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        return [e.path for e in entries if e.stat().st_mtime < cutoff]
+    return []
 
 
 def app_tag(app_id: str) -> str:

@@ -1,4 +1,4 @@
-"""Streaming writes to Delta whose data files Spark's own (JVM) Parquet writer produces.
+"""Writes to Delta whose data files Spark's own (JVM) Parquet writer produces.
 
 A Python Data Source sink receives every row as Arrow in a Python worker before anything is
 written; measured, that hand-over alone costs more than Spark's whole Parquet write
@@ -8,7 +8,9 @@ tasks), the driver reads the footers for statistics, renames the files into the 
 the batch's stream file names and commits them with the same ``txn`` action as the Python
 sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
 renamed but never committed carry their batch's name and go when that batch commits; a staging
-folder left by a killed driver goes at the query's next batch.
+folder left by a killed driver goes at the query's next batch. A batch ``save()`` takes the same
+path as one commit (with its optional ``txnAppId``/``txnVersion``); what a killed driver left
+of it goes with ``vacuum``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pyspark.sql.types import StructType, TimestampType
 from lakefeed.connectors.delta import commit, log
 from lakefeed.connectors.delta.files import (
     NULL_PARTITION,
+    STAGING,
     WrittenFile,
     app_tag,
     escape_path_name,
@@ -37,11 +40,11 @@ from lakefeed.connectors.delta.files import (
 )
 from lakefeed.connectors.delta.stats import footer_stats
 
-STAGING = "_lakefeed_staging"
-"""Folder inside the table; a leading underscore hides it from Spark's and Delta's readers."""
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 WRITER_OPTION = "lakefeed.writer"
 """``spark`` (default): Spark writes the data files; ``python``: the Python Data Source sink."""
+BATCH_TAG = "write"
+"""Staging folders of batch writes; a stream's carry its query's app tag."""
 
 
 def applies(schema: StructType, partition_by: list[str], session_time_zone: str) -> bool:
@@ -67,71 +70,116 @@ class SparkFilesSink:
         from lakefeed.connectors.delta.datasource import query_id
 
         app_id = query_id({"checkpointLocation": self.checkpoint})
-        self._drop_staging(app_id)
-        if self._committed(app_id, batch_id):
-            return  # a replay after a crash between the Delta commit and Spark's commit log
-        staging = os.path.join(self.spec.root, STAGING, f"{app_tag(app_id)}-{uuid.uuid4().hex}")
-        spark = frame.sparkSession
-        if spark.conf.get(TIMESTAMP_CONF, "INT96") == "INT96":
-            # Delta readers expect INT64 timestamps (delta-spark writes them too).
-            spark.conf.set(TIMESTAMP_CONF, "TIMESTAMP_MICROS")
-        writer = frame.write.mode("overwrite").option("compression", "snappy")
-        if self.spec.partition_by:
-            writer = writer.partitionBy(*self.spec.partition_by)
-        writer.parquet(staging)
-        schema = to_arrow_schema(frame.schema, timezone="UTC")
-        prefix = stream_file_prefix(app_id, batch_id)
-        files = [self._adopt(path, values, schema, prefix) for path, values in _staged(staging)]
-        commit.commit_stream_batch(
-            self.spec, [f for f in files if f is not None], schema, app_id, batch_id
-        )
+        _drop_staging(self.spec.root, app_tag(app_id) + "-")
+        if _committed(self.spec.root, (app_id, batch_id)):
+            # A replay after a crash between the Delta commit and Spark's commit log: nothing to
+            # write, but files an earlier attempt adopted and never committed go now (the
+            # commit skips on its txn, then removes them).
+            schema = to_arrow_schema(frame.schema, timezone="UTC")
+            commit.commit_stream_batch(self.spec, [], schema, app_id, batch_id)
+            return
+        staging = _staging_folder(self.spec.root, app_tag(app_id))
+        files, schema = _write(frame, self.spec, staging, stream_file_prefix(app_id, batch_id))
+        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id)
         shutil.rmtree(staging, ignore_errors=True)
 
-    def _committed(self, app_id: str, batch_id: int) -> bool:
-        if not log.is_delta_table(self.spec.root):
-            return False
-        from deltalake import DeltaTable
 
-        done = DeltaTable(self.spec.root).transaction_version(app_id)
-        return done is not None and done >= batch_id
+def write_batch(frame: DataFrame, spec: commit.WriteSpec, txn: tuple[str, int] | None) -> None:
+    """``df.write.format("delta").save()``: Spark writes the files, one Delta commit adds them.
 
-    def _drop_staging(self, app_id: str) -> None:
-        """Remove what an earlier attempt of this query left in staging (never others')."""
-        folder = os.path.join(self.spec.root, STAGING)
-        with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.startswith(app_tag(app_id) + "-"):
-                    shutil.rmtree(entry.path, ignore_errors=True)
+    A failed write or commit leaves nothing behind (its staged and adopted files are removed);
+    a staging folder of a killed driver is removed by ``lakefeed table vacuum``.
+    """
+    if txn is not None and _committed(spec.root, txn):
+        return  # the idempotent write (txnAppId/txnVersion) is already in the table
+    staging = _staging_folder(spec.root, BATCH_TAG)
+    files: list[WrittenFile] = []
+    try:
+        files, schema = _write(frame, spec, staging, f"part-{uuid.uuid4().hex[:8]}-")
+        result = commit.commit_files(spec, files, schema, txn=txn)
+        if result.skipped:
+            _remove(spec.root, files)  # another writer committed the same txn meanwhile
+    except BaseException:
+        _remove(spec.root, files)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
-    def _adopt(
-        self, staged: str, folders: Mapping[str, str | None], schema: pa.Schema, prefix: str
-    ) -> WrittenFile | None:
-        """Move one staged file into the table under its stream file name; None if empty."""
-        metadata = pq.read_metadata(staged)
-        if metadata.num_rows == 0:
-            os.remove(staged)
-            return None
-        values = {
-            name: partition_string(parse_partition_value(text, schema.field(name).type))
-            for name, text in folders.items()
-        }
-        parts = [
-            f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}" for n, v in values.items()
-        ]
-        relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
-        target = os.path.join(self.spec.root, relative)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(staged, target)
-        info = os.stat(target)
-        data = pa.schema([f for f in schema if f.name not in values])
-        return WrittenFile(
-            path=relative,
-            size=info.st_size,
-            partition_values=values,
-            modification_time=int(info.st_mtime * 1000),
-            stats=footer_stats(metadata, data),
-            rows=metadata.num_rows,
-        )
+
+def _write(
+    frame: DataFrame, spec: commit.WriteSpec, staging: str, prefix: str
+) -> tuple[list[WrittenFile], pa.Schema]:
+    """Spark writes ``frame`` into ``staging``; its files move into the table under ``prefix``."""
+    spark = frame.sparkSession
+    if spark.conf.get(TIMESTAMP_CONF, "INT96") == "INT96":
+        # Delta readers expect INT64 timestamps (delta-spark writes them too).
+        spark.conf.set(TIMESTAMP_CONF, "TIMESTAMP_MICROS")
+    writer = frame.write.mode("overwrite").option("compression", "snappy")
+    if spec.partition_by:
+        writer = writer.partitionBy(*spec.partition_by)
+    writer.parquet(staging)
+    schema = to_arrow_schema(frame.schema, timezone="UTC")
+    adopted = [_adopt(spec.root, path, values, schema, prefix) for path, values in _staged(staging)]
+    return [f for f in adopted if f is not None], schema
+
+
+def _staging_folder(root: str, tag: str) -> str:
+    return os.path.join(root, STAGING, f"{tag}-{uuid.uuid4().hex}")
+
+
+def _committed(root: str, txn: tuple[str, int]) -> bool:
+    if not log.is_delta_table(root):
+        return False
+    from deltalake import DeltaTable
+
+    done = DeltaTable(root).transaction_version(txn[0])
+    return done is not None and done >= txn[1]
+
+
+def _drop_staging(root: str, prefix: str) -> None:
+    """Remove what an earlier attempt of this query left in staging (never others')."""
+    folder = os.path.join(root, STAGING)
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _remove(root: str, files: list[WrittenFile]) -> None:
+    for written in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(root, written.path))
+
+
+def _adopt(
+    root: str, staged: str, folders: Mapping[str, str | None], schema: pa.Schema, prefix: str
+) -> WrittenFile | None:
+    """Move one staged file into the table under its final name; None if empty."""
+    metadata = pq.read_metadata(staged)
+    if metadata.num_rows == 0:
+        os.remove(staged)
+        return None
+    values = {
+        name: partition_string(parse_partition_value(text, schema.field(name).type))
+        for name, text in folders.items()
+    }
+    parts = [
+        f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}" for n, v in values.items()
+    ]
+    relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
+    target = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.replace(staged, target)
+    info = os.stat(target)
+    data = pa.schema([f for f in schema if f.name not in values])
+    return WrittenFile(
+        path=relative,
+        size=info.st_size,
+        partition_values=values,
+        modification_time=int(info.st_mtime * 1000),
+        stats=footer_stats(metadata, data),
+        rows=metadata.num_rows,
+    )
 
 
 def _staged(staging: str) -> Iterator[tuple[str, dict[str, str | None]]]:

@@ -14,6 +14,8 @@ through delta-rs, so it works while no SparkSession exists.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta.files import stale_staging
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
 DEFAULT_RETENTION_HOURS = 168
@@ -110,13 +113,19 @@ def vacuum(
             f"{DEFAULT_RETENTION_HOURS} h: readers (streams, time travel) may still need those "
             "files. Pass force=True (CLI: --force) if nothing reads older versions."
         )
-    return list(
+    files = list(
         _open(path).vacuum(
             retention_hours=int(retention_hours),
             dry_run=dry_run,
             enforce_retention_duration=False,
         )
     )
+    # delta-rs skips folders whose names start with "_": the staging of writes that died.
+    staged = stale_staging(str(path), retention_hours * 3600)
+    if not dry_run:
+        for folder in staged:
+            shutil.rmtree(folder, ignore_errors=True)
+    return files + [os.path.relpath(folder, path) + "/" for folder in staged]
 
 
 def truncate(path: str | Path) -> int | None:

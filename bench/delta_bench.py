@@ -4,13 +4,15 @@ One process, one SparkSession, the same generated rows for every leg:
   sink:   readStream.parquet(input) -> writeStream.parquet   vs  -> writeStream.format("delta")
   source: readStream.parquet(<the Delta table's own files>) -> noop
           vs readStream.format("delta")(<that table>) -> noop
-Every leg is a streaming query with trigger(availableNow=True) and the same maxFilesPerTrigger.
+Every sink and source leg is a streaming query with trigger(availableNow=True) and the same
+maxFilesPerTrigger.
 Prints rows/s per leg (best of --repeats) and the ratios (targets: sink >= 0.9x, source >= 0.8x).
 
 lakefeed's Delta sink lets Spark's own Parquet writer produce the data files (foreachBatch);
 the delta-py-sink leg is its Python Data Source sink (option lakefeed.writer=python), used when
-the Spark writer cannot lay the files out. Two ceiling legs show what Spark's Python Data
-Source API itself costs, with no Delta work:
+the Spark writer cannot lay the files out. The *-write legs are batch writes of the same rows
+(df.write.parquet vs df.write.format("delta"), Spark-written and Python-written): no target.
+Two ceiling legs show what Spark's Python Data Source API itself costs, with no Delta work:
   pyds-sink: a Python stream writer that only counts the Arrow batches Spark hands it;
   pyds-src:  a Python stream reader that only yields pyarrow's batches of the same files.
 Any Python connector pays these hand-overs; the native parquet legs never do.
@@ -166,6 +168,20 @@ def main() -> None:
 
             return run
 
+        def batch_write(fmt: str, attempt: int) -> Callable[[], None]:
+            def run() -> None:
+                python = fmt == "delta-py"
+                (
+                    spark.read.schema(schema)
+                    .parquet(str(work / "input"))
+                    .write.format("delta" if python else fmt)
+                    .option("lakefeed.writer", "python" if python else "spark")
+                    .mode("append")
+                    .save(str(work / f"{fmt}-write-{attempt}"))
+                )
+
+            return run
+
         def source(fmt: str, attempt: int, table: Path) -> Callable[[], None]:
             def run() -> None:
                 reader = spark.readStream.option("maxFilesPerTrigger", limit)
@@ -193,16 +209,23 @@ def main() -> None:
         sink("delta", 99)()
         sink("delta-py", 99)()
         sink(ceiling, 99)()
+        for fmt in ("parquet", "delta", "delta-py"):
+            batch_write(fmt, 99)()
         table = work / "delta-out-99"  # a Delta table; its data files are plain parquet
         legs = ("pq-sink", "delta-sink", "delta-py-sink", "pyds-sink")
-        legs += ("pq-src", "delta-src", "pyds-src")
+        legs += ("pq-src", "delta-src", "pyds-src", "pq-write", "delta-write", "delta-py-write")
         results: dict[str, list[float]] = {k: [] for k in legs}
         for attempt in range(args.repeats):
             for key in legs:
                 kind = {"pq": "parquet", "delta": "delta", "delta-py": "delta-py", "pyds": ceiling}[
                     key.rsplit("-", 1)[0]
                 ]
-                leg = sink(kind, attempt) if key.endswith("sink") else source(kind, attempt, table)
+                if key.endswith("sink"):
+                    leg = sink(kind, attempt)
+                elif key.endswith("write"):
+                    leg = batch_write(kind, attempt)
+                else:
+                    leg = source(kind, attempt, table)
                 results[key].append(timed(leg))
         from deltalake import DeltaTable
 
@@ -220,6 +243,10 @@ def main() -> None:
         source_ratio = rate["delta-src"] / rate["pq-src"]
         print(f"sink ratio   delta/parquet = {sink_ratio:.2f}x (target >= 0.9)")
         print(f"source ratio delta/parquet = {source_ratio:.2f}x (target >= 0.8)")
+        print(
+            f"batch write  delta/parquet = {rate['delta-write'] / rate['pq-write']:.2f}x "
+            f"(Python writer {rate['delta-py-write'] / rate['pq-write']:.2f}x; no target)"
+        )
         for kind, ours in (("sink", "delta-py-sink"), ("src", "delta-src")):
             api = rate[f"pyds-{kind}"] / rate[f"pq-{kind}"]
             print(

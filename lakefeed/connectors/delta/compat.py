@@ -100,27 +100,17 @@ def _save(original: Callable) -> Callable:
             self.mode("append")
             chosen = "append"
         if is_delta and path is not None:
+            from lakefeed.connectors.delta.datasource import txn_option, write_spec
+            from lakefeed.connectors.delta.spark_files import write_batch
+
             every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}, "path": path}
-            if _spark_writes_files(self, every, _partitioning(every)):
-                _write_with_spark(self._df, every, overwrite=chosen == "overwrite")
+            spec = write_spec(every, self._df.schema, overwrite=chosen == "overwrite")
+            if _spark_writes_files(self, every, spec.partition_by):
+                write_batch(self._df, spec, txn_option(every))
                 return None
         return original(self, path, partitionBy=partitionBy, **options)
 
     return save
-
-
-def _partitioning(options: dict[str, str]) -> tuple[str, ...]:
-    from lakefeed.connectors.delta import commit
-    from lakefeed.connectors.delta.datasource import partition_columns, table_root
-
-    return commit.resolve_partitioning(table_root(options), partition_columns(options))
-
-
-def _write_with_spark(frame: Any, options: dict[str, str], overwrite: bool) -> None:
-    from lakefeed.connectors.delta.datasource import txn_option, write_spec
-    from lakefeed.connectors.delta.spark_files import write_batch
-
-    write_batch(frame, write_spec(options, frame.schema, overwrite), txn_option(options))
 
 
 def _record_option(original: Callable) -> Callable:

@@ -7,7 +7,6 @@ Parquet files. Nothing here keeps state Spark does not hand back, except caches.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -50,6 +49,7 @@ from lakefeed.connectors.delta import commit, log, offsets, pruning
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
+    remove_files,
     stream_file_prefix,
     write_batches,
 )
@@ -265,9 +265,7 @@ def _collect(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile
 
 
 def _cleanup(messages: Sequence[WriterCommitMessage | None], root: str) -> None:
-    for written in _collect(messages):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(root, written.path))
+    remove_files(root, _collect(messages))
 
 
 class DeltaBatchWriter(DataSourceArrowWriter):

@@ -247,6 +247,13 @@ def write_batches(
         raise
 
 
+def remove_files(root: str, files: Sequence[WrittenFile]) -> None:
+    """Delete written files that will not be (or were not) committed; gone already is fine."""
+    for written in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(root, written.path))
+
+
 def local_path(root: str, log_path: str) -> str:
     """The file-system path of a file the Delta log names (log paths are URL-encoded)."""
     if "://" in log_path:

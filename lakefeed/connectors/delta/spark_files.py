@@ -36,6 +36,7 @@ from lakefeed.connectors.delta.files import (
     escape_path_name,
     parse_partition_value,
     partition_string,
+    remove_files,
     stream_file_prefix,
 )
 from lakefeed.connectors.delta.stats import footer_stats
@@ -98,9 +99,9 @@ def write_batch(frame: DataFrame, spec: commit.WriteSpec, txn: tuple[str, int] |
         files, schema = _write(frame, spec, staging, f"part-{uuid.uuid4().hex[:8]}-")
         result = commit.commit_files(spec, files, schema, txn=txn)
         if result.skipped:
-            _remove(spec.root, files)  # another writer committed the same txn meanwhile
+            remove_files(spec.root, files)  # another writer committed the same txn meanwhile
     except BaseException:
-        _remove(spec.root, files)
+        remove_files(spec.root, files)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -143,12 +144,6 @@ def _drop_staging(root: str, prefix: str) -> None:
         for entry in entries:
             if entry.name.startswith(prefix):
                 shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _remove(root: str, files: list[WrittenFile]) -> None:
-    for written in files:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(root, written.path))
 
 
 def _adopt(

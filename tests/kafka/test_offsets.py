@@ -75,6 +75,13 @@ def test_data_loss_cases_are_named() -> None:
     assert "went back from 50 to 10" in backwards.data_loss[0]
     assert backwards.end == {A0: 10}
     assert plan_ranges({A0: 50}, backwards.end, {}) == []
+    # A high no fetch confirmed (brokers back from an outage; tansu's offset answer is low) is
+    # no evidence: the partition stays put, reported as deferred, and nothing is lost.
+    unsure = plan_end({A0: 1600, A1: 5}, {A0: (0, 1), A1: (0, 9)}, unconfirmed={A0})
+    assert unsure.data_loss == ()
+    assert unsure.end == {A0: 1600, A1: 9}
+    assert "end offset 1 is below 1600" in unsure.deferred[0]
+    assert plan_end({A0: 5}, {A0: (0, 9)}, unconfirmed={A0}).end == {A0: 9}
 
 
 def test_split_ranges_min_partitions_and_max_records() -> None:

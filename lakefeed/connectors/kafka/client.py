@@ -111,6 +111,9 @@ class BrokerView:
         self._metadata: Consumer | None = None
         self._fetcher: Consumer | None = None
         self._reached = False
+        # Partitions whose high watermark the last watermarks() call could not confirm by a
+        # fetch: the offset request's answer is then all there is (low on tansu, see above).
+        self.unconfirmed: frozenset[TopicPartition] = frozenset()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options}
@@ -196,6 +199,9 @@ class BrokerView:
 
             result[(topic, partition)] = self._call("offset request", ask)
         fetched = self._fetched_highs(result) if exact_high else {}
+        self.unconfirmed = frozenset(
+            tp for tp, (low, high) in result.items() if exact_high and high > low
+        ) - set(fetched)
         for key, fetched_high in fetched.items():
             low, high = result[key]
             result[key] = (low, max(high, fetched_high))

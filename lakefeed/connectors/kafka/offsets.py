@@ -13,7 +13,7 @@ source would) silently skips what arrived in between.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from lakefeed.connectors.kafka.options import (
@@ -143,6 +143,7 @@ class Plan:
 
     end: OffsetMap
     data_loss: tuple[str, ...] = ()
+    deferred: tuple[str, ...] = ()  # partitions left where they are until the broker answers
 
 
 def plan_end(
@@ -151,6 +152,7 @@ def plan_end(
     *,
     max_offsets: int | None = None,
     target: Mapping[TopicPartition, int] | None = None,
+    unconfirmed: Collection[TopicPartition] = (),
 ) -> Plan:
     """End offsets of the next micro-batch, and the data loss between ``start`` and the broker.
 
@@ -158,8 +160,12 @@ def plan_end(
     ``target`` (Trigger.AvailableNow) caps every partition at the offsets seen when the query
     started; ``max_offsets`` (maxOffsetsPerTrigger) is shared between partitions in proportion
     to their lag, so a partition far behind catches up without starving the others.
+    ``unconfirmed`` partitions have a high watermark no fetch could confirm (the brokers did
+    not answer in time): an end below ``start`` there is not evidence of loss, so such a
+    partition stays where it is this time instead of being reported.
     """
     losses: list[str] = []
+    deferred: list[str] = []
     begin: OffsetMap = {}
     latest: OffsetMap = {}
     for tp in sorted(set(start) - set(watermarks)):
@@ -169,6 +175,13 @@ def plan_end(
             continue  # appeared after availableNow took its target: the next run reads it
         offset = start.get(tp, EARLIEST)
         cap = high if target is None else min(high, target.get(tp, max(offset, low)))
+        if offset >= 0 and offset > high and tp in unconfirmed:
+            deferred.append(
+                f"{describe(tp)}: the broker's end offset {high} is below {offset} and no fetch "
+                "confirmed it; not read this time"
+            )
+            begin[tp] = latest[tp] = offset
+            continue
         if offset >= 0 and offset > high:
             losses.append(
                 f"{describe(tp)}: offsets went back from {offset} to {high} "
@@ -184,7 +197,7 @@ def plan_end(
         begin[tp] = resolve(offset, (low, cap))
         latest[tp] = max(cap, begin[tp])
     end = latest if max_offsets is None else rate_limit(begin, latest, max_offsets)
-    return Plan(end=end, data_loss=tuple(losses))
+    return Plan(end=end, data_loss=tuple(losses), deferred=tuple(deferred))
 
 
 def rate_limit(

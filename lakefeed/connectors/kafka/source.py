@@ -156,8 +156,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._watermarks(),
             max_offsets=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
             target=self.target,
+            unconfirmed=self.broker.unconfirmed,
         )
         _report_data_loss(self.options, plan.data_loss)
+        for reason in plan.deferred:
+            log.warning("Kafka %s", reason)
         return to_json(plan.end)
 
     def reportLatestOffset(self) -> dict | None:

@@ -10,8 +10,11 @@ Prints rows/s per leg (best of --repeats) and the ratios (targets: sink >= 0.9x,
 
 lakefeed's Delta sink lets Spark's own Parquet writer produce the data files (foreachBatch);
 the delta-py-sink leg is its Python Data Source sink (option lakefeed.writer=python), used when
-the Spark writer cannot lay the files out. The *-write legs are batch writes of the same rows
-(df.write.parquet vs df.write.format("delta"), Spark-written and Python-written): no target.
+the Spark writer cannot lay the files out. Likewise the delta-src leg plans its batches in
+Python and lets Spark's Parquet reader read them (lakefeed.jvm); delta-py-src is the Python
+Data Source reader (option lakefeed.reader=python). The *-write legs are batch writes of the
+same rows (df.write.parquet vs df.write.format("delta"), Spark-written and Python-written):
+no target.
 Two ceiling legs show what Spark's Python Data Source API itself costs, with no Delta work:
   pyds-sink: a Python stream writer that only counts the Arrow batches Spark hands it;
   pyds-src:  a Python stream reader that only yields pyarrow's batches of the same files.
@@ -187,8 +190,12 @@ def main() -> None:
                 reader = spark.readStream.option("maxFilesPerTrigger", limit)
                 if fmt == "parquet":
                     frame = reader.schema(schema).parquet(str(table))
-                elif fmt == "delta":
-                    frame = reader.format("delta").load(str(table))
+                elif fmt in ("delta", "delta-py"):
+                    frame = (
+                        reader.format("delta")
+                        .option("lakefeed.reader", "python" if fmt == "delta-py" else "spark")
+                        .load(str(table))
+                    )
                 else:
                     frame = reader.format(fmt).option("ddl", ddl).load(str(table))
                 query = (
@@ -213,7 +220,15 @@ def main() -> None:
             batch_write(fmt, 99)()
         table = work / "delta-out-99"  # a Delta table; its data files are plain parquet
         legs = ("pq-sink", "delta-sink", "delta-py-sink", "pyds-sink")
-        legs += ("pq-src", "delta-src", "pyds-src", "pq-write", "delta-write", "delta-py-write")
+        legs += (
+            "pq-src",
+            "delta-src",
+            "delta-py-src",
+            "pyds-src",
+            "pq-write",
+            "delta-write",
+            "delta-py-write",
+        )
         results: dict[str, list[float]] = {k: [] for k in legs}
         for attempt in range(args.repeats):
             for key in legs:
@@ -247,7 +262,7 @@ def main() -> None:
             f"batch write  delta/parquet = {rate['delta-write'] / rate['pq-write']:.2f}x "
             f"(Python writer {rate['delta-py-write'] / rate['pq-write']:.2f}x; no target)"
         )
-        for kind, ours in (("sink", "delta-py-sink"), ("src", "delta-src")):
+        for kind, ours in (("sink", "delta-py-sink"), ("src", "delta-py-src")):
             api = rate[f"pyds-{kind}"] / rate[f"pq-{kind}"]
             print(
                 f"{kind:<6} ceiling: Python Data Source API alone = {api:.2f}x parquet; "

@@ -58,11 +58,21 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**DEFAULT_CONF, **dict(conf or {})}.items():
+    settings = {**DEFAULT_CONF, **dict(conf or {})}
+    if SparkSession.getActiveSession() is None and (jars := _with_lakefeed_jar(settings)):
+        settings["spark.jars"] = jars
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_connectors(spark)
     return spark
+
+
+def _with_lakefeed_jar(settings: Mapping[str, str]) -> str:
+    """``spark.jars`` plus lakefeed's planned-stream source (see :mod:`lakefeed.jvm`)."""
+    from lakefeed.jvm import jar_path
+
+    return ",".join(j for j in (settings.get("spark.jars"), jar_path()) if j)
 
 
 def active_spark() -> SparkSession:

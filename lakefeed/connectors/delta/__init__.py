@@ -17,15 +17,11 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 def native_delta_available(spark: SparkSession) -> bool:
     """True when delta-spark's classes are loadable: then its connector serves ``delta``."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    from lakefeed.jvm import loadable
+
+    if getattr(spark, "_jvm", None) is None:
         return NATIVE_EXTENSION in (spark.conf.get("spark.sql.extensions", "") or "")
-    try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(NATIVE_EXTENSION, False, loader)
-    except Exception:
-        return False
-    return True
+    return loadable(spark, NATIVE_EXTENSION)
 
 
 def register(spark: SparkSession) -> None:
@@ -33,8 +29,10 @@ def register(spark: SparkSession) -> None:
     if native_delta_available(spark):
         return
     from lakefeed.connectors.delta import compat
-    from lakefeed.connectors.delta.datasource import DeltaDataSource
+    from lakefeed.connectors.delta.datasource import DeltaDataSource, planned_stream
+    from lakefeed.jvm import readers
 
     spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(DeltaDataSource)
     compat.install()
+    readers.route("delta", planned_stream)

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -45,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.delta import commit, log, offsets, pruning
+from lakefeed.connectors.delta import commit, log, native, offsets, pruning
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
@@ -475,5 +476,33 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self.root, self.schema, partition)
 
+    def native_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
+        """The same batch as :meth:`partitions` plans, read by Spark's Parquet reader."""
+        files = self.feed.files_between(
+            offsets.DeltaOffset.from_dict(start), offsets.DeltaOffset.from_dict(end)
+        )
+        return native.files_frame(spark, self.root, files, self.schema)
+
     def commit(self, end: dict) -> None:
         self.feed.forget_before(offsets.DeltaOffset.from_dict(end).version)
+
+
+def planned_stream(
+    spark: SparkSession, options: Mapping[str, str], schema: Any = None
+) -> DataFrame | None:
+    """``readStream.format("delta")`` with rows read by Spark (None: use the Python source,
+    also for a schema the user fixed: the table's own is what a planned stream reads)."""
+    from lakefeed.jvm import bridge
+
+    if schema is not None:
+        return None
+    if not bridge.spark_reads(spark, option(options, bridge.READER_OPTION), default="spark"):
+        return None
+    schema = DeltaDataSource(dict(options)).schema()
+    reader = DeltaStreamReader(options, schema)  # refuses bad options and tables before a query
+    return bridge.planned_stream(
+        spark,
+        lambda: DeltaStreamReader(options, schema),
+        schema,
+        description=f"DeltaSource[{reader.root}]",
+    )

@@ -1,0 +1,40 @@
+package dev.lakefeed.spark;
+
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.sources.StreamSourceProvider;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
+import scala.Tuple2;
+import scala.collection.immutable.Map;
+
+/** {@code readStream.format("lakefeed_planned")}: a stream planned in Python, read by Spark. */
+public final class PlannedSourceProvider implements StreamSourceProvider, DataSourceRegister {
+  static final String PLANNER_OPTION = "lakefeed.planner";
+
+  @Override
+  public String shortName() {
+    return "lakefeed_planned";
+  }
+
+  @Override
+  public Tuple2<String, StructType> sourceSchema(
+      SQLContext context, Option<StructType> schema, String provider, Map<String, String> options) {
+    if (schema.isEmpty()) {
+      throw new IllegalArgumentException("a planned stream needs its schema from the planner");
+    }
+    return new Tuple2<>(shortName(), schema.get());
+  }
+
+  @Override
+  public Source createSource(
+      SQLContext context,
+      String metadataPath,
+      Option<StructType> schema,
+      String provider,
+      Map<String, String> options) {
+    String id = options.get(PLANNER_OPTION).getOrElse(() -> "");
+    return new PlannedSource(context.sparkSession(), schema.get(), id, metadataPath);
+  }
+}

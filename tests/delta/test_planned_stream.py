@@ -1,0 +1,135 @@
+"""A Delta stream planned in Python and read by Spark's Parquet reader (lakefeed.jvm).
+
+The same offsets and files as the Python Data Source reader, so both must produce the same
+rows: partition values of every type, files older than a column, limits, restarts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+
+def _landed(path: Path) -> None:
+    """Commits by delta-rs: typed partitions (a null one among them), then a new column."""
+    stamp = dt.datetime(2026, 11, 23, 12, 30, 15, 250000, tzinfo=dt.UTC)
+    for commit in range(3):
+        ids = list(range(commit * 4, commit * 4 + 4))
+        write_deltalake(
+            str(path),
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "name": [f"r{i}" for i in ids],
+                    "part": ["a b/c%" if i % 2 else None for i in ids],
+                    "day": pa.array([dt.date(2026, 1, 1 + i % 2) for i in ids], pa.date32()),
+                    "at": pa.array([stamp] * 4, pa.timestamp("us", tz="UTC")),
+                    "amount": pa.array([Decimal("1.25")] * 4, pa.decimal128(9, 2)),
+                }
+            ),
+            partition_by=["part", "day", "at", "amount"],
+            mode="append",
+        )
+    write_deltalake(
+        str(path),
+        pa.table(
+            {
+                "id": pa.array([100], pa.int64()),
+                "name": ["late"],
+                "part": ["z"],
+                "day": pa.array([dt.date(2026, 2, 1)], pa.date32()),
+                "at": pa.array([stamp], pa.timestamp("us", tz="UTC")),
+                "amount": pa.array([Decimal("2.50")], pa.decimal128(9, 2)),
+                "extra": [7.5],
+            }
+        ),
+        partition_by=["part", "day", "at", "amount"],
+        mode="append",
+        schema_mode="merge",
+    )
+
+
+def _stream(spark, src: Path, reader: str, checkpoint: Path) -> tuple[list, list[dict]]:
+    rows: list = []
+    frame = (
+        spark.readStream.format("delta")
+        .option("lakefeed.reader", reader)
+        .option("maxFilesPerTrigger", 3)
+        .load(str(src))
+    )
+    query = (
+        frame.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(240)
+    finally:
+        query.stop()
+    return sorted(rows, key=lambda r: r["id"]), query.recentProgress
+
+
+def test_spark_and_python_readers_stream_the_same_rows(spark, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _landed(src)
+    native, progress = _stream(spark, src, "spark", tmp_path / "cp-spark")
+    python, python_progress = _stream(spark, src, "python", tmp_path / "cp-python")
+
+    assert progress[0]["sources"][0]["description"] == f"DeltaSource[{src}]"
+    assert "PythonMicroBatchStream" in python_progress[0]["sources"][0]["description"]
+    assert native == python
+    assert [r["id"] for r in native] == [*range(12), 100]
+    first = native[0]
+    assert first["part"] is None and first["day"] == dt.date(2026, 1, 1)
+    assert native[1]["part"] == "a b/c%"
+    # Spark hands timestamps to Python in its local time.
+    assert first["at"].astimezone(dt.UTC) == dt.datetime(2026, 11, 23, 12, 30, 15, 250000, dt.UTC)
+    assert first["amount"] == Decimal("1.25") and first["extra"] is None
+    assert native[-1]["extra"] == 7.5
+    # The same batches: maxFilesPerTrigger is honoured by the planner on both paths.
+    batch_rows = [p["numInputRows"] for p in progress]
+    assert batch_rows == [p["numInputRows"] for p in python_progress]
+    assert len(batch_rows) > 1
+
+
+def test_planned_stream_restarts_starts_twice_and_prunes_partitions(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    write_deltalake(str(src), pa.table({"id": [1, 2], "k": ["x", "y"]}), partition_by=["k"])
+    frame = spark.readStream.format("delta").load(str(src)).where(F.col("k") == "y")
+
+    def run(checkpoint: str, table: str) -> None:
+        query = (
+            frame.writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start(str(out / table))
+        )
+        query.awaitTermination(240)
+        query.stop()
+
+    def ids(table: str) -> list[int]:
+        return sorted(r.id for r in spark.read.format("delta").load(str(out / table)).collect())
+
+    run("cp1", "one")
+    write_deltalake(str(src), pa.table({"id": [3, 4], "k": ["y", "x"]}), mode="append")
+    run("cp1", "one")  # the same checkpoint: only the new commit
+    run("cp2", "two")  # a second query of the same DataFrame: everything
+    assert ids("one") == [2, 3]
+    assert ids("two") == [2, 3]
+    commits = sorted((out / "one" / "_delta_log").glob("*.json"))
+    assert len(commits) == 2  # one batch per run, nothing replayed
+
+
+def test_unknown_reader_option_is_refused(spark, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write_deltalake(str(src), pa.table({"id": [1]}))
+    with pytest.raises(ValueError, match="lakefeed.reader is 'spark' or 'python'"):
+        spark.readStream.format("delta").option("lakefeed.reader", "jvm").load(str(src))

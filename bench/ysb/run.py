@@ -95,6 +95,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--legs", default=",".join(LEGS), help=f"comma list of {LEGS}")
+    p.add_argument(
+        "--reader",
+        choices=("spark", "python"),
+        default="spark",
+        help="lakefeed leg's cloudFiles reader (option lakefeed.reader)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb")
     p.add_argument("--chart", type=Path, default=None, help="write a PNG chart here")
     p.add_argument("--timeout", type=float, default=900)
@@ -190,7 +196,11 @@ def _ysb_env(
         per_batch = args.max_files * args.events // args.files
         env.update(YSB_BOOTSTRAP=str(bootstrap), YSB_TOPIC=TOPIC, YSB_MAX_OFFSETS=str(per_batch))
     else:
-        env.update(YSB_INPUT=str(inputs / "events"), YSB_MAX_FILES=str(args.max_files))
+        env.update(
+            YSB_INPUT=str(inputs / "events"),
+            YSB_MAX_FILES=str(args.max_files),
+            YSB_READER=args.reader,
+        )
     return env
 
 

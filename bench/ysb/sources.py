@@ -5,7 +5,9 @@ Shared by the throughput pipeline (``bench/ysb/pipeline.py``) and the latency pi
 nothing:
 
 - ``YSB_CAMPAIGNS``: the ad → campaign JSON file;
-- ``YSB_INPUT`` + ``YSB_MAX_FILES``: the landing folder and files per micro-batch, or
+- ``YSB_INPUT`` + ``YSB_MAX_FILES``: the landing folder and files per micro-batch, and
+  ``YSB_READER``: ``spark`` (default: Spark's JSON reader parses each batch) or ``python``
+  (lakefeed's own reader, with rescued data and file metadata when asked for), or
 - ``YSB_BOOTSTRAP`` + ``YSB_TOPIC`` + ``YSB_MAX_OFFSETS``: the Kafka topic.
 """
 
@@ -37,7 +39,10 @@ def events() -> DataFrame:
         # No lineage needed here; Spark's own _metadata costs nothing unless selected, ours
         # is a real column a Python source cannot prune (~10% of this narrow stream).
         includeMetadata=False,
-        **{"cloudFiles.maxFilesPerTrigger": os.environ.get("YSB_MAX_FILES", "8")},
+        **{
+            "cloudFiles.maxFilesPerTrigger": os.environ.get("YSB_MAX_FILES", "8"),
+            "lakefeed.reader": os.environ.get("YSB_READER", "spark"),
+        },
     )
     return files.select(*query.EVENT_FIELDS)
 

@@ -2,7 +2,8 @@
 
 Run by tests/files/test_crash.py through tests/support/crash.py. Every run first lands a few
 more files (named by run, so a restart does not land them twice), then ingests two files per
-micro-batch until everything present is in the Delta table.
+micro-batch until everything present is in the Delta table, read by lakefeed's reader or
+(argument ``spark``) by Spark's JSON reader through the planned stream.
 """
 
 from __future__ import annotations
@@ -31,17 +32,27 @@ def land(folder: Path, run: str) -> None:
         tmp.rename(target)
 
 
-def main(work: Path) -> None:
+def main(work: Path, reader: str) -> None:
+    from pyspark.sql import functions as F
+
     land(work / "land", os.environ.get("LAKEFEED_CRASH_RUN", "x"))
     spark = driver_session("files-crash")
-    query = (
+    stream = (
         spark.readStream.format("cloudFiles")
         .option("cloudFiles.format", "json")
         .option("cloudFiles.schemaLocation", str(work / "schema"))
-        .option("cloudFiles.schemaHints", "line BIGINT")
         .option("cloudFiles.maxFilesPerTrigger", 2)
-        .load(str(work / "land"))
-        .selectExpr("run", "file", "line", "_metadata.file_path AS path")
+        .option("lakefeed.reader", reader)
+    )
+    if reader == "spark":  # Spark's JSON reader: a fixed schema, no lakefeed _metadata column
+        stream = stream.schema("run STRING, file STRING, line BIGINT")
+        path = F.concat(F.lit(f"{work / 'land'}/run-"), "run", F.lit("/"), "file")
+    else:
+        stream = stream.option("cloudFiles.schemaHints", "line BIGINT")
+        path = F.col("_metadata.file_path")
+    query = (
+        stream.load(str(work / "land"))
+        .select("run", "file", "line", path.alias("path"))
         .writeStream.format("delta")
         .option("path", str(work / "dst"))
         .option("checkpointLocation", str(work / "cp"))
@@ -53,4 +64,4 @@ def main(work: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

@@ -18,7 +18,11 @@ __all__ = ["CloudFilesDataSource", "claim_skipped", "read_files", "register", "s
 
 def register(spark: SparkSession) -> None:
     """Register the ``cloudFiles`` data source on ``spark``."""
+    from lakefeed.connectors.files.source import planned_stream
+    from lakefeed.jvm import readers
+
     spark.dataSource.register(CloudFilesDataSource)
+    readers.route("cloudFiles", planned_stream)
 
 
 def read_files(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -30,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed.connectors.files import native
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import (
     FileEntry,
@@ -205,6 +207,13 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._done = index
         _report_skipped(self.opts.require_schema_location())
 
+    def native_batch(
+        self, spark: SparkSession, start: dict[str, Any], end: dict[str, Any]
+    ) -> DataFrame | None:
+        """The files of (start, end] parsed by Spark's reader (``lakefeed.reader=spark``)."""
+        entries = self.filelog.entries(self._index(start), self._index(end))
+        return native.files_frame(spark, [e.path for e in entries], self.plan) if entries else None
+
     def stop(self) -> None:
         if self._lock is not None:
             self._lock.close()
@@ -352,6 +361,37 @@ class CloudFilesDataSource(DataSource):
             include_metadata=meta is not None,
             schema_location=self.opts.require_schema_location(),
         )
+
+
+def planned_stream(
+    spark: SparkSession, options: Mapping[str, str], fixed: StructType | str | None = None
+) -> DataFrame | None:
+    """``readStream.format("cloudFiles")`` read by Spark's own reader when the options ask for
+    it (``lakefeed.reader=spark``); None: lakefeed's Python reader. ``fixed`` is a schema the
+    user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
+    from lakefeed.jvm import bridge
+
+    chosen = next((v for k, v in options.items() if k.lower() == bridge.READER_OPTION), None)
+    if not bridge.spark_reads(spark, chosen, default="python"):
+        return None
+    source = CloudFilesDataSource(options)
+    if fixed is None:
+        schema = source.schema()
+    else:
+        schema = fixed if isinstance(fixed, StructType) else parse_ddl(fixed)
+    reader = source.streamReader(schema)
+    reason = native.refusal(reader.plan)
+    if reason is not None:
+        raise OptionError(
+            f"{bridge.READER_OPTION}=spark cannot read this cloudFiles stream: {reason} "
+            f"(or drop {bridge.READER_OPTION} to keep lakefeed's reader)"
+        )
+    return bridge.planned_stream(
+        spark,
+        lambda: source.streamReader(schema),
+        schema,
+        description=f"CloudFilesSource[{source.opts.path}]",
+    )
 
 
 def _user_rescue_column(schema: StructType, wanted: str | None) -> str | None:

@@ -1,0 +1,43 @@
+"""The Spark-free parts of planned streams: read limits across Py4J, when Spark may read files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+)
+
+from lakefeed.connectors.files.native import refusal
+from lakefeed.jvm.bridge import _limit, _text
+from tests.files.test_core import _opts, _plan
+
+
+@pytest.mark.parametrize(
+    "limit", [ReadMaxFiles(7), ReadMaxBytes(1 << 30), ReadMaxRows(5), ReadAllAvailable()]
+)
+def test_read_limits_cross_as_text_and_back(limit) -> None:
+    back = _limit(_text(limit))
+    assert type(back) is type(limit) and vars(back) == vars(limit)
+
+
+def test_an_unknown_limit_is_refused_not_read_as_all() -> None:
+    with pytest.raises(ValueError, match="cannot honour"):
+        _limit("other:minRows(5)")
+
+
+def test_spark_reads_only_what_it_can_read_as_lakefeed_would(tmp_path: Path) -> None:
+    opts = _opts(tmp_path)
+    assert refusal(_plan(opts, "id BIGINT", tmp_path, "none", None, False)) is None
+    assert "rescued-data" in str(refusal(_plan(opts, "id BIGINT", tmp_path, "none")))
+    assert "includeMetadata" in str(refusal(_plan(opts, "id BIGINT", tmp_path, "none", None)))
+    evolving = _plan(opts, "id BIGINT", tmp_path, "addNewColumns", None, False)
+    assert "addNewColumns" in str(refusal(evolving))
+    skipping = _opts(tmp_path, ignoreCorruptFiles="true")
+    assert "ignoreCorrupt" in str(
+        refusal(_plan(skipping, "id BIGINT", tmp_path, "none", None, False))
+    )

@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> None:
         format="delta",
         durations_ms=protocol.sum_durations(progress),
     )
+    from lakefeed.runtime.shutdown import exit_now
+
+    exit_now(0)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

@@ -155,7 +155,9 @@ def run(
     console.print(f"run {result.run_id} {mode}: {result.reason}")
     if result.failed:
         console.print(f"[red]failed flows: {', '.join(result.failed)}[/]")
-        sys.exit(1)
+    from lakefeed.runtime.shutdown import exit_now
+
+    exit_now(1 if result.failed else 0)
 
 
 @click.command()
@@ -315,6 +317,10 @@ def demo(
         return
     console.print(f"demo stopped: {result.reason}; lakehouse at {lakehouse.root}")
     show_tables(lakehouse)
+    spark.stop()
+    from lakefeed.runtime.shutdown import exit_now
+
+    exit_now(1 if result.failed else 0)
 
 
 class DemoView:

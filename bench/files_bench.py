@@ -4,6 +4,8 @@
    ``trigger(availableNow=True)``; rows/s of each and the ratio (target >= 0.8x), both on wall
    time (query start to end: includes the Python process Spark starts per query for a Python
    streaming source) and on micro-batch processing time (the batches' ``triggerExecution``).
+   A third leg is lakefeed's cloudFiles with ``lakefeed.reader=spark`` (planned in Python,
+   parsed by Spark's JSON reader, no Python process per query).
    Legs alternate and repeat in one run because this machine kind is noisy.
 2. Discovery cost: steady-state micro-batch time of a running stream that finds 10 new files
    when 100 vs 100,000 files were already ingested (``latestOffset`` and the whole trigger),
@@ -80,18 +82,24 @@ def _run(df, out: Path, attempts: int = 3) -> tuple[float, float]:
 def throughput(spark, work: Path, files: int, rows: int, repeats: int) -> dict:
     land = work / "land"
     total = write_json_files(land, files, rows)
-    legs = {
-        "spark_json": lambda: (
-            spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files).json(str(land))
-        ),
-        "lakefeed_cloudFiles": lambda: (
+
+    def cloud_files(reader: str):  # noqa: ANN202
+        return (
             spark.readStream.format("cloudFiles")
             .schema(SCHEMA)
             .option("cloudFiles.format", "json")
             .option("cloudFiles.schemaLocation", str(work / f"schema-{time.time_ns()}"))
             .option("cloudFiles.maxFilesPerTrigger", files)
+            .option("lakefeed.reader", reader)
             .load(str(land))
+        )
+
+    legs = {
+        "spark_json": lambda: (
+            spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files).json(str(land))
         ),
+        "lakefeed_cloudFiles": lambda: cloud_files("python"),
+        "lakefeed_cloudFiles_spark_reader": lambda: cloud_files("spark"),
     }
     # Warm-up: JVM JIT and Python workers, not counted.
     for name, make in legs.items():
@@ -112,6 +120,9 @@ def throughput(spark, work: Path, files: int, rows: int, repeats: int) -> dict:
             "seconds": runs,
             "rows_per_s": {k: round(v) for k, v in rates.items()},
             "ratio": round(rates["lakefeed_cloudFiles"] / rates["spark_json"], 3),
+            "ratio_spark_reader": round(
+                rates["lakefeed_cloudFiles_spark_reader"] / rates["spark_json"], 3
+            ),
         }
     return result
 

@@ -13,8 +13,9 @@ the delta-py-sink leg is its Python Data Source sink (option lakefeed.writer=pyt
 the Spark writer cannot lay the files out. Likewise the delta-src leg plans its batches in
 Python and lets Spark's Parquet reader read them (lakefeed.jvm); delta-py-src is the Python
 Data Source reader (option lakefeed.reader=python). The *-write legs are batch writes of the
-same rows (df.write.parquet vs df.write.format("delta"), Spark-written and Python-written):
-no target.
+same rows (df.write.parquet vs df.write.format("delta"), Spark-written and Python-written),
+the *-read legs batch reads of the table into noop (Spark's reader and the Python one): no
+target.
 Two ceiling legs show what Spark's Python Data Source API itself costs, with no Delta work:
   pyds-sink: a Python stream writer that only counts the Arrow batches Spark hands it;
   pyds-src:  a Python stream reader that only yields pyarrow's batches of the same files.
@@ -208,6 +209,20 @@ def main() -> None:
 
             return run
 
+        def batch_read(fmt: str, table: Path) -> Callable[[], None]:
+            def run() -> None:
+                if fmt == "parquet":
+                    frame = spark.read.schema(schema).parquet(str(table))
+                else:
+                    frame = (
+                        spark.read.format("delta")
+                        .option("lakefeed.reader", "python" if fmt == "delta-py" else "spark")
+                        .load(str(table))
+                    )
+                frame.write.format("noop").mode("overwrite").save()
+
+            return run
+
         spark.dataSource.register(PythonApiCeiling)
         ddl = schema.simpleString()[len("struct<") : -1].replace(":", " ")
         ceiling = PythonApiCeiling.name()
@@ -225,6 +240,9 @@ def main() -> None:
             "delta-src",
             "delta-py-src",
             "pyds-src",
+            "pq-read",
+            "delta-read",
+            "delta-py-read",
             "pq-write",
             "delta-write",
             "delta-py-write",
@@ -235,7 +253,9 @@ def main() -> None:
                 kind = {"pq": "parquet", "delta": "delta", "delta-py": "delta-py", "pyds": ceiling}[
                     key.rsplit("-", 1)[0]
                 ]
-                if key.endswith("sink"):
+                if key.endswith("read"):
+                    leg = batch_read(kind, table)
+                elif key.endswith("sink"):
                     leg = sink(kind, attempt)
                 elif key.endswith("write"):
                     leg = batch_write(kind, attempt)
@@ -258,6 +278,10 @@ def main() -> None:
         source_ratio = rate["delta-src"] / rate["pq-src"]
         print(f"sink ratio   delta/parquet = {sink_ratio:.2f}x (target >= 0.9)")
         print(f"source ratio delta/parquet = {source_ratio:.2f}x (target >= 0.8)")
+        print(
+            f"batch read   delta/parquet = {rate['delta-read'] / rate['pq-read']:.2f}x "
+            f"(Python reader {rate['delta-py-read'] / rate['pq-read']:.2f}x; no target)"
+        )
         print(
             f"batch write  delta/parquet = {rate['delta-write'] / rate['pq-write']:.2f}x "
             f"(Python writer {rate['delta-py-write'] / rate['pq-write']:.2f}x; no target)"

@@ -59,14 +59,19 @@ def available(spark: SparkSession) -> bool:
     return loadable(spark, PROVIDER)
 
 
-def spark_reads(spark: SparkSession, chosen: str | None, default: str) -> bool:
-    """Whether a stream with ``lakefeed.reader=chosen`` is read by Spark (when it can be)."""
+def reader_choice(chosen: str | None, default: str) -> str:
+    """``spark`` or ``python``: the value of option ``lakefeed.reader``, checked."""
     choice = (chosen or default).strip().lower()
     if choice not in ("spark", "python"):
         raise ValueError(
             f"option {READER_OPTION} is 'spark' or 'python' (default {default!r}), not {choice!r}"
         )
-    return choice == "spark" and available(spark)
+    return choice
+
+
+def spark_reads(spark: SparkSession, chosen: str | None, default: str) -> bool:
+    """Whether a stream with ``lakefeed.reader=chosen`` is read by Spark (when it can be)."""
+    return reader_choice(chosen, default) == "spark" and available(spark)
 
 
 def planned_stream(

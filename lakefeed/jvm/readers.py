@@ -1,9 +1,9 @@
-"""Routes ``spark.readStream.format(X).load()`` of lakefeed's formats to planned streams.
+"""Routes ``spark.readStream/read.format(X).load()`` of lakefeed's formats to Spark's readers.
 
-The user's code stays as it is; when ``PlannedSource`` is available and the reader allows it,
-``load()`` returns a stream that the format's Python reader plans and Spark reads (see
-:mod:`lakefeed.jvm.bridge`), else the Python data source as registered. Options are recorded
-as they are set because Spark's reader does not hand them back.
+The user's code stays as it is: ``load()`` first asks the format's planner, which returns a
+DataFrame that Spark's own readers read (a stream through ``PlannedSource``, see
+:mod:`lakefeed.jvm.bridge`; a batch read directly), or None for the Python data source as
+registered. Options are recorded as they are set because Spark's reader does not hand them back.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from lakefeed.connectors.delta.compat import (
@@ -25,17 +25,19 @@ from lakefeed.connectors.delta.compat import (
 
 Planned = Callable[[SparkSession, dict[str, str], Any], DataFrame | None]
 """(session, options, the schema the user fixed or None) -> a planned stream, or None."""
-_ROUTES: dict[str, Planned] = {}
+_ROUTES: dict[tuple[type, str], Planned] = {}
 
 
-def route(format_name: str, planned: Planned) -> None:
-    """``readStream.format(format_name).load()`` asks ``planned`` first (None: Python source)."""
-    _ROUTES[format_name.lower()] = planned
-    _wrap(DataStreamReader, "format", _remember("_lakefeed_format"))
-    _wrap(DataStreamReader, "option", _record_option)
-    _wrap(DataStreamReader, "options", _record_options)
-    _wrap(DataStreamReader, "schema", _remember_schema)
-    _wrap(DataStreamReader, "load", _load)
+def route(format_name: str, planned: Planned, batch: bool = False) -> None:
+    """``readStream`` (or with ``batch``, ``read``) ``.format(format_name).load()`` asks
+    ``planned`` first (None: the Python data source)."""
+    reader = DataFrameReader if batch else DataStreamReader
+    _ROUTES[(reader, format_name.lower())] = planned
+    _wrap(reader, "format", _remember("_lakefeed_format"))
+    _wrap(reader, "option", _record_option)
+    _wrap(reader, "options", _record_options)
+    _wrap(reader, "schema", _remember_schema)
+    _wrap(reader, "load", _load)
 
 
 def _remember_schema(original: Callable) -> Callable:
@@ -56,8 +58,9 @@ def _load(original: Callable) -> Callable:
     ) -> Any:
         if format is not None:
             self.format(format)
-        planned = _ROUTES.get((getattr(self, "_lakefeed_format", None) or "").lower())
-        if planned is not None:
+        fmt = (getattr(self, "_lakefeed_format", None) or "").lower()
+        planned = _ROUTES.get((type(self), fmt))
+        if planned is not None and (path is None or isinstance(path, str)):
             every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}}
             if path is not None:
                 every["path"] = path

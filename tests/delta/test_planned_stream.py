@@ -133,3 +133,50 @@ def test_unknown_reader_option_is_refused(spark, tmp_path: Path) -> None:
     write_deltalake(str(src), pa.table({"id": [1]}))
     with pytest.raises(ValueError, match="lakefeed.reader is 'spark' or 'python'"):
         spark.readStream.format("delta").option("lakefeed.reader", "jvm").load(str(src))
+
+
+def _scans(frame) -> str:
+    return frame._jdf.queryExecution().executedPlan().toString()
+
+
+def test_batch_reads_use_sparks_parquet_reader_and_match_the_python_reader(
+    spark, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    src = tmp_path / "src"
+    _landed(src)
+
+    def rows(frame) -> list:
+        return sorted(frame.collect(), key=lambda r: r["id"])
+
+    native = spark.read.format("delta").load(str(src))
+    python = spark.read.format("delta").option("lakefeed.reader", "python").load(str(src))
+    assert "FileScan parquet" in _scans(native)
+    assert "FileScan parquet" not in _scans(python)
+    assert rows(native) == rows(python) and len(rows(native)) == 13
+    # A partition filter removes the other groups' scans from the plan.
+    late = native.where(F.col("part") == "z")
+    assert [r["id"] for r in late.collect()] == [100]
+    assert _scans(late).count("FileScan parquet") == 1
+    # Time travel: version 0 is the first commit's four rows, before the new column.
+    first = spark.read.format("delta").option("versionAsOf", 0).load(str(src))
+    assert sorted(r["id"] for r in first.collect()) == [0, 1, 2, 3]
+    assert "extra" not in first.columns
+
+
+def test_batch_read_of_many_partitions_or_an_empty_table(spark, tmp_path: Path) -> None:
+    from lakefeed.connectors.delta.datasource import MAX_SCAN_GROUPS
+
+    wide = tmp_path / "wide"
+    count = MAX_SCAN_GROUPS + 1
+    write_deltalake(
+        str(wide), pa.table({"id": list(range(count)), "k": list(range(count))}), partition_by=["k"]
+    )
+    frame = spark.read.format("delta").load(str(wide))
+    assert "FileScan parquet" not in _scans(frame)  # the Python reader keeps the plan small
+    assert frame.count() == count
+
+    empty = tmp_path / "empty"
+    write_deltalake(str(empty), pa.table({"id": pa.array([], pa.int64())}))
+    assert spark.read.format("delta").load(str(empty)).collect() == []

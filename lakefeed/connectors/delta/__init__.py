@@ -29,10 +29,15 @@ def register(spark: SparkSession) -> None:
     if native_delta_available(spark):
         return
     from lakefeed.connectors.delta import compat
-    from lakefeed.connectors.delta.datasource import DeltaDataSource, planned_stream
+    from lakefeed.connectors.delta.datasource import (
+        DeltaDataSource,
+        planned_read,
+        planned_stream,
+    )
     from lakefeed.jvm import readers
 
     spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(DeltaDataSource)
     compat.install()
     readers.route("delta", planned_stream)
+    readers.route("delta", planned_read, batch=True)

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -156,6 +157,12 @@ def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
     return None
 
 
+def spark_schema(table: DeltaTable) -> StructType:
+    """The Spark schema of an open delta-rs table, every column nullable as Spark reads it."""
+    arrow = as_nullable(table_arrow_schema(table.schema()))
+    return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
+
+
 class DeltaDataSource(DataSource):
     """``format("delta")``: batch and streaming reads and writes of Delta tables."""
 
@@ -165,9 +172,7 @@ class DeltaDataSource(DataSource):
 
     def schema(self) -> StructType:
         root = table_root(self.options)
-        table = log.open_table(root, time_travel_version(root, self.options))
-        arrow = as_nullable(table_arrow_schema(table.schema()))
-        return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
+        return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltaBatchReader(self.options, schema)
@@ -485,6 +490,34 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         self.feed.forget_before(offsets.DeltaOffset.from_dict(end).version)
+
+
+MAX_SCAN_GROUPS = 64
+"""Partition-value groups up to which a batch read is one Parquet scan per group; beyond, the
+Python reader (which also skips files by their statistics) keeps the plan small."""
+
+
+def planned_read(
+    spark: SparkSession, options: Mapping[str, str], schema: Any = None
+) -> DataFrame | None:
+    """``read.format("delta")`` as Spark's Parquet reader over the snapshot's files (None: the
+    Python data source). The snapshot is fixed when the DataFrame is made, as delta-spark's."""
+    from lakefeed.jvm import bridge
+
+    if schema is not None or option(options, "path") is None:
+        return None
+    if bridge.reader_choice(option(options, bridge.READER_OPTION), "spark") != "spark":
+        return None
+    root = table_root(options)
+    version = time_travel_version(root, options)
+    table = log.open_table(root, version)
+    files = pruning.select_files(pa.table(table.get_add_actions(flatten=True)), [])
+    groups = {tuple(sorted(f.partition_values.items())) for f in files}
+    if len(groups) > MAX_SCAN_GROUPS:
+        return None
+    read_schema = spark_schema(table)
+    frame = native.files_frame(spark, root, files, read_schema)
+    return frame if frame is not None else spark.createDataFrame([], read_schema)
 
 
 def planned_stream(

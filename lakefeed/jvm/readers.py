@@ -14,13 +14,13 @@ from typing import Any
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamReader
 
-from lakefeed.connectors.delta.compat import (
-    _record_option,
-    _record_options,
-    _recorded,
-    _remember,
-    _text,
-    _wrap,
+from lakefeed.connectors.patching import (
+    record_option,
+    record_options,
+    recorded,
+    remember,
+    text,
+    wrap,
 )
 
 Planned = Callable[[SparkSession, dict[str, str], Any], DataFrame | None]
@@ -33,11 +33,11 @@ def route(format_name: str, planned: Planned, batch: bool = False) -> None:
     ``planned`` first (None: the Python data source)."""
     reader = DataFrameReader if batch else DataStreamReader
     _ROUTES[(reader, format_name.lower())] = planned
-    _wrap(reader, "format", _remember("_lakefeed_format"))
-    _wrap(reader, "option", _record_option)
-    _wrap(reader, "options", _record_options)
-    _wrap(reader, "schema", _remember_schema)
-    _wrap(reader, "load", _load)
+    wrap(reader, "format", remember("_lakefeed_format"))
+    wrap(reader, "option", record_option)
+    wrap(reader, "options", record_options)
+    wrap(reader, "schema", _remember_schema)
+    wrap(reader, "load", _load)
 
 
 def _remember_schema(original: Callable) -> Callable:
@@ -61,7 +61,7 @@ def _load(original: Callable) -> Callable:
         fmt = (getattr(self, "_lakefeed_format", None) or "").lower()
         planned = _ROUTES.get((type(self), fmt))
         if planned is not None and (path is None or isinstance(path, str)):
-            every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}}
+            every = {**recorded(self), **{k: text(v) for k, v in options.items()}}
             if path is not None:
                 every["path"] = path
             fixed = schema if schema is not None else getattr(self, "_lakefeed_schema", None)

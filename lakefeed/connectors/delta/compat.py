@@ -13,14 +13,21 @@ writer through ``foreachBatch``, and a batch ``save()`` goes to that writer too 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.readwriter import DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-_MARK = "_lakefeed_wrapped"
+from lakefeed.connectors.patching import (
+    record_option,
+    record_options,
+    recorded,
+    remember,
+    text,
+    wrap,
+)
+
 _ERROR_MODES = {"error", "errorifexists", "default"}
 
 
@@ -32,15 +39,6 @@ def _names(cols: tuple[Any, ...]) -> list[str]:
     if len(cols) == 1 and isinstance(cols[0], list | tuple):
         cols = tuple(cols[0])
     return [str(c) for c in cols]
-
-
-def _wrap(cls: type, name: str, make: Callable[[Callable], Callable]) -> None:
-    original = getattr(cls, name)
-    if getattr(original, _MARK, False):
-        return
-    wrapped = functools.wraps(original)(make(original))
-    setattr(wrapped, _MARK, True)
-    setattr(cls, name, wrapped)
 
 
 def _partition_by(original: Callable) -> Callable:
@@ -55,17 +53,6 @@ def _partition_by(original: Callable) -> Callable:
         return result.option("partitionBy", ",".join(names)) if names else result
 
     return partition_by
-
-
-def _remember(attribute: str) -> Callable[[Callable], Callable]:
-    def make(original: Callable) -> Callable:
-        def remember(self: Any, value: Any = None, *args: Any, **kwargs: Any) -> Any:
-            setattr(self, attribute, str(value).lower() if value is not None else None)
-            return original(self, value, *args, **kwargs)
-
-        return remember
-
-    return make
 
 
 def _save(original: Callable) -> Callable:
@@ -103,7 +90,7 @@ def _save(original: Callable) -> Callable:
             from lakefeed.connectors.delta.datasource import txn_option, write_spec
             from lakefeed.connectors.delta.spark_files import write_batch
 
-            every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}, "path": path}
+            every = {**recorded(self), **{k: text(v) for k, v in options.items()}, "path": path}
             spec = write_spec(every, self._df.schema, overwrite=chosen == "overwrite")
             if _spark_writes_files(self, every, spec.partition_by):
                 write_batch(self._df, spec, txn_option(every))
@@ -111,32 +98,6 @@ def _save(original: Callable) -> Callable:
         return original(self, path, partitionBy=partitionBy, **options)
 
     return save
-
-
-def _record_option(original: Callable) -> Callable:
-    def record(self: Any, key: str, value: Any) -> Any:
-        _recorded(self)[str(key)] = _text(value)
-        return original(self, key, value)
-
-    return record
-
-
-def _record_options(original: Callable) -> Callable:
-    def record(self: Any, **options: Any) -> Any:
-        _recorded(self).update({k: _text(v) for k, v in options.items()})
-        return original(self, **options)
-
-    return record
-
-
-def _recorded(writer: Any) -> dict[str, str]:
-    if not hasattr(writer, "_lakefeed_options"):
-        writer._lakefeed_options = {}
-    return writer._lakefeed_options
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _start(original: Callable) -> Callable:
@@ -159,7 +120,7 @@ def _start(original: Callable) -> Callable:
             if partitionBy:
                 self.partitionBy(partitionBy)
                 partitionBy = None
-            every = {**_recorded(self), **{k: _text(v) for k, v in options.items()}}
+            every = {**recorded(self), **{k: text(v) for k, v in options.items()}}
             if path is not None:
                 every["path"] = path
             mode = (outputMode or getattr(self, "_lakefeed_mode", None) or "append").lower()
@@ -198,15 +159,14 @@ def _spark_writes_files(writer: Any, options: dict[str, str], partition_by: Any)
 
 def install() -> None:
     """Install the wrappers (idempotent)."""
-    _wrap(DataStreamWriter, "partitionBy", _partition_by)
-    _wrap(DataStreamWriter, "format", _remember("_lakefeed_format"))
-    _wrap(DataStreamWriter, "outputMode", _remember("_lakefeed_mode"))
-    _wrap(DataStreamWriter, "option", _record_option)
-    _wrap(DataStreamWriter, "options", _record_options)
-    _wrap(DataStreamWriter, "start", _start)
-    _wrap(DataFrameWriter, "partitionBy", _partition_by)
-    _wrap(DataFrameWriter, "format", _remember("_lakefeed_format"))
-    _wrap(DataFrameWriter, "mode", _remember("_lakefeed_mode"))
-    _wrap(DataFrameWriter, "option", _record_option)
-    _wrap(DataFrameWriter, "options", _record_options)
-    _wrap(DataFrameWriter, "save", _save)
+    writers: tuple[tuple[type, str, str, Callable[[Callable], Callable]], ...] = (
+        (DataStreamWriter, "outputMode", "start", _start),
+        (DataFrameWriter, "mode", "save", _save),
+    )
+    for cls, mode, finish, finisher in writers:
+        wrap(cls, "partitionBy", _partition_by)
+        wrap(cls, "format", remember("_lakefeed_format"))
+        wrap(cls, mode, remember("_lakefeed_mode"))
+        wrap(cls, "option", record_option)
+        wrap(cls, "options", record_options)
+        wrap(cls, finish, finisher)

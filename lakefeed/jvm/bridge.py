@@ -8,9 +8,8 @@ and planning are that reader's, unchanged, and whose rows Spark reads itself.
 from __future__ import annotations
 
 import json
-import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -25,7 +24,6 @@ from pyspark.sql.types import StructType
 
 from lakefeed.jvm import PROVIDER, loadable
 
-log = logging.getLogger(__name__)
 PLANNER_OPTION = "lakefeed.planner"
 READER_OPTION = "lakefeed.reader"
 """``spark``: Spark's own reader reads a stream's files; ``python``: the Python data source."""
@@ -59,8 +57,9 @@ def available(spark: SparkSession) -> bool:
     return loadable(spark, PROVIDER)
 
 
-def reader_choice(chosen: str | None, default: str) -> str:
-    """``spark`` or ``python``: the value of option ``lakefeed.reader``, checked."""
+def reader_choice(options: Mapping[str, str], default: str) -> str:
+    """``spark`` or ``python``: option ``lakefeed.reader`` (any case) in ``options``, checked."""
+    chosen = next((v for k, v in options.items() if k.lower() == READER_OPTION), None)
     choice = (chosen or default).strip().lower()
     if choice not in ("spark", "python"):
         raise ValueError(
@@ -69,9 +68,9 @@ def reader_choice(chosen: str | None, default: str) -> str:
     return choice
 
 
-def spark_reads(spark: SparkSession, chosen: str | None, default: str) -> bool:
-    """Whether a stream with ``lakefeed.reader=chosen`` is read by Spark (when it can be)."""
-    return reader_choice(chosen, default) == "spark" and available(spark)
+def spark_reads(spark: SparkSession, options: Mapping[str, str], default: str) -> bool:
+    """Whether a stream with these options is read by Spark (when it can be)."""
+    return reader_choice(options, default) == "spark" and available(spark)
 
 
 def planned_stream(
@@ -108,7 +107,7 @@ def _limit(text: str) -> ReadLimit:
         return ReadMaxRows(int(value))
     if kind == "all":
         return ReadAllAvailable()
-    raise ValueError(f"a planned stream cannot honour the read limit {value}")
+    raise ValueError(f"a planned stream cannot honour the read limit {text}")
 
 
 def _text(limit: ReadLimit) -> str:

@@ -506,7 +506,7 @@ def planned_read(
 
     if schema is not None or option(options, "path") is None:
         return None
-    if bridge.reader_choice(option(options, bridge.READER_OPTION), "spark") != "spark":
+    if bridge.reader_choice(options, default="spark") != "spark":
         return None
     root = table_root(options)
     version = time_travel_version(root, options)
@@ -529,7 +529,7 @@ def planned_stream(
 
     if schema is not None:
         return None
-    if not bridge.spark_reads(spark, option(options, bridge.READER_OPTION), default="spark"):
+    if not bridge.spark_reads(spark, options, default="spark"):
         return None
     schema = DeltaDataSource(dict(options)).schema()
     reader = DeltaStreamReader(options, schema)  # refuses bad options and tables before a query

@@ -371,8 +371,7 @@ def planned_stream(
     user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
     from lakefeed.jvm import bridge
 
-    chosen = next((v for k, v in options.items() if k.lower() == bridge.READER_OPTION), None)
-    if not bridge.spark_reads(spark, chosen, default="python"):
+    if not bridge.spark_reads(spark, options, default="python"):
         return None
     source = CloudFilesDataSource(options)
     if fixed is None:

@@ -8,7 +8,6 @@ Parquet files. Nothing here keeps state Spark does not hand back, except caches.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed.connectors import packing
 from lakefeed.connectors.delta import commit, log, native, offsets, pruning
 from lakefeed.connectors.delta.files import (
     WrittenFile,
@@ -60,8 +60,6 @@ from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 
 PARTITION_OPTION = "partitionBy"
 DEFAULT_MAX_FILES = 1000
-# Files per Spark task when reading: big enough to amortise a task, small enough to spread.
-TARGET_PARTITION_BYTES = 64 * 1024 * 1024
 
 
 def option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -339,20 +337,10 @@ class FilesPartition(InputPartition):
         self.files = files
 
 
-def split_files(files: Sequence[DataFile], min_partitions: int = 2) -> list[FilesPartition]:
-    """Group files into tasks of about TARGET_PARTITION_BYTES, at least ``min_partitions``."""
-    if not files:
-        return []
-    total = sum(f.size for f in files)
-    count = max(min_partitions, math.ceil(total / TARGET_PARTITION_BYTES))
-    count = min(count, len(files))
-    groups: list[list[DataFile]] = [[] for _ in range(count)]
-    sizes = [0] * count
-    for file in sorted(files, key=lambda f: -f.size):
-        smallest = sizes.index(min(sizes))
-        groups[smallest].append(file)
-        sizes[smallest] += file.size
-    return [FilesPartition(g) for g in groups]
+def split_files(files: Sequence[DataFile]) -> list[FilesPartition]:
+    """Files into tasks like Spark's file sources (:mod:`lakefeed.connectors.packing`)."""
+    tasks = packing.pack(files, lambda f: f.size, packing.default_slots())
+    return [FilesPartition(task) for task in tasks]
 
 
 def _read_partition(

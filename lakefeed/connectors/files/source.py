@@ -9,7 +9,6 @@ opened lazily, on the first offset call, in the runner only.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed.connectors import packing
 from lakefeed.connectors.files import native
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import (
@@ -63,10 +63,6 @@ from lakefeed.observe.logs import get_logger
 
 log = get_logger("lakefeed.connectors.files")
 
-# Spark's file source packs small files into one task the same way (openCostInBytes).
-OPEN_COST_BYTES = 4 * 1024 * 1024
-MAX_PARTITION_BYTES = 128 * 1024 * 1024
-
 
 class FilesPartition(InputPartition):
     """The files one task reads (picklable, small)."""
@@ -77,21 +73,8 @@ class FilesPartition(InputPartition):
 
 
 def plan_partitions(entries: Sequence[FileEntry], slots: int) -> list[FilesPartition]:
-    """Pack files into tasks like Spark: bounded bytes per task, at least ``slots`` tasks."""
-    if not entries:
-        return []
-    total = sum(e.size + OPEN_COST_BYTES for e in entries)
-    per_task = min(MAX_PARTITION_BYTES, max(OPEN_COST_BYTES, total // max(slots, 1)))
-    parts: list[list[FileEntry]] = [[]]
-    size = 0
-    for entry in entries:
-        cost = entry.size + OPEN_COST_BYTES
-        if parts[-1] and size + cost > per_task:
-            parts.append([])
-            size = 0
-        parts[-1].append(entry)
-        size += cost
-    return [FilesPartition(p) for p in parts]
+    """Pack files into tasks like Spark (:mod:`lakefeed.connectors.packing`)."""
+    return [FilesPartition(p) for p in packing.pack(entries, lambda e: e.size, slots)]
 
 
 def cap_end(
@@ -184,7 +167,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         entries = self.filelog.entries(self._index(start), self._index(end))
-        return plan_partitions(entries, slots=_default_slots())
+        return plan_partitions(entries, slots=packing.default_slots())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.plan)
@@ -239,14 +222,10 @@ class CloudFilesBatchReader(DataSourceReader):
         self.plan = plan
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan_partitions(list_files(self.opts.matcher), slots=_default_slots())
+        return plan_partitions(list_files(self.opts.matcher), slots=packing.default_slots())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.plan)
-
-
-def _default_slots() -> int:
-    return os.cpu_count() or 2
 
 
 def _report_skipped(location: str) -> None:

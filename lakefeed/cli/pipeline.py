@@ -329,7 +329,7 @@ class DemoView:
     def __init__(self, lakehouse: Lakehouse) -> None:
         self.lakehouse = lakehouse
         self.started = time.monotonic()
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, str] = {}
         self._counted_at = 0.0
 
     def render(self, runner) -> Table:  # noqa: ANN001 - PipelineRunner
@@ -373,25 +373,20 @@ class DemoView:
                 f"{p.get('processedRowsPerSecond', 0):,.0f}",
                 str((p.get("durationMs") or {}).get("triggerExecution", "-")),
                 str((p.get("eventTime") or {}).get("watermark", "-")),
-                f"{self._counts.get(name, 0):,}",
+                self._counts.get(name, "0"),
             )
         for name, count in self._counts.items():
             if name.endswith("_quarantine"):
-                table.add_row(name, "", "", "", "", "", "", f"{count:,}")
+                table.add_row(name, "", "", "", "", "", "", count)
         return table
 
 
-def table_rows(lakehouse: Lakehouse, name: str) -> int:
-    """Row count from Delta file statistics (no Spark job)."""
-    from deltalake import DeltaTable
+def table_rows(lakehouse: Lakehouse, name: str) -> str:
+    """Rows from Delta file statistics (no Spark job); ``?`` when a file has none."""
+    from lakefeed.connectors.delta import table as delta_table
 
-    path = str(lakehouse.table_path(name))
-    if not DeltaTable.is_deltatable(path):
-        return 0
-    actions = DeltaTable(path).get_add_actions(flatten=True)
-    if actions.num_rows == 0 or "num_records" not in actions.column_names:
-        return 0
-    return sum(n or 0 for n in actions.column("num_records").to_pylist())
+    rows = delta_table.row_count(lakehouse.table_path(name))
+    return "?" if rows is None else f"{rows:,}"
 
 
 def show_tables(lakehouse: Lakehouse, rows: int = 5) -> None:

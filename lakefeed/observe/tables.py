@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
+from lakefeed.connectors.delta import table as delta_table
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.expectations import quarantine_table
 
@@ -89,13 +90,6 @@ def _epoch_seconds(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.divide(micros, 1e6)
 
 
-def _row_count(actions: pa.Table) -> int | None:
-    if "num_records" not in actions.column_names:
-        return None if actions.num_rows else 0
-    records = actions.column("num_records")
-    return None if records.null_count else int(pc.sum(records).as_py() or 0)
-
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -144,7 +138,7 @@ class TableReader:
     @_serialized
     def row_count(self, name: str) -> int | None:
         """Rows of the current version from the log's file stats (None if a file has none)."""
-        return _row_count(pa.table(self._table(name).get_add_actions(flatten=True)))
+        return delta_table.rows_of(pa.table(self._table(name).get_add_actions(flatten=True)))
 
     @_serialized
     def quarantine(self, table: str) -> tuple[str, int | None] | None:
@@ -159,7 +153,7 @@ class TableReader:
         """Version, rows and files from the Delta log, plus the columns worth charting."""
         table = self._table(name)
         actions = pa.table(table.get_add_actions(flatten=True))
-        rows = _row_count(actions)
+        rows = delta_table.rows_of(actions)
         modified = pc.max(actions.column("modification_time")).as_py() if actions.num_rows else None
         columns = _columns(table.to_pyarrow_dataset().schema)
         return {

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
+from lakefeed.connectors.delta import table as delta_table
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
@@ -88,7 +89,7 @@ class Evaluator:
             self.sources.setdefault(reader, []).extend(self.sources.get(name, []))
             return frame
         path = str(self.lakehouse.table_path(name))
-        if self.mode == "inline" and not is_delta_table(path):
+        if self.mode == "inline" and not delta_table.exists(path):
             upstream = self._upstream(name)
             if streaming:
                 return upstream
@@ -158,12 +159,6 @@ def _describe(name: str, where: str, error: Exception) -> str:
     at = f"{user[-1].filename}:{user[-1].lineno}" if user else where
     message = str(error).strip().split("\n")[0][:500]
     return f"{name!r} failed to evaluate at {at}: {type(error).__name__}: {message}"
-
-
-def is_delta_table(path: str) -> bool:
-    from deltalake import DeltaTable
-
-    return DeltaTable.is_deltatable(path)
 
 
 @contextlib.contextmanager
@@ -269,19 +264,3 @@ def spark_refusal(df: DataFrame, output_mode: str) -> str | None:
         match = re.search(r"\[[A-Z_.]+\][^\n]*", text)
         return match.group(0) if match else text.split("\n")[0]
     return None
-
-
-def table_has_rows(path: str) -> bool:
-    """Whether a Delta table holds any row (by file statistics; no Spark job)."""
-    if not is_delta_table(path):
-        return False
-    from deltalake import DeltaTable
-
-    actions = DeltaTable(path).get_add_actions(flatten=True)
-    if actions.num_rows == 0:
-        return False
-    if "num_records" in actions.column_names:
-        counts = actions.column("num_records").to_pylist()
-        if all(c is not None for c in counts):
-            return sum(counts) > 0
-    return True

@@ -30,6 +30,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed.connectors.delta import table as delta_table
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import EventLog
 from lakefeed.observe.figures import headline
@@ -38,7 +39,7 @@ from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
-from lakefeed.runtime.evaluate import Evaluator, is_delta_table, table_has_rows
+from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
@@ -249,7 +250,7 @@ class PipelineRunner:
         runs before the first real batch.
         """
         path = str(self.lakehouse.table_path(dataset.name))
-        if is_delta_table(path):
+        if delta_table.exists(path):
             return
         from deltalake import DeltaTable
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -265,7 +266,7 @@ class PipelineRunner:
         )
         path = str(self.lakehouse.table_path(dataset.name))
         try:
-            guard.check(checkpoint, identity, table_has_rows(path))
+            guard.check(checkpoint, identity, delta_table.has_rows(path))
         except guard.GuardError as error:
             return [str(error)]
         guard.write_identity(checkpoint, identity)

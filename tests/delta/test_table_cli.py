@@ -57,3 +57,26 @@ def test_cli_history_optimize_vacuum(tmp_path: Path) -> None:
 
     missing = runner.invoke(cli, ["table", "history", str(tmp_path / "nope")])
     assert missing.exit_code != 0 and "not a Delta table" in missing.output
+
+
+def test_one_row_count_rule_for_files_without_statistics(tmp_path: Path) -> None:
+    """A file whose add action has no numRecords makes the count unknown, everywhere."""
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+
+    from lakefeed.cli.pipeline import table_rows
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.observe.tables import TableReader
+
+    lakehouse = Lakehouse(tmp_path)
+    path = lakehouse.table_path("t")
+    _small_files(path, 1)
+    pq.write_table(pa.table({"id": pa.array([7, 8], pa.int64())}), path / "bare.parquet")
+    bare = AddAction("bare.parquet", (path / "bare.parquet").stat().st_size, {}, 0, True, None)
+    DeltaTable(str(path)).create_write_transaction([bare], "append", DeltaTable(str(path)).schema())
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 3
+    assert table.row_count(path) is None and table.info(path).rows is None
+    assert table.has_rows(path) and not table.is_empty(path)
+    assert TableReader(lakehouse).row_count("t") is None
+    assert table_rows(lakehouse, "t") == "?"  # was 1: the file without statistics counted as 0
+    assert table.row_count(tmp_path / "none") == 0 and table_rows(lakehouse, "none") == "0"

@@ -9,7 +9,10 @@ and the default save mode work as with delta-spark. Table housekeeping without S
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the Spark-free helpers below this package import without pyspark
+    from pyspark.sql import SparkSession
 
 NATIVE_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

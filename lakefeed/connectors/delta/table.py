@@ -1,9 +1,15 @@
 """Delta table housekeeping without Spark: history, compaction, vacuum, emptiness, reset.
 
-For pipelines (checkpoint guards, full refresh) and for ``lakefeed table ...``. Everything goes
-through delta-rs, so it works while no SparkSession exists.
+For pipelines (checkpoint guards, full refresh), the UI and ``lakefeed table ...``. Everything
+goes through delta-rs, so it works while no SparkSession exists (and imports no pyspark).
+
+Row counts come from the log's file statistics (``numRecords``), never from reading data, with
+one rule everywhere: a file without the statistic makes the count unknown (``None``), not zero,
+and a table whose count is unknown but that has files is taken to hold rows.
 
     from lakefeed.connectors.delta import table
+    table.exists(path)                    # a _delta_log with at least one commit
+    table.row_count(path)                 # 0 without a table, None when a file has no stats
     if table.is_empty(path): ...          # no table, or a table without rows
     table.history(path, limit=10)         # newest first
     table.optimize(path)                  # compact small files (streaming writes many)
@@ -20,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta import log
@@ -40,6 +48,7 @@ class TableInfo:
 
 
 def exists(path: str | Path) -> bool:
+    """Whether ``path`` holds a Delta table (a ``_delta_log`` with at least one commit)."""
     return log.is_delta_table(str(path))
 
 
@@ -49,32 +58,44 @@ def _open(path: str | Path) -> DeltaTable:
     return DeltaTable(str(path))
 
 
+def rows_of(actions: pa.Table) -> int | None:
+    """Rows of a snapshot from its add actions (``get_add_actions(flatten=True)``): the sum of
+    ``num_records``, or None when any file lacks that statistic."""
+    if actions.num_rows == 0:
+        return 0
+    if "num_records" not in actions.column_names:
+        return None
+    records = actions.column("num_records")
+    return None if records.null_count else int(pc.sum(records).as_py() or 0)
+
+
+def row_count(path: str | Path) -> int | None:
+    """Rows in the table's current version (0 when there is no table; see :func:`rows_of`)."""
+    if not exists(path):
+        return 0
+    return rows_of(pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)))
+
+
+def has_rows(path: str | Path) -> bool:
+    """Whether the table holds rows: an unknown count with files counts as rows."""
+    rows = row_count(path)
+    return rows is None or rows > 0
+
+
 def is_empty(path: str | Path) -> bool:
     """True when there is no table at ``path`` or its current version holds no rows."""
-    if not exists(path):
-        return True
-    actions = _open(path).get_add_actions(flatten=True)
-    import pyarrow as pa
-
-    table = pa.table(actions)
-    if table.num_rows == 0:
-        return True
-    counts = table.column("num_records").to_pylist() if "num_records" in table.column_names else []
-    return bool(counts) and all(c == 0 for c in counts)
+    return not has_rows(path)
 
 
 def info(path: str | Path) -> TableInfo:
-    import pyarrow as pa
-
     handle = _open(path)
     actions = pa.table(handle.get_add_actions(flatten=True))
-    counts = actions.column("num_records").to_pylist() if actions.num_rows else []
     return TableInfo(
         path=str(path),
         version=handle.version(),
         files=actions.num_rows,
-        rows=sum(counts) if all(c is not None for c in counts) else None,
-        size_bytes=sum(actions.column("size_bytes").to_pylist()) if actions.num_rows else 0,
+        rows=rows_of(actions),
+        size_bytes=(pc.sum(actions.column("size_bytes")).as_py() or 0) if actions.num_rows else 0,
         partition_columns=list(handle.metadata().partition_columns),
     )
 

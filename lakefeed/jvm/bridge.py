@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed.connectors.options import Options
 from lakefeed.jvm import PROVIDER, loadable
 
 PLANNER_OPTION = "lakefeed.planner"
@@ -59,13 +60,7 @@ def available(spark: SparkSession) -> bool:
 
 def reader_choice(options: Mapping[str, str], default: str) -> str:
     """``spark`` or ``python``: option ``lakefeed.reader`` (any case) in ``options``, checked."""
-    chosen = next((v for k, v in options.items() if k.lower() == READER_OPTION), None)
-    choice = (chosen or default).strip().lower()
-    if choice not in ("spark", "python"):
-        raise ValueError(
-            f"option {READER_OPTION} is 'spark' or 'python' (default {default!r}), not {choice!r}"
-        )
-    return choice
+    return Options(options).choice(READER_OPTION, ("spark", "python"), default)
 
 
 def spark_reads(spark: SparkSession, options: Mapping[str, str], default: str) -> bool:

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import FileEntry, FileLog, list_files, state_dir
 from lakefeed.connectors.files.globs import PathMatcher, glob_regex
-from lakefeed.connectors.files.options import FileSourceOptions, OptionError, parse_bytes
+from lakefeed.connectors.files.options import FileSourceOptions, OptionError
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.readers import (
     BadRecordsError,
@@ -39,6 +39,7 @@ from lakefeed.connectors.files.schemas import (
     parse_ddl,
 )
 from lakefeed.connectors.files.source import cap_end, plan_partitions, skipped_files
+from lakefeed.connectors.options import parse_bytes
 
 
 def _opts(path: Path, fmt: str = "json", **extra: str) -> FileSourceOptions:

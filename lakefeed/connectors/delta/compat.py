@@ -132,10 +132,10 @@ def _start(original: Callable) -> Callable:
                 )
             spec = check_stream_write(every, self._df.schema, complete=mode == "complete")
             if _spark_writes_files(self, every, spec.partition_by):
-                from lakefeed.connectors.delta.datasource import option
                 from lakefeed.connectors.delta.spark_files import SparkFilesSink
+                from lakefeed.connectors.options import Options
 
-                checkpoint = str(option(every, "checkpointLocation"))
+                checkpoint = str(Options(every).get("checkpointLocation"))
                 self.foreachBatch(SparkFilesSink(spec, checkpoint))
                 return original(self, None, None, outputMode, None, queryName, **options)
         return original(self, path, format, outputMode, partitionBy, queryName, **options)
@@ -145,14 +145,12 @@ def _start(original: Callable) -> Callable:
 
 def _spark_writes_files(writer: Any, options: dict[str, str], partition_by: Any) -> bool:
     """Spark's own Parquet writer produces the data files, unless asked for or unsafe."""
-    from lakefeed.connectors.delta.datasource import option
     from lakefeed.connectors.delta.spark_files import WRITER_OPTION, applies
+    from lakefeed.connectors.options import Options
 
     if getattr(writer, "_lakefeed_jvm_partitioned", False):
         return False  # partitionBy() came before format("delta"): Spark fixed it already
-    chosen = (option(options, WRITER_OPTION) or "spark").lower()
-    if chosen not in ("spark", "python"):
-        raise ValueError(f"option {WRITER_OPTION} is 'spark' (default) or 'python', not {chosen!r}")
+    chosen = Options(options).choice(WRITER_OPTION, ("spark", "python"), "spark")
     zone = writer._df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     return chosen == "spark" and applies(writer._df.schema, list(partition_by), zone)
 

@@ -57,63 +57,33 @@ from lakefeed.connectors.delta.files import (
 )
 from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
+from lakefeed.connectors.options import Options
+from lakefeed.errors import OptionError
 
 PARTITION_OPTION = "partitionBy"
 DEFAULT_MAX_FILES = 1000
 
 
-def option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
-    """Case-insensitive option lookup (``dict(options)`` would lose camelCase keys)."""
-    wanted = name.lower()
-    for key, value in options.items():
-        if key.lower() == wanted:
-            return value
-    return default
+class DeltaOptionError(OptionError):
+    """An option of ``format("delta")`` that is missing, malformed or contradicts another."""
+
+    code = "DELTA_OPTION"
 
 
-def flag(options: Mapping[str, str], name: str) -> bool:
-    value = option(options, name, "false") or "false"
-    if value.strip().lower() not in ("true", "false"):
-        raise ValueError(f"option {name} must be 'true' or 'false', not {value!r}")
-    return value.strip().lower() == "true"
-
-
-def positive_int(options: Mapping[str, str], name: str) -> int | None:
-    value = option(options, name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise ValueError(f"option {name} must be a positive integer, not {value!r}")
-    return number
-
-
-def byte_size(options: Mapping[str, str], name: str) -> int | None:
-    """Sizes like Spark's: 1048576, '10m', '1g', '512k', '100b'."""
-    value = option(options, name)
-    if value is None:
-        return None
-    text = value.strip().lower().removesuffix("b")
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
-    digits = text[:-1] if scale > 1 else text
-    if not digits.isdigit() or int(digits) <= 0:
-        raise ValueError(f"option {name} must be a size like 1048576 or '10m', not {value!r}")
-    return int(digits) * scale
+def _options(options: Mapping[str, str]) -> Options:
+    return Options(options, DeltaOptionError)
 
 
 def table_root(options: Mapping[str, str]) -> str:
-    path = option(options, "path")
+    path = _options(options).get("path")
     if not path:
-        raise ValueError(
+        raise DeltaOptionError(
             "a Delta table path is needed: use .load(path), .save(path) or .start(path)"
         )
     if "://" in path:
         parsed = urlparse(path)
         if parsed.scheme != "file":
-            raise ValueError(
+            raise DeltaOptionError(
                 f"only local paths are supported by lakefeed's Delta connector: {path}"
             )
         path = unquote(parsed.path)
@@ -123,23 +93,22 @@ def table_root(options: Mapping[str, str]) -> str:
 
 
 def partition_columns(options: Mapping[str, str]) -> list[str]:
-    text = option(options, PARTITION_OPTION) or ""
-    text = text.strip()
+    """``partitionBy`` as ``a,b`` or a JSON list (what Spark's writer sets)."""
+    opts = _options(options)
+    text = (opts.get(PARTITION_OPTION) or "").strip()
     if text.startswith("["):
         return [str(c) for c in json.loads(text)]
-    return [c.strip() for c in text.split(",") if c.strip()]
+    return opts.names_list(PARTITION_OPTION)
 
 
 def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
-    version = option(options, "versionAsOf")
-    stamp = option(options, "timestampAsOf")
-    if version is not None and stamp is not None:
-        raise ValueError("set only one of versionAsOf and timestampAsOf")
+    opts = _options(options)
+    stamp = opts.get("timestampAsOf")
+    if "versionAsOf" in opts and stamp is not None:
+        raise DeltaOptionError("set only one of versionAsOf and timestampAsOf")
+    version = opts.non_negative_int("versionAsOf")
     if version is not None:
-        try:
-            return int(version)
-        except ValueError:
-            raise ValueError(f"versionAsOf must be a version number, not {version!r}") from None
+        return version
     if stamp is not None:
         when = log.parse_timestamp(stamp)
         table = log.open_table(root)
@@ -147,7 +116,7 @@ def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
         cutoff = when.timestamp() * 1000
         chosen = [int(e["version"]) for e in history if int(e["timestamp"]) <= cutoff]
         if not chosen:
-            raise ValueError(
+            raise DeltaOptionError(
                 f"timestampAsOf {stamp} is before the first commit of {root} "
                 f"({history[0]['timestamp'] if history else '?'} ms since epoch)"
             )
@@ -193,7 +162,7 @@ def write_spec(
     options: Mapping[str, str], schema: StructType, overwrite: bool, operation: str = "WRITE"
 ) -> commit.WriteSpec:
     """Everything about a write decided (and refused) on the driver before a task runs."""
-    root = table_root(options)
+    root, opts = table_root(options), _options(options)
     arrow = to_arrow_schema(schema, timezone="UTC")
     partitions = commit.resolve_partitioning(root, partition_columns(options))
     commit.check_partition_columns(arrow, partitions)
@@ -201,8 +170,8 @@ def write_spec(
         root=root,
         mode="overwrite" if overwrite else "append",
         partition_by=partitions,
-        merge_schema=flag(options, "mergeSchema"),
-        overwrite_schema=flag(options, "overwriteSchema"),
+        merge_schema=opts.flag("mergeSchema"),
+        overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
     )
     if log.is_delta_table(root) and not spec.overwrite_schema:
@@ -216,10 +185,13 @@ def write_spec(
 
 def txn_option(options: Mapping[str, str]) -> tuple[str, int] | None:
     """The idempotent batch write's (txnAppId, txnVersion), as in delta-spark."""
-    app, version = option(options, "txnAppId"), option(options, "txnVersion")
+    opts = _options(options)
+    app, version = opts.get("txnAppId"), opts.non_negative_int("txnVersion")
     if (app is None) != (version is None):
-        raise ValueError("set both txnAppId and txnVersion for an idempotent write, or neither")
-    return (app, int(version)) if app is not None and version is not None else None
+        raise DeltaOptionError(
+            "set both txnAppId and txnVersion for an idempotent write, or neither"
+        )
+    return (app, version) if app is not None and version is not None else None
 
 
 CHECKPOINT_NEEDED = (
@@ -233,16 +205,16 @@ def check_stream_write(
     options: Mapping[str, str], schema: StructType, complete: bool
 ) -> commit.WriteSpec:
     """What the first micro-batch would refuse, refused before the query starts instead."""
-    if not option(options, "checkpointLocation"):
-        raise ValueError(CHECKPOINT_NEEDED)
+    if not _options(options).get("checkpointLocation"):
+        raise DeltaOptionError(CHECKPOINT_NEEDED)
     return write_spec(options, schema, complete, operation="STREAMING UPDATE")
 
 
 def query_id(options: Mapping[str, str]) -> str:
     """The streaming query's stable id, from ``<checkpointLocation>/metadata``."""
-    location = option(options, "checkpointLocation")
+    location = _options(options).get("checkpointLocation")
     if not location:
-        raise ValueError(CHECKPOINT_NEEDED)
+        raise DeltaOptionError(CHECKPOINT_NEEDED)
     if "://" in location or location.startswith("file:"):
         location = unquote(urlparse(location).path)
     with open(os.path.join(location, "metadata"), encoding="utf-8") as handle:
@@ -404,14 +376,15 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.root = table_root(options)
         self.schema = schema
-        self.starting_version = option(options, "startingVersion")
-        self.starting_timestamp = option(options, "startingTimestamp")
-        max_bytes = byte_size(options, "maxBytesPerTrigger")
-        max_files = positive_int(options, "maxFilesPerTrigger")
+        opts = _options(options)
+        self.starting_version = opts.get("startingVersion")
+        self.starting_timestamp = opts.get("startingTimestamp")
+        max_bytes = opts.byte_size("maxBytesPerTrigger")
+        max_files = opts.positive_int("maxFilesPerTrigger")
         self.feed_options = offsets.FeedOptions(
-            ignore_deletes=flag(options, "ignoreDeletes"),
-            ignore_changes=flag(options, "ignoreChanges"),
-            skip_change_commits=flag(options, "skipChangeCommits"),
+            ignore_deletes=opts.flag("ignoreDeletes"),
+            ignore_changes=opts.flag("ignoreChanges"),
+            skip_change_commits=opts.flag("skipChangeCommits"),
             max_files=max_files if max_files or max_bytes else DEFAULT_MAX_FILES,
             max_bytes=max_bytes,
         )
@@ -492,7 +465,7 @@ def planned_read(
     Python data source). The snapshot is fixed when the DataFrame is made, as delta-spark's."""
     from lakefeed.jvm import bridge
 
-    if schema is not None or option(options, "path") is None:
+    if schema is not None or _options(options).get("path") is None:
         return None
     if bridge.reader_choice(options, default="spark") != "spark":
         return None

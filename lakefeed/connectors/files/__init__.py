@@ -37,6 +37,7 @@ def read_files(
     gets the ``_metadata`` column (and ``_rescued_data`` with ``rescuedDataColumn``), unlike
     ``.schema()`` on a plain reader, whose columns Spark fixes exactly.
     """
+    from lakefeed.connectors.options import Options
     from lakefeed.pipeline.context import current_flow
 
     opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
@@ -45,7 +46,7 @@ def read_files(
         opts["lakefeed.schema"] = schema.json() if isinstance(schema, StructType) else schema
     flow = current_flow()
     if flow is not None:
-        if not any(k.lower() == "cloudfiles.schemalocation" for k in opts):
+        if "cloudFiles.schemaLocation" not in Options(opts):
             opts["cloudFiles.schemaLocation"] = flow.schema_path
         # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
         from lakefeed.pipeline.api import source

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from lakefeed.connectors.files.globs import GlobError, PathMatcher
+from lakefeed.connectors.options import Options
+from lakefeed.errors import OptionError as LakefeedOptionError
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 CLEAN_MODES = ("OFF", "DELETE", "MOVE")
 DEFAULT_RESCUE_COLUMN = "_rescued_data"
 DEFAULT_MAX_FILES = 1000
+SAMPLE_FILES = "cloudFiles.schemaInference.sampleSize.numFiles"
 
 # Databricks options that only tune cloud notification services or validation: accepted and
 # ignored, so notebooks run unchanged on a plain folder.
@@ -48,14 +51,10 @@ _KNOWN = {
 } | _IGNORED
 
 
-class OptionError(ValueError):
+class OptionError(LakefeedOptionError):
     """A misuse caught before the stream starts; the message says what to do."""
 
-
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    # Spark hands a case-insensitive mapping; dict() of it already lowercases, but a plain dict
-    # from a test or read_files() may not.
-    return {str(k).lower(): str(v) for k, v in options.items()}
+    code = "FILES_OPTION"
 
 
 def local_path(raw: str) -> str:
@@ -64,47 +63,6 @@ def local_path(raw: str) -> str:
     if "://" in text:
         raise OptionError(f"{raw!r}: lakefeed's cloudFiles reads local or mounted folders only")
     return str(Path(text).expanduser().resolve())
-
-
-def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise OptionError(f"option {key} must be true or false, got {raw!r}")
-    return value == "true"
-
-
-def _positive_int(opts: dict[str, str], key: str) -> int | None:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(f"option {key} must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise OptionError(f"option {key} must be a positive integer, got {raw!r}")
-    return value
-
-
-_BYTE_UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_bytes(raw: str) -> int:
-    """``"10g"``, ``"512m"``, ``"1048576"`` → bytes, as Auto Loader reads maxBytesPerTrigger."""
-    text = raw.strip().lower().removesuffix("b") or "0"
-    unit = 1
-    if text[-1] in _BYTE_UNITS:
-        unit, text = _BYTE_UNITS[text[-1]], text[:-1]
-    try:
-        value = int(float(text) * unit)
-    except ValueError:
-        raise OptionError(f"cannot read a byte size from {raw!r}; use e.g. 10g, 512m") from None
-    if value <= 0:
-        raise OptionError(f"byte size must be positive, got {raw!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -139,7 +97,7 @@ class FileSourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FileSourceOptions:
-        opts = _lower(options)
+        opts = Options(options, OptionError)
         unknown = sorted(k for k in opts if k.startswith("cloudfiles.") and k not in _KNOWN)
         if unknown:
             raise OptionError(
@@ -149,29 +107,26 @@ class FileSourceOptions:
         path = opts.get("path")
         if not path:
             raise OptionError("cloudFiles needs a folder: .load('/path/to/landing')")
-        fmt = opts.get("cloudfiles.format", "").lower()
-        if fmt not in FORMATS:
+        fmt = opts.choice("cloudFiles.format", FORMATS)
+        if fmt is None:
             raise OptionError(
-                f"option cloudFiles.format must be one of {', '.join(FORMATS)}, got {fmt!r}"
+                f"option cloudFiles.format must be one of {', '.join(FORMATS)} (it is required)"
             )
-        mode = _evolution_mode(opts.get("cloudfiles.schemaevolutionmode"))
-        clean = opts.get("cloudfiles.cleansource", "OFF").upper()
-        if clean not in CLEAN_MODES:
-            raise OptionError(
-                f"option cloudFiles.cleanSource must be OFF, DELETE or MOVE, got {clean!r}"
-            )
+        mode = opts.choice("cloudFiles.schemaEvolutionMode", EVOLUTION_MODES)
+        clean = opts.choice("cloudFiles.cleanSource", CLEAN_MODES, "OFF")
         move_to = opts.get("cloudfiles.cleansource.movedestination")
         if clean == "MOVE" and not move_to:
             raise OptionError(
                 "cloudFiles.cleanSource=MOVE needs cloudFiles.cleanSource.moveDestination"
             )
-        max_bytes = opts.get("cloudfiles.maxbytespertrigger")
+        for ignored in ("cloudFiles.backfillInterval", "cloudFiles.cleanSource.retentionDuration"):
+            opts.duration(ignored)  # ignored here, but a typo in it is still refused
         rescue = opts.get("rescueddatacolumn")
         location = opts.get("cloudfiles.schemalocation")
         source = local_path(path)
         glob = opts.get("pathglobfilter")
         # Auto Loader always discovers files in sub-folders; Spark's option can turn it off.
-        recursive = _bool(opts, "recursiveFileLookup", True)
+        recursive = opts.flag("recursiveFileLookup", True)
         try:
             matcher = PathMatcher.of(source, glob, recursive)
         except GlobError as error:
@@ -180,27 +135,26 @@ class FileSourceOptions:
             path=source,
             format=fmt,
             schema_location=local_path(location) if location else None,
-            max_files_per_trigger=_positive_int(opts, "cloudFiles.maxFilesPerTrigger"),
-            max_bytes_per_trigger=parse_bytes(max_bytes) if max_bytes else None,
-            include_existing_files=_bool(opts, "cloudFiles.includeExistingFiles", True),
+            max_files_per_trigger=opts.positive_int("cloudFiles.maxFilesPerTrigger"),
+            max_bytes_per_trigger=opts.byte_size("cloudFiles.maxBytesPerTrigger"),
+            include_existing_files=opts.flag("cloudFiles.includeExistingFiles", True),
             path_glob_filter=glob,
             recursive=recursive,
             schema_hints=opts.get("cloudfiles.schemahints"),
-            infer_column_types=_bool(opts, "cloudFiles.inferColumnTypes", fmt == "parquet"),
+            infer_column_types=opts.flag("cloudFiles.inferColumnTypes", fmt == "parquet"),
             evolution_mode=mode,
             rescued_data_column=rescue or (DEFAULT_RESCUE_COLUMN if mode == "rescue" else None),
-            sample_files=_positive_int(opts, "cloudFiles.schemaInference.sampleSize.numFiles")
-            or 1000,
-            ignore_corrupt_files=_bool(opts, "ignoreCorruptFiles", False),
-            ignore_missing_files=_bool(opts, "ignoreMissingFiles", False),
+            sample_files=opts.positive_int(SAMPLE_FILES) or 1000,
+            ignore_corrupt_files=opts.flag("ignoreCorruptFiles"),
+            ignore_missing_files=opts.flag("ignoreMissingFiles"),
             clean_source=clean,
             move_destination=local_path(move_to) if move_to else None,
-            include_metadata=_bool(opts, "includeMetadata", True),
-            header=_bool(opts, "header", False),
+            include_metadata=opts.flag("includeMetadata", True),
+            header=opts.flag("header"),
             sep=opts.get("sep", opts.get("delimiter", ",")),
             quote=opts.get("quote", '"'),
             escape=opts.get("escape"),
-            multi_line=_bool(opts, "multiLine", False),
+            multi_line=opts.flag("multiLine"),
             schema_ddl=opts.get("lakefeed.schema"),
             matcher=matcher,
         )
@@ -218,17 +172,5 @@ class FileSourceOptions:
 
 def schema_location_of(options: Mapping[str, str]) -> str | None:
     """The absolute ``cloudFiles.schemaLocation`` of a source's options, if set."""
-    raw = _lower(options).get("cloudfiles.schemalocation")
+    raw = Options(options, OptionError).get("cloudFiles.schemaLocation")
     return local_path(raw) if raw else None
-
-
-def _evolution_mode(raw: str | None) -> str | None:
-    if raw is None:
-        return None
-    for mode in EVOLUTION_MODES:
-        if raw.strip().lower() == mode.lower():
-            return mode
-    raise OptionError(
-        f"option cloudFiles.schemaEvolutionMode must be one of {', '.join(EVOLUTION_MODES)}, "
-        f"got {raw!r}"
-    )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,6 +35,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from lakefeed.connectors.options import Options
+from lakefeed.errors import OptionError
 
 NAME = "lakefeed_iot"
 
@@ -78,28 +80,13 @@ MALFORMED_KINDS = (
 )
 
 
-class GeneratorOptionError(ValueError):
+class GeneratorOptionError(OptionError):
     """An option of the ``lakefeed_iot`` source is unknown or invalid."""
+
+    code = "GENERATOR_OPTION"
 
 
 # --- options ---------------------------------------------------------------------------------
-
-
-def _parse_int(name: str, raw: Any) -> int:
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise GeneratorOptionError(f"option {name} must be an integer, got {raw!r}") from None
-
-
-def _parse_float(name: str, raw: Any) -> float:
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise GeneratorOptionError(f"option {name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise GeneratorOptionError(f"option {name} must be a finite number, got {raw!r}")
-    return value
 
 
 def parse_start_time(raw: Any) -> int:
@@ -119,20 +106,25 @@ def parse_start_time(raw: Any) -> int:
     return round(moment.timestamp() * 1000)
 
 
-# Option name as users write it -> (IotConfig field, parser).
-_OPTIONS: dict[str, tuple[str, Any]] = {
-    "rowsPerSecond": ("rows_per_second", _parse_int),
-    "devices": ("devices", _parse_int),
-    "seed": ("seed", _parse_int),
-    "totalRows": ("total_rows", _parse_int),
-    "startTime": ("start_time_ms", lambda _name, raw: parse_start_time(raw)),
-    "numPartitions": ("num_partitions", _parse_int),
-    "maxRowsPerTrigger": ("max_rows_per_trigger", _parse_int),
-    "lateRate": ("late_rate", _parse_float),
-    "maxLateSeconds": ("max_late_seconds", _parse_float),
-    "outOfOrderSeconds": ("out_of_order_seconds", _parse_float),
-    "duplicateRate": ("duplicate_rate", _parse_float),
-    "malformedRate": ("malformed_rate", _parse_float),
+def _start_time(options: Options, name: str) -> int | None:
+    raw = options.get(name)
+    return None if raw is None else parse_start_time(raw)
+
+
+# Option name as users write it -> (IotConfig field, reader). Ranges are checked by IotConfig.
+_OPTIONS: dict[str, tuple[str, Callable[[Options, str], Any]]] = {
+    "rowsPerSecond": ("rows_per_second", Options.integer),
+    "devices": ("devices", Options.integer),
+    "seed": ("seed", Options.integer),
+    "totalRows": ("total_rows", Options.integer),
+    "startTime": ("start_time_ms", _start_time),
+    "numPartitions": ("num_partitions", Options.integer),
+    "maxRowsPerTrigger": ("max_rows_per_trigger", Options.integer),
+    "lateRate": ("late_rate", Options.number),
+    "maxLateSeconds": ("max_late_seconds", Options.number),
+    "outOfOrderSeconds": ("out_of_order_seconds", Options.number),
+    "duplicateRate": ("duplicate_rate", Options.number),
+    "malformedRate": ("malformed_rate", Options.number),
 }
 _BY_LOWER = {name.lower(): name for name in _OPTIONS}
 
@@ -189,14 +181,17 @@ class IotConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> IotConfig:
         """Parse Spark-style options (names case-insensitive), refusing unknown ones."""
-        fields: dict[str, Any] = {}
-        for key, raw in options.items():
-            option = _BY_LOWER.get(str(key).lower())
-            if option is None:
-                raise GeneratorOptionError(_unknown_option(str(key)))
-            field_name, parse = _OPTIONS[option]
-            fields[field_name] = None if raw is None else parse(option, raw)
-        return cls(**fields)
+        opts = Options(options, GeneratorOptionError)
+        unknown = [opts.given(key) for key in opts if key not in _BY_LOWER]
+        if unknown:
+            raise GeneratorOptionError(_unknown_option(unknown[0]))
+        return cls(
+            **{
+                field_name: read(opts, option)
+                for option, (field_name, read) in _OPTIONS.items()
+                if option in opts
+            }
+        )
 
     def resolved(self, now_ms: int | None = None) -> IotConfig:
         """This config with ``startTime`` fixed (to ``now_ms`` or the wall clock if unset)."""

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakefeed.connectors.options import Options
+from lakefeed.errors import OptionError
 from lakefeed.observe.redact import MASK, is_secret_key, redact_text
 
 EARLIEST = -2
@@ -29,8 +31,10 @@ TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
 
 
-class KafkaOptionError(ValueError):
+class KafkaOptionError(OptionError):
     """A Kafka option is missing, malformed or unsupported; the message says how to fix it."""
+
+    code = "KAFKA_OPTION"
 
 
 # Java-only client settings and what librdkafka wants instead.
@@ -57,11 +61,6 @@ _JAAS = re.compile(
     r"""(?P<module>[\w.]+)\s+required(?P<args>(?:\s+\w+\s*=\s*"[^"]*")*)\s*;?\s*$""", re.DOTALL
 )
 _JAAS_ARG = re.compile(r"""(\w+)\s*=\s*"([^"]*)\"""")
-
-
-def _lower(options: Mapping[str, Any]) -> dict[str, str]:
-    # Spark options are case-insensitive; CaseInsensitiveDict.copy() keeps user spelling.
-    return {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
 
 
 def secret_values(config: Mapping[str, str]) -> list[str]:
@@ -139,28 +138,6 @@ def _refuse_unknown(options: Mapping[str, str], known: frozenset[str], role: str
         )
 
 
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    if raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise KafkaOptionError(f"option {name} must be true or false, got {raw!r}")
-
-
-def _positive_int(options: Mapping[str, str], name: str) -> int | None:
-    raw = options.get(name.lower())
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise KafkaOptionError(f"option {name} must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise KafkaOptionError(f"option {name} must be a positive integer, got {raw!r}")
-    return value
-
-
 def _offset_json(name: str, raw: str, *, times: bool = False) -> OffsetMap:
     """``{"topic": {"0": n}}``: offsets (-2 earliest, -1 latest) or, with ``times``, ms >= 0."""
     example = (
@@ -221,16 +198,6 @@ def _timestamps(options: Mapping[str, str], prefix: str) -> Timestamps | None:
     return Timestamps(by_partition, by_partition=_offset_json(by_partition, raw, times=True))
 
 
-def _timestamp_strategy(options: Mapping[str, str]) -> str:
-    raw = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if raw not in ("error", "latest"):
-        raise KafkaOptionError(
-            "option startingOffsetsByTimestampStrategy must be error (fail when a partition has "
-            f"no offset at or after the time) or latest (start it at the latest), got {raw!r}"
-        )
-    return raw
-
-
 @dataclass(frozen=True)
 class Subscription:
     """What to read: ``subscribe`` (topic list), ``subscribePattern`` (regex) or ``assign``."""
@@ -256,7 +223,7 @@ class Subscription:
         return "assign=" + ",".join(f"{t}-{p}" for t, p in self.assigned)
 
 
-def _subscription(options: Mapping[str, str]) -> Subscription:
+def _subscription(options: Options) -> Subscription:
     given = [k for k in ("subscribe", "subscribepattern", "assign") if options.get(k)]
     if len(given) != 1:
         found = ", ".join(_SPARK_SPELLING[k] for k in given) or "none"
@@ -267,7 +234,7 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     kind = given[0]
     raw = options[kind]
     if kind == "subscribe":
-        topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+        topics = tuple(options.names_list("subscribe"))
         if not topics:
             raise KafkaOptionError(f"option subscribe lists no topic: {raw!r}")
         return Subscription("subscribe", topics=topics)
@@ -351,6 +318,10 @@ def _check_times(starting: Position, ending: Position) -> None:
         )
 
 
+_STRATEGIES = {
+    "error": "fail when a partition has no offset at or after the time",
+    "latest": "start such a partition at the latest offset",
+}
 _SOURCE_OPTIONS = (
     "subscribe",
     "subscribePattern",
@@ -412,36 +383,45 @@ def parse_source_options(options: Mapping[str, Any], *, batch: bool | None) -> S
     ``batch`` is None when it is not known yet whether the read is a batch or a stream
     (``DataSource.schema()``): only the rules common to both are checked then.
     """
-    lowered = _lower(options)
+    opts = Options(options, KafkaOptionError)
     try:
-        _refuse_unknown(lowered, frozenset(o.lower() for o in _SOURCE_OPTIONS), "source")
-        client = client_config(lowered)
-        retries = lowered.get("fetchoffset.numretries", "3")
-        if not retries.isdigit():
-            raise KafkaOptionError(f"option fetchOffset.numRetries must be >= 0, got {retries!r}")
-        starting, ending = _starting(lowered, batch), _ending(lowered, batch)
+        _refuse_unknown(opts, frozenset(o.lower() for o in _SOURCE_OPTIONS), "source")
+        client = client_config(opts)
+        retries = opts.non_negative_int("fetchOffset.numRetries")
+        starting, ending = _starting(opts, batch), _ending(opts, batch)
         _check_times(starting, ending)
         return SourceOptions(
             client=client,
-            subscription=_subscription(lowered),
+            subscription=_subscription(opts),
             starting=starting,
             ending=ending,
-            timestamp_strategy=_timestamp_strategy(lowered),
-            max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
-            min_partitions=_positive_int(lowered, "minPartitions"),
-            max_records_per_partition=_positive_int(lowered, "maxRecordsPerPartition"),
-            fail_on_data_loss=_bool(lowered, "failOnDataLoss", True),
-            include_headers=_bool(lowered, "includeHeaders", False),
-            poll_timeout_s=(_positive_int(lowered, "kafkaConsumer.pollTimeoutMs") or 60_000) / 1000,
-            metadata_timeout_s=(_positive_int(lowered, "fetchOffset.timeoutMs") or 5_000) / 1000,
-            metadata_retries=int(retries),
-            retry_interval_s=(_positive_int(lowered, "fetchOffset.retryIntervalMs") or 1_000)
-            / 1000,
-            group_id=lowered.get("kafka.group.id")
-            or lowered.get("groupidprefix", "lakefeed-kafka-source"),
+            timestamp_strategy=opts.choice(
+                "startingOffsetsByTimestampStrategy", _STRATEGIES, "error"
+            ),
+            max_offsets_per_trigger=opts.positive_int("maxOffsetsPerTrigger"),
+            min_partitions=opts.positive_int("minPartitions"),
+            max_records_per_partition=opts.positive_int("maxRecordsPerPartition"),
+            fail_on_data_loss=opts.flag("failOnDataLoss", True),
+            include_headers=opts.flag("includeHeaders", False),
+            poll_timeout_s=_seconds(opts, "kafkaConsumer.pollTimeoutMs", 60_000),
+            metadata_timeout_s=_seconds(opts, "fetchOffset.timeoutMs", 5_000),
+            metadata_retries=3 if retries is None else retries,
+            retry_interval_s=_seconds(opts, "fetchOffset.retryIntervalMs", 1_000),
+            group_id=opts.get("kafka.group.id")
+            or opts.get("groupIdPrefix", "lakefeed-kafka-source"),
         )
     except KafkaOptionError as exc:
-        raise KafkaOptionError(scrub(str(exc), lowered)) from None
+        raise _scrubbed(exc, opts) from None
+
+
+def _seconds(opts: Options, name: str, default_ms: int) -> float:
+    return (opts.positive_int(name) or default_ms) / 1000
+
+
+def _scrubbed(error: KafkaOptionError, opts: Options) -> KafkaOptionError:
+    """The same error with every secret value of the options masked."""
+    fix = scrub(error.fix, opts) if error.fix else None
+    return KafkaOptionError(scrub(error.message, opts), fix=fix)
 
 
 @dataclass(frozen=True)
@@ -458,13 +438,13 @@ class SinkOptions:
 
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     """Validate Spark-style sink options; raise :class:`KafkaOptionError` on misuse."""
-    lowered = _lower(options)
+    opts = Options(options, KafkaOptionError)
     try:
-        _refuse_unknown(lowered, frozenset(o.lower() for o in _SINK_OPTIONS), "sink")
+        _refuse_unknown(opts, frozenset(o.lower() for o in _SINK_OPTIONS), "sink")
         return SinkOptions(
-            client=client_config(lowered),
-            topic=lowered.get("topic") or None,
-            flush_timeout_s=(_positive_int(lowered, "producer.flushTimeoutMs") or 60_000) / 1000,
+            client=client_config(opts),
+            topic=opts.get("topic") or None,
+            flush_timeout_s=_seconds(opts, "producer.flushTimeoutMs", 60_000),
         )
     except KafkaOptionError as exc:
-        raise KafkaOptionError(scrub(str(exc), lowered)) from None
+        raise _scrubbed(exc, opts) from None

@@ -70,7 +70,8 @@ def _allowed(choices: Choices) -> str:
     """What a choice accepts: each value with its meaning when given, else the values."""
     if isinstance(choices, Mapping):
         meant = [f"{value} ({meaning})" for value, meaning in choices.items()]
-        return "must be " + ", ".join(meant[:-1]) + " or " + meant[-1]
+        head = ", ".join(meant[:-1])
+        return "must be " + (f"{head} or " if head else "") + meant[-1]
     quoted = [repr(c) for c in choices]
     if len(quoted) == 2:
         return f"is {quoted[0]} or {quoted[1]}"

@@ -45,16 +45,28 @@ lakehouse_option = click.option(
     "--token",
     envvar="LAKEFEED_UI_TOKEN",
     default=None,
-    help="Access token; required unless bound to a loopback address. Env: LAKEFEED_UI_TOKEN.",
+    help="Access token (16+ characters); required unless bound to a loopback address. "
+    "Env: LAKEFEED_UI_TOKEN.",
 )
-def ui(lakehouse_dir: str, host: str, port: int, token: str | None) -> None:
+@click.option(
+    "--generate-token",
+    is_flag=True,
+    help="Make a random access token and print it once (instead of --token).",
+)
+def ui(lakehouse_dir: str, host: str, port: int, token: str | None, generate_token: bool) -> None:
     """Serve the web UI and Prometheus /metrics for a lakehouse until Ctrl-C."""
-    from lakefeed.observe.server import start_server
+    from lakefeed.observe.server import new_token, start_server
 
+    if generate_token:
+        if token is not None:
+            raise click.UsageError("give either --token or --generate-token, not both")
+        token = new_token()
     try:
         handle = start_server(Lakehouse.at(lakehouse_dir), host=host, port=port, token=token)
     except (ValueError, OSError) as e:
         raise click.UsageError(str(e)) from e
+    if generate_token:
+        click.echo(f"lakefeed UI access token (shown once): {token}")
     note = " (open it with ?token=<your token>)" if token else ""
     click.echo(f"lakefeed UI on {handle.url}{note}; metrics at {handle.url}metrics")
     handle.wait()

@@ -4,7 +4,8 @@ The event log gets one small commit per flush (about one per second while a pipe
 re-reading the whole table on every UI poll would grow slower with every minute of running.
 :class:`EventTail` keeps the delta-rs handle, refreshes it incrementally, and reads just the new
 data files. If files disappear (the log was compacted or rewritten) it starts over, and
-:class:`LiveMonitor` rebuilds its fold from scratch.
+:class:`LiveMonitor` rebuilds its fold from scratch. A damaged log never stops it: it shows the
+events it can read and keeps a list of what is wrong (:attr:`EventTail.problems`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.observe.event_log import EVENT_SCHEMA
+from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
 from lakefeed.observe.figures import Monitor
 
 
@@ -43,31 +44,47 @@ class EventTail:
         self._table: DeltaTable | None = None
         self._version: int | None = None
         self._seen: set[str] = set()
+        self._log_problem: str | None = None
+        self._file_problems: dict[str, str] = {}
+
+    @property
+    def problems(self) -> list[str]:
+        """What cannot be read right now (a damaged commit, a lost or truncated data file)."""
+        head = [self._log_problem] if self._log_problem else []
+        return head + list(self._file_problems.values())
+
+    def _refresh(self) -> DeltaTable | None:
+        if self._table is None:
+            self._table, self._log_problem = open_log(self.path)
+            return self._table
+        try:
+            self._table.update_incremental()
+            self._log_problem = None
+        except Exception as e:  # noqa: BLE001 - a damaged newer commit: keep what we have
+            self._table, self._log_problem = open_log(self.path)
+            if self._log_problem is None and self._table is None:
+                self._log_problem = f"the event log cannot be read: {first_line(e)}"
+        return self._table
 
     def poll(self) -> tuple[bool, list[dict[str, Any]]]:
         """``(reset, events)``: ``reset`` means start over, ``events`` is then the whole log."""
-        if self._table is None:
-            if not DeltaTable.is_deltatable(self.path):
-                return False, []
-            self._table = DeltaTable(self.path)
-        else:
-            self._table.update_incremental()
-        if self._table.version() == self._version:
-            return False, []  # no commit since the last look: skip listing the files
-        self._version = self._table.version()
-        dataset = self._table.to_pyarrow_dataset()
+        table = self._refresh()
+        if table is None or table.version() == self._version:
+            return False, []  # no log, or no commit since the last look: skip listing files
+        self._version = table.version()
+        dataset = table.to_pyarrow_dataset()
         fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
         reset = not self._seen <= fragments.keys()
         if reset:
             self._seen = set()
+            self._file_problems = {}
         new = [fragment for path, fragment in fragments.items() if path not in self._seen]
         self._seen.update(fragment.path for fragment in new)
         if not new:
             return reset, []
-        table = pa.concat_tables(
-            fragment.to_table(schema=dataset.schema).cast(EVENT_SCHEMA) for fragment in new
-        )
-        return reset, _events(table)
+        rows, unreadable = read_fragments(dataset, new)
+        self._file_problems.update(unreadable)
+        return reset, _events(rows)
 
 
 class LiveMonitor:
@@ -86,6 +103,11 @@ class LiveMonitor:
         self.monitor = Monitor()
         self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
 
+    @property
+    def problems(self) -> list[str]:
+        """What of the event log could not be read at the last refresh."""
+        return self.monitor.event_log_problems
+
     def refresh(self) -> Monitor:
         """Fold in new events (at most every ``min_interval`` seconds) and return the monitor."""
         with self._lock:
@@ -95,6 +117,10 @@ class LiveMonitor:
                     self.monitor = Monitor()
                     self.recent.clear()
                 self.monitor.apply_all(events)
+                self.monitor.event_log_problems = self._tail.problems
+                self.monitor.event_log_fix = (
+                    repair_hint(self._tail.path) if self._tail.problems else None
+                )
                 self.recent.extend(events)
                 self._checked = time.monotonic()
             return self.monitor

@@ -19,7 +19,9 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.loader import load_pipeline
 
 console = Console(stderr=True)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
+# so the demo runs the same pipeline from a clone and after a plain pip install.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _conf(values: Sequence[str]) -> dict[str, str]:
@@ -288,7 +290,10 @@ def demo(
 
     folder = EXAMPLES / "iot"
     if not folder.is_dir():
-        raise click.ClickException(f"demo pipeline not found at {folder}: run from a clone")
+        raise click.ClickException(
+            f"demo pipeline not found at {folder}: this installation of lakefeed is incomplete; "
+            "reinstall it (pip install --force-reinstall lakefeed)"
+        )
     start = datetime.now(UTC) - timedelta(minutes=backlog_minutes)
     conf = [
         f"iot.rowsPerSecond={rows_per_second}",

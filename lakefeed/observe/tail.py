@@ -46,6 +46,7 @@ class EventTail:
         self._seen: set[str] = set()
         self._log_problem: str | None = None
         self._file_problems: dict[str, str] = {}
+        self._stamp: tuple[int, int] | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -53,17 +54,29 @@ class EventTail:
         head = [self._log_problem] if self._log_problem else []
         return head + list(self._file_problems.values())
 
+    def _commit_stamp(self, version: int) -> tuple[int, int] | None:
+        """Identity of a commit file: a log rewritten in place (repair, reset) changes it."""
+        try:
+            stat = (Path(self.path) / "_delta_log" / f"{version:020d}.json").stat()
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns
+
     def _refresh(self) -> DeltaTable | None:
+        if self._table is not None and self._commit_stamp(self._table.version()) != self._stamp:
+            self._table = self._version = None  # the log was replaced: read it from the start
         if self._table is None:
             self._table, self._log_problem = open_log(self.path)
-            return self._table
-        try:
-            self._table.update_incremental()
-            self._log_problem = None
-        except Exception as e:  # noqa: BLE001 - a damaged newer commit: keep what we have
-            self._table, self._log_problem = open_log(self.path)
-            if self._log_problem is None and self._table is None:
-                self._log_problem = f"the event log cannot be read: {first_line(e)}"
+        else:
+            try:
+                self._table.update_incremental()
+                self._log_problem = None
+            except Exception as e:  # noqa: BLE001 - a damaged newer commit: keep what we have
+                self._table, self._log_problem = open_log(self.path)
+                if self._log_problem is None and self._table is None:
+                    self._log_problem = f"the event log cannot be read: {first_line(e)}"
+        if self._table is not None:
+            self._stamp = self._commit_stamp(self._table.version())
         return self._table
 
     def poll(self) -> tuple[bool, list[dict[str, Any]]]:

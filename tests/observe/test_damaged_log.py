@@ -172,3 +172,16 @@ def test_a_run_with_a_damaged_event_log_succeeds_and_says_so_once(lakehouse, tmp
     assert done.stderr.count("lakefeed: warning:") == 1
     assert "lakefeed event-log repair" in done.stderr
     assert table(lakehouse, "readings").num_rows == 200
+
+
+def test_a_running_reader_sees_the_repaired_log(damaged):
+    live = LiveMonitor(damaged.event_log_path, min_interval=0)
+    assert live.refresh().event_log_problems
+    readable = read_log(damaged.event_log_path).table.num_rows
+    CliRunner().invoke(cli, ["event-log", "repair", "--lakehouse", str(damaged.root)])
+    with EventLog(damaged.event_log_path, "iot", run_id="after") as log:
+        log.emit("run_stop", "after the repair")
+    monitor = live.refresh()
+    assert monitor.event_log_problems == [] and monitor.event_log_fix is None
+    assert monitor.events_seen == readable + 1
+    assert monitor.pipelines["iot"].state == "stopped"

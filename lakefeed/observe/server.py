@@ -84,9 +84,8 @@ def check_token(token: str) -> str:
         raise ConfigError(
             f"the UI token is too weak: use at least {MIN_TOKEN_CHARS} characters, no spaces, "
             "not one character repeated",
-            fix="pass --generate-token to have one made and printed, or set --token / "
-            "LAKEFEED_UI_TOKEN to e.g. the output of: python -c 'import secrets; "
-            "print(secrets.token_urlsafe(24))'",
+            fix="use the output of: python -c 'import secrets; print(secrets.token_urlsafe(24))' "
+            "(lakefeed ui --generate-token makes one and prints it)",
             code=WEAK_TOKEN,
         )
     return token

@@ -11,6 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -146,3 +147,11 @@ def test_ui_command_generates_and_prints_a_token(lakehouse):
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=20) == 0
+
+
+def test_run_with_the_ui_refuses_a_weak_token_before_starting(lakehouse):
+    iot = Path(__file__).resolve().parents[2] / "examples" / "iot"
+    command = ["run", str(iot), "--lakehouse", str(lakehouse.root), "--ui", "--ui-token", " "]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 2 and "too weak" in result.output
+    assert not lakehouse.root.exists()

@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 ROOT = Path(__file__).resolve().parents[2]
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(1200)]
 
@@ -41,8 +42,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` folder of a fresh venv holding lakefeed from a freshly built wheel."""
     work = tmp_path_factory.mktemp("wheel")
     uv = _uv()
-    # sdist first, then the wheel from the sdist: both must carry the package data.
-    _run([uv, "build", "--out-dir", work / "dist", ROOT])
+    # Build from a copy of what a build reads (setuptools writes build/ and *.egg-info beside
+    # the sources); sdist first, then the wheel from the sdist: both must carry the package data.
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for name in ("lakefeed", "examples"):  # lakefeed/examples stays a link to examples/
+        shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=IGNORED)
+    _run([uv, "build", "--out-dir", work / "dist", source])
     (wheel,) = (work / "dist").glob("lakefeed-*.whl")
     frozen = _run([uv, "pip", "freeze", "--python", sys.executable]).stdout.splitlines()
     constraints = work / "constraints.txt"

@@ -159,7 +159,7 @@ class EventLog:
                 write_deltalake(
                     str(self.path), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), mode="append"
                 )
-            except Exception as e:  # noqa: BLE001 - any failure of the log must spare the run
+            except Exception as e:  # any failure of the log must spare the run
                 self._failed(e, len(rows))
 
     def _failed(self, error: Exception, rows: int) -> None:
@@ -255,7 +255,7 @@ def open_log(path: str | Path) -> tuple[DeltaTable | None, str | None]:
         return None, None
     try:
         return DeltaTable(str(path)), None
-    except Exception as e:  # noqa: BLE001 - damaged logs fail in many ways
+    except Exception as e:  # damaged logs fail in many ways
         error = first_line(e)
     newest = _newest_commit(path)
     if newest is None:
@@ -263,7 +263,7 @@ def open_log(path: str | Path) -> tuple[DeltaTable | None, str | None]:
     for version in range(newest - 1, max(-1, newest - 1 - FALLBACK_VERSIONS), -1):
         try:
             table = DeltaTable(str(path), version=version)
-        except Exception:  # noqa: BLE001,S112 - look further back
+        except Exception:  # look further back
             continue
         return table, (
             f"the event log's newest commits ({version + 1}..{newest}) cannot be read "
@@ -281,7 +281,7 @@ def read_fragments(
     for fragment in fragments:
         try:
             parts.append(fragment.to_table(schema=dataset.schema).cast(EVENT_SCHEMA))
-        except Exception as e:  # noqa: BLE001 - a deleted or truncated file
+        except Exception as e:  # a deleted or truncated file
             problems[fragment.path] = (
                 f"event log data file {Path(fragment.path).name} cannot be read "
                 f"({first_line(e)}); its events are missing"

@@ -71,7 +71,7 @@ class EventTail:
             try:
                 self._table.update_incremental()
                 self._log_problem = None
-            except Exception as e:  # noqa: BLE001 - a damaged newer commit: keep what we have
+            except Exception as e:  # a damaged newer commit: keep what we have
                 self._table, self._log_problem = open_log(self.path)
                 if self._log_problem is None and self._table is None:
                     self._log_problem = f"the event log cannot be read: {first_line(e)}"
@@ -115,11 +115,6 @@ class LiveMonitor:
         self._checked = 0.0
         self.monitor = Monitor()
         self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
-
-    @property
-    def problems(self) -> list[str]:
-        """What of the event log could not be read at the last refresh."""
-        return self.monitor.event_log_problems
 
     def refresh(self) -> Monitor:
         """Fold in new events (at most every ``min_interval`` seconds) and return the monitor."""

@@ -37,6 +37,8 @@ _SECRET_ENDINGS: tuple[tuple[str, ...], ...] = (
     ("credential",),
     ("credentials",),
     ("connection", "string"),
+    ("shared", "access", "key"),  # Azure connection strings
+    ("shared", "access", "signature"),
 )
 # Endings that are ordinary words in a name (bronze_secret, my_token): secret only alone or after
 # one of these qualifiers (client_secret, sasl.oauthbearer.client.secret, aws_session_token).

@@ -73,6 +73,12 @@ def test_names_that_only_contain_a_secret_word_are_not_secret(key):
         (f"Map(kafka.ssl.key.password -> {PW}, subscribe -> t)", "subscribe -> t"),
         (f"Authorization: Bearer {PW}", "Bearer ***"),
         (f"s3://AKIA:{PW}@bucket/path", "s3://AKIA:***@bucket/path"),
+        (
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+            f"SharedAccessKey={PW}=;EntityPath=events",
+            "SharedAccessKeyName=Root;SharedAccessKey=***;EntityPath=events",
+        ),
+        (f"DefaultEndpointsProtocol=https;AccountName=lake;AccountKey={PW}==", "AccountKey=***"),
     ],
 )
 def test_secret_values_in_free_text_are_masked(text, kept):

@@ -1,7 +1,8 @@
-"""``lakefeed ui``, ``lakefeed status`` and ``lakefeed events``: look at a lakehouse's pipelines.
+"""``lakefeed ui``, ``status``, ``events`` and ``event-log``: look at a lakehouse's pipelines.
 
-All three read only the lakehouse folder (event log and Delta tables), so they work for a
-pipeline running in another process and for one that has stopped.
+All read only the lakehouse folder (event log and Delta tables), so they work for a pipeline
+running in another process and for one that has stopped. A damaged event log is shown as far as
+it can be read, with what is wrong; ``lakefeed event-log repair|reset`` mends it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lakefeed.observe.console import (
     make_console,
     status_view,
 )
-from lakefeed.observe.event_log import EVENT_TYPES
+from lakefeed.observe.event_log import EVENT_TYPES, Mended, repair_hint, repair_log, reset_log
 from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import EventTail, LiveMonitor
 
@@ -45,16 +46,28 @@ lakehouse_option = click.option(
     "--token",
     envvar="LAKEFEED_UI_TOKEN",
     default=None,
-    help="Access token; required unless bound to a loopback address. Env: LAKEFEED_UI_TOKEN.",
+    help="Access token (16+ characters); required unless bound to a loopback address. "
+    "Env: LAKEFEED_UI_TOKEN.",
 )
-def ui(lakehouse_dir: str, host: str, port: int, token: str | None) -> None:
+@click.option(
+    "--generate-token",
+    is_flag=True,
+    help="Make a random access token and print it once (instead of --token).",
+)
+def ui(lakehouse_dir: str, host: str, port: int, token: str | None, generate_token: bool) -> None:
     """Serve the web UI and Prometheus /metrics for a lakehouse until Ctrl-C."""
-    from lakefeed.observe.server import start_server
+    from lakefeed.observe.server import new_token, start_server
 
+    if generate_token:
+        if token is not None:
+            raise click.UsageError("give either --token or --generate-token, not both")
+        token = new_token()
     try:
         handle = start_server(Lakehouse.at(lakehouse_dir), host=host, port=port, token=token)
     except (ValueError, OSError) as e:
         raise click.UsageError(str(e)) from e
+    if generate_token:
+        click.echo(f"lakefeed UI access token (shown once): {token}")
     note = " (open it with ?token=<your token>)" if token else ""
     click.echo(f"lakefeed UI on {handle.url}{note}; metrics at {handle.url}metrics")
     handle.wait()
@@ -135,6 +148,7 @@ def events(
     tail = EventTail(Lakehouse.at(lakehouse_dir).event_log_path)
     console = make_console()
     _, existing = tail.poll()
+    _warn_problems(tail.problems, tail.path)
     latest = [e for e in existing if wanted.matches(e)][-limit:] if limit > 0 else []
     if as_json:
         for event in latest:
@@ -156,4 +170,40 @@ def events(
         pass
 
 
-COMMANDS = [ui, status, events]
+def _warn_problems(problems: list[str], path: str) -> None:
+    for problem in problems:
+        click.echo(f"event log: {problem}", err=True)
+    if problems:
+        click.echo(f"  fix: {repair_hint(path)}", err=True)
+
+
+@click.group("event-log")
+def event_log() -> None:
+    """Mend a damaged event log (stop the lakehouse's pipelines first)."""
+
+
+def _report(what: str, mended: Mended) -> None:
+    for problem in mended.problems:
+        click.echo(f"skipped: {problem}")
+    aside = f"; the old log is at {mended.moved_to}" if mended.moved_to else ""
+    click.echo(f"{what}{aside}")
+
+
+@event_log.command()
+@lakehouse_option
+def repair(lakehouse_dir: str) -> None:
+    """Keep every event that can be read in a fresh log; move the old one aside."""
+    path = Lakehouse.at(lakehouse_dir).event_log_path
+    mended = repair_log(path)
+    _report(f"event log repaired: {mended.kept} events kept in {path}", mended)
+
+
+@event_log.command()
+@lakehouse_option
+def reset(lakehouse_dir: str) -> None:
+    """Start an empty event log; move the old one aside."""
+    path = Lakehouse.at(lakehouse_dir).event_log_path
+    _report(f"event log reset: {path} is empty", reset_log(path))
+
+
+COMMANDS = [ui, status, events, event_log]

@@ -19,7 +19,9 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.loader import load_pipeline
 
 console = Console(stderr=True)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
+# so the demo runs the same pipeline from a clone and after a plain pip install.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _conf(values: Sequence[str]) -> dict[str, str]:
@@ -136,12 +138,9 @@ def run(
             full_refresh_all=full_refresh_all,
             max_restarts=max_restarts,
         )
+        if ui:  # before Spark starts: a weak token or a busy port is refused at once
+            server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         spark = _spark(master, pipeline.name)
-        if ui:
-            from lakefeed.observe.server import start_server
-
-            server = start_server(lakehouse, host=ui_host, port=ui_port, token=ui_token)
-            console.print(f"web UI: {server.url}")
         try:
             result = PipelineRunner(pipeline, lakehouse, spark, options).run()
         finally:
@@ -158,6 +157,17 @@ def run(
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(1 if result.failed else 0)
+
+
+def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  # noqa: ANN202
+    from lakefeed.observe.server import start_server
+
+    try:
+        server = start_server(lakehouse, host=host, port=port, token=token)
+    except (ValueError, OSError) as e:
+        raise click.UsageError(str(e)) from e
+    console.print(f"web UI: {server.url}")
+    return server
 
 
 @click.command()
@@ -288,7 +298,10 @@ def demo(
 
     folder = EXAMPLES / "iot"
     if not folder.is_dir():
-        raise click.ClickException(f"demo pipeline not found at {folder}: run from a clone")
+        raise click.ClickException(
+            f"demo pipeline not found at {folder}: this installation of lakefeed is incomplete; "
+            "reinstall it (pip install --force-reinstall lakefeed)"
+        )
     start = datetime.now(UTC) - timedelta(minutes=backlog_minutes)
     conf = [
         f"iot.rowsPerSecond={rows_per_second}",

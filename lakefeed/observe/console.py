@@ -153,9 +153,15 @@ def _quarantine(quality: TableQuality, tables: TableReader | None) -> str:
 
 def status_view(monitor: Monitor, now: float, tables: TableReader | None = None) -> Group:
     """Pipelines line, flows table, failed flows' errors, expectations table."""
-    parts: list[Any] = []
+    parts: list[Any] = [
+        Text(f"event log: {problem}", style="bold red") for problem in monitor.event_log_problems
+    ]
+    if monitor.event_log_fix:
+        parts.append(Text(f"  fix: {monitor.event_log_fix}", style="red"))
     if not monitor.pipelines:
-        return Group(Text("no events in this lakehouse yet: start a pipeline", style="yellow"))
+        if not parts:
+            parts.append(Text("no events in this lakehouse yet: start a pipeline", style="yellow"))
+        return Group(*parts)
     for p in monitor.pipelines.values():
         line = Text.assemble(
             ("pipeline ", "bold"),

@@ -19,23 +19,42 @@ Event types and their ``details`` (a JSON object):
 - ``file_skipped``: ``{"path", "size", "mtime_ms", "error", "batch_id"}``: a file source skipped
   an unreadable file (``ignoreCorruptFiles``/``ignoreMissingFiles``)
 - ``error``: ``{"error", "traceback"}``
+
+The event log is for observing only: a log that cannot be written (a damaged ``_delta_log``, a
+full disk) is reported once, as :class:`~lakefeed.errors.EventLogError` with the command that
+repairs it, and the run goes on with its outcome unchanged. Readers take what they can read
+(:func:`open_log` falls back to the newest version that loads, :func:`read_fragments` skips data
+files that are gone or damaged) and say what is wrong; :func:`repair_log` rewrites the readable
+events into a fresh log, :func:`reset_log` starts an empty one; both move the old log aside.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 
+from lakefeed.errors import EventLogError
+from lakefeed.observe.logs import get_logger
 from lakefeed.observe.redact import redact, redact_text
+
+log = get_logger(__name__)
+
+# How many versions back a reader looks for one that loads when the newest commit is damaged.
+FALLBACK_VERSIONS = 100
+_COMMIT = re.compile(r"^(\d{20})\.json$")
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -86,6 +105,8 @@ class EventLog:
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.error: EventLogError | None = None
+        self.dropped = 0
 
     def __enter__(self) -> EventLog:
         self.start()
@@ -133,10 +154,26 @@ class EventLog:
         if not rows:
             return
         with self._write_lock:
-            self.path.mkdir(parents=True, exist_ok=True)
-            write_deltalake(
-                str(self.path), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), mode="append"
-            )
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                write_deltalake(
+                    str(self.path), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), mode="append"
+                )
+            except Exception as e:  # any failure of the log must spare the run
+                self._failed(e, len(rows))
+
+    def _failed(self, error: Exception, rows: int) -> None:
+        """Drop the rows; say so once (later writes are still tried: the log may come back)."""
+        self.dropped += rows
+        if self.error is not None:
+            return
+        self.error = EventLogError(
+            f"the event log at {self.path} cannot be written ({first_line(error)}); the run goes "
+            "on, its events are not recorded",
+            fix=repair_hint(self.path),
+        )
+        log.warning("%s", self.error)
+        print(f"lakefeed: warning: {self.error}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         self._stop.set()
@@ -159,10 +196,11 @@ def read_events(
     run_id: str | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Events oldest first (the newest ``limit`` when given), ``details`` parsed from JSON."""
-    if not DeltaTable.is_deltatable(str(path)):
-        return []
-    table = DeltaTable(str(path)).to_pyarrow_table()
+    """Events oldest first (the newest ``limit`` when given), ``details`` parsed from JSON.
+
+    A damaged log yields what can be read (see :func:`read_log` for what is wrong).
+    """
+    table = read_log(path).table
     conditions = []
     if since is not None:
         conditions.append(
@@ -183,3 +221,132 @@ def read_events(
     for event in events:
         event["details"] = json.loads(event["details"]) if event["details"] else {}
     return events
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first line (delta-rs appends a Rust backtrace to its messages)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def repair_hint(path: str | Path) -> str:
+    """The commands that mend the event log at ``path`` (``<lakehouse>/event_log``)."""
+    lakehouse = Path(path).parent
+    return (
+        f"lakefeed event-log repair --lakehouse {lakehouse} (keeps what can be read), or "
+        f"lakefeed event-log reset --lakehouse {lakehouse} (starts an empty log)"
+    )
+
+
+def _newest_commit(path: Path) -> int | None:
+    versions = [
+        int(m.group(1))
+        for f in (path / "_delta_log").glob("*.json")
+        if (m := _COMMIT.match(f.name)) is not None
+    ]
+    return max(versions, default=None)
+
+
+def open_log(path: str | Path) -> tuple[DeltaTable | None, str | None]:
+    """The event log at its newest version that loads, and what is wrong when that is not the
+    newest (``(None, None)``: there is no log yet; ``(None, problem)``: nothing loads)."""
+    path = Path(path)
+    if not (path / "_delta_log").is_dir():
+        return None, None
+    try:
+        return DeltaTable(str(path)), None
+    except Exception as e:  # damaged logs fail in many ways
+        error = first_line(e)
+    newest = _newest_commit(path)
+    if newest is None:
+        return None, f"the event log at {path} cannot be read: {error}"
+    for version in range(newest - 1, max(-1, newest - 1 - FALLBACK_VERSIONS), -1):
+        try:
+            table = DeltaTable(str(path), version=version)
+        except Exception:  # look further back
+            continue
+        return table, (
+            f"the event log's newest commits ({version + 1}..{newest}) cannot be read "
+            f"({error}); showing version {version}"
+        )
+    return None, f"the event log at {path} cannot be read: {error}"
+
+
+def read_fragments(
+    dataset: pds.Dataset, fragments: Iterable[pds.Fragment]
+) -> tuple[pa.Table, dict[str, str]]:
+    """The rows of the fragments that can be read, and a problem per file that cannot."""
+    parts: list[pa.Table] = []
+    problems: dict[str, str] = {}
+    for fragment in fragments:
+        try:
+            parts.append(fragment.to_table(schema=dataset.schema).cast(EVENT_SCHEMA))
+        except Exception as e:  # a deleted or truncated file
+            problems[fragment.path] = (
+                f"event log data file {Path(fragment.path).name} cannot be read "
+                f"({first_line(e)}); its events are missing"
+            )
+    table = pa.concat_tables(parts) if parts else EVENT_SCHEMA.empty_table()
+    return table, problems
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """What could be read of an event log, and what is wrong with the rest."""
+
+    table: pa.Table
+    problems: list[str]
+
+
+def read_log(path: str | Path) -> LogRead:
+    """Every readable event of the log at ``path`` (unsorted), with the problems met."""
+    table, problem = open_log(path)
+    problems = [problem] if problem else []
+    if table is None:
+        return LogRead(EVENT_SCHEMA.empty_table(), problems)
+    dataset = table.to_pyarrow_dataset()
+    rows, unreadable = read_fragments(dataset, dataset.get_fragments())
+    return LogRead(rows, problems + list(unreadable.values()))
+
+
+@dataclass(frozen=True)
+class Mended:
+    """The outcome of :func:`repair_log` / :func:`reset_log`."""
+
+    kept: int
+    moved_to: Path | None
+    problems: list[str]
+
+
+def _set_aside(path: Path) -> Path | None:
+    if not path.exists():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    path.rename(target)
+    return target
+
+
+def repair_log(path: str | Path) -> Mended:
+    """Rewrite the readable events into a fresh log; the old one is moved aside, not deleted.
+
+    Run it while no pipeline writes to this lakehouse (a running one would keep failing to write
+    to the old log's place until its next commit creates the new one).
+    """
+    path = Path(path)
+    readable = read_log(path)
+    moved = _set_aside(path)
+    write_deltalake(str(path), readable.table.sort_by("timestamp"), mode="append")
+    return Mended(readable.table.num_rows, moved, readable.problems)
+
+
+def reset_log(path: str | Path) -> Mended:
+    """Start an empty event log; the old one is moved aside, not deleted."""
+    path = Path(path)
+    moved = _set_aside(path)
+    write_deltalake(str(path), EVENT_SCHEMA.empty_table(), mode="append")
+    return Mended(0, moved, [])

@@ -339,11 +339,18 @@ _FLOW_STATES = {
 
 
 class Monitor:
-    """Everything the event log says about the pipelines of one lakehouse, folded event by event."""
+    """Everything the event log says about the pipelines of one lakehouse, folded event by event.
+
+    ``event_log_problems`` says what of the log could not be read and ``event_log_fix`` how to
+    mend it (set by whoever reads the log), so every view of a damaged log shows what it can and
+    says what is missing.
+    """
 
     def __init__(self, lag_fn: LagFn | None = None) -> None:
         self.pipelines: dict[str, PipelineStatus] = {}
         self.events_seen = 0
+        self.event_log_problems: list[str] = []
+        self.event_log_fix: str | None = None
         self._lag_fn = lag_fn if lag_fn is not None else _kafka_lag_fn()
 
     def apply_all(self, events: Iterable[dict[str, Any]]) -> None:
@@ -437,6 +444,8 @@ class Monitor:
         return {
             "now": now,
             "events_seen": self.events_seen,
+            "event_log_problems": self.event_log_problems,
+            "event_log_fix": self.event_log_fix,
             "pipelines": [
                 {
                     "name": p.name,

@@ -58,6 +58,11 @@ class MonitorCollector(Collector):
         yield from self._flow_counters(flows)
         yield from self._flow_states(flows, time.time())
         yield from self._expectations(monitor)
+        yield GaugeMetricFamily(
+            "lakefeed_event_log_problems",
+            "Parts of the event log that cannot be read (0: healthy; see lakefeed status)",
+            value=len(monitor.event_log_problems),
+        )
 
     @staticmethod
     def _flow_gauges(flows: list[FlowStatus]) -> Iterator[Metric]:

@@ -8,13 +8,17 @@ Access: on a loopback address anyone on the machine may look, as with Spark's ow
 other address a token is required (``start_server`` refuses to start without one); clients send
 it as ``Authorization: Bearer <token>`` or once as ``?token=<token>``, which sets an HttpOnly
 cookie so the page's own requests carry it. The token is compared in constant time and never
-logged (uvicorn's access log, which would print query strings, is off).
+logged (uvicorn's access log, which would print query strings, is off). A token must be worth
+guessing against: at least ``MIN_TOKEN_CHARS`` characters without spaces and not one character
+repeated; :func:`new_token` makes one (``lakefeed ui --generate-token``).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
+import secrets
 import socket
 import threading
 import time
@@ -31,6 +35,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from lakefeed.errors import ConfigError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.graph import layout, with_sources
 from lakefeed.observe.logs import get_logger
@@ -42,6 +47,8 @@ from lakefeed.observe.tail import LiveMonitor, event_record
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MIN_TOKEN_CHARS = 16
+WEAK_TOKEN = register_code("UI_TOKEN", ConfigError)
 
 log = get_logger(__name__)
 
@@ -61,12 +68,35 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def new_token() -> str:
+    """A fresh random UI token (URL-safe, 32 characters)."""
+    return secrets.token_urlsafe(24)
+
+
+def check_token(token: str) -> str:
+    """``token`` if it is strong enough to guard the UI, else a :class:`ConfigError` saying why."""
+    weak = (
+        len(token) < MIN_TOKEN_CHARS
+        or any(c.isspace() or not c.isprintable() for c in token)
+        or len(set(token)) < 4
+    )
+    if weak:
+        raise ConfigError(
+            f"the UI token is too weak: use at least {MIN_TOKEN_CHARS} characters, no spaces, "
+            "not one character repeated",
+            fix="use the output of: python -c 'import secrets; print(secrets.token_urlsafe(24))' "
+            "(lakefeed ui --generate-token makes one and prints it)",
+            code=WEAK_TOKEN,
+        )
+    return token
+
+
 class TokenAuth:
     """ASGI middleware: every request must present the token (header, query or cookie)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._token = token.encode()
+        self._token = check_token(token).encode()
 
     def _matches(self, supplied: str | None) -> bool:
         return supplied is not None and hmac.compare_digest(supplied.encode(), self._token)
@@ -155,7 +185,7 @@ class UIApi:
                 time=q["time"],
                 measure=q["measure"],
                 agg=q.get("agg", "avg"),
-                bucket_s=float(q.get("bucket_s") or 0),
+                bucket_s=_seconds(request, "bucket_s"),
                 points=_int(request, "points", 500),
             )
         )
@@ -165,14 +195,30 @@ class UIApi:
         return Response(body, media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-def _int(request: Request, name: str, default: int) -> int:
+def _int(request: Request, name: str, default: int, minimum: int = 1) -> int:
+    """Query parameter ``name`` as a whole number ≥ ``minimum`` (bad input: a 400 saying why)."""
     value = request.query_params.get(name)
     if value is None:
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError as e:
-        raise TableViewError(f"{name} must be an integer, not {value!r}") from e
+        raise TableViewError(f"{name} must be a whole number, not {value!r}") from e
+    if number < minimum:
+        raise TableViewError(f"{name} must be at least {minimum}, not {number}")
+    return number
+
+
+def _seconds(request: Request, name: str) -> float:
+    """Query parameter ``name`` as a finite number of seconds ≥ 0 (absent: 0)."""
+    value = request.query_params.get(name) or "0"
+    try:
+        number = float(value)
+    except ValueError as e:
+        raise TableViewError(f"{name} must be a number of seconds, not {value!r}") from e
+    if not math.isfinite(number) or number < 0:
+        raise TableViewError(f"{name} must be a finite number of seconds ≥ 0, not {value!r}")
+    return number
 
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
@@ -242,12 +288,15 @@ def start_server(
 ) -> ServerHandle:
     """Serve the UI and ``/metrics`` for ``lakehouse`` in a daemon thread (``port=0``: any free).
 
-    Refuses a non-loopback ``host`` without a token: the UI shows table contents and errors.
+    Refuses a non-loopback ``host`` without a token, and any weak token: the UI shows table
+    contents and errors.
     """
-    if not is_loopback(host) and not token:
+    if token is not None:
+        check_token(token)
+    elif not is_loopback(host):
         raise ValueError(
             f"serving the UI on {host} exposes pipeline data to the network: set a token "
-            "(--token or LAKEFEED_UI_TOKEN), or bind to 127.0.0.1"
+            "(--token or LAKEFEED_UI_TOKEN, or --generate-token), or bind to 127.0.0.1"
         )
     if not isinstance(lakehouse, Lakehouse):
         lakehouse = Lakehouse.at(lakehouse)

@@ -4,7 +4,8 @@ The event log gets one small commit per flush (about one per second while a pipe
 re-reading the whole table on every UI poll would grow slower with every minute of running.
 :class:`EventTail` keeps the delta-rs handle, refreshes it incrementally, and reads just the new
 data files. If files disappear (the log was compacted or rewritten) it starts over, and
-:class:`LiveMonitor` rebuilds its fold from scratch.
+:class:`LiveMonitor` rebuilds its fold from scratch. A damaged log never stops it: it shows the
+events it can read and keeps a list of what is wrong (:attr:`EventTail.problems`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.observe.event_log import EVENT_SCHEMA
+from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
 from lakefeed.observe.figures import Monitor
 
 
@@ -43,31 +44,60 @@ class EventTail:
         self._table: DeltaTable | None = None
         self._version: int | None = None
         self._seen: set[str] = set()
+        self._log_problem: str | None = None
+        self._file_problems: dict[str, str] = {}
+        self._stamp: tuple[int, int] | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        """What cannot be read right now (a damaged commit, a lost or truncated data file)."""
+        head = [self._log_problem] if self._log_problem else []
+        return head + list(self._file_problems.values())
+
+    def _commit_stamp(self, version: int) -> tuple[int, int] | None:
+        """Identity of a commit file: a log rewritten in place (repair, reset) changes it."""
+        try:
+            stat = (Path(self.path) / "_delta_log" / f"{version:020d}.json").stat()
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns
+
+    def _refresh(self) -> DeltaTable | None:
+        if self._table is not None and self._commit_stamp(self._table.version()) != self._stamp:
+            self._table = self._version = None  # the log was replaced: read it from the start
+        if self._table is None:
+            self._table, self._log_problem = open_log(self.path)
+        else:
+            try:
+                self._table.update_incremental()
+                self._log_problem = None
+            except Exception as e:  # a damaged newer commit: keep what we have
+                self._table, self._log_problem = open_log(self.path)
+                if self._log_problem is None and self._table is None:
+                    self._log_problem = f"the event log cannot be read: {first_line(e)}"
+        if self._table is not None:
+            self._stamp = self._commit_stamp(self._table.version())
+        return self._table
 
     def poll(self) -> tuple[bool, list[dict[str, Any]]]:
         """``(reset, events)``: ``reset`` means start over, ``events`` is then the whole log."""
-        if self._table is None:
-            if not DeltaTable.is_deltatable(self.path):
-                return False, []
-            self._table = DeltaTable(self.path)
-        else:
-            self._table.update_incremental()
-        if self._table.version() == self._version:
-            return False, []  # no commit since the last look: skip listing the files
-        self._version = self._table.version()
-        dataset = self._table.to_pyarrow_dataset()
+        table = self._refresh()
+        if table is None or table.version() == self._version:
+            return False, []  # no log, or no commit since the last look: skip listing files
+        self._version = table.version()
+        dataset = table.to_pyarrow_dataset()
         fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
         reset = not self._seen <= fragments.keys()
         if reset:
             self._seen = set()
+            self._file_problems = {}
         new = [fragment for path, fragment in fragments.items() if path not in self._seen]
         self._seen.update(fragment.path for fragment in new)
         if not new:
             return reset, []
-        table = pa.concat_tables(
-            fragment.to_table(schema=dataset.schema).cast(EVENT_SCHEMA) for fragment in new
-        )
-        return reset, _events(table)
+        rows, unreadable = read_fragments(dataset, new)
+        self._file_problems.update(unreadable)
+        return reset, _events(rows)
 
 
 class LiveMonitor:
@@ -95,6 +125,10 @@ class LiveMonitor:
                     self.monitor = Monitor()
                     self.recent.clear()
                 self.monitor.apply_all(events)
+                self.monitor.event_log_problems = self._tail.problems
+                self.monitor.event_log_fix = (
+                    repair_hint(self._tail.path) if self._tail.problems else None
+                )
                 self.recent.extend(events)
                 self._checked = time.monotonic()
             return self.monitor

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from click.testing import CliRunner
 from deltalake import write_deltalake
 
@@ -116,3 +120,38 @@ def test_events_follow_prints_new_events_as_they_arrive(lakehouse):
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=20) == 0
+
+
+def test_ui_command_refuses_a_weak_token(lakehouse):
+    command = ["ui", "--lakehouse", str(lakehouse.root), "--host", "0.0.0.0", "--port", "0"]
+    result = CliRunner().invoke(cli, [*command, "--token", " "])
+    assert result.exit_code == 2 and "too weak" in result.output
+
+
+def test_ui_command_generates_and_prints_a_token(lakehouse):
+    write_run(lakehouse)
+    command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "ui"]
+    command += ["--lakehouse", str(lakehouse.root), "--host", "0.0.0.0", "--port", "0"]
+    command += ["--generate-token"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            token = proc.stdout.readline().rsplit(": ", 1)[1].strip()
+            port = re.search(r"http://0\.0\.0\.0:(\d+)/", proc.stdout.readline()).group(1)
+            url = f"http://127.0.0.1:{port}/api/state"
+            assert len(token) >= 16
+            with pytest.raises(urllib.error.HTTPError, match="401"):
+                urllib.request.urlopen(url, timeout=10)
+            request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert json.load(response)["pipelines"][0]["name"] == "iot"
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0
+
+
+def test_run_with_the_ui_refuses_a_weak_token_before_starting(lakehouse):
+    iot = Path(__file__).resolve().parents[2] / "examples" / "iot"
+    command = ["run", str(iot), "--lakehouse", str(lakehouse.root), "--ui", "--ui-token", " "]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 2 and "too weak" in result.output
+    assert not lakehouse.root.exists()

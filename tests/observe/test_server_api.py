@@ -13,6 +13,7 @@ import pytest
 from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
+from lakefeed.errors import ConfigError, code_of
 from lakefeed.observe.event_log import EventLog
 from lakefeed.observe.server import start_server
 from tests.observe.progress import GRAPH, progress
@@ -139,18 +140,18 @@ def test_bad_requests_get_a_reason(server):
 
 
 def test_token_is_required_and_checked(pipeline_log):
-    handle = start_server(pipeline_log, port=0, token="t0k-en")
+    handle = start_server(pipeline_log, port=0, token="t0k-en-5f2a9c71d3")
     try:
         assert get(handle.url + "api/state")[0] == 401
         assert get(handle.url + "metrics", {"Authorization": "Bearer wrong"})[0] == 401
-        assert get(handle.url + "metrics", {"Authorization": "Bearer t0k-en"})[0] == 200
-        status, headers, _ = get(handle.url + "?token=t0k-en")
+        assert get(handle.url + "metrics", {"Authorization": "Bearer t0k-en-5f2a9c71d3"})[0] == 200
+        status, headers, _ = get(handle.url + "?token=t0k-en-5f2a9c71d3")
         assert status == 200
         cookie = headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
         assert get(handle.url + "api/state", {"Cookie": cookie.split(";")[0]})[0] == 200
         assert get(handle.url + "api/state", {"Cookie": "lakefeed_token=nope"})[0] == 401
-        assert "t0k-en" not in handle.url
+        assert "t0k-en-5f2a9c71d3" not in handle.url
     finally:
         handle.stop()
 
@@ -177,3 +178,44 @@ def test_empty_lakehouse_serves_an_empty_state(lakehouse):
         assert get(handle.url)[0] == 200
     finally:
         handle.stop()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "api/tables/readings/chart?time=t&measure=y&bucket_s=nan",
+        "api/tables/readings/chart?time=t&measure=y&bucket_s=inf",
+        "api/tables/readings/chart?time=t&measure=y&bucket_s=-5",
+        "api/tables/readings/chart?time=t&measure=y&bucket_s=soon",
+        "api/tables/readings/chart?time=t&measure=y&points=0",
+        "api/tables/readings/chart?time=t&measure=y&points=1.5",
+        "api/tables/readings/chart?time=t&measure=y&agg=median",
+        "api/tables/readings/chart?time=nope&measure=y",
+        "api/tables/nope/chart?time=t&measure=y&bucket_s=60",
+        "api/tables/readings?limit=-3",
+        "api/tables/readings?limit=lots",
+        "api/tables/readings?order_by=nope",
+        "api/events?limit=-1",
+        "api/events?limit=ten",
+    ],
+)
+def test_bad_query_parameters_get_400_with_a_reason(server, pipeline_log, query):
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    readings = pa.table({"t": [at, at + timedelta(seconds=90)], "y": [1.0, 2.0]})
+    write_deltalake(str(pipeline_log.table_path("readings")), readings, mode="overwrite")
+    status, _, body = get(server.url + query)
+    assert status == 400, body
+    assert json.loads(body)["error"]
+    assert get(server.url + "api/tables/readings/chart?time=t&measure=y&bucket_s=60")[0] == 200
+
+
+WEAK = [" ", "", "short-token", " " * 20, "a" * 20, "abcd efgh ijkl mnop"]
+
+
+@pytest.mark.parametrize("token", WEAK)
+def test_weak_tokens_are_refused(lakehouse, token):
+    with pytest.raises(ConfigError, match="too weak") as refused:
+        start_server(lakehouse, host="0.0.0.0", port=0, token=token)
+    assert code_of(refused.value) == "UI_TOKEN"
+    with pytest.raises(ConfigError, match="too weak"):
+        start_server(lakehouse, port=0, token=token)

@@ -81,7 +81,9 @@
     ui.pipeline = selectOptions($("#pipeline-select"), pipelines.map((p) => p.name), ui.pipeline);
     const p = pipelines.find((x) => x.name === ui.pipeline);
     $("#updated").textContent = "updated " + clock(data.now);
-    if (!p) { showBanner($("#problem"), ""); return; }
+    const logProblems = (data.event_log_problems || []).map((x) => "event log: " + x);
+    if (logProblems.length && data.event_log_fix) logProblems.push("fix: " + data.event_log_fix);
+    if (!p) { showBanner($("#problem"), logProblems.join("\n")); return; }
     const badge = $("#pipeline-state");
     badge.textContent = p.state;
     badge.className = "badge state-" + p.state;
@@ -89,7 +91,8 @@
       p.started_at && "started " + clock(p.started_at),
       p.stopped_at && "stopped " + clock(p.stopped_at) + (p.stop_reason ? " (" + p.stop_reason + ")" : "")];
     $("#pipeline-info").textContent = info.filter(Boolean).join(" · ");
-    showBanner($("#problem"), p.last_error ? "pipeline error: " + p.last_error : "");
+    const pipelineError = p.last_error ? ["pipeline error: " + p.last_error] : [];
+    showBanner($("#problem"), [...logProblems, ...pipelineError].join("\n"));
     const flows = Object.fromEntries(p.flows.map((f) => [f.name, f]));
     if (!flows[ui.flow]) ui.flow = defaultFlow(p.flows);
     renderGraph(p.layout, flows);

@@ -1,0 +1,89 @@
+"""lakefeed as a user gets it: a wheel built from this tree, installed into a fresh venv, run
+from a folder outside the repository (no clone to lean on; ``lakefeed demo`` ships its pipeline).
+
+Dependencies are installed at the versions of the environment running the tests (as
+constraints), so uv takes them from its cache instead of the network.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+ROOT = Path(__file__).resolve().parents[2]
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+pytestmark = [pytest.mark.wheel, pytest.mark.timeout(1200)]
+
+
+def _uv() -> str:
+    beside = Path(sys.executable).parent / "uv"
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    assert found, "uv is needed to build and install the wheel (./dev setup installs it)"
+    return found
+
+
+def _run(command: list[str | Path], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, check=False, **kwargs
+    )
+    assert done.returncode == 0, f"{command}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` folder of a fresh venv holding lakefeed from a freshly built wheel."""
+    work = tmp_path_factory.mktemp("wheel")
+    uv = _uv()
+    # Build from a copy of what a build reads (setuptools writes build/ and *.egg-info beside
+    # the sources); sdist first, then the wheel from the sdist: both must carry the package data.
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for name in ("lakefeed", "examples"):  # lakefeed/examples stays a link to examples/
+        shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=IGNORED)
+    _run([uv, "build", "--out-dir", work / "dist", source])
+    (wheel,) = (work / "dist").glob("lakefeed-*.whl")
+    frozen = _run([uv, "pip", "freeze", "--python", sys.executable]).stdout.splitlines()
+    constraints = work / "constraints.txt"
+    pinned = [line for line in frozen if "==" in line and not line.startswith("lakefeed==")]
+    constraints.write_text("\n".join(pinned) + "\n")
+    _run([uv, "venv", "--python", sys.executable, work / "venv"])
+    python = work / "venv" / "bin" / "python"
+    _run([uv, "pip", "install", "--python", python, "-c", constraints, wheel])
+    return python.parent
+
+
+def _env(bin_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "PYSPARK_PYTHON": str(bin_dir / "python"), "PYSPARK_DRIVER_PYTHON": ""}
+
+
+def test_the_installed_package_is_the_wheel_not_this_tree(installed: Path, tmp_path: Path):
+    where = _run(
+        [installed / "python", "-c", "import lakefeed; print(lakefeed.__file__)"],
+        cwd=tmp_path,
+        env=_env(installed),
+    ).stdout.strip()
+    assert Path(where).is_relative_to(installed.parent) and not Path(where).is_relative_to(ROOT)
+    assert (Path(where).parent / "examples" / "iot" / "pipeline.py").is_file()
+    help_text = _run([installed / "lakefeed", "demo", "--help"], cwd=tmp_path, env=_env(installed))
+    assert "--duration" in help_text.stdout
+
+
+def test_demo_runs_from_a_folder_outside_the_repository(installed: Path, tmp_path: Path):
+    command = [installed / "lakefeed", "demo", "--duration", "25", "--rows-per-second", "50"]
+    command += ["--master", "local[2]", "--lakehouse", tmp_path / "lakehouse"]
+    done = _run(command, cwd=tmp_path, env=_env(installed), timeout=900)
+    assert "not found" not in done.stderr
+    bronze = DeltaTable(str(tmp_path / "lakehouse" / "tables" / "bronze_readings"))
+    assert bronze.to_pyarrow_table().num_rows > 0
+    assert "bronze_readings:" in done.stdout

@@ -86,7 +86,7 @@ __all__ = [
     "table",
     "view",
 ]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version string: pyproject.toml reads it at build time
 
 
 def __getattr__(name: str) -> Any:

@@ -192,6 +192,7 @@ def _run_result(
 
     validation = runner.validation
     order = validation.order if validation is not None else list(runner.pipeline.datasets)
+    errors = _flow_errors(runner.lakehouse, outcome) if outcome.failed else {}
     flows = []
     for name in order:
         dataset = runner.pipeline.datasets[name]
@@ -212,6 +213,7 @@ def _run_result(
                 status=status,
                 output_mode=plan.output_mode if plan is not None else None,
                 rows_written=table.rows_added(runner.lakehouse.table_path(name), before[name]),
+                error=errors.get(name) if status is FlowStatus.FAILED else None,
             )
         )
     return RunResult(
@@ -220,7 +222,18 @@ def _run_result(
         mode=mode,
         reason=outcome.reason,
         flows=tuple(flows),
+        warnings=tuple(validation.warnings) if validation is not None else (),
     )
+
+
+def _flow_errors(lakehouse: Lakehouse, outcome: RunnerOutcome) -> dict[str, str]:
+    """Each failed flow's last failure as the event log recorded it (redacted, one line)."""
+    from lakefeed.observe.event_log import read_events
+
+    events = read_events(
+        lakehouse.event_log_path, event_types=["flow_failed"], run_id=outcome.run_id
+    )
+    return {event["flow"]: event["message"] for event in events if event["flow"]}
 
 
 def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResult:

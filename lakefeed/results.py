@@ -34,6 +34,7 @@ class FlowResult:
     status: FlowStatus
     output_mode: str | None
     rows_written: int
+    error: str | None = None  # the last failure's headline, when the flow failed
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class RunResult:
     mode: RunMode
     reason: str  # "completed", "duration reached", "SIGINT", ...
     flows: tuple[FlowResult, ...] = ()
+    warnings: tuple[str, ...] = ()  # from validation, e.g. an aggregate run in complete mode
 
     @property
     def failed(self) -> list[str]:

@@ -205,7 +205,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
             func=fn,
             comment=kwargs.get("comment"),
             partition_cols=list(kwargs.get("partition_cols") or []),
-            table_properties=dict(kwargs.get("table_properties") or {}),
+            table_properties=_stringify(kwargs.get("table_properties") or {}),
             expectations=list(reversed(_pending(fn))),
             output_mode=output_mode,
             source=where,

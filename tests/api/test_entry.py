@@ -4,6 +4,8 @@ typed results, table comments and properties written to Delta, ``validate --json
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,26 @@ def _rows(lakehouse: Lakehouse, name: str) -> int:
     return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table().num_rows
 
 
-def test_run_returns_each_flow_and_the_rows_it_committed(
+def _assert_declared_metadata(lakehouse: Lakehouse) -> None:
+    expected = {
+        "raw": ("raw readings", {"quality": "bronze", "owner": "iot team"}),
+        "copied": ("it's a copy", {"quality": "silver", "delta.appendOnly": "true"}),
+        "per_device": ("rows per device", {"quality": "gold"}),
+    }
+    for name, (comment, properties) in expected.items():
+        metadata = DeltaTable(str(lakehouse.table_path(name))).metadata()
+        assert metadata.description == comment
+        assert metadata.configuration == properties
+        # Declared again on the next run: already so, nothing committed.
+        assert not delta_table.describe(lakehouse.table_path(name), comment, properties)
+    shown = CliRunner().invoke(cli, ["table", "info", str(lakehouse.table_path("copied"))])
+    assert shown.exit_code == 0, shown.output
+    assert "it's a copy" in shown.output
+    assert "property quality" in shown.output and "silver" in shown.output
+    assert "property delta.appendOnly" in shown.output
+
+
+def test_run_returns_each_flow_its_rows_and_writes_the_declared_metadata(
     spark, pipeline: Path, lakehouse: Lakehouse
 ) -> None:
     result = lf.run(pipeline, lakehouse=lakehouse.root, spark=spark)
@@ -65,33 +86,17 @@ def test_run_returns_each_flow_and_the_rows_it_committed(
     assert result.flow("copied").rows_written == 120
     assert result.flow("per_device").rows_written == _rows(lakehouse, "per_device") == 4
 
+    _assert_declared_metadata(lakehouse)
+
+    changed = FLOWS.replace('comment="raw readings"', 'comment="raw, as sent"')
+    (pipeline / "flows.py").write_text(changed.replace('"bronze"', '"landing"'))
     again = lf.run([str(pipeline)], lakehouse=lakehouse, spark=spark, mode="available-now")
     # Nothing new upstream; the materialized view is recomputed (rewritten) again.
     assert [f.rows_written for f in again.flows] == [0, 0, 4]
     assert again.run_id != result.run_id
-
-
-def test_comment_and_table_properties_reach_the_delta_table(
-    spark, pipeline: Path, lakehouse: Lakehouse
-) -> None:
-    lf.run(pipeline, lakehouse=lakehouse, spark=spark, mode=lf.RunMode.ONCE)
-    expected = {
-        "raw": ("raw readings", {"quality": "bronze", "owner": "iot team"}),
-        "copied": ("it's a copy", {"quality": "silver", "delta.appendOnly": "true"}),
-        "per_device": ("rows per device", {"quality": "gold"}),
-    }
-    for name, (comment, properties) in expected.items():
-        metadata = DeltaTable(str(lakehouse.table_path(name))).metadata()
-        assert metadata.description == comment
-        assert metadata.configuration == properties
-        # Declared again on the next run: already so, nothing committed.
-        assert not delta_table.describe(lakehouse.table_path(name), comment, properties)
-
-    shown = CliRunner().invoke(cli, ["table", "info", str(lakehouse.table_path("copied"))])
-    assert shown.exit_code == 0, shown.output
-    assert "it's a copy" in shown.output
-    assert "property quality" in shown.output and "silver" in shown.output
-    assert "property delta.appendOnly" in shown.output
+    raw = DeltaTable(str(lakehouse.table_path("raw"))).metadata()
+    assert raw.description == "raw, as sent"
+    assert raw.configuration == {"quality": "landing", "owner": "iot team"}
 
 
 def test_backfill_writes_the_declared_metadata_too(
@@ -196,3 +201,41 @@ def test_validate_json_of_a_pipeline_that_does_not_load(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["pipeline"] == "broken" and doc["valid"] is False and doc["datasets"] == []
     assert "p.py:3" in doc["problems"][0]
+
+
+def test_cli_run_goes_through_lakefeed_run(tmp_path: Path) -> None:
+    """The command prints the typed result: each flow's status and rows written."""
+    one_flow = write(tmp_path / "one", {"flows.py": FLOWS})
+    done = subprocess.run(
+        [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "run", str(one_flow)]
+        + ["--mode", "once", "--lakehouse", str(tmp_path / "lh"), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "raw: completed, 120 rows written" in done.stderr
+
+
+def test_a_failed_flow_is_reported_with_its_error(spark, tmp_path: Path) -> None:
+    strict = write(
+        tmp_path / "strict",
+        {
+            "p.py": "import lakefeed as lf\n\n@lf.table\n"
+            '@lf.expect_or_fail("no_device", "device_id IS NULL")\n'
+            f"def strict():\n    return {SOURCE}\n"
+        },
+    )
+    result = lf.run(
+        strict,
+        lakehouse=tmp_path / "lh",
+        spark=spark,
+        mode=lf.RunMode.CONTINUOUS,
+        trigger_interval="1 second",
+        duration=240,
+        max_restarts=0,
+    )
+    assert result.reason == "every flow failed" and not result.ok
+    flow = result.flow("strict")
+    assert flow.status is FlowStatus.FAILED and flow.rows_written == 0
+    assert flow.error is not None and "no_device" in flow.error

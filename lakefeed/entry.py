@@ -118,8 +118,7 @@ def validate(
     try:
         loaded = load(pipeline, conf)
     except PipelineError as error:
-        name = pipeline.name if isinstance(pipeline, Pipeline) else default_name(_paths(pipeline))
-        return ValidationResult(pipeline=name, problems=tuple(error.problems))
+        return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
     session = spark or _session(master, loaded.name)
     return _validation_result(loaded, check(loaded, _lakehouse(lakehouse), session))
 
@@ -167,6 +166,13 @@ def verify(
 def _paths(pipeline: PathLike | Sequence[PathLike]) -> list[str | Path]:
     items = [pipeline] if isinstance(pipeline, str | os.PathLike) else list(pipeline)
     return [item if isinstance(item, str) else Path(item) for item in items]
+
+
+def _name(pipeline: PipelineSource) -> str:
+    if isinstance(pipeline, Pipeline):
+        return pipeline.name
+    paths = _paths(pipeline)
+    return default_name(paths) if paths else "pipeline"
 
 
 def _lakehouse(lakehouse: Lakehouse | PathLike) -> Lakehouse:

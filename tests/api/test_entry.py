@@ -239,3 +239,9 @@ def test_a_failed_flow_is_reported_with_its_error(spark, tmp_path: Path) -> None
     flow = result.flow("strict")
     assert flow.status is FlowStatus.FAILED and flow.rows_written == 0
     assert flow.error is not None and "no_device" in flow.error
+
+
+def test_validate_without_files_is_a_problem_not_a_crash() -> None:
+    result = lf.validate([])
+    assert not result.ok and result.pipeline == "pipeline"
+    assert "no .py or .sql pipeline files" in result.problems[0]

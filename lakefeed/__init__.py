@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lakefeed.connectors.files import read_files
     from lakefeed.connectors.kafka import read_kafka
+    from lakefeed.entry import run, validate, verify
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import (
         config,
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
     )
     from lakefeed.pipeline.context import FlowContext, current_flow
     from lakefeed.pipeline.graph import PipelineError
+    from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed.results import FlowStatus, RunResult, ValidationResult, VerifyResult
     from lakefeed.session import active_spark, spark_session
 
 _PIPELINE_API = [
@@ -45,12 +48,20 @@ _PIPELINE_API = [
     "materialized_view",
     "read",
     "read_stream",
+    "run",
     "source",
     "table",
+    "validate",
+    "verify",
     "view",
 ]
 _HOMES: dict[str, str] = {
     **dict.fromkeys(_PIPELINE_API, "lakefeed.pipeline.api"),
+    **dict.fromkeys(["run", "validate", "verify"], "lakefeed.entry"),
+    **dict.fromkeys(["DatasetKind", "RunMode"], "lakefeed.pipeline.kinds"),
+    **dict.fromkeys(
+        ["FlowStatus", "RunResult", "ValidationResult", "VerifyResult"], "lakefeed.results"
+    ),
     "read_files": "lakefeed.connectors.files",
     "read_kafka": "lakefeed.connectors.kafka",
     "Lakehouse": "lakefeed.lakehouse",
@@ -63,9 +74,15 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "DatasetKind",
     "FlowContext",
+    "FlowStatus",
     "Lakehouse",
     "PipelineError",
+    "RunMode",
+    "RunResult",
+    "ValidationResult",
+    "VerifyResult",
     "active_spark",
     "config",
     "current_flow",
@@ -81,12 +98,15 @@ __all__ = [
     "read_files",
     "read_kafka",
     "read_stream",
+    "run",
     "source",
     "spark_session",
     "table",
+    "validate",
+    "verify",
     "view",
 ]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version string: pyproject.toml reads it at build time
 
 
 def __getattr__(name: str) -> Any:

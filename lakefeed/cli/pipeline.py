@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -13,10 +14,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from lakefeed import entry
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline.api import Pipeline, set_config
+from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
-from lakefeed.pipeline.loader import load_pipeline
+from lakefeed.pipeline.kinds import RunMode, choices
+from lakefeed.results import ValidationResult
 
 console = Console(stderr=True)
 # The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
@@ -35,8 +38,7 @@ def _conf(values: Sequence[str]) -> dict[str, str]:
 
 
 def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
-    set_config(_conf(conf))
-    return load_pipeline(paths)
+    return entry.load(list(paths), _conf(conf))
 
 
 def _spark(master: str | None, app: str):  # noqa: ANN202
@@ -78,8 +80,8 @@ master_opt = click.option("--master", default=None, help="Spark master (default 
 @master_opt
 @click.option(
     "--mode",
-    type=click.Choice(["continuous", "available-now", "once", "backfill"]),
-    default="continuous",
+    type=click.Choice(choices(RunMode)),
+    default=RunMode.CONTINUOUS.value,
     show_default=True,
 )
 @click.option(
@@ -124,25 +126,25 @@ def run(
     ui_token: str | None,
 ) -> None:
     """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
-    from lakefeed.runtime.runner import PipelineRunner, RunOptions
-
     lakehouse = Lakehouse.at(lakehouse_dir)
     server = None
     try:
         pipeline = _load(paths, conf)
-        options = RunOptions(
-            mode=mode,
-            trigger_interval=trigger_interval,
-            duration=duration,
-            full_refresh=full_refresh,
-            full_refresh_all=full_refresh_all,
-            max_restarts=max_restarts,
-        )
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         spark = _spark(master, pipeline.name)
         try:
-            result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+            result = entry.run(
+                pipeline,
+                lakehouse=lakehouse,
+                mode=mode,
+                spark=spark,
+                trigger_interval=trigger_interval,
+                duration=duration,
+                full_refresh=full_refresh,
+                full_refresh_all=full_refresh_all,
+                max_restarts=max_restarts,
+            )
         finally:
             spark.stop()  # drains the listener bus before this process exits
     except PipelineError as error:
@@ -152,6 +154,8 @@ def run(
         if server is not None:
             server.stop()
     console.print(f"run {result.run_id} {mode}: {result.reason}")
+    for flow in result.flows:
+        console.print(f"  {flow.name}: {flow.status}, {flow.rows_written:,} rows written")
     if result.failed:
         console.print(f"[red]failed flows: {', '.join(result.failed)}[/]")
     from lakefeed.runtime.shutdown import exit_now
@@ -175,38 +179,53 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
 @lakehouse_opt
 @conf_opt
 @master_opt
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print datasets, flows, edges, output modes and problems as one JSON document.",
+)
 def validate(
-    paths: tuple[str, ...], lakehouse_dir: str, conf: tuple[str, ...], master: str | None
+    paths: tuple[str, ...],
+    lakehouse_dir: str,
+    conf: tuple[str, ...],
+    master: str | None,
+    as_json: bool,
 ) -> None:
-    """Check a pipeline without starting any query: graph, output modes, misuse."""
-    from lakefeed.runtime.validate import validate as check
+    """Check a pipeline without starting any query: graph, output modes, misuse.
 
-    try:
-        pipeline = _load(paths, conf)
-        result = check(pipeline, Lakehouse.at(lakehouse_dir), _spark(master, pipeline.name))
-    except PipelineError as error:
-        _fail(error)
-        return
-    table = Table(title=f"pipeline {pipeline.name}")
-    for column in ("dataset", "kind", "reads", "output mode", "stateful"):
-        table.add_column(column)
-    order = result.graph.order() if not result.graph.problems() else list(pipeline.datasets)
-    for name in order:
-        node = result.graph.nodes[name]
-        plan = result.flows.get(name)
-        table.add_row(
-            name,
-            node.kind,
-            ", ".join(node.reads) or "-",
-            (plan.output_mode or "-") if plan else "-",
-            str(len(plan.facts.stateful)) if plan else "-",
-        )
-    Console().print(table)
+    Exits 2 when the pipeline would be refused (also with --json, whose document then lists
+    the problems).
+    """
+    result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf), master=master)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        sys.exit(0 if result.ok else 2)
+    if result.datasets:
+        Console().print(_graph_table(result))
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result.problems:
         _fail(PipelineError(result.problems))
     console.print("[green]pipeline is valid[/]")
+
+
+def _graph_table(result: ValidationResult) -> Table:
+    table = Table(title=f"pipeline {result.pipeline}")
+    for column in ("dataset", "kind", "reads", "output mode", "stateful"):
+        table.add_column(column)
+    datasets = {d.name: d for d in result.datasets}
+    flows = {f.name: f for f in result.flows}
+    for name in result.order or list(datasets):
+        flow = flows.get(name)
+        table.add_row(
+            name,
+            datasets[name].kind,
+            ", ".join(datasets[name].reads) or "-",
+            (flow.output_mode or "-") if flow else "-",
+            str(len(flow.stateful)) if flow else "-",
+        )
+    return table
 
 
 @click.command()
@@ -227,14 +246,12 @@ def verify(
     no_run: bool,
 ) -> None:
     """Compare each streaming table with a batch recompute over the same input."""
-    from lakefeed.runtime.verify import verify as compare
-
     try:
-        pipeline = _load(paths, conf)
-        diffs = compare(
-            pipeline,
-            Lakehouse.at(lakehouse_dir),
-            _spark(master, pipeline.name),
+        result = entry.verify(
+            list(paths),
+            lakehouse=lakehouse_dir,
+            conf=_conf(conf),
+            master=master,
             run_first=not no_run,
         )
     except PipelineError as error:
@@ -251,7 +268,7 @@ def verify(
         "result",
     ):
         table.add_column(column)
-    for diff in diffs:
+    for diff in result.tables:
         table.add_row(
             diff.table,
             str(diff.stream_rows),
@@ -262,12 +279,12 @@ def verify(
             "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]",
         )
     Console().print(table)
-    for diff in diffs:
+    for diff in result.tables:
         if diff.note:
             console.print(f"{diff.table}: {diff.note}", highlight=False)
         for sample in diff.samples:
             console.print(f"  {diff.table} {sample}", markup=False, highlight=False)
-    if not all(d.equal for d in diffs):
+    if not result.ok:
         sys.exit(1)
 
 

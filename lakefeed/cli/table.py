@@ -7,6 +7,7 @@ import json
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from lakefeed.connectors.delta import table as delta_table
 
@@ -36,7 +37,7 @@ def table_group() -> None:
 @table_group.command("info")
 @click.argument("path", type=click.Path())
 def info_command(path: str) -> None:
-    """Version, files, rows and size of the table at PATH."""
+    """Version, files, rows, size, comment and properties of the table at PATH."""
     try:
         found = delta_table.info(path)
     except (FileNotFoundError, OSError) as error:
@@ -47,6 +48,9 @@ def info_command(path: str) -> None:
     grid.add_row("rows", "?" if found.rows is None else f"{found.rows:,}")
     grid.add_row("size", _size(found.size_bytes))
     grid.add_row("partitioned by", ", ".join(found.partition_columns) or "-")
+    grid.add_row("comment", Text(found.description or "-"))  # user text: no markup
+    for key, value in sorted(found.properties.items()):
+        grid.add_row(Text(f"property {key}"), Text(value))
     _console().print(grid)
 
 

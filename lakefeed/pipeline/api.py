@@ -14,18 +14,19 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from lakefeed.lakehouse import check_name
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.kinds import DatasetKind, choices
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakefeed.pipeline.sql import SqlFlow
 
-KINDS = ("table", "materialized_view", "view")
+KINDS = tuple(choices(DatasetKind))
 OUTPUT_MODES = ("append", "complete", "update")
 
 # Friendly source names; anything else is passed to Spark as a format name.
@@ -38,6 +39,7 @@ SOURCE_FORMATS = {
     "delta": "delta",
 }
 
+# A flow function keeps its own type through every decorator (``@lf.table`` returns it as is).
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -46,7 +48,7 @@ class Dataset:
     """One node of a pipeline: how to compute it and how to store it."""
 
     name: str
-    kind: str
+    kind: DatasetKind
     func: Callable[[], DataFrame]
     comment: str | None = None
     partition_cols: list[str] = field(default_factory=list)
@@ -86,7 +88,10 @@ class Pipeline:
                 ]
             )
         if dataset.kind not in KINDS:
-            raise PipelineError([f"{dataset.name!r}: unknown kind {dataset.kind!r}"])
+            raise PipelineError(
+                [f"{dataset.name!r}: unknown kind {dataset.kind!r}: use one of {', '.join(KINDS)}"]
+            )
+        dataset.kind = DatasetKind(dataset.kind)
         self.datasets[dataset.name] = dataset
         return dataset
 
@@ -186,8 +191,8 @@ def _pending(func: Callable[..., Any]) -> list[Expectation]:
     return rules
 
 
-def _declare(kind: str, func: Callable[..., Any] | None, **kwargs: Any) -> Any:
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
+    def register(fn: F) -> F:
         name = kwargs.pop("name", None) or fn.__name__
         output_mode = kwargs.get("output_mode")
         if output_mode is not None and output_mode not in OUTPUT_MODES:
@@ -200,7 +205,7 @@ def _declare(kind: str, func: Callable[..., Any] | None, **kwargs: Any) -> Any:
             func=fn,
             comment=kwargs.get("comment"),
             partition_cols=list(kwargs.get("partition_cols") or []),
-            table_properties=dict(kwargs.get("table_properties") or {}),
+            table_properties=_stringify(kwargs.get("table_properties") or {}),
             expectations=list(reversed(_pending(fn))),
             output_mode=output_mode,
             source=where,
@@ -212,22 +217,38 @@ def _declare(kind: str, func: Callable[..., Any] | None, **kwargs: Any) -> Any:
     return register(func) if func is not None else register
 
 
+@overload
+def table(func: F, /) -> F: ...
+@overload
 def table(
-    func: F | None = None,
+    func: None = None,
+    /,
     *,
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
-) -> Any:
+) -> Callable[[F], F]: ...
+def table(
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    partition_cols: list[str] | None = None,
+    table_properties: dict[str, str] | None = None,
+    output_mode: str | None = None,
+) -> F | Callable[[F], F]:
     """A streaming table: the function returns a DataFrame read with ``read_stream``/``source``.
 
     ``output_mode`` is picked automatically (append, or complete for an aggregate without a
-    watermark); set it only to insist.
+    watermark); set it only to insist. ``comment`` and ``table_properties`` are written to the
+    Delta table (its description and ``metaData.configuration``), as ``COMMENT`` and
+    ``TBLPROPERTIES`` are in SQL.
     """
     return _declare(
-        "table",
+        DatasetKind.STREAMING_TABLE,
         func,
         name=name,
         comment=comment,
@@ -237,17 +258,30 @@ def table(
     )
 
 
+@overload
+def materialized_view(func: F, /) -> F: ...
+@overload
 def materialized_view(
-    func: F | None = None,
+    func: None = None,
+    /,
     *,
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
-) -> Any:
+) -> Callable[[F], F]: ...
+def materialized_view(
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    partition_cols: list[str] | None = None,
+    table_properties: dict[str, str] | None = None,
+) -> F | Callable[[F], F]:
     """A table recomputed in batch from its inputs each time the pipeline refreshes it."""
     return _declare(
-        "materialized_view",
+        DatasetKind.MATERIALIZED_VIEW,
         func,
         name=name,
         comment=comment,
@@ -256,9 +290,17 @@ def materialized_view(
     )
 
 
-def view(func: F | None = None, *, name: str | None = None, comment: str | None = None) -> Any:
+@overload
+def view(func: F, /) -> F: ...
+@overload
+def view(
+    func: None = None, /, *, name: str | None = None, comment: str | None = None
+) -> Callable[[F], F]: ...
+def view(
+    func: F | None = None, /, *, name: str | None = None, comment: str | None = None
+) -> F | Callable[[F], F]:
     """A named DataFrame other flows read; not stored, inlined into its readers."""
-    return _declare("view", func, name=name, comment=comment)
+    return _declare(DatasetKind.VIEW, func, name=name, comment=comment)
 
 
 def _expect(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:

@@ -44,7 +44,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     """Import every file; problems of all files are reported together."""
     paths = list(paths)
     files = pipeline_files(paths)
-    pipeline = Pipeline(name or _default_name(paths))
+    pipeline = Pipeline(name or default_name(paths))
     problems: list[str] = []
     with loading(pipeline):
         for file in files:
@@ -150,6 +150,6 @@ def _location(file: Path, error: BaseException) -> str:
     return f"{file}:{line.lineno}" if line else str(file)
 
 
-def _default_name(paths: list[str | Path]) -> str:
+def default_name(paths: list[str | Path]) -> str:
     first = Path(paths[0]).resolve()
     return first.stem if first.is_file() else first.name

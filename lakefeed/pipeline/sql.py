@@ -24,16 +24,17 @@ from pathlib import Path
 
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.kinds import DatasetKind
 
 KINDS = {
-    "STREAMING TABLE": "table",
-    "STREAMING LIVE TABLE": "table",
-    "MATERIALIZED VIEW": "materialized_view",
-    "LIVE TABLE": "materialized_view",
-    "VIEW": "view",
-    "TEMPORARY VIEW": "view",
-    "TEMPORARY LIVE VIEW": "view",
-    "LIVE VIEW": "view",
+    "STREAMING TABLE": DatasetKind.STREAMING_TABLE,
+    "STREAMING LIVE TABLE": DatasetKind.STREAMING_TABLE,
+    "MATERIALIZED VIEW": DatasetKind.MATERIALIZED_VIEW,
+    "LIVE TABLE": DatasetKind.MATERIALIZED_VIEW,
+    "VIEW": DatasetKind.VIEW,
+    "TEMPORARY VIEW": DatasetKind.VIEW,
+    "TEMPORARY LIVE VIEW": DatasetKind.VIEW,
+    "LIVE VIEW": DatasetKind.VIEW,
 }
 
 _HEAD = re.compile(
@@ -69,7 +70,7 @@ class SqlFlow:
     """One ``CREATE ...`` statement; ``query`` still names datasets as written."""
 
     name: str
-    kind: str
+    kind: DatasetKind
     query: str
     source: str
     stream_reads: list[str] = field(default_factory=list)

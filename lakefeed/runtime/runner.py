@@ -38,6 +38,7 @@ from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.listener import ProgressListener, expectation_event
@@ -46,7 +47,7 @@ from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 
 log = get_logger(__name__)
 
-MODES = ("continuous", "available-now", "once", "backfill")
+MODES = tuple(choices(RunMode))
 
 
 @dataclass
@@ -251,13 +252,21 @@ class PipelineRunner:
         """
         path = str(self.lakehouse.table_path(dataset.name))
         if delta_table.exists(path):
+            delta_table.describe(path, dataset.comment, dataset.table_properties)
             return
         from deltalake import DeltaTable
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow = to_arrow_schema(frame.schema, timezone="UTC")
         nullable = pa.schema([f.with_nullable(True) for f in arrow])
-        DeltaTable.create(path, schema=nullable, partition_by=dataset.partition_cols or None)
+        DeltaTable.create(
+            path,
+            schema=nullable,
+            partition_by=dataset.partition_cols or None,
+            description=dataset.comment,
+            configuration=dataset.table_properties or None,
+            raise_if_key_not_exists=False,  # Delta takes any key outside ``delta.``
+        )
 
     def _guard(self, dataset: Dataset, plan: FlowPlan) -> list[str]:
         checkpoint = self.lakehouse.checkpoint_path(dataset.name)
@@ -503,6 +512,7 @@ class PipelineRunner:
         checked.persist()
         try:
             _overwrite(expect.kept_rows(checked, rules), target, dataset.partition_cols)
+            delta_table.describe(target, dataset.comment, dataset.table_properties)
             if dataset.quarantine:
                 quarantine = str(self.lakehouse.table_path(dataset.quarantine))
                 _overwrite(expect.dropped_rows(checked, rules), quarantine, [])

@@ -15,14 +15,16 @@ and a table whose count is unknown but that has files is taken to hold rows.
     table.optimize(path)                  # compact small files (streaming writes many)
     table.vacuum(path, dry_run=False)     # delete unreferenced files older than the retention
     table.truncate(path)                  # full refresh: a commit that removes every file
+    table.describe(path, "raw readings", {"quality": "bronze"})  # COMMENT / TBLPROPERTIES
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ class TableInfo:
     rows: int | None
     size_bytes: int
     partition_columns: list[str]
+    description: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def exists(path: str | Path) -> bool:
@@ -90,14 +94,69 @@ def is_empty(path: str | Path) -> bool:
 def info(path: str | Path) -> TableInfo:
     handle = _open(path)
     actions = pa.table(handle.get_add_actions(flatten=True))
+    metadata = handle.metadata()
     return TableInfo(
         path=str(path),
         version=handle.version(),
         files=actions.num_rows,
         rows=rows_of(actions),
         size_bytes=(pc.sum(actions.column("size_bytes")).as_py() or 0) if actions.num_rows else 0,
-        partition_columns=list(handle.metadata().partition_columns),
+        partition_columns=list(metadata.partition_columns),
+        description=metadata.description or None,
+        properties=dict(metadata.configuration),
     )
+
+
+def describe(path: str | Path, description: str | None, properties: dict[str, str]) -> bool:
+    """Give the table at ``path`` this description and these properties (Delta's
+    ``metaData.description`` and ``configuration``, what ``COMMENT`` and ``TBLPROPERTIES`` set).
+
+    Commits only what differs, so a pipeline applying its declaration on every run adds no
+    versions once the table matches. Properties set by others stay, as ``SET TBLPROPERTIES``
+    leaves them. Returns whether anything was committed.
+    """
+    handle = _open(path)
+    metadata = handle.metadata()
+    changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
+    if changed:
+        # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
+        handle.alter.set_table_properties(changed, raise_if_not_exists=False)
+    redescribe = description is not None and description != (metadata.description or None)
+    if description is not None and redescribe:
+        handle.alter.set_table_description(description)
+    return bool(changed) or redescribe
+
+
+def rows_added(path: str | Path, after_version: int | None) -> int:
+    """Rows of the data files committed after ``after_version`` (None: since the table began),
+    from the ``numRecords`` statistics of their ``add`` actions; no data file is read.
+
+    A commit whose JSON was cleaned up already counts for nothing.
+    """
+    newest = log.latest_version(str(path))
+    if newest is None:
+        return 0
+    first = 0 if after_version is None else after_version + 1
+    return sum(_commit_rows(str(path), version) for version in range(first, newest + 1))
+
+
+def _commit_rows(root: str, version: int) -> int:
+    try:
+        with open(log.commit_path(root, version), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return 0
+    rows = 0
+    for line in lines:
+        add = json.loads(line).get("add") if line.strip() else None
+        if add and add.get("dataChange", True) and add.get("stats"):
+            rows += int(json.loads(add["stats"]).get("numRecords") or 0)
+    return rows
+
+
+def version(path: str | Path) -> int | None:
+    """The table's newest version, or None when there is no table."""
+    return log.latest_version(str(path))
 
 
 def history(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:

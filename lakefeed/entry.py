@@ -1,0 +1,283 @@
+"""``lakefeed.run``, ``lakefeed.validate``, ``lakefeed.verify``: the one entry to a pipeline.
+
+The ``lakefeed`` command calls these same functions, so a notebook, a test, an orchestrator's
+Python task and the CLI run a pipeline the same way and get the same typed answer
+(:mod:`lakefeed.results`)::
+
+    import lakefeed as lf
+
+    report = lf.validate("pipelines/iot", lakehouse="/data/lh")
+    if report.ok:
+        result = lf.run("pipelines/iot", lakehouse="/data/lh", mode=lf.RunMode.AVAILABLE_NOW)
+        print(result.flow("silver_readings").rows_written)
+
+``pipeline`` is a file, a folder, a list of them, or a :class:`Pipeline` already loaded;
+``spark`` defaults to :func:`lakefeed.spark_session` (reused, never stopped here: the caller
+owns it). ``run`` and ``verify`` raise :class:`PipelineError` for a pipeline that cannot start;
+``validate`` returns those problems instead, since finding them is its job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.api import Pipeline, set_config
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.kinds import DatasetKind, RunMode
+from lakefeed.pipeline.loader import default_name, load_pipeline
+from lakefeed.results import (
+    DatasetInfo,
+    Edge,
+    FlowInfo,
+    FlowResult,
+    FlowStatus,
+    RunResult,
+    TableComparison,
+    ValidationResult,
+    VerifyResult,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakefeed.runtime.runner import PipelineRunner
+    from lakefeed.runtime.runner import RunResult as RunnerOutcome
+    from lakefeed.runtime.validate import Validation
+
+PathLike = str | os.PathLike[str]
+PipelineSource = Pipeline | PathLike | Sequence[PathLike]
+
+
+def load(pipeline: PipelineSource, conf: Mapping[str, str] | None = None) -> Pipeline:
+    """The pipeline itself, or the one its files declare; ``conf`` is what ``lf.config`` reads."""
+    if conf is not None:
+        set_config(conf)
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    return load_pipeline(_paths(pipeline))
+
+
+def run(
+    pipeline: PipelineSource,
+    *,
+    lakehouse: Lakehouse | PathLike = "lakehouse",
+    mode: RunMode | str = RunMode.AVAILABLE_NOW,
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    trigger_interval: str = "5 seconds",
+    duration: float | None = None,
+    full_refresh: Iterable[str] = (),
+    full_refresh_all: bool = False,
+    max_restarts: int = 5,
+) -> RunResult:
+    """Run the pipeline in ``mode``; per flow, how it ended and the rows it committed.
+
+    ``continuous`` runs until SIGINT/SIGTERM or ``duration`` seconds; the other modes end when
+    their input is processed. ``full_refresh`` names tables to reset first (data, quarantine,
+    checkpoint); ``full_refresh_all`` resets every table.
+    """
+    from lakefeed.runtime.runner import PipelineRunner, RunOptions
+
+    loaded = load(pipeline, conf)
+    house = _lakehouse(lakehouse)
+    options = RunOptions(
+        mode=mode,
+        trigger_interval=trigger_interval,
+        duration=duration,
+        full_refresh=tuple(full_refresh),
+        full_refresh_all=full_refresh_all,
+        max_restarts=max_restarts,
+    )
+    reset = set(loaded.datasets) if full_refresh_all else set(options.full_refresh)
+    before = {name: None if name in reset else _version(house, name) for name in loaded.datasets}
+    runner = PipelineRunner(loaded, house, spark or _session(master, loaded.name), options)
+    outcome = runner.run()
+    return _run_result(runner, outcome, RunMode(options.mode), before)
+
+
+def validate(
+    pipeline: PipelineSource,
+    *,
+    lakehouse: Lakehouse | PathLike = "lakehouse",
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+) -> ValidationResult:
+    """The graph, each flow's output mode and every problem, without starting a query.
+
+    A pipeline that does not even load (a syntax error, a duplicate name) is a result with
+    problems and no datasets; Spark is only started for one that loads.
+    """
+    from lakefeed.runtime.validate import validate as check
+
+    try:
+        loaded = load(pipeline, conf)
+    except PipelineError as error:
+        return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
+    session = spark or _session(master, loaded.name)
+    return _validation_result(loaded, check(loaded, _lakehouse(lakehouse), session))
+
+
+def verify(
+    pipeline: PipelineSource,
+    *,
+    lakehouse: Lakehouse | PathLike = "lakehouse",
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    run_first: bool = True,
+) -> VerifyResult:
+    """Each table's streaming result against a batch recompute over the same input.
+
+    ``run_first`` brings the stream up to date first (an available-now run); without it the
+    tables are compared as they are.
+    """
+    from lakefeed.runtime.verify import verify as compare
+
+    loaded = load(pipeline, conf)
+    session = spark or _session(master, loaded.name)
+    diffs = compare(loaded, _lakehouse(lakehouse), session, run_first=run_first)
+    return VerifyResult(
+        pipeline=loaded.name,
+        tables=tuple(
+            TableComparison(
+                table=diff.table,
+                stream_rows=diff.stream_rows,
+                batch_rows=diff.batch_rows,
+                only_stream=diff.only_stream,
+                only_batch=diff.only_batch,
+                pending=diff.pending,
+                samples=tuple(diff.samples),
+                note=diff.note,
+            )
+            for diff in diffs
+        ),
+    )
+
+
+# -- helpers
+
+
+def _paths(pipeline: PathLike | Sequence[PathLike]) -> list[str | Path]:
+    items = [pipeline] if isinstance(pipeline, str | os.PathLike) else list(pipeline)
+    return [item if isinstance(item, str) else Path(item) for item in items]
+
+
+def _name(pipeline: PipelineSource) -> str:
+    if isinstance(pipeline, Pipeline):
+        return pipeline.name
+    paths = _paths(pipeline)
+    return default_name(paths) if paths else "pipeline"
+
+
+def _lakehouse(lakehouse: Lakehouse | PathLike) -> Lakehouse:
+    return lakehouse if isinstance(lakehouse, Lakehouse) else Lakehouse.at(Path(lakehouse))
+
+
+def _session(master: str | None, name: str) -> SparkSession:
+    from lakefeed.session import spark_session
+
+    return spark_session(app_name=f"lakefeed-{name}", master=master)
+
+
+def _version(lakehouse: Lakehouse, name: str) -> int | None:
+    from lakefeed.connectors.delta import table
+
+    return table.version(lakehouse.table_path(name))
+
+
+def _run_result(
+    runner: PipelineRunner, outcome: RunnerOutcome, mode: RunMode, before: dict[str, int | None]
+) -> RunResult:
+    from lakefeed.connectors.delta import table
+
+    validation = runner.validation
+    order = validation.order if validation is not None else list(runner.pipeline.datasets)
+    errors = _flow_errors(runner.lakehouse, outcome) if outcome.failed else {}
+    flows = []
+    for name in order:
+        dataset = runner.pipeline.datasets[name]
+        if not dataset.stored:
+            continue
+        state = runner.flows.get(name)
+        plan = validation.flows.get(name) if validation is not None else None
+        if state is not None and state.failed:
+            status = FlowStatus.FAILED
+        elif outcome.reason == "completed":
+            status = FlowStatus.COMPLETED
+        else:
+            status = FlowStatus.STOPPED
+        flows.append(
+            FlowResult(
+                name=name,
+                kind=DatasetKind(dataset.kind),
+                status=status,
+                output_mode=plan.output_mode if plan is not None else None,
+                rows_written=table.rows_added(runner.lakehouse.table_path(name), before[name]),
+                error=errors.get(name) if status is FlowStatus.FAILED else None,
+            )
+        )
+    return RunResult(
+        run_id=outcome.run_id,
+        pipeline=runner.pipeline.name,
+        mode=mode,
+        reason=outcome.reason,
+        flows=tuple(flows),
+        warnings=tuple(validation.warnings) if validation is not None else (),
+    )
+
+
+def _flow_errors(lakehouse: Lakehouse, outcome: RunnerOutcome) -> dict[str, str]:
+    """Each failed flow's last failure as the event log recorded it (redacted, one line)."""
+    from lakefeed.observe.event_log import read_events
+
+    events = read_events(
+        lakehouse.event_log_path, event_types=["flow_failed"], run_id=outcome.run_id
+    )
+    return {event["flow"]: event["message"] for event in events if event["flow"]}
+
+
+def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResult:
+    graph = check.graph
+    broken = bool(graph.problems())
+    order = () if broken else tuple(graph.order())
+    datasets = tuple(
+        DatasetInfo(
+            name=name,
+            kind=DatasetKind(dataset.kind),
+            source=dataset.source,
+            comment=dataset.comment,
+            partition_cols=tuple(dataset.partition_cols),
+            table_properties=dict(dataset.table_properties),
+            expectations=tuple(rule.name for rule in dataset.expectations),
+            reads=graph.nodes[name].reads if name in graph.nodes else (),
+        )
+        for name, dataset in pipeline.datasets.items()
+    )
+    flows = tuple(
+        FlowInfo(
+            name=plan.name,
+            kind=DatasetKind(plan.kind),
+            output_mode=plan.output_mode,
+            streaming=plan.facts.streaming,
+            aggregate=plan.facts.aggregate,
+            watermark=plan.facts.watermark,
+            stateful=tuple(plan.facts.stateful),
+        )
+        for name in (order or tuple(pipeline.datasets))
+        if (plan := check.flows.get(name)) is not None
+    )
+    return ValidationResult(
+        pipeline=pipeline.name,
+        datasets=datasets,
+        flows=flows,
+        edges=tuple(Edge(source, target) for source, target in graph.edges),
+        order=order,
+        problems=tuple(check.problems),
+        warnings=tuple(check.warnings),
+    )

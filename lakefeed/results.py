@@ -1,0 +1,176 @@
+"""What ``lakefeed.run``, ``lakefeed.validate`` and ``lakefeed.verify`` return: frozen records.
+
+They are the public shape of an answer (the runtime's own working state stays private and may
+change). ``ValidationResult.to_dict()`` is also what ``lakefeed validate --json`` prints, so its
+keys are a contract for orchestrators: add keys, never rename or remove them (``format`` says
+which contract a document follows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from lakefeed.pipeline.kinds import DatasetKind, RunMode
+
+VALIDATION_FORMAT = 1
+
+
+class FlowStatus(StrEnum):
+    """How a flow's part of a run ended."""
+
+    COMPLETED = "completed"  # ran to the end of its input (or its refresh finished)
+    STOPPED = "stopped"  # the run was stopped (signal, duration) before or while it ran
+    FAILED = "failed"  # failed and was not restarted any more
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """One stored dataset of a run: its status and the rows committed to its table in this run."""
+
+    name: str
+    kind: DatasetKind
+    status: FlowStatus
+    output_mode: str | None
+    rows_written: int
+    error: str | None = None  # the last failure's headline, when the flow failed
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    pipeline: str
+    mode: RunMode
+    reason: str  # "completed", "duration reached", "SIGINT", ...
+    flows: tuple[FlowResult, ...] = ()
+    warnings: tuple[str, ...] = ()  # from validation, e.g. an aggregate run in complete mode
+
+    @property
+    def failed(self) -> list[str]:
+        return [flow.name for flow in self.flows if flow.status is FlowStatus.FAILED]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def flow(self, name: str) -> FlowResult:
+        return next(flow for flow in self.flows if flow.name == name)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset as declared: what it is and how it is stored."""
+
+    name: str
+    kind: DatasetKind
+    source: str  # file:line (Python) or file (SQL) that declares it
+    comment: str | None = None
+    partition_cols: tuple[str, ...] = ()
+    table_properties: dict[str, str] = field(default_factory=dict)
+    expectations: tuple[str, ...] = ()  # rule names
+    reads: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlowInfo:
+    """How a stored dataset would run: its output mode and what its plan holds."""
+
+    name: str
+    kind: DatasetKind
+    output_mode: str | None  # None when no output mode works (see problems)
+    streaming: bool
+    aggregate: bool
+    watermark: bool
+    stateful: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``target`` reads ``source``."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    pipeline: str
+    datasets: tuple[DatasetInfo, ...] = ()
+    flows: tuple[FlowInfo, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    order: tuple[str, ...] = ()  # run order; empty when the graph is broken
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of ``lakefeed validate --json`` (stable keys, see the module)."""
+        return {
+            "format": VALIDATION_FORMAT,
+            "pipeline": self.pipeline,
+            "valid": self.ok,
+            "datasets": [
+                {
+                    "name": d.name,
+                    "kind": d.kind.value,
+                    "source": d.source,
+                    "comment": d.comment,
+                    "partition_cols": list(d.partition_cols),
+                    "table_properties": dict(d.table_properties),
+                    "expectations": list(d.expectations),
+                    "reads": list(d.reads),
+                }
+                for d in self.datasets
+            ],
+            "flows": [
+                {
+                    "name": f.name,
+                    "kind": f.kind.value,
+                    "output_mode": f.output_mode,
+                    "streaming": f.streaming,
+                    "aggregate": f.aggregate,
+                    "watermark": f.watermark,
+                    "stateful": list(f.stateful),
+                }
+                for f in self.flows
+            ],
+            "edges": [{"from": e.source, "to": e.target} for e in self.edges],
+            "order": list(self.order),
+            "problems": list(self.problems),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class TableComparison:
+    """One table of ``verify``: the streaming result against a batch recompute."""
+
+    table: str
+    stream_rows: int
+    batch_rows: int
+    only_stream: int
+    only_batch: int
+    pending: int  # rows of windows the stream's watermark has not closed yet
+    samples: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def equal(self) -> bool:
+        return self.only_stream == 0 and self.only_batch == 0
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    pipeline: str
+    tables: tuple[TableComparison, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(table.equal for table in self.tables)
+
+    def table(self, name: str) -> TableComparison:
+        return next(table for table in self.tables if table.table == name)

@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.delta import commit, log, native, offsets, pruning
+from lakefeed.connectors.delta import changes, commit, log, native, offsets, pruning
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
@@ -414,6 +414,7 @@ class DeltaBatchReader(DataSourceReader):
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        changes.refuse_stream(options)
         self.root = table_root(options)
         self.schema = schema
         self.starting_version = option(options, "startingVersion")
@@ -504,6 +505,8 @@ def planned_read(
     Python data source). The snapshot is fixed when the DataFrame is made, as delta-spark's."""
     from lakefeed.jvm import bridge
 
+    if changes.requested(options):
+        return changes.batch_frame(spark, options)
     if schema is not None or option(options, "path") is None:
         return None
     if bridge.reader_choice(options, default="spark") != "spark":
@@ -527,6 +530,7 @@ def planned_stream(
     also for a schema the user fixed: the table's own is what a planned stream reads)."""
     from lakefeed.jvm import bridge
 
+    changes.refuse_stream(options)
     if schema is not None:
         return None
     if not bridge.spark_reads(spark, options, default="spark"):

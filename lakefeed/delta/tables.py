@@ -318,9 +318,10 @@ class DeltaTable:
             lambda table, props: table.restore(target, commit_properties=props),
         )
         metrics = metrics or {}
+        after = housekeeping.info(self._path)
         row = (
-            None,
-            None,
+            after.size_bytes,
+            after.files,
             int(metrics.get("numRemovedFile", 0)),
             int(metrics.get("numRestoredFile", 0)),
             None,

@@ -157,7 +157,8 @@ def test_utilities_history_detail_optimize_vacuum_restore(spark, tmp_path: Path)
     result = target.optimize().executeCompaction().first()
     assert int(result.metrics["numFilesRemoved"]) >= 4
     target.optimize().executeZOrderBy("id")
-    target.restoreToVersion(0)
+    restored = target.restoreToVersion(0).first()
+    assert restored.num_of_files_after_restore >= 1 and restored.num_restored_files >= 1
     assert set(_spark_rows(spark, path)) == {1, 2, 3, 4}
     with pytest.raises(Exception, match="retention"):
         target.vacuum(0)

@@ -69,5 +69,47 @@ def test_change_feed_reads_are_refused_clearly(spark, tmp_path: Path) -> None:
         reader.load(str(path))
     with pytest.raises(ChangeFeedError, match="enableChangeDataFeed"):
         reader.option("startingVersion", 0).load(str(path))
-    with pytest.raises(ChangeFeedError, match="streaming"):
-        spark.readStream.format("delta").option("readChangeFeed", "true").load(str(path))
+
+
+def _stream(spark, path: Path, checkpoint: Path, **options: str) -> list[tuple]:
+    """One availableNow run of a change feed stream: the rows it delivered."""
+    rows: list[tuple] = []
+
+    def collect(batch, batch_id: int) -> None:
+        for r in batch.select("id", "v", "_change_type", "_commit_version").collect():
+            rows.append((r._commit_version, r.id, r.v, r._change_type))
+
+    query = (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .options(**options)
+        .load(str(path))
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return sorted(rows)
+
+
+def test_streaming_change_feed_from_a_snapshot_then_changes(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, v string").write.format("delta").save(
+        str(path)
+    )
+    RsTable(str(path)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # v1
+    table = DeltaTable.forPath(spark, str(path))
+    # No startingVersion: the current snapshot (version 1) as inserts, as Delta streams it.
+    assert _stream(spark, path, tmp_path / "cp") == [
+        (1, 1, "a", "insert"),
+        (1, 2, "b", "insert"),
+    ]
+    table.update("id = 1", {"v": "'a2'"})  # v2
+    table.delete("id = 2")  # v3
+    assert _stream(spark, path, tmp_path / "cp") == [
+        (2, 1, "a", "update_preimage"),
+        (2, 1, "a2", "update_postimage"),
+        (3, 2, "b", "delete"),
+    ]
+    assert [c[3] for c in _stream(spark, path, tmp_path / "cp2", startingVersion="3")] == ["delete"]

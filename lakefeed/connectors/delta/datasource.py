@@ -172,12 +172,16 @@ class DeltaDataSource(DataSource):
 
     def schema(self) -> StructType:
         root = table_root(self.options)
+        if changes.requested(self.options):
+            return changes.spark_schema(root)
         return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if changes.requested(self.options):
+            return changes.ChangeFeedStreamReader(self.options, schema)
         return DeltaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
@@ -414,7 +418,6 @@ class DeltaBatchReader(DataSourceReader):
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        changes.refuse_stream(options)
         self.root = table_root(options)
         self.schema = schema
         self.starting_version = option(options, "startingVersion")
@@ -530,8 +533,7 @@ def planned_stream(
     also for a schema the user fixed: the table's own is what a planned stream reads)."""
     from lakefeed.jvm import bridge
 
-    changes.refuse_stream(options)
-    if schema is not None:
+    if schema is not None or changes.requested(options):
         return None
     if not bridge.spark_reads(spark, options, default="spark"):
         return None

@@ -5,9 +5,11 @@ so a bad one fails where it is written) and handed to delta-rs's ``TableMerger``
 :meth:`DeltaMergeBuilder.execute`, which runs the whole MERGE as one Delta commit.
 
 The source is handed to delta-rs as Arrow: ``DataFrame.toArrow()``, where executors encode Arrow
-batches and the driver holds them as columnar buffers — never as Python rows. (About 1 s and
-26 MB of Arrow per million rows of (long, string, timestamp) on 2 cores; the source of a MERGE
-is a micro-batch or a change set, rarely the whole table.)
+batches and the driver holds them as columnar buffers — never as Python rows. Measured on 2
+busy shared cores: a million rows of (long, string, timestamp) are 27 MB of Arrow, collected in
+2 s (cached) to 20 s (computed, machine loaded); that MERGE into a 1M-row table (half updates,
+half inserts) took 26 s end to end with the driver peaking at 474 MB. The source of a MERGE is
+a micro-batch or a change set, rarely a whole table.
 
 Delta's rules hold: a target row matched by several source rows fails the MERGE when an update
 or delete clause applies (:class:`MergeMultipleMatchesError`, as Delta's

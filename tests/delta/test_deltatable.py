@@ -62,6 +62,31 @@ def test_merge_upsert_round_trips_timestamps_in_a_non_utc_session(spark, tmp_pat
     assert target.history(1).first().operation == "MERGE"
 
 
+def test_merge_keeps_timestamp_ntz_and_casts_source_types_like_delta(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    wall = dt.datetime(2024, 3, 1, 8, 30)
+    spark.createDataFrame([(1, wall, 1.5)], "id long, local timestamp_ntz, x double").write.format(
+        "delta"
+    ).save(str(path))
+    source = spark.createDataFrame(
+        [(1, wall.replace(hour=9), 2), (2, wall, 3)], "id int, local timestamp_ntz, x int"
+    )
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
+    try:
+        DeltaTable.forPath(spark, str(path)).alias("t").merge(
+            source.alias("s"), "t.id = s.id"
+        ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        read = spark.read.format("delta").load(str(path))
+        assert dict(read.dtypes) == {"id": "bigint", "local": "timestamp_ntz", "x": "double"}
+        spark_rows = sorted(tuple(r) for r in read.collect())
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+    expected = [(1, wall.replace(hour=9), 2.0), (2, wall, 3.0)]
+    assert spark_rows == expected
+    rs_rows = RsTable(str(path)).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["local"], r["x"]) for r in rs_rows) == expected
+
+
 def test_merge_with_columns_conditions_and_every_clause(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     target = _target(spark, path)

@@ -5,10 +5,12 @@ MERGE, UPDATE and DELETE write ``_change_data`` files (``update_preimage`` /
 ``update_postimage`` / ``delete`` / ``insert`` rows), and a commit without them (an append by
 lakefeed's or delta-rs's writer, an overwrite) is read as ``insert`` for the files it adds and
 ``delete`` for the files it removes — Delta's rule. Reads go through delta-rs's ``load_cdf``,
-which resolves versions, timestamps and the per-commit files, and returns Arrow; the batches
-become one Spark DataFrame on the driver (an Arrow hand-over, no Python rows), with the table's
-columns plus ``_change_type``, ``_commit_version`` (long) and ``_commit_timestamp`` (timestamp,
-UTC) as Delta documents.
+which resolves versions, timestamps and the per-commit files, and streams Arrow batches; an
+executor task of the Python data source calls it and hands the batches to Spark (nothing is
+collected on the driver), with the table's columns plus ``_change_type``, ``_commit_version``
+(long) and ``_commit_timestamp`` (timestamp, UTC) as Delta documents. A batch read is refused
+in the caller's process when its options or range are wrong (:func:`check`), and its end is
+pinned to the latest version at planning time.
 
 Options, as Delta's: ``startingVersion`` or ``startingTimestamp`` (one is required in batch),
 ``endingVersion`` / ``endingTimestamp`` (default: the latest version). A range touching a
@@ -25,12 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError as RsDeltaError
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -40,7 +42,6 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.connectors.delta import log
-from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.errors import DeltaError
 
 OPTION = "readChangeFeed"
@@ -73,23 +74,22 @@ def spark_schema(root: str) -> StructType:
     return StructType(columns + from_arrow_schema(CHANGE_COLUMNS).fields)
 
 
-def batch_frame(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """The change rows of the requested version range as a Spark DataFrame."""
+def check(options: Mapping[str, str]) -> None:
+    """Refuse a bad change feed read in the caller's process, before Spark plans it."""
     from lakefeed.connectors.delta.datasource import table_root
 
     root = table_root(options)
-    table = log.open_table(root)
-    arrow = _load(table, root, options)
-    columns = as_nullable(table_arrow_schema(table.schema()))
-    return spark.createDataFrame(_conform(arrow, columns))
+    open_feed(root, feed_arguments(root, options))
 
 
-def _load(table: DeltaTable, root: str, options: Mapping[str, str]) -> pa.Table:
+def feed_arguments(root: str, options: Mapping[str, str]) -> dict[str, Any]:
+    """``load_cdf``'s arguments for the options; the end is pinned to the latest version now,
+    so the read sees the table as of planning, as Delta's batch reads do."""
     from lakefeed.connectors.delta.datasource import option
 
     start_version = option(options, "startingVersion")
     start_time = option(options, "startingTimestamp")
-    end_version = option(options, "endingVersion")
+    end_version = _version(option(options, "endingVersion"), "endingVersion")
     end_time = option(options, "endingTimestamp")
     if (start_version is None) == (start_time is None):
         raise ChangeFeedError(
@@ -97,20 +97,60 @@ def _load(table: DeltaTable, root: str, options: Mapping[str, str]) -> pa.Table:
             "startingTimestamp",
             fix='add .option("startingVersion", 0) (or a startingTimestamp)',
         )
+    if end_version is None and end_time is None:
+        end_version = log.latest_version(root)
+    return {
+        "starting_version": _version(start_version, "startingVersion") or 0,
+        "ending_version": end_version,
+        "starting_timestamp": _timestamp(start_time),
+        "ending_timestamp": _timestamp(end_time),
+    }
+
+
+def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
+    """delta-rs's change rows for ``arguments``; its refusals become :class:`ChangeFeedError`."""
     try:
-        reader = table.load_cdf(
-            starting_version=_version(start_version, "startingVersion") or 0,
-            ending_version=_version(end_version, "endingVersion"),
-            starting_timestamp=_timestamp(start_time),
-            ending_timestamp=_timestamp(end_time),
-        )
-        return pa.table(reader)
+        return pa.RecordBatchReader.from_stream(log.open_table(root).load_cdf(**arguments))
     except RsDeltaError as error:
         raise ChangeFeedError(
             f"cannot read the change feed of {root}: {error}",
             fix="set the table property delta.enableChangeDataFeed=true before the changes "
             "you read, and start at or after the version that set it",
         ) from error
+
+
+def _conformed(
+    root: str, arguments: Mapping[str, Any], schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    """The change rows as batches of exactly the Spark schema's Arrow form."""
+    target = to_arrow_schema(schema, timezone="UTC")
+    for batch in open_feed(root, arguments):
+        yield from _cast(pa.Table.from_batches([batch]), target).to_batches()
+
+
+@dataclass
+class ChangeRange(InputPartition):
+    """One task: ``load_cdf`` with these arguments."""
+
+    arguments: dict[str, Any]
+
+
+class ChangeFeedBatchReader(DataSourceReader):
+    """``read.format("delta").option("readChangeFeed", "true")``: one task reads the range."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        from lakefeed.connectors.delta.datasource import table_root
+
+        self.root = table_root(options)
+        self.arguments = feed_arguments(self.root, options)
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [ChangeRange(self.arguments)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangeRange)
+        return _conformed(self.root, partition.arguments, self.schema)
 
 
 def _version(text: str | None, name: str) -> int | None:
@@ -126,12 +166,6 @@ def _timestamp(text: str | None) -> str | None:
     if text is None:
         return None
     return log.parse_timestamp(text).isoformat()
-
-
-def _conform(changes: pa.Table, columns: pa.Schema) -> pa.Table:
-    """The table's columns in their Delta types, then Delta's three change columns."""
-    schema = pa.schema(list(columns) + list(CHANGE_COLUMNS))
-    return _cast(changes, schema)
 
 
 def _cast(changes: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -199,15 +233,12 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Changes)
-        target = to_arrow_schema(self.schema, timezone="UTC")
         if partition.snapshot:
-            rows = _snapshot(self.root, partition.first)
-        else:
-            table = DeltaTable(self.root)
-            rows = pa.table(
-                table.load_cdf(starting_version=partition.first, ending_version=partition.last)
-            )
-        yield from _cast(rows, target).to_batches()
+            target = to_arrow_schema(self.schema, timezone="UTC")
+            yield from _cast(_snapshot(self.root, partition.first), target).to_batches()
+            return
+        arguments = {"starting_version": partition.first, "ending_version": partition.last}
+        yield from _conformed(self.root, arguments, self.schema)
 
     def commit(self, end: dict) -> None:
         pass

@@ -177,6 +177,8 @@ class DeltaDataSource(DataSource):
         return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if changes.requested(self.options):
+            return changes.ChangeFeedBatchReader(self.options, schema)
         return DeltaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -509,7 +511,8 @@ def planned_read(
     from lakefeed.jvm import bridge
 
     if changes.requested(options):
-        return changes.batch_frame(spark, options)
+        changes.check(options)
+        return None  # the Python data source reads change rows (see changes.py)
     if schema is not None or option(options, "path") is None:
         return None
     if bridge.reader_choice(options, default="spark") != "spark":

@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 from lakefeed.delta import DeltaTable, DeltaTableNotFoundError, MergeMultipleMatchesError
 from lakefeed.delta.exprs import ExpressionError
 from lakefeed.errors import code_of
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.context import flow_context
 
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -168,6 +170,18 @@ def test_update_delete_and_idempotent_replays(spark, tmp_path: Path) -> None:
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
     assert RsTable(str(path)).version() == version and len(_rows(path)) == 4
 
+    # autoReset: the version is used once, then unset (the next change carries no txn).
+    spark.conf.set("spark.databricks.delta.write.txnAppId", "query-2")
+    spark.conf.set("spark.databricks.delta.write.txnVersion", "1")
+    spark.conf.set("spark.databricks.delta.write.txnVersion.autoReset.enabled", "true")
+    try:
+        target.update("id = 5", {"v": "'5'"})
+        assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion.autoReset.enabled")
+    assert RsTable(str(path)).transaction_version("query-2") == 1
+
 
 def test_utilities_history_detail_optimize_vacuum_restore(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
@@ -207,6 +221,8 @@ def test_for_name_and_is_delta_table(spark, tmp_path: Path) -> None:
         assert DeltaTable.forName(spark, "customers").toDF().count() == 4
     finally:
         spark.conf.unset("lakefeed.lakehouse")
+    with flow_context("some_flow", Lakehouse.at(house)):  # inside a pipeline: its lakehouse
+        assert DeltaTable.forName(spark, "customers").toDF().count() == 4
     assert DeltaTable.isDeltaTable(spark, str(house / "tables" / "customers"))
     assert not DeltaTable.isDeltaTable(spark, str(house))
     with pytest.raises(DeltaTableNotFoundError):

@@ -223,8 +223,6 @@ class DeltaTable:
         set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
     ) -> None:
         """Set columns of the rows matching ``condition`` (all rows without one)."""
-        if set is None and isinstance(condition, Mapping):
-            condition, set = None, condition  # update(set=...) given positionally
         scope = Scope(self._spark, {None: self._schema()})
         updates = scope.values(set, "set")
         predicate = scope.sql(condition, "update condition")

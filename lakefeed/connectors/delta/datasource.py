@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.connectors import packing
-from lakefeed.connectors.delta import commit, log, native, offsets, pruning
+from lakefeed.connectors.delta import changes, commit, log, native, offsets, pruning
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
@@ -139,12 +139,18 @@ class DeltaDataSource(DataSource):
 
     def schema(self) -> StructType:
         root = table_root(self.options)
+        if changes.requested(self.options):
+            return changes.spark_schema(root)
         return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if changes.requested(self.options):
+            return changes.ChangeFeedBatchReader(self.options, schema)
         return DeltaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if changes.requested(self.options):
+            return changes.ChangeFeedStreamReader(self.options, schema)
         return DeltaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
@@ -465,6 +471,9 @@ def planned_read(
     Python data source). The snapshot is fixed when the DataFrame is made, as delta-spark's."""
     from lakefeed.jvm import bridge
 
+    if changes.requested(options):
+        changes.check(options)
+        return None  # the Python data source reads change rows (see changes.py)
     if schema is not None or _options(options).get("path") is None:
         return None
     if bridge.reader_choice(options, default="spark") != "spark":
@@ -488,7 +497,7 @@ def planned_stream(
     also for a schema the user fixed: the table's own is what a planned stream reads)."""
     from lakefeed.jvm import bridge
 
-    if schema is not None:
+    if schema is not None or changes.requested(options):
         return None
     if not bridge.spark_reads(spark, options, default="spark"):
         return None

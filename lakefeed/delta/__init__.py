@@ -1,0 +1,25 @@
+"""delta-spark's Python API for lakefeed: ``from lakefeed.delta import DeltaTable``.
+
+delta-spark cannot run on Spark 4.3; this package gives Databricks/delta-spark code the same
+``DeltaTable`` (``forPath``, ``merge`` builders, ``update``, ``delete``, ``history``, ``detail``,
+``optimize``, ``vacuum``, ``restoreTo*``) over delta-rs, so it ports by changing one import.
+"""
+
+from __future__ import annotations
+
+from lakefeed.delta.merge import DeltaMergeBuilder, MergeMultipleMatchesError
+from lakefeed.delta.tables import (
+    DeltaOperationError,
+    DeltaOptimizeBuilder,
+    DeltaTable,
+    DeltaTableNotFoundError,
+)
+
+__all__ = [
+    "DeltaMergeBuilder",
+    "DeltaOperationError",
+    "DeltaOptimizeBuilder",
+    "DeltaTable",
+    "DeltaTableNotFoundError",
+    "MergeMultipleMatchesError",
+]

@@ -1,0 +1,442 @@
+"""``DeltaTable``: delta-spark's Python API (``delta.tables.DeltaTable``) over delta-rs.
+
+Code written for Databricks or delta-spark ports by changing one import::
+
+    from lakefeed.delta import DeltaTable
+
+    target = DeltaTable.forPath(spark, "/data/customers")
+    (target.alias("t")
+           .merge(updates.alias("s"), "t.id = s.id")
+           .whenMatchedUpdateAll()
+           .whenNotMatchedInsertAll()
+           .execute())
+
+Reads go through lakefeed's ``format("delta")`` (Spark's Parquet reader); every change (merge,
+update, delete, optimize, vacuum, restore) is one delta-rs operation and one Delta commit.
+Idempotent changes, as Delta documents for ``foreachBatch``: the session confs
+``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or the merge builder's
+``withTransaction(appId, version)``) put a ``txn`` action into the same commit, and a change
+whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
+micro-batch replayed after a crash changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable as RsTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import DeltaError as RsDeltaError
+from deltalake.transaction import CommitProperties, Transaction
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import table as housekeeping
+from lakefeed.delta.exprs import Condition, Scope
+from lakefeed.errors import ConflictError, DeltaError
+from lakefeed.lakehouse import Lakehouse
+
+TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+TXN_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+LAKEHOUSE_CONF = "lakefeed.lakehouse"
+"""Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
+
+
+class DeltaTableNotFoundError(DeltaError):
+    """``forPath``/``forName`` on something that is not a Delta table."""
+
+    code = "DELTA_TABLE_NOT_FOUND"
+
+
+class DeltaOperationError(DeltaError):
+    """delta-rs refused an operation (bad condition, type mismatch, ...)."""
+
+    code = "DELTA_OPERATION"
+
+
+class Txn:
+    """A ``(appId, version)`` pair carried by an idempotent change."""
+
+    def __init__(self, app_id: str, version: int) -> None:
+        if not app_id:
+            raise DeltaOperationError("a transaction needs a non-empty appId")
+        self.app_id = str(app_id)
+        self.version = int(version)
+
+    @classmethod
+    def from_conf(cls, spark: SparkSession) -> Txn | None:
+        """Delta's session confs for idempotent writes, both or neither."""
+        app = spark.conf.get(TXN_APP_CONF, None)
+        version = spark.conf.get(TXN_VERSION_CONF, None)
+        if (app is None) != (version is None):
+            raise DeltaOperationError(
+                f"set both {TXN_APP_CONF} and {TXN_VERSION_CONF} for an idempotent change, "
+                "or neither"
+            )
+        return cls(app, int(version)) if app is not None and version is not None else None
+
+    def done(self, table: RsTable) -> bool:
+        committed = table.transaction_version(self.app_id)
+        return committed is not None and committed >= self.version
+
+
+def commit_properties(txn: Txn | None) -> CommitProperties:
+    return CommitProperties(
+        custom_metadata={"engineInfo_lakefeed": "lakefeed"},
+        app_transactions=[Transaction(txn.app_id, txn.version)] if txn else None,
+    )
+
+
+def run_rs(operation: str, root: str, call: Any) -> Any:
+    """Run a delta-rs call, turning its errors into lakefeed's (with codes)."""
+    from lakefeed.delta.merge import translate_merge_error
+
+    try:
+        return call()
+    except CommitFailedError as error:
+        raise ConflictError(
+            f"{operation} on {root} conflicted with another commit: {error}",
+            fix="retry; if a replayed stream batch raced its zombie, run one query per checkpoint",
+        ) from error
+    except RsDeltaError as error:
+        translated = translate_merge_error(error) if operation == "MERGE" else None
+        raise translated or DeltaOperationError(
+            f"{operation} on {root} failed in delta-rs: {error}"
+        ) from error
+
+
+def _flag(spark: SparkSession, name: str, default: bool) -> bool:
+    return str(spark.conf.get(name, str(default))).strip().lower() == "true"
+
+
+def _reset_txn_conf(spark: SparkSession, txn: Txn | None) -> None:
+    """Delta's ``txnVersion.autoReset.enabled``: unset the version after the change."""
+    if txn is not None and _flag(spark, TXN_RESET_CONF, False):
+        spark.conf.unset(TXN_VERSION_CONF)
+
+
+def _table_path(spark: SparkSession, name: str) -> str:
+    """Where ``forName`` looks: see :meth:`DeltaTable.forName`."""
+    from lakefeed.pipeline.context import current_flow
+
+    parts = name.replace("`", "").split(".")
+    flow = current_flow()
+    lakehouse = spark.conf.get(LAKEHOUSE_CONF, None)
+    if flow is not None or lakehouse:
+        home = flow.lakehouse if flow is not None else Lakehouse.at(str(lakehouse))
+        return str(home.table_path(parts[-1]))
+    warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse"))
+    if warehouse.startswith("file:"):
+        warehouse = warehouse.removeprefix("file:")
+    if len(parts) == 1 or parts[-2] == "default":
+        return os.path.join(warehouse, parts[-1])
+    return os.path.join(warehouse, f"{parts[-2]}.db", parts[-1])
+
+
+def _local(path: str) -> str:
+    from lakefeed.connectors.delta.datasource import table_root
+
+    return table_root({"path": str(path)})
+
+
+class DeltaTable:
+    """A Delta table for Spark code, as ``delta.tables.DeltaTable`` (see the module doc)."""
+
+    def __init__(self, spark: SparkSession, path: str, alias: str | None = None) -> None:
+        self._spark = spark
+        self._path = path
+        self._alias = alias
+
+    # ------------------------------------------------------------------ finding tables
+
+    @classmethod
+    def forPath(
+        cls, sparkSession: SparkSession, path: str, hadoopConf: dict[str, str] | None = None
+    ) -> DeltaTable:
+        """The Delta table at ``path`` (local paths and ``file:`` URIs)."""
+        root = _local(path)
+        if not log.is_delta_table(root):
+            raise DeltaTableNotFoundError(
+                f"{path} is not a Delta table (no _delta_log with commits)",
+                fix="check the path, or write the table first",
+            )
+        return cls(sparkSession, root)
+
+    @classmethod
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
+        """A table by name, looked up (there is no metastore) in this order:
+
+        1. inside a running pipeline flow: that pipeline's lakehouse (``tables/<name>``);
+        2. with the session conf ``lakefeed.lakehouse`` set: ``<lakehouse>/tables/<name>``;
+        3. else Spark's managed-table layout under ``spark.sql.warehouse.dir``:
+           ``<warehouse>/<name>`` (database ``default``) or ``<warehouse>/<db>.db/<name>``.
+        """
+        path = _table_path(sparkSession, tableOrViewName)
+        if not log.is_delta_table(path):
+            raise DeltaTableNotFoundError(
+                f"{tableOrViewName!r} is not a Delta table (looked at {path})",
+                fix=f"set spark.conf {LAKEHOUSE_CONF} to the lakehouse folder, or use forPath",
+            )
+        return cls(sparkSession, path)
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
+        """True when ``identifier`` (a path) holds a Delta table."""
+        return log.is_delta_table(_local(identifier))
+
+    # ------------------------------------------------------------------ reading
+
+    def toDF(self) -> DataFrame:
+        """The table's current rows (aliased when :meth:`alias` was called)."""
+        frame = self._spark.read.format("delta").load(self._path)
+        return frame.alias(self._alias) if self._alias else frame
+
+    def alias(self, aliasName: str) -> DeltaTable:
+        return DeltaTable(self._spark, self._path, aliasName)
+
+    def _open(self) -> RsTable:
+        return log.open_table(self._path)
+
+    def _schema(self) -> T.StructType:
+        from lakefeed.connectors.delta.datasource import spark_schema
+
+        return spark_schema(self._open())
+
+    # ------------------------------------------------------------------ changing rows
+
+    def merge(self, source: DataFrame, condition: Condition) -> Any:
+        """A :class:`~lakefeed.delta.merge.DeltaMergeBuilder` for ``source`` on ``condition``."""
+        from lakefeed.delta.merge import DeltaMergeBuilder
+
+        return DeltaMergeBuilder(self, source, condition)
+
+    def update(
+        self,
+        condition: Condition | None = None,
+        set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
+    ) -> None:
+        """Set columns of the rows matching ``condition`` (all rows without one)."""
+        scope = Scope(self._spark, {None: self._schema()})
+        updates = scope.values(set, "set")
+        predicate = scope.sql(condition, "update condition")
+        self._change(
+            "UPDATE",
+            lambda table, props: table.update(
+                updates=updates, predicate=predicate, commit_properties=props
+            ),
+        )
+
+    def delete(self, condition: Condition | None = None) -> None:
+        """Delete the rows matching ``condition`` (every row without one)."""
+        predicate = Scope(self._spark, {None: self._schema()}).sql(condition, "delete condition")
+        self._change(
+            "DELETE", lambda table, props: table.delete(predicate, commit_properties=props)
+        )
+
+    def _change(self, operation: str, call: Any, txn: Txn | None = None) -> dict[str, Any] | None:
+        """One idempotent delta-rs change; None when its transaction is already committed."""
+        txn = txn or Txn.from_conf(self._spark)
+        table = self._open()
+        if txn is not None and txn.done(table):
+            _reset_txn_conf(self._spark, txn)
+            return None
+        result = run_rs(operation, self._path, lambda: call(table, commit_properties(txn)))
+        _reset_txn_conf(self._spark, txn)
+        return dict(result)
+
+    # ------------------------------------------------------------------ table utilities
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """Commits, newest first, in delta-spark's ``DESCRIBE HISTORY`` columns."""
+        rows = [_history_row(e) for e in housekeeping.history(self._path, limit)]
+        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    def detail(self) -> DataFrame:
+        """One row in delta-spark's ``DESCRIBE DETAIL`` columns."""
+        table = self._open()
+        info = housekeeping.info(self._path)
+        metadata, protocol = table.metadata(), table.protocol()
+        history = housekeeping.history(self._path)
+        features = sorted(set(protocol.reader_features or []) | set(protocol.writer_features or []))
+        row: tuple[Any, ...] = (
+            "delta",
+            metadata.id,
+            metadata.name,
+            metadata.description,
+            "file:" + self._path,
+            _utc(metadata.created_time),
+            history[0]["timestamp"] if history else None,
+            list(metadata.partition_columns),
+            [],
+            info.files,
+            info.size_bytes,
+            dict(metadata.configuration),
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            features,
+        )
+        return self._spark.createDataFrame([row], DETAIL_SCHEMA)
+
+    def optimize(self) -> DeltaOptimizeBuilder:
+        return DeltaOptimizeBuilder(self)
+
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
+        """Delete files no version within ``retentionHours`` (default 168) needs.
+
+        As in Delta, a retention below 168 hours is refused unless the session conf
+        ``spark.databricks.delta.retentionDurationCheck.enabled`` is ``false``.
+        """
+        hours = housekeeping.DEFAULT_RETENTION_HOURS if retentionHours is None else retentionHours
+        check = _flag(self._spark, RETENTION_CHECK_CONF, True)
+        try:
+            housekeeping.vacuum(self._path, hours, dry_run=False, force=not check)
+        except ValueError as error:
+            raise DeltaOperationError(
+                str(error), fix=f"set {RETENTION_CHECK_CONF}=false if nothing reads old versions"
+            ) from error
+        return self._spark.createDataFrame([("file:" + self._path,)], "path string")
+
+    def restoreToVersion(self, version: int) -> DataFrame:
+        return self._restore(int(version))
+
+    def restoreToTimestamp(self, timestamp: str | dt.datetime) -> DataFrame:
+        when = timestamp if isinstance(timestamp, dt.datetime) else log.parse_timestamp(timestamp)
+        return self._restore(when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+
+    def _restore(self, target: int | dt.datetime) -> DataFrame:
+        metrics = self._change(
+            "RESTORE",
+            lambda table, props: table.restore(target, commit_properties=props),
+        )
+        metrics = metrics or {}
+        after = housekeeping.info(self._path)
+        row = (
+            after.size_bytes,
+            after.files,
+            int(metrics.get("numRemovedFile", 0)),
+            int(metrics.get("numRestoredFile", 0)),
+            None,
+            None,
+        )
+        return self._spark.createDataFrame([row], RESTORE_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self._path!r}{', alias=' + repr(self._alias) if self._alias else ''})"
+
+
+class DeltaOptimizeBuilder:
+    """``optimize()``: ``where(partitionFilter)``, ``executeCompaction()``,
+    ``executeZOrderBy(*columns)``; each returns delta-spark's one-row result."""
+
+    def __init__(self, table: DeltaTable) -> None:
+        self._table = table
+        self._filters: list[tuple[str, str, Any]] | None = None
+
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
+        """Only partitions matching ``col = 'value' [AND ...]`` (equality on partition columns,
+        which is what delta-rs's compaction can select)."""
+        filters = []
+        for part in partitionFilter.split(" AND " if " AND " in partitionFilter else " and "):
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise DeltaOperationError(
+                    f"optimize().where({partitionFilter!r}) is not an equality on partition "
+                    "columns",
+                    fix="use col = 'value' [AND col2 = 'value2']",
+                )
+            filters.append((name.strip().strip("`"), "=", value.strip().strip("'\"")))
+        self._filters = filters
+        return self
+
+    def executeCompaction(self) -> DataFrame:
+        return self._run(
+            lambda table, props: table.optimize.compact(
+                partition_filters=self._filters, commit_properties=props
+            )
+        )
+
+    def executeZOrderBy(self, *columns: str | list[str]) -> DataFrame:
+        names = [c for item in columns for c in ([item] if isinstance(item, str) else item)]
+        return self._run(
+            lambda table, props: table.optimize.z_order(
+                names, partition_filters=self._filters, commit_properties=props
+            )
+        )
+
+    def _run(self, call: Any) -> DataFrame:
+        metrics = self._table._change("OPTIMIZE", call) or {}
+        spark = self._table._spark
+        row = ("file:" + self._table._path, {k: str(v) for k, v in metrics.items()})
+        return spark.createDataFrame([row], "path string, metrics map<string,string>")
+
+
+def _utc(millis: int | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis else None
+
+
+def _text_map(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v if isinstance(v, str) else _json(v) for k, v in value.items()}
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _history_row(entry: Mapping[str, Any]) -> tuple:
+    return (
+        int(entry["version"]),
+        entry["timestamp"],
+        entry.get("operation"),
+        _text_map(entry.get("operationParameters")),
+        entry.get("readVersion"),
+        entry.get("isolationLevel"),
+        entry.get("isBlindAppend"),
+        _text_map(entry.get("operationMetrics")),
+        entry.get("userMetadata"),
+        entry.get("engineInfo") or entry.get("clientVersion"),
+    )
+
+
+HISTORY_SCHEMA = T.StructType(
+    [
+        T.StructField("version", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField("operation", T.StringType()),
+        T.StructField("operationParameters", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("readVersion", T.LongType()),
+        T.StructField("isolationLevel", T.StringType()),
+        T.StructField("isBlindAppend", T.BooleanType()),
+        T.StructField("operationMetrics", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("userMetadata", T.StringType()),
+        T.StructField("engineInfo", T.StringType()),
+    ]
+)
+DETAIL_SCHEMA = (
+    "format string, id string, name string, description string, location string, "
+    "createdAt timestamp, lastModified timestamp, partitionColumns array<string>, "
+    "clusteringColumns array<string>, numFiles long, sizeInBytes long, "
+    "properties map<string,string>, minReaderVersion int, minWriterVersion int, "
+    "tableFeatures array<string>"
+)
+RESTORE_SCHEMA = (
+    "table_size_after_restore long, num_of_files_after_restore long, num_removed_files long, "
+    "num_restored_files long, removed_files_size long, restored_files_size long"
+)
+
+
+def arrow_of(frame: DataFrame) -> pa.Table:
+    """A DataFrame as Arrow on the driver, never as Python rows: ``DataFrame.toArrow()``
+    (Spark's Arrow collect: executors encode Arrow batches, the driver only concatenates).
+    Timestamps arrive as UTC instants whatever the session time zone."""
+    return frame.toArrow()

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
+from lakefeed.errors import LakefeedError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.expectations import quarantine_table
 
@@ -32,8 +33,10 @@ MAX_ROWS = 500
 MAX_POINTS = 2000
 
 
-class TableViewError(ValueError):
+class TableViewError(LakefeedError, ValueError):
     """A request the table cannot answer (unknown table or column, wrong type): say why."""
+
+    code = "TABLE_VIEW"
 
 
 def _jsonable(value: Any) -> Any:

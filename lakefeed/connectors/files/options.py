@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakefeed import errors
 from lakefeed.connectors.files.globs import GlobError, PathMatcher
 
 FORMATS = ("json", "csv", "parquet")
@@ -48,8 +49,10 @@ _KNOWN = {
 } | _IGNORED
 
 
-class OptionError(ValueError):
+class OptionError(errors.OptionError):
     """A misuse caught before the stream starts; the message says what to do."""
+
+    code = "FILES_OPTION"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lakefeed.errors import OptionError
+
 NAME = "lakefeed_iot"
 
 ARROW_SCHEMA = pa.schema(
@@ -78,8 +80,10 @@ MALFORMED_KINDS = (
 )
 
 
-class GeneratorOptionError(ValueError):
+class GeneratorOptionError(OptionError):
     """An option of the ``lakefeed_iot`` source is unknown or invalid."""
+
+    code = "GENERATOR_OPTION"
 
 
 # --- options ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakefeed.errors import OptionError
 from lakefeed.observe.redact import MASK, is_secret_key, redact_text
 
 EARLIEST = -2
@@ -29,8 +30,10 @@ TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
 
 
-class KafkaOptionError(ValueError):
+class KafkaOptionError(OptionError):
     """A Kafka option is missing, malformed or unsupported; the message says how to fix it."""
+
+    code = "KAFKA_OPTION"
 
 
 # Java-only client settings and what librdkafka wants instead.

@@ -11,8 +11,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
+from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
@@ -40,13 +43,17 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
 def _spark(master: str | None, app: str):  # noqa: ANN202
     from lakefeed.session import spark_session
 
-    return spark_session(app_name=f"lakefeed-{app}", master=master)
+    spark = spark_session(app_name=f"lakefeed-{app}", master=master)
+    quiet_spark_failure_logs(spark)
+    return spark
 
 
 def _fail(error: PipelineError) -> None:
+    if debugging():
+        console.print(explain(error).trace, markup=False, highlight=False)
     console.print("[bold red]pipeline refused:[/]")
     for problem in error.problems:
-        console.print(f"  - {problem}", markup=False, highlight=False)
+        console.print(f"  - {readable(problem)}", markup=False, highlight=False)
     sys.exit(2)
 
 
@@ -155,6 +162,8 @@ def run(
     console.print(f"run {result.run_id} {mode}: {result.reason}")
     if result.failed:
         console.print(f"[red]failed flows: {', '.join(result.failed)}[/]")
+        for name, why in result.errors.items():
+            console.print(f"  {name}: {readable(why)}", markup=False, highlight=False)
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(1 if result.failed else 0)
@@ -165,8 +174,17 @@ def run(
 @lakehouse_opt
 @conf_opt
 @master_opt
+@click.option(
+    "--check-connections",
+    is_flag=True,
+    help="Also check that Kafka brokers answer, input paths and Delta source tables exist.",
+)
 def validate(
-    paths: tuple[str, ...], lakehouse_dir: str, conf: tuple[str, ...], master: str | None
+    paths: tuple[str, ...],
+    lakehouse_dir: str,
+    conf: tuple[str, ...],
+    master: str | None,
+    check_connections: bool,
 ) -> None:
     """Check a pipeline without starting any query: graph, output modes, misuse."""
     from lakefeed.runtime.validate import validate as check
@@ -194,9 +212,27 @@ def validate(
     Console().print(table)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if result.problems:
-        _fail(PipelineError(result.problems))
+    result.problems += _report_connections(result.sources) if check_connections else []
+    try:
+        result.raise_for_problems()
+    except PipelineError as error:
+        _fail(error)
     console.print("[green]pipeline is valid[/]")
+
+
+def _report_connections(sources: dict[str, list[tuple[str, dict[str, str]]]]) -> list[str]:
+    """Print a per-flow table of connection checks; the failed ones, as problems."""
+    from lakefeed.runtime.connections import check_connections
+
+    checks = check_connections(sources)
+    table = Table(title="connections")
+    for column in ("flow", "source", "result", "detail"):
+        table.add_column(column)
+    for check in checks:
+        result = "[green]ok[/]" if check.ok else "[red]FAILED[/]"
+        table.add_row(check.flow, escape(check.target), result, escape(readable(check.detail)))
+    Console().print(table if checks else "no outside sources to check")
+    return [f"flow {c.flow!r}: {c.target}: {c.detail}" for c in checks if not c.ok]
 
 
 @click.command()

@@ -33,6 +33,8 @@ _JAVA_RAISED = re.compile(
     r"^(?:Caused by: )?(?:[a-z_]\w*\.)+(?P<cls>[A-Z]\w*)(?::\s*(?P<msg>.*))?$"
 )
 _CONDITION = re.compile(r"^\[(?P<condition>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+_CONDITIONS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+_STATE = re.compile(r"SQLSTATE: (?P<state>[0-9A-Z]{5})")
 _PREAMBLE = re.compile(r"^An error occurred while calling [\w.]+\.?\s*$")
 # Spark's SQLSTATE classes no retry can fix: 42 (the query does not analyze: a missing column,
 # an output mode the query cannot have), 0A (not supported), 22 (data exceptions).
@@ -56,7 +58,7 @@ class Failure:
 
 def explain(error: BaseException) -> Failure:
     """One clear message for ``error`` (see the module docstring), with its code and trace."""
-    text = _full_text(error)
+    text = errors._text(error)  # with its causes
     trace = "".join(traceback.format_exception(error)) + _jvm_trace(error)
     code = errors.code_of(error) or errors.code_of(text)
     own = str(error) if isinstance(error, errors.LakefeedError) else _lakefeed_message(text)
@@ -76,17 +78,6 @@ def explain(error: BaseException) -> Failure:
 
 
 # --- the parts ---------------------------------------------------------------------------------
-
-
-def _full_text(error: BaseException) -> str:
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        parts.append(str(current))
-        current = current.__cause__ or current.__context__
-    return "\n".join(parts)
 
 
 def _jvm_trace(error: BaseException) -> str:
@@ -154,7 +145,7 @@ def _library(file: str) -> bool:
 def _plain(error: BaseException, text: str) -> str:
     """A JVM or Python error without a Python traceback: its first meaningful line(s), up to
     Spark's SQLSTATE (what follows is the plan and query context)."""
-    state = re.search(r"SQLSTATE: [0-9A-Z]{5}", text)
+    state = _STATE.search(text)
     text = text[: state.end()] if state else text
     lines = [line for line in text.splitlines() if not _PREAMBLE.match(line.strip())]
     kept: list[str] = []
@@ -170,24 +161,26 @@ def _plain(error: BaseException, text: str) -> str:
     if first is not None and first.group("msg"):
         message = first.group("msg")
         kept[0] = message if _CONDITION.match(message) else f"{first.group('cls')}: {message}"
-    elif not isinstance(error, errors.LakefeedError) and not _CONDITION.match(kept[0]):
+    elif not _CONDITION.match(kept[0]):
         kept[0] = f"{type(error).__name__}: {kept[0]}"
     return _SQLSTATE.sub("", " ".join(kept)).rstrip()
 
 
 def _condition(error: BaseException, text: str) -> str | None:
-    getter = getattr(error, "getCondition", None)
-    with_condition = getter() if callable(getter) else None
-    if isinstance(with_condition, str) and with_condition:
-        return with_condition
-    found = re.search(r"\[(?P<condition>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]", text)
-    return found.group("condition") if found else None
+    """Spark's error condition of the innermost error: the last one named before the first
+    SQLSTATE (``[STREAM_FAILED] ... [PYTHON_EXCEPTION] ... SQLSTATE: 38000``)."""
+    state = _STATE.search(text)
+    found = _CONDITIONS.findall(text[: state.start()] if state else text)
+    return found[-1] if found else _getter(error, "getCondition")
 
 
 def _sql_state(error: BaseException, text: str) -> str | None:
-    getter = getattr(error, "getSqlState", None)
-    state = getter() if callable(getter) else None
-    if isinstance(state, str) and state:
-        return state
-    found = re.search(r"SQLSTATE: (?P<state>[0-9A-Z]{5})", text)
-    return found.group("state") if found else None
+    """The innermost error's SQLSTATE (Spark prints it first; the wrapper's comes after)."""
+    found = _STATE.search(text)
+    return found.group("state") if found else _getter(error, "getSqlState")
+
+
+def _getter(error: BaseException, name: str) -> str | None:
+    getter = getattr(error, name, None)
+    value = getter() if callable(getter) else None
+    return value if isinstance(value, str) and value else None

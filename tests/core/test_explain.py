@@ -150,3 +150,16 @@ def test_cli_ends_in_one_message_and_the_trace_only_with_debug(tmp_path: Path) -
     assert "--debug" in plain.output
     debug = CliRunner().invoke(cli, ["--debug", "table", "info", str(tmp_path / "t")])
     assert debug.exit_code == 1 and "Traceback" in debug.output
+
+
+def test_spark_analysis_errors_inside_a_failed_query_are_permanent() -> None:
+    """The innermost error's SQLSTATE decides (42: the query does not analyze), not the
+    wrapper's (XXKST: a stream failed)."""
+    text = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `x` cannot be resolved. SQLSTATE: 42703 "
+        "SQLSTATE: XXKST\n=== Streaming Query ===\nIdentifier: [id = 1]\n"
+    )
+    failure = explain(_Py4JLike(text))
+    assert failure.permanent is True and failure.code == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
+    assert "Streaming Query" not in failure.message

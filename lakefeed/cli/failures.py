@@ -26,8 +26,11 @@ _STACK_DUMPING_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.sql.execution.streaming",
-    "org.apache.spark.sql.execution.datasources.v2",
+    "org.apache.spark.sql.execution.datasources",  # FileFormatWriter: "Aborting job"
+    "org.apache.spark.sql.execution.python",
+    "org.apache.spark.util.Utils",  # "Aborting task"
     "org.apache.spark.api.python",
+    "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",  # a failed task's leftovers
 )
 
 

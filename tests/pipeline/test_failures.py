@@ -183,6 +183,35 @@ def test_check_connections_reports_each_flow(spark, tmp_path: Path) -> None:
     _quiet(output)
 
 
+def _lakefeed(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+@pytest.mark.spark
+def test_cli_run_of_a_failing_udf_prints_its_cause_not_a_jvm_dump(tmp_path: Path) -> None:
+    folder = write(
+        tmp_path / "p",
+        {
+            "udf.py": HEAD + "def boom(offset):\n    return offset // 0\n\n\n"
+            f"@lf.table\ndef t1():\n    return {GENERATOR}.select("
+            "F.udf(boom, 'long')('offset').alias('o'))\n"
+        },
+    )
+    lakehouse = str(tmp_path / "lh")
+    done = _lakefeed(
+        "run", str(folder), "--mode", "once", "--lakehouse", lakehouse, "--max-restarts", "0",
+        "--master", "local[1]", cwd=tmp_path,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    flat = " ".join(output.split())
+    assert "ZeroDivisionError: integer division or modulo by zero" in flat, output
+    assert f"{folder / 'udf.py'}:5" in flat, output
+    _quiet(output)
+    assert len(output.splitlines()) < 40, output
+
+
 @pytest.mark.spark
 def test_cli_run_retries_an_unreachable_broker_one_line_per_attempt(tmp_path: Path) -> None:
     """The whole command, as a user runs it: no stack dumps, one log line per attempt."""
@@ -194,27 +223,10 @@ def test_cli_run_retries_an_unreachable_broker_one_line_per_attempt(tmp_path: Pa
             " **{'fetchOffset.timeoutMs': 300})\n"
         },
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from lakefeed.cli.main import cli; cli()",
-            "run",
-            str(folder),
-            "--mode",
-            "available-now",
-            "--lakehouse",
-            str(tmp_path / "lh"),
-            "--max-restarts",
-            "1",
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    done = _lakefeed(
+        "run", str(folder), "--mode", "available-now", "--lakehouse", str(tmp_path / "lh"),
+        "--max-restarts", "1", "--master", "local[1]", cwd=tmp_path,
+    )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
     logged = [line for line in done.stderr.splitlines() if line.startswith("{")]

@@ -19,6 +19,7 @@ owns it). ``run`` and ``verify`` raise :class:`PipelineError` for a pipeline tha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -107,11 +108,14 @@ def validate(
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     master: str | None = None,
+    check_connections: bool = False,
 ) -> ValidationResult:
     """The graph, each flow's output mode and every problem, without starting a query.
 
     A pipeline that does not even load (a syntax error, a duplicate name) is a result with
-    problems and no datasets; Spark is only started for one that loads.
+    problems and no datasets; Spark is only started for one that loads. ``check_connections``
+    also asks each outside source (Kafka brokers, input paths, Delta source tables) whether it
+    answers; a failed check is a problem.
     """
     from lakefeed.runtime.validate import validate as check
 
@@ -120,7 +124,15 @@ def validate(
     except PipelineError as error:
         return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
     session = spark or _session(master, loaded.name)
-    return _validation_result(loaded, check(loaded, _lakehouse(lakehouse), session))
+    validation = check(loaded, _lakehouse(lakehouse), session)
+    result = _validation_result(loaded, validation)
+    if not check_connections:
+        return result
+    from lakefeed.runtime.connections import check_connections as ask
+
+    checks = tuple(ask(validation.sources))
+    failed = tuple(f"flow {c.flow!r}: {c.target}: {c.detail}" for c in checks if not c.ok)
+    return dataclasses.replace(result, connections=checks, problems=result.problems + failed)
 
 
 def verify(
@@ -198,7 +210,7 @@ def _run_result(
 
     validation = runner.validation
     order = validation.order if validation is not None else list(runner.pipeline.datasets)
-    errors = _flow_errors(runner.lakehouse, outcome) if outcome.failed else {}
+    errors = outcome.errors  # the runner's own record: the event log may be unwritable
     flows = []
     for name in order:
         dataset = runner.pipeline.datasets[name]
@@ -230,16 +242,6 @@ def _run_result(
         flows=tuple(flows),
         warnings=tuple(validation.warnings) if validation is not None else (),
     )
-
-
-def _flow_errors(lakehouse: Lakehouse, outcome: RunnerOutcome) -> dict[str, str]:
-    """Each failed flow's last failure as the event log recorded it (redacted, one line)."""
-    from lakefeed.observe.event_log import read_events
-
-    events = read_events(
-        lakehouse.event_log_path, event_types=["flow_failed"], run_id=outcome.run_id
-    )
-    return {event["flow"]: event["message"] for event in events if event["flow"]}
 
 
 def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResult:

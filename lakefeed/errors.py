@@ -79,13 +79,13 @@ def code_of(error: BaseException | str | None) -> str | None:
 
 
 def is_permanent(error: BaseException | str | None) -> bool | None:
-    """Whether retrying cannot help: ``None`` when the error carries no lakefeed code."""
+    """Whether retrying cannot help: ``None`` when the error carries no lakefeed code, or one
+    this process has not registered (its module never imported here): unknown, not permanent."""
     if isinstance(error, LakefeedError):
         return error.permanent
     code = code_of(error)
-    if code is None:
-        return None
-    return _CODES.get(code, LakefeedError).permanent
+    cls = _CODES.get(code) if code is not None else None
+    return None if cls is None else cls.permanent
 
 
 def _text(error: BaseException) -> str:
@@ -169,3 +169,9 @@ class EventLogError(LakefeedError, RuntimeError):
     """The event log cannot be read or written; it never changes a run's outcome."""
 
     code = "EVENT_LOG"
+
+
+class ExpectationError(LakefeedError, RuntimeError):
+    """An ``expect_or_fail`` rule failed: the same input fails the same way on a retry."""
+
+    code = "EXPECTATION_FAILED"

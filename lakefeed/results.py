@@ -17,6 +17,16 @@ from lakefeed.pipeline.kinds import DatasetKind, RunMode
 VALIDATION_FORMAT = 1
 
 
+@dataclass(frozen=True)
+class ConnectionCheck:
+    """One outside source of a flow, checked without starting a query."""
+
+    flow: str
+    target: str  # what was checked: "kafka 127.0.0.1:9092", "path /landing", ...
+    ok: bool
+    detail: str
+
+
 class FlowStatus(StrEnum):
     """How a flow's part of a run ended."""
 
@@ -102,6 +112,7 @@ class ValidationResult:
     order: tuple[str, ...] = ()  # run order; empty when the graph is broken
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    connections: tuple[ConnectionCheck, ...] = ()  # with check_connections=True
 
     @property
     def ok(self) -> bool:
@@ -142,6 +153,10 @@ class ValidationResult:
             "order": list(self.order),
             "problems": list(self.problems),
             "warnings": list(self.warnings),
+            "connections": [
+                {"flow": c.flow, "target": c.target, "ok": c.ok, "detail": c.detail}
+                for c in self.connections
+            ],
         }
 
 

@@ -10,6 +10,7 @@ import importlib
 import click
 
 from lakefeed import __version__
+from lakefeed.cli.failures import DEBUG_KEY, FailureReporting
 from lakefeed.observe.logs import configure_logging
 
 # One module per concern; each defines COMMANDS.
@@ -21,11 +22,14 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=FailureReporting, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="lakefeed")
 @click.option("--log-level", default="WARNING", show_default=True, help="lakefeed log level.")
-def cli(log_level: str) -> None:
+@click.option("--debug", is_flag=True, help="On failure, print the full Python and JVM trace.")
+@click.pass_context
+def cli(ctx: click.Context, log_level: str, debug: bool) -> None:
     """lakefeed: streaming lakehouse pipelines on PySpark and Delta Lake, no jars needed."""
+    ctx.meta[DEBUG_KEY] = debug
     configure_logging(log_level)
 
 

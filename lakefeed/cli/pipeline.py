@@ -12,14 +12,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from lakefeed import entry
+from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
-from lakefeed.results import ValidationResult
+from lakefeed.results import ConnectionCheck, ValidationResult
 
 console = Console(stderr=True)
 # The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
@@ -44,13 +47,17 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
 def _spark(master: str | None, app: str):  # noqa: ANN202
     from lakefeed.session import spark_session
 
-    return spark_session(app_name=f"lakefeed-{app}", master=master)
+    spark = spark_session(app_name=f"lakefeed-{app}", master=master)
+    quiet_spark_failure_logs(spark)
+    return spark
 
 
 def _fail(error: PipelineError) -> None:
+    if debugging():
+        console.print(explain(error).trace, markup=False, highlight=False)
     console.print("[bold red]pipeline refused:[/]")
     for problem in error.problems:
-        console.print(f"  - {problem}", markup=False, highlight=False)
+        console.print(f"  - {readable(problem)}", markup=False, highlight=False)
     sys.exit(2)
 
 
@@ -158,6 +165,10 @@ def run(
         console.print(f"  {flow.name}: {flow.status}, {flow.rows_written:,} rows written")
     if result.failed:
         console.print(f"[red]failed flows: {', '.join(result.failed)}[/]")
+        for flow in result.flows:
+            if flow.error:
+                why = readable(flow.error)
+                console.print(f"  {flow.name}: {why}", markup=False, highlight=False)
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(1 if result.failed else 0)
@@ -185,19 +196,31 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
     is_flag=True,
     help="Print datasets, flows, edges, output modes and problems as one JSON document.",
 )
+@click.option(
+    "--check-connections",
+    is_flag=True,
+    help="Also check that Kafka brokers answer, input paths and Delta source tables exist.",
+)
 def validate(
     paths: tuple[str, ...],
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
     as_json: bool,
+    check_connections: bool,
 ) -> None:
     """Check a pipeline without starting any query: graph, output modes, misuse.
 
     Exits 2 when the pipeline would be refused (also with --json, whose document then lists
     the problems).
     """
-    result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf), master=master)
+    result = entry.validate(
+        list(paths),
+        lakehouse=lakehouse_dir,
+        conf=_conf(conf),
+        master=master,
+        check_connections=check_connections,
+    )
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         sys.exit(0 if result.ok else 2)
@@ -205,8 +228,10 @@ def validate(
         Console().print(_graph_table(result))
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if check_connections:
+        _report_connections(result.connections)
     if result.problems:
-        _fail(PipelineError(result.problems))
+        _fail(PipelineError(list(result.problems)))
     console.print("[green]pipeline is valid[/]")
 
 
@@ -226,6 +251,17 @@ def _graph_table(result: ValidationResult) -> Table:
             str(len(flow.stateful)) if flow else "-",
         )
     return table
+
+
+def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
+    """Print a per-flow table of connection checks (the failed ones are also problems)."""
+    table = Table(title="connections")
+    for column in ("flow", "source", "result", "detail"):
+        table.add_column(column)
+    for check in checks:
+        result = "[green]ok[/]" if check.ok else "[red]FAILED[/]"
+        table.add_row(check.flow, escape(check.target), result, escape(readable(check.detail)))
+    Console().print(table if checks else "no outside sources to check")
 
 
 @click.command()

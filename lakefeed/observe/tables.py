@@ -25,6 +25,7 @@ import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta import table as delta_table
+from lakefeed.errors import LakefeedError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.expectations import quarantine_table
 
@@ -33,8 +34,10 @@ MAX_ROWS = 500
 MAX_POINTS = 2000
 
 
-class TableViewError(ValueError):
+class TableViewError(LakefeedError, ValueError):
     """A request the table cannot answer (unknown table or column, wrong type): say why."""
+
+    code = "TABLE_VIEW"
 
 
 def _jsonable(value: Any) -> Any:

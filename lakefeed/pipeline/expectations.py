@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from lakefeed.errors import ExpectationError
+
 
 class Action(StrEnum):
     WARN = "warn"
@@ -86,7 +88,10 @@ def dropped_rows(rules: list[Expectation], metrics: Mapping[str, Any]) -> int:
 
 def fail_message(rule: Expectation, table: str) -> str:
     """The error a fail rule raises; it names the rule, the table and what to do."""
-    return (
-        f"expectation {rule.name!r} on {table!r} failed (expect_or_fail: {rule.predicate}); "
-        "the batch was not committed. Fix the input or relax the rule, then run again."
+    return str(
+        ExpectationError(
+            f"expectation {rule.name!r} on {table!r} failed (expect_or_fail: {rule.predicate}); "
+            "the batch was not committed",
+            fix="fix the input or relax the rule, then run again",
+        )
     )

@@ -9,13 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lakefeed.errors import PipelineDefinitionError
 
-class PipelineError(Exception):
+
+class PipelineError(PipelineDefinitionError):
     """A pipeline that cannot run as written; ``problems`` lists every issue found."""
 
-    def __init__(self, problems: Iterable[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(f"- {p}" for p in self.problems))
+    def __init__(self, problems: Iterable[str], *, fix: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(f"- {p}" for p in self.problems), fix=fix)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.problems,))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from lakefeed.pipeline.api import Dataset, Pipeline, loading, read, read_stream
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
-from lakefeed.pipeline.sql import SqlFlow, parse_sql_file
+from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 
 SUFFIXES = (".py", ".sql")
 
@@ -97,7 +97,12 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
         df = _read_if_defined(name)
         if df is not None:
             views[(name, False)] = _temp_view(df, flow.name, name, "b")
-    return spark.sql(flow.render(views))
+    try:
+        return spark.sql(flow.render(views))
+    except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line
+        from lakefeed.explain import explain
+
+        raise sql_query_error(flow, error, explain(error).message) from error
 
 
 def _read_if_defined(name: str):  # noqa: ANN202

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
@@ -79,6 +80,8 @@ class SqlFlow:
     partition_cols: list[str] = field(default_factory=list)
     comment: str | None = None
     table_properties: dict[str, str] = field(default_factory=dict)
+    path: str = "<sql>"  # the file, and the file's line where the query after AS starts
+    query_line: int = 1
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
         """The query with each dataset reference replaced by its temporary view name."""
@@ -91,8 +94,10 @@ class SqlFlow:
         return text
 
 
-def split_statements(text: str) -> list[str]:
-    """Split on ``;`` outside quotes, dropping ``--`` and ``/* */`` comments."""
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """Split on ``;`` outside quotes, dropping ``--`` and ``/* */`` comments; each statement
+    with the file's line it starts on (a comment's line breaks are kept, so lines inside a
+    statement still count as in the file)."""
     statements, current, i, quote = [], [], 0, ""
     while i < len(text):
         ch = text[i]
@@ -109,7 +114,9 @@ def split_statements(text: str) -> list[str]:
             continue
         elif text.startswith("/*", i):
             end = text.find("*/", i)
-            i = len(text) if end < 0 else end + 2
+            end = len(text) if end < 0 else end + 2
+            current.append("\n" * text.count("\n", i, end))
+            i = end
             continue
         elif ch == ";":
             statements.append("".join(current))
@@ -118,12 +125,18 @@ def split_statements(text: str) -> list[str]:
             current.append(ch)
         i += 1
     statements.append("".join(current))
-    return [s.strip() for s in statements if s.strip()]
+    lines, found = 1, []
+    for statement in statements:
+        if statement.strip():
+            lead = len(statement) - len(statement.lstrip())
+            found.append((lines + statement.count("\n", 0, lead), statement.strip()))
+        lines += statement.count("\n")
+    return found
 
 
-def parse_statement(statement: str, source: str) -> SqlFlow:
+def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     head = _HEAD.match(statement)
-    where = f"{source}: {statement.split(chr(10))[0][:80]!r}"
+    where = f"{source}:{line}: {statement.split(chr(10))[0][:80]!r}"
     if head is None:
         raise PipelineError(
             [
@@ -132,7 +145,8 @@ def parse_statement(statement: str, source: str) -> SqlFlow:
             ]
         )
     kind = KINDS[" ".join(head.group("kind").upper().split())]
-    flow = SqlFlow(name=head.group("name"), kind=kind, query="", source=source)
+    flow = SqlFlow(name=head.group("name"), kind=kind, query="", source=f"{source}:{line}")
+    flow.path = source
     rest = statement[head.end() :]
     if rest.startswith("("):
         close = _matching_paren(rest)
@@ -146,7 +160,10 @@ def parse_statement(statement: str, source: str) -> SqlFlow:
         raise PipelineError(
             [f"{where}: expected AS <query> after the clauses, found {rest[:40]!r}"]
         )
-    flow.query = rest[as_match.end() :].strip()
+    after = rest[as_match.end() :]
+    flow.query = after.strip()
+    start = len(statement) - len(after.lstrip())
+    flow.query_line = line + statement.count("\n", 0, start)
     if not flow.query:
         raise PipelineError([f"{where}: empty query after AS"])
     _collect_reads(flow)
@@ -156,9 +173,9 @@ def parse_statement(statement: str, source: str) -> SqlFlow:
 def parse_sql(text: str, source: str = "<sql>") -> list[SqlFlow]:
     """Every flow of a SQL pipeline file; all syntax problems reported together."""
     flows, problems = [], []
-    for statement in split_statements(text):
+    for line, statement in split_statements(text):
         try:
-            flows.append(parse_statement(statement, source))
+            flows.append(parse_statement(statement, source, line))
         except PipelineError as error:
             problems.extend(error.problems)
     if problems:
@@ -266,3 +283,30 @@ def _collect_reads(flow: SqlFlow) -> None:
         target = flow.stream_reads if match.group("stream") else flow.batch_reads
         if name not in target:
             target.append(name)
+
+
+class SqlQueryError(PipelineDefinitionError):
+    """Spark refused a SQL flow's query; ``where`` is the file's line (not the statement's)."""
+
+    code = "SQL_QUERY"
+
+    def __init__(self, message: str, *, where: str, fix: str | None = None) -> None:
+        self.where = where
+        super().__init__(message, fix=fix)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_sql_error, (self.message, self.where, self.fix))
+
+
+def _sql_error(message: str, where: str, fix: str | None) -> SqlQueryError:
+    return SqlQueryError(message, where=where, fix=fix)
+
+
+_SPARK_LINE = re.compile(r"\(?line (?P<line>\d+),? pos(?:ition)? \d+")
+
+
+def sql_query_error(flow: SqlFlow, error: BaseException, message: str) -> SqlQueryError:
+    """Spark's error for ``flow``'s query, placed at the file's line Spark's line points at."""
+    found = _SPARK_LINE.search(str(error))
+    line = flow.query_line + (int(found.group("line")) - 1 if found else 0)
+    return SqlQueryError(message, where=f"{flow.path}:{line}")

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.connectors.delta import table as delta_table
+from lakefeed.explain import explain
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
@@ -43,6 +41,7 @@ class Evaluator:
     reads: dict[str, list[str]] = field(default_factory=dict)
     frames: dict[str, DataFrame] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    causes: dict[str, BaseException] = field(default_factory=dict)  # errors' exceptions (--debug)
     # External sources per dataset, views' included: (format, options) as given to Spark.
     sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
     _stack: list[str] = field(default_factory=list)
@@ -99,7 +98,8 @@ class Evaluator:
         return self.spark.read.format("delta").options(**options).load(path)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
-        self.sources.setdefault(self._stack[-1], []).append((fmt, dict(options)))
+        given = {**options, "path": path} if path is not None else dict(options)
+        self.sources.setdefault(self._stack[-1], []).append((fmt, given))
         reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
         reader = reader.options(**options)
         return reader.load(path) if path is not None else reader.load()
@@ -130,6 +130,7 @@ class Evaluator:
             return None
         except Exception as error:  # a user's flow function: report, never crash validate
             self.errors[name] = _describe(name, dataset.source, error)
+            self.causes[name] = error
             if len(self._stack) > 1:
                 raise _Abort(name) from error
             return None
@@ -146,19 +147,9 @@ class Evaluator:
         return frame
 
 
-_LIBRARIES = (
-    str(Path(__file__).resolve().parents[1]),
-    str(Path(pyspark.__file__).resolve().parents[1]),
-    "<",
-)
-
-
 def _describe(name: str, where: str, error: Exception) -> str:
-    frames = traceback.extract_tb(error.__traceback__)
-    user = [f for f in frames if not f.filename.startswith(_LIBRARIES)]
-    at = f"{user[-1].filename}:{user[-1].lineno}" if user else where
-    message = str(error).strip().split("\n")[0][:500]
-    return f"{name!r} failed to evaluate at {at}: {type(error).__name__}: {message}"
+    failure = explain(error)
+    return f"{name!r} failed to evaluate at {failure.where or where}: {failure.message}"
 
 
 @contextlib.contextmanager

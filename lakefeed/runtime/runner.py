@@ -21,7 +21,6 @@ import shutil
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,15 +30,17 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.delta import table as delta_table
+from lakefeed.errors import CheckpointError
+from lakefeed.explain import Failure, explain
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import EventLog
-from lakefeed.observe.figures import headline
 from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
+from lakefeed.runtime.checkpoint_files import check_checkpoint_files
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.skipped import report_skipped_files
@@ -76,6 +77,7 @@ class FlowState:
     attempts: int = 0
     restart_at: float | None = None
     failed: bool = False
+    error: str | None = None  # the last failure, as a user reads it
     frame: DataFrame | None = None  # evaluated by _prepare; a restart evaluates afresh
     sources: list[tuple[str, dict[str, str]]] = field(default_factory=list)
 
@@ -85,6 +87,7 @@ class RunResult:
     run_id: str
     failed: list[str] = field(default_factory=list)
     reason: str = "completed"
+    errors: dict[str, str] = field(default_factory=dict)  # failed flow -> why
 
     @property
     def ok(self) -> bool:
@@ -155,14 +158,16 @@ class PipelineRunner:
                 else:
                     self._triggered(validation)
             result.failed = [n for n, f in self.flows.items() if f.failed]
+            result.errors = {n: f.error or "failed" for n, f in self.flows.items() if f.failed}
             result.reason = self._stop_reason if self._stop.is_set() else "completed"
         except BaseException as error:
-            result.reason = f"{type(error).__name__}: {error}"
+            failure = explain(error)
+            result.reason = str(failure)
             self.events.emit(
                 "error",
-                str(error)[:2000],
+                str(failure)[:2000],
                 level="ERROR",
-                details={"error": str(error), "traceback": traceback.format_exc()},
+                details={"error": str(failure), "code": failure.code, "traceback": failure.trace},
             )
             raise
         finally:
@@ -242,7 +247,8 @@ class PipelineRunner:
                 sources = evaluator.sources.get(dataset.name, [])
                 self.flows[dataset.name] = FlowState(dataset, plan, frame=frame, sources=sources)
         if problems:
-            raise PipelineError(problems)
+            causes = {**batches.causes, **streams.causes}
+            raise PipelineError(problems) from next(iter(causes.values()), None)
 
     def _create_if_missing(self, dataset: Dataset, frame: DataFrame) -> None:
         """Readers of a table resolve its schema at start: create it empty beforehand.
@@ -274,9 +280,11 @@ class PipelineRunner:
             self.pipeline.name, dataset.name, dataset.name, plan.facts.stateful
         )
         path = str(self.lakehouse.table_path(dataset.name))
+        refresh = f"lakefeed run PIPELINE --full-refresh {dataset.name}"
         try:
+            check_checkpoint_files(checkpoint, dataset.name, refresh)
             guard.check(checkpoint, identity, delta_table.has_rows(path))
-        except guard.GuardError as error:
+        except (guard.GuardError, CheckpointError) as error:
             return [str(error)]
         guard.write_identity(checkpoint, identity)
         return []
@@ -355,7 +363,10 @@ class PipelineRunner:
                     break
                 if state.failed:
                     raise PipelineError(
-                        [f"flow {dataset.name!r} failed; downstream flows were not run"]
+                        [
+                            f"flow {dataset.name!r} failed: {state.error}; "
+                            "downstream flows were not run"
+                        ]
                     )
                 self._sleep_until(state.restart_at or 0)
 
@@ -407,19 +418,7 @@ class PipelineRunner:
         try:
             self._start(state, trigger)
         except Exception as error:
-            name = state.dataset.name
-            self.events.emit(
-                "flow_failed",
-                f"{name} could not restart: {headline(str(error))}",
-                flow=name,
-                level="ERROR",
-                details={"error": str(error)[:4000], "traceback": traceback.format_exc()},
-            )
-            if state.attempts >= self.options.max_restarts:
-                state.failed = True
-                return
-            state.restart_at = time.monotonic() + self._backoff(state)
-            state.attempts += 1
+            self._failed(state, explain(error), "could not restart")
 
     def _finished(self, state: FlowState) -> bool:
         """Handle a query that ended: True if it ended cleanly, else schedule a restart."""
@@ -432,23 +431,41 @@ class PipelineRunner:
         if error is None:
             self.events.emit("flow_stop", f"{name} stopped", flow=name, details={"target": name})
             return True
-        text = str(error)
+        self._failed(state, explain(error), "failed")
+        return False
+
+    def _failed(self, state: FlowState, failure: Failure, what: str) -> None:
+        """Record a flow's failure; restart it with backoff unless its error is permanent (its
+        code says retrying cannot help) or its restarts are used up. One log line each time."""
+        name = state.dataset.name
+        state.error = str(failure)
         self.events.emit(
             "flow_failed",
-            f"{name} failed: {headline(text) if text else type(error).__name__}",
+            f"{name} {what}: {failure}",
             flow=name,
             level="ERROR",
-            details={"error": text[:4000], "traceback": _stack(error)},
+            details={
+                "error": str(failure),
+                "code": failure.code,
+                "permanent": failure.permanent,
+                "traceback": failure.trace,
+            },
         )
-        if state.attempts >= self.options.max_restarts or _permanent(text):
+        if failure.permanent or state.attempts >= self.options.max_restarts:
             state.failed = True
-            return False
+            why = "permanent error, not retried" if failure.permanent else "no restarts left"
+            log.error(f"flow {name!r} {what}: {failure} ({why})")
+            return
         delay = self._backoff(state)
         state.attempts += 1
         state.restart_at = time.monotonic() + delay
+        log.warning(
+            f"flow {name!r} {what}: {failure}; "
+            f"restart {state.attempts}/{self.options.max_restarts} in {delay:.1f}s"
+        )
         self.events.emit(
             "flow_restart",
-            f"{name}: restart {state.attempts}/{self.options.max_restarts} in {delay:.0f}s",
+            f"{name}: restart {state.attempts}/{self.options.max_restarts} in {delay:.1f}s",
             flow=name,
             details={
                 "attempt": state.attempts,
@@ -457,7 +474,6 @@ class PipelineRunner:
                 "target": name,
             },
         )
-        return False
 
     def _sleep_until(self, when: float) -> None:
         while time.monotonic() < when and not self._stop.is_set():
@@ -583,23 +599,6 @@ def _graceful_stop(query: StreamingQuery, timeout: float) -> None:
             break
         time.sleep(0.1)
     query.stop()
-
-
-_PERMANENT = (
-    "expectation ",  # expect_or_fail: retrying the same input fails the same way
-    "AnalysisException",
-    "STREAMING_OUTPUT_MODE",
-    "SchemaMismatch",
-)
-
-
-def _permanent(text: str) -> bool:
-    return any(marker in text for marker in _PERMANENT)
-
-
-def _stack(error: BaseException) -> str:
-    trace = getattr(error, "getStackTrace", None)
-    return (trace() if callable(trace) else None) or str(error)
 
 
 def run_pipeline(

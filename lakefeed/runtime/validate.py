@@ -27,6 +27,9 @@ class Validation:
     flows: dict[str, FlowPlan] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # each flow's outside sources: (format, options with "path"), for --check-connections
+    sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
+    causes: dict[str, BaseException] = field(default_factory=dict)  # behind problems, if any
 
     @property
     def order(self) -> list[str]:
@@ -34,7 +37,7 @@ class Validation:
 
     def raise_for_problems(self) -> None:
         if self.problems:
-            raise PipelineError(self.problems)
+            raise PipelineError(self.problems) from next(iter(self.causes.values()), None)
 
 
 def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice]:
@@ -64,6 +67,7 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
     graph = evaluator.evaluate_all()
     result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
+    result.sources, result.causes = evaluator.sources, evaluator.causes
     for name, dataset in pipeline.datasets.items():
         frame = evaluator.frames.get(name)
         if frame is None or dataset.kind == "view":

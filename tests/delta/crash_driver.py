@@ -2,14 +2,15 @@
 
 Run by tests/delta/test_crash.py through tests/support/crash.py. Before starting Spark it
 records how far the Delta table and Spark's commit log each got (runs.jsonl), so the test can
-prove a restart found the Delta commit of a batch ahead of Spark's commit log. On run 1 it arms
-the sink's test-only fault hook, which SIGKILLs the driver right after a Delta commit.
+prove a restart found the Delta commit of a batch ahead of Spark's commit log. On run 1 it adds
+a hook to the sink's commit that SIGKILLs the driver right after a Delta commit.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -42,9 +43,10 @@ def main(work: Path) -> None:
     with (work / "runs.jsonl").open("a") as out:
         out.write(json.dumps(_progress(work)) + "\n")
     if os.environ.get("LAKEFEED_CRASH_RUN") == "1":
-        from lakefeed.connectors.delta.commit import KILL_AFTER_COMMIT_ENV
+        from lakefeed.connectors.delta import commit
 
-        os.environ[KILL_AFTER_COMMIT_ENV] = f"*:{os.getpgid(0)}"
+        # The sink commits in this process (foreachBatch): die with the JVM right after it.
+        commit.AFTER_COMMIT.append(lambda _root, _batch: os.killpg(0, signal.SIGKILL))
     spark = driver_session("delta-crash")
     query = (
         spark.readStream.format("delta")

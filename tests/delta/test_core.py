@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -392,3 +394,36 @@ def test_pruning_by_partition_and_stats(tmp_path: Path) -> None:
     assert count(("isnull", "id", None)) == 0
     assert count(("isnotnull", "day", None)) == 3
     assert count(("=", "id", "not a number")) == 3  # unsure: keep
+
+
+def test_after_commit_hooks_see_each_committed_batch_once(tmp_path: Path) -> None:
+    seen: list[tuple[str, int]] = []
+    commit.AFTER_COMMIT.append(lambda root, batch: seen.append((root, batch)))
+    try:
+        _stream_commit(tmp_path / "t", 0, range(3))
+        _stream_commit(tmp_path / "t", 1, range(3, 5))
+        _stream_commit(tmp_path / "t", 1, range(3, 5))  # a replay is skipped: no hook
+    finally:
+        commit.AFTER_COMMIT.clear()
+    assert seen == [(str(tmp_path / "t"), 0), (str(tmp_path / "t"), 1)]
+
+
+def test_commit_path_reads_no_kill_switch_from_the_environment(tmp_path: Path) -> None:
+    """The old test-only switch, set as crash tests set it, no longer kills the committer."""
+    script = (
+        "import os, sys\n"
+        "os.environ['LAKEFEED_TEST_KILL_AFTER_DELTA_COMMIT'] = f'*:{os.getpgid(0)}'\n"
+        "from pathlib import Path\n"
+        "from tests.delta.test_core import _stream_commit\n"
+        "_stream_commit(Path(sys.argv[1]), 0, range(3))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "t")],
+        cwd=Path(__file__).parents[2],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert DeltaTable(str(tmp_path / "t")).version() == 0

@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -36,11 +35,12 @@ from lakefeed.connectors.delta.schema import (
     merge_schema,
     table_arrow_schema,
 )
+from lakefeed.errors import ConflictError
 
-# Test-only fault injection: "<batch id or *>:<process group>" makes the commit of that batch
-# (any batch for "*") SIGKILL the given process group (the Spark driver) and its own right after
-# the Delta commit, before Spark can write its own commit log. Never set it outside crash tests.
-KILL_AFTER_COMMIT_ENV = "LAKEFEED_TEST_KILL_AFTER_DELTA_COMMIT"
+# Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
+# writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
+# its driver script). lakefeed itself adds none.
+AFTER_COMMIT: list[Callable[[str, int], None]] = []
 
 
 @dataclass(frozen=True)
@@ -172,12 +172,14 @@ def commit_stream_batch(
             metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
         )
     except CommitFailedError as error:
-        raise RuntimeError(
-            f"commit of batch {batch_id} to {spec.root} failed: {error}. Another query with the "
-            "same checkpoint may be writing to this table: run one query per checkpoint."
+        raise ConflictError(
+            f"commit of batch {batch_id} to {spec.root} failed: {error}",
+            fix="another query with the same checkpoint may be writing to this table: run one "
+            "query per checkpoint",
         ) from error
     if not result.skipped:
-        _fault_hook(batch_id)
+        for hook in AFTER_COMMIT:
+            hook(spec.root, batch_id)
     keep = (
         {os.path.normpath(os.path.join(spec.root, f.path)) for f in files}
         if not result.skipped
@@ -185,17 +187,6 @@ def commit_stream_batch(
     )
     removed = remove_uncommitted(spec.root, app_id, batch_id, keep, files)
     return CommitResult(result.version, result.skipped, removed)
-
-
-def _fault_hook(batch_id: int) -> None:
-    target = os.environ.get(KILL_AFTER_COMMIT_ENV)
-    if not target:
-        return
-    batch, _, group = target.partition(":")
-    if batch == "*" or int(batch) == batch_id:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(group), signal.SIGKILL)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _committed_paths(root: str, app_id: str, batch_id: int, scan: int = 200) -> set[str] | None:

@@ -27,12 +27,15 @@ from lakefeed.connectors.patching import (
     text,
     wrap,
 )
+from lakefeed.errors import DeltaError
 
 _ERROR_MODES = {"error", "errorifexists", "default"}
 
 
-class DeltaTableExistsError(FileExistsError):
+class DeltaTableExistsError(DeltaError, FileExistsError):
     """``save()`` in the default mode found a Delta table already there (Spark's behaviour)."""
+
+    code = "DELTA_TABLE_EXISTS"
 
 
 def _names(cols: tuple[Any, ...]) -> list[str]:

@@ -17,12 +17,15 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
+from lakefeed.errors import DeltaError
 
 LOG_DIR = "_delta_log"
 
 
-class DeltaSourceError(RuntimeError):
+class DeltaSourceError(DeltaError):
     """A Delta table a stream cannot read as asked; the message says what to do."""
+
+    code = "DELTA_SOURCE"
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,13 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import Schema as DeltaSchema
 
+from lakefeed.errors import DeltaError
 
-class SchemaMismatchError(ValueError):
+
+class SchemaMismatchError(DeltaError, ValueError):
     """A write whose schema the table cannot take as it is."""
+
+    code = "DELTA_SCHEMA_MISMATCH"
 
 
 def as_nullable(schema: pa.Schema) -> pa.Schema:

@@ -14,11 +14,15 @@ import stat
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from lakefeed.errors import OptionError
+
 _GLOB_CHARS = re.compile(r"[*?\[{\\]")
 
 
-class GlobError(ValueError):
+class GlobError(OptionError):
     """A glob that cannot be compiled (unbalanced ``{`` or ``[``)."""
+
+    code = "GLOB"
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

@@ -60,6 +60,7 @@ from lakefeed.connectors.files.schemas import (
     settle,
     value_type,
 )
+from lakefeed.errors import SourceError
 from lakefeed.observe.logs import get_logger
 
 CORRUPT_RECORD = "_corrupt_record"
@@ -69,16 +70,29 @@ MAX_BATCH_ROWS = 65_536
 log = get_logger("lakefeed.connectors.files")
 
 
-class NewColumnsError(RuntimeError):
+class NewColumnsError(SourceError):
     """A file brought columns the schema does not have (addNewColumns / failOnNewColumns)."""
 
+    code = "NEW_COLUMNS"
 
-class BadRecordsError(RuntimeError):
+
+class SchemaEvolvedError(NewColumnsError):
+    """addNewColumns recorded the new columns: a restart ingests them (Auto Loader's way)."""
+
+    code = "SCHEMA_EVOLVED"
+    permanent = False
+
+
+class BadRecordsError(SourceError):
     """Values did not fit the schema and there is no rescued-data column to keep them."""
 
+    code = "BAD_RECORDS"
 
-class UnreadableFileError(RuntimeError):
+
+class UnreadableFileError(SourceError):
     """A file could not be read at all (corrupt, truncated, vanished)."""
+
+    code = "UNREADABLE_FILE"
 
 
 @dataclass
@@ -405,7 +419,7 @@ def _settle_new_columns(entry: FileEntry, decoded: Decoded, plan: ReadPlan) -> N
         )
     fields = [StructField(n, settle(decoded.new_fields[n])) for n in names]
     version = SchemaStore(plan.schema_location).add_columns(fields, f"new columns in {entry.path}")
-    raise NewColumnsError(
+    raise SchemaEvolvedError(
         f"[UNKNOWN_FIELD_EXCEPTION.NEW_FIELDS_IN_FILE] file {entry.path} has new columns "
         f"{names}. The schema at {plan.schema_location} is now version {version} with them; "
         "restart the stream to ingest them (the stopped batch is replayed with the new schema)."

@@ -9,6 +9,7 @@ opened lazily, on the first offset call, in the runner only.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -392,9 +393,13 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
         return latest[1]
     sample = [entry.path for entry in list_files(opts.matcher)[: opts.sample_files]]
     if not sample:
+        missing = (
+            "" if os.path.isdir(opts.matcher.base) else f" ({opts.matcher.base} does not exist)"
+        )
         raise OptionError(
-            f"no {opts.format} files under {opts.path} to infer a schema from: land a first file, "
-            "or give a schema (.schema(...) or cloudFiles.schemaHints with all columns)"
+            f"no {opts.format} files under {opts.path}{missing} to infer a schema from",
+            fix="land a first file, or give a schema (.schema(...) or cloudFiles.schemaHints "
+            "with all columns)",
         )
     inferred = infer_schema(sample, opts)
     store.create(0, inferred, f"inferred from {len(sample)} file(s)")

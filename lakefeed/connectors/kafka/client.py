@@ -23,6 +23,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from lakefeed.connectors.kafka.offsets import Watermarks
 from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, TopicPartition
+from lakefeed.errors import DataLossRiskError, SourceError, UnavailableError
 
 LIBRDKAFKA_LOG = logging.getLogger("lakefeed.kafka.librdkafka")
 """librdkafka's own log lines (connection failures, ...) go here instead of raw stderr."""
@@ -55,12 +56,22 @@ LIBRDKAFKA_LOG.addFilter(_Repeats())
 T = TypeVar("T")
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(SourceError):
     """The brokers could not answer (unreachable, refused, timed out); message is scrubbed."""
 
+    code = "KAFKA_SOURCE"
 
-class DataLossError(RuntimeError):
+
+class DataLossError(DataLossRiskError):
     """Offsets the query needs are gone; raised only when failOnDataLoss is true."""
+
+    code = "KAFKA_DATA_LOSS"
+
+
+class KafkaUnavailableError(KafkaSourceError, UnavailableError):
+    """No broker answered (down, unreachable, refused): worth a retry with backoff."""
+
+    code = "KAFKA_UNAVAILABLE"
 
 
 def data_loss_message(problems: Iterable[str]) -> str:
@@ -144,7 +155,7 @@ class BrokerView:
                         "Kafka %s failed (%s); retry %d of %d", what, reason, attempt + 1, retries
                     )
                     time.sleep(self.options.retry_interval_s)
-        raise KafkaSourceError(
+        raise KafkaUnavailableError(
             self.options.scrub(
                 f"Kafka {what} failed: {reason} (brokers {self.options.bootstrap_servers}, "
                 f"waited {self.options.metadata_timeout_s:g} s"

@@ -23,6 +23,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from lakefeed.connectors.kafka.client import (
     DataLossError,
     KafkaSourceError,
+    KafkaUnavailableError,
     data_loss_message,
     make_consumer,
 )
@@ -217,7 +218,7 @@ class RangeReader:
                 raise DataLossError(data_loss_message([problem + f", still after {timeout}"]))
             log.warning("Kafka data loss (failOnDataLoss=false): %s", problem)
             return
-        raise KafkaSourceError(
+        raise KafkaUnavailableError(
             self.options.scrub(
                 f"Kafka read timed out: no data for {timeout} at {problem}. Check that brokers "
                 f"{self.options.bootstrap_servers} are up and reachable from the executors."

@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
 from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions
+from lakefeed.errors import UnavailableError
 
 log = logging.getLogger("lakefeed.kafka.sink")
 
@@ -32,8 +33,10 @@ _COLUMN_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
-class KafkaSinkError(RuntimeError):
+class KafkaSinkError(UnavailableError):
     """Messages were not delivered; the batch must fail (and be retried by Spark)."""
+
+    code = "KAFKA_SINK"
 
 
 def check_sink_columns(columns: dict[str, str], options: SinkOptions) -> None:

@@ -1,0 +1,62 @@
+"""Is a flow's checkpoint readable at all? Checked before its query starts.
+
+Spark reads a damaged offset or commit log file (a truncated write, a bad copy, a hand edit) only
+once the query runs, and fails the same way on every restart. Checking the files' framing first
+turns that into one permanent :class:`~lakefeed.errors.CheckpointError` naming the file and the
+fix, instead of a loop of restarts each dumping a JVM stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from lakefeed.errors import CheckpointError, register_code
+
+CORRUPT = register_code("CHECKPOINT_CORRUPT", CheckpointError)
+
+_VERSION = re.compile(r"^v\d+$")
+# Spark's logs: a version line, then a JSON metadata line (offsets: one line per source follows)
+_LOGS = ("offsets", "commits")
+_JSON_FILES = ("metadata", "_lakefeed.json")
+
+
+def check_checkpoint_files(checkpoint: Path, flow: str, refresh: str) -> None:
+    """Raise a permanent ``CHECKPOINT_CORRUPT`` error for the first unreadable file."""
+    for name in _JSON_FILES:
+        path = checkpoint / name
+        if path.is_file() and _bad_json(path.read_bytes()):
+            _corrupt(path, flow, refresh)
+    for log in _LOGS:
+        folder = checkpoint / log
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if path.name.isdigit() and _bad_log_file(path.read_bytes()):
+                _corrupt(path, flow, refresh)
+
+
+def _bad_json(data: bytes) -> bool:
+    try:
+        json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
+        return True
+    return False
+
+
+def _bad_log_file(data: bytes) -> bool:
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return True
+    return len(lines) < 2 or not _VERSION.match(lines[0]) or _bad_json(lines[1].encode())
+
+
+def _corrupt(path: Path, flow: str, refresh: str) -> None:
+    raise CheckpointError(
+        f"flow {flow!r}: checkpoint file {path} is damaged (not what Spark wrote); the query "
+        "cannot resume from it",
+        fix=f"restore the file from a backup, or rebuild the table with `{refresh}`",
+        code=CORRUPT,
+    )

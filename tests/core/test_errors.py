@@ -1,0 +1,75 @@
+"""lakefeed's error classes carry stable codes and say whether a retry can help."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from lakefeed import errors
+from lakefeed.connectors.delta.compat import DeltaTableExistsError
+from lakefeed.connectors.delta.log import DeltaSourceError
+from lakefeed.connectors.delta.schema import SchemaMismatchError
+from lakefeed.connectors.files.globs import GlobError
+from lakefeed.connectors.files.options import OptionError as FilesOptionError
+from lakefeed.connectors.files.readers import (
+    BadRecordsError,
+    NewColumnsError,
+    SchemaEvolvedError,
+    UnreadableFileError,
+)
+from lakefeed.connectors.generator.iot import GeneratorOptionError
+from lakefeed.connectors.kafka.client import DataLossError, KafkaSourceError, KafkaUnavailableError
+from lakefeed.connectors.kafka.options import KafkaOptionError
+from lakefeed.connectors.kafka.produce import KafkaSinkError
+from lakefeed.observe.tables import TableViewError
+from lakefeed.pipeline.graph import PipelineError
+
+# class, its code, the builtin callers catch it by, permanent?
+CLASSES = [
+    (PipelineError, "PIPELINE", ValueError, True),
+    (DeltaSourceError, "DELTA_SOURCE", RuntimeError, True),
+    (SchemaMismatchError, "DELTA_SCHEMA_MISMATCH", ValueError, True),
+    (DeltaTableExistsError, "DELTA_TABLE_EXISTS", FileExistsError, True),
+    (KafkaSourceError, "KAFKA_SOURCE", RuntimeError, True),
+    (KafkaUnavailableError, "KAFKA_UNAVAILABLE", KafkaSourceError, False),
+    (DataLossError, "KAFKA_DATA_LOSS", RuntimeError, True),
+    (KafkaSinkError, "KAFKA_SINK", RuntimeError, False),
+    (KafkaOptionError, "KAFKA_OPTION", ValueError, True),
+    (NewColumnsError, "NEW_COLUMNS", RuntimeError, True),
+    (SchemaEvolvedError, "SCHEMA_EVOLVED", NewColumnsError, False),
+    (BadRecordsError, "BAD_RECORDS", RuntimeError, True),
+    (UnreadableFileError, "UNREADABLE_FILE", RuntimeError, True),
+    (TableViewError, "TABLE_VIEW", ValueError, True),
+    (GeneratorOptionError, "GENERATOR_OPTION", ValueError, True),
+    (FilesOptionError, "FILES_OPTION", ValueError, True),
+    (GlobError, "GLOB", ValueError, True),
+]
+
+
+@pytest.mark.parametrize(("cls", "code", "builtin", "permanent"), CLASSES)
+def test_error_classes_have_codes(
+    cls: type[errors.LakefeedError], code: str, builtin: type, permanent: bool
+) -> None:
+    error = cls(["boom"]) if cls is PipelineError else cls("boom")
+    assert isinstance(error, errors.LakefeedError)
+    assert isinstance(error, builtin)
+    assert errors.code_of(error) == code
+    # The code survives as text (a Py4J message) and still says whether a retry helps.
+    wrapped = f"py4j.protocol.Py4JJavaError: An error occurred\n  {error}\n\tat org.apache..."
+    assert errors.code_of(wrapped) == code
+    assert errors.is_permanent(wrapped) is permanent
+    assert errors.is_permanent(error) is permanent
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
+def test_codes_are_unique() -> None:
+    codes = [code for _, code, _, _ in CLASSES]
+    assert len(codes) == len(set(codes))
+
+
+def test_pipeline_error_keeps_its_problems() -> None:
+    error = PipelineError(["a is wrong", "b is wrong"])
+    again = pickle.loads(pickle.dumps(error))
+    assert again.problems == ["a is wrong", "b is wrong"]
+    assert "a is wrong" in str(error) and "b is wrong" in str(error)

@@ -157,7 +157,9 @@ def test_validate_json_for_orchestrators(spark, pipeline: Path, lakehouse: Lakeh
         "order",
         "problems",
         "warnings",
+        "connections",
     ]
+    assert doc["connections"] == []  # filled by --check-connections
     assert doc["format"] == 1 and doc["valid"] is True and doc["problems"] == []
     assert doc["edges"] == [{"from": "raw", "to": "copied"}, {"from": "copied", "to": "per_device"}]
     raw = next(d for d in doc["datasets"] if d["name"] == "raw")

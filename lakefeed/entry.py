@@ -282,4 +282,5 @@ def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResul
         order=order,
         problems=tuple(check.problems),
         warnings=tuple(check.warnings),
+        causes=dict(check.causes),
     )

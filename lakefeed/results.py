@@ -8,6 +8,7 @@ which contract a document follows).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -113,6 +114,8 @@ class ValidationResult:
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     connections: tuple[ConnectionCheck, ...] = ()  # with check_connections=True
+    # the exceptions behind problems (for --debug traces); not part of the JSON document
+    causes: Mapping[str, BaseException] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

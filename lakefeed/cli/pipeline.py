@@ -214,13 +214,17 @@ def validate(
     Exits 2 when the pipeline would be refused (also with --json, whose document then lists
     the problems).
     """
-    result = entry.validate(
-        list(paths),
-        lakehouse=lakehouse_dir,
-        conf=_conf(conf),
-        master=master,
-        check_connections=check_connections,
-    )
+    try:
+        pipeline = _load(paths, conf)
+    except PipelineError:  # a result that lists the load problems, without starting Spark
+        result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf))
+    else:
+        result = entry.validate(
+            pipeline,
+            lakehouse=lakehouse_dir,
+            spark=_spark(master, pipeline.name),
+            check_connections=check_connections,
+        )
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         sys.exit(0 if result.ok else 2)
@@ -231,7 +235,9 @@ def validate(
     if check_connections:
         _report_connections(result.connections)
     if result.problems:
-        _fail(PipelineError(list(result.problems)))
+        error = PipelineError(list(result.problems))
+        error.__cause__ = next(iter(result.causes.values()), None)
+        _fail(error)
     console.print("[green]pipeline is valid[/]")
 
 

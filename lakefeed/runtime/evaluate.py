@@ -26,7 +26,7 @@ from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
-from lakefeed.pipeline.modes import PlanFacts
+from lakefeed.pipeline.output_modes import PlanFacts
 
 
 class _Abort(Exception):

@@ -4,7 +4,7 @@ librdkafka, plus :func:`read_kafka` for pipeline flows.
 Modules: ``options`` (Spark option names → librdkafka, secrets scrubbed), ``offsets`` (offset
 JSON, planning, rate limits, data loss), ``client`` (driver-side metadata/watermarks),
 ``consume`` (one task's [start, end) read), ``produce`` (idempotent at-least-once sink), ``lag``
-(lag from query progress), ``source`` (the Spark adapters).
+(lag from query progress), ``source`` (the Spark reader adapters), ``sink`` (the Spark writers).
 """
 
 from __future__ import annotations

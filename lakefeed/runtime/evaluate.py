@@ -21,6 +21,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
+from lakefeed.connectors import delta, registry
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
@@ -93,14 +94,22 @@ class Evaluator:
                 return upstream
             return self.spark.createDataFrame([], upstream.schema)
         if streaming and self.mode != "batch":
-            return self.spark.readStream.format("delta").options(**options).load(path)
-        return self.spark.read.format("delta").options(**options).load(path)
+            return delta.read_stream(self.spark, path, **options)
+        return delta.read(self.spark, path, **options)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
-        self.sources.setdefault(self._stack[-1], []).append((fmt, dict(options)))
-        reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
-        reader = reader.options(**options)
-        return reader.load(path) if path is not None else reader.load()
+        flow = self._stack[-1]
+        streaming = self.mode != "batch"
+        connector = registry.find(fmt)
+        if connector is None:  # any other Spark format, read as Spark reads it
+            self.sources.setdefault(flow, []).append((fmt, _with_path(options, path)))
+            reader = (self.spark.readStream if streaming else self.spark.read).format(fmt)
+            reader = reader.options(**options)
+            return reader.load(path) if path is not None else reader.load()
+        schema_path = str(self.lakehouse.schema_path(flow))
+        options = {**connector.pipeline_defaults(schema_path, options), **options}
+        self.sources.setdefault(flow, []).append((connector.format, _with_path(options, path)))
+        return connector.read(self.spark, path, options, streaming=streaming)
 
     # -- internals
 
@@ -158,6 +167,11 @@ def _describe(name: str, where: str, error: Exception) -> str:
     at = f"{user[-1].filename}:{user[-1].lineno}" if user else where
     message = str(error).strip().split("\n")[0][:500]
     return f"{name!r} failed to evaluate at {at}: {type(error).__name__}: {message}"
+
+
+def _with_path(options: Mapping[str, str], path: str | None) -> dict[str, str]:
+    """A source's options as recorded for its events and name (its path among them)."""
+    return {**options, "path": path} if path is not None else dict(options)
 
 
 def is_delta_table(path: str) -> bool:

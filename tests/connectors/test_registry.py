@@ -107,3 +107,19 @@ def test_the_ui_names_a_flows_sources_as_the_runtime_did() -> None:
         {"nodes": [{"name": "bronze", "kind": "table"}], "edges": []}, {"bronze": flow["sources"]}
     )
     assert ["Kafka topics orders", "bronze"] in graph["edges"]
+
+
+def test_session_and_connectors_import_in_either_order() -> None:
+    import subprocess
+    import sys
+
+    for first, second in [
+        ("lakefeed.session", "lakefeed.connectors.files"),
+        ("lakefeed.connectors.files", "lakefeed.session"),
+        ("lakefeed.connectors.delta", "lakefeed.connectors.compat"),
+    ]:
+        code = f"import {first}, {second}; from lakefeed.connectors import registry; "
+        code += "print(len(registry.connectors()))"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "4"

@@ -1,9 +1,22 @@
 """The one call that makes a SparkSession ready for lakefeed.
 
 Spark here has no delta-spark or spark-sql-kafka jars, so lakefeed registers its own Python data
-sources (``delta``, ``cloudFiles``, ``lakefeed_kafka``, ``lakefeed_iot``) on every session it
-hands out, and sets the state store defaults a streaming lakehouse wants (RocksDB with changelog
-checkpointing, UTC session time).
+sources (``delta``, ``cloudFiles``, ``lakefeed_kafka``, ``lakefeed_iot``; see
+:mod:`lakefeed.connectors.registry`) on every session it hands out, and sets the state store
+defaults a streaming lakehouse wants (RocksDB with changelog checkpointing, UTC session time).
+
+Session-wide settings the connectors need are set here, once, with the rest (a ``conf`` given
+to :func:`spark_session` wins):
+
+- ``spark.sql.python.filterPushdown.enabled=true``: the Delta source skips files by the
+  filters Spark pushes to it;
+- ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Parquet files Spark writes into a
+  Delta table carry INT64 timestamps, as Delta readers expect (with INT96 lakefeed writes
+  tables with timestamps through its Python sink instead).
+
+``compat=True`` (the default) also installs :mod:`lakefeed.connectors.compat`, so that
+Databricks-style ``format("delta")``/``format("cloudFiles")`` code runs unchanged; lakefeed's
+own runtime does not need it.
 """
 
 from __future__ import annotations
@@ -14,6 +27,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from lakefeed.connectors import registry
+from lakefeed.connectors.base import Connector
 from lakefeed.spark_home import compiled_spark_home
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -36,10 +51,12 @@ def spark_session(
     app_name: str = "lakefeed",
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
+    compat: bool = True,
 ) -> SparkSession:
     """Build (or reuse) a SparkSession with lakefeed's connectors registered.
 
     Safe to call repeatedly: Spark returns the running session and registration is idempotent.
+    ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring).
     """
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -58,13 +75,17 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    settings = {**DEFAULT_CONF, **dict(conf or {})}
+    settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
     if SparkSession.getActiveSession() is None and (jars := _with_lakefeed_jar(settings)):
         settings["spark.jars"] = jars
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register_connectors(spark)
+    served = register_connectors(spark)
+    if compat:
+        from lakefeed.connectors import compat as surface
+
+        surface.install(served)
     return spark
 
 
@@ -80,9 +101,7 @@ def active_spark() -> SparkSession:
     return SparkSession.getActiveSession() or spark_session()
 
 
-def register_connectors(spark: SparkSession) -> None:
-    """Register every lakefeed data source on ``spark``."""
-    from lakefeed.connectors import delta, files, generator, kafka
-
-    for connector in (delta, kafka, files, generator):
-        connector.register(spark)
+def register_connectors(spark: SparkSession) -> list[Connector]:
+    """Register every lakefeed data source on ``spark``; the connectors serving their formats
+    there (not Delta when delta-spark does)."""
+    return [c for c in registry.connectors() if c.register(spark)]

@@ -1,7 +1,7 @@
 """The Python half of ``PlannedSource``: a lakefeed stream reader answering over Py4J.
 
 A reader that can express a batch as a DataFrame of Spark's own readers implements
-:class:`NativeBatches`; :func:`planned_stream` then gives a streaming DataFrame whose offsets
+:class:`SparkBatches`; :func:`planned_stream` then gives a streaming DataFrame whose offsets
 and planning are that reader's, unchanged, and whose rows Spark reads itself.
 """
 
@@ -30,7 +30,7 @@ READER_OPTION = "lakefeed.reader"
 """``spark``: Spark's own reader reads a stream's files; ``python``: the Python data source."""
 
 
-class NativeBatches(Protocol):
+class SparkBatches(Protocol):
     """A Python ``DataSourceStreamReader`` whose batches Spark can read without Python."""
 
     def initialOffset(self) -> dict: ...
@@ -47,7 +47,7 @@ class NativeBatches(Protocol):
 
     def stop(self) -> None: ...
 
-    def native_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
+    def spark_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
         """The rows of (start, end] read by Spark's own readers; None when there are none."""
         ...
 
@@ -70,7 +70,7 @@ def spark_reads(spark: SparkSession, options: Mapping[str, str], default: str) -
 
 def planned_stream(
     spark: SparkSession,
-    open_reader: Callable[[], NativeBatches],
+    open_reader: Callable[[], SparkBatches],
     schema: StructType,
     description: str,
 ) -> DataFrame:
@@ -122,7 +122,7 @@ class PlannedStream:
         implements = ["dev.lakefeed.spark.StreamPlannerFactory"]
 
     def __init__(
-        self, spark: SparkSession, open_reader: Callable[[], NativeBatches], description: str
+        self, spark: SparkSession, open_reader: Callable[[], SparkBatches], description: str
     ) -> None:
         self.id = uuid.uuid4().hex
         self.spark = spark
@@ -139,7 +139,7 @@ class Planner:
     class Java:
         implements = ["dev.lakefeed.spark.StreamPlanner"]
 
-    def __init__(self, spark: SparkSession, reader: NativeBatches, description: str) -> None:
+    def __init__(self, spark: SparkSession, reader: SparkBatches, description: str) -> None:
         self.spark = spark
         self.reader = reader
         self._description = description
@@ -167,7 +167,7 @@ class Planner:
         self.reader.prepareForTriggerAvailableNow()
 
     def batch(self, start: str | None, end: str) -> Any:
-        frame = self.reader.native_batch(self.spark, self._start(start), json.loads(end))
+        frame = self.reader.spark_batch(self.spark, self._start(start), json.loads(end))
         return None if frame is None else frame._jdf
 
     def commit(self, end: str) -> None:

@@ -10,7 +10,9 @@ Event types and their ``details`` (a JSON object):
 
 - ``run_start``: ``{"mode", "graph": {"nodes": [{"name", "kind", ...}], "edges": [[src, dst]]}}``
 - ``run_stop``: ``{"reason"}``
-- ``flow_start`` / ``flow_stop`` / ``flow_restart``: ``{"checkpoint", "target", "attempt"?}``
+- ``flow_start`` / ``flow_stop`` / ``flow_restart``: ``{"checkpoint", "target", "attempt"?}``;
+  ``flow_start`` also ``"sources"``: what the flow's external sources are, e.g.
+  ``["Kafka topics orders"]`` (``Connector.describe``)
 - ``flow_failed``: ``{"error", "traceback"}``
 - ``flow_progress``: Spark's ``StreamingQueryProgress`` as JSON, plus ``"lakefeed": {...}``
   extras (e.g. ``"kafka_lag"``)

@@ -14,8 +14,9 @@ Definitions (each from one ``flow_progress``, i.e. Spark's ``StreamingQueryProgr
 - *watermark delay*: batch ``timestamp`` − ``eventTime.watermark`` (Spark's initial epoch-0
   watermark counts as "none yet").
 - *state rows / memory / rows dropped as late*: sums over ``stateOperators``.
-- *Kafka lag*: ``lakefeed.kafka_lag`` when the runtime put it there, else the sum of
-  :func:`lakefeed.connectors.kafka.lag.lag_from_progress` over the sources.
+- *Kafka lag*: ``lakefeed.kafka_lag`` when the runtime put it there, else the sum over the
+  sources of the ``kafka_lag`` figure their connectors read from the progress
+  (:func:`lakefeed.connectors.registry.progress_figures`).
 - *backpressure*: input rate above processing rate (by more than :data:`BACKPRESSURE_MARGIN`)
   for :data:`BACKPRESSURE_BATCHES` consecutive non-empty batches.
 - *state*: from the latest ``flow_*`` event (``run_stop`` stops the flows still running).
@@ -23,7 +24,6 @@ Definitions (each from one ``flow_progress``, i.e. Spark's ``StreamingQueryProgr
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from collections import deque
@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from lakefeed.connectors import registry
 
 BACKPRESSURE_BATCHES = 3
 BACKPRESSURE_MARGIN = 1.05
@@ -55,14 +57,11 @@ SERIES_FIELDS = (
 LagFn = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-def _kafka_lag_fn() -> LagFn | None:
-    """The Kafka connector's lag function, if that connector is installed in this tree."""
-    try:
-        module = importlib.import_module("lakefeed.connectors.kafka.lag")
-    except ModuleNotFoundError:
-        return None
-    fn: LagFn | None = getattr(module, "lag_from_progress", None)
-    return fn
+def connector_lag(source_progress: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"total": n}`` when a connector reads a ``kafka_lag`` figure from this source's
+    progress, else None."""
+    lag = registry.progress_figures(source_progress).get("kafka_lag")
+    return None if lag is None else {"total": lag}
 
 
 def epoch(value: Any) -> float | None:
@@ -213,6 +212,8 @@ class FlowStatus:
     last: BatchFigures | None = None
     #: ``description`` of each source in the latest progress (what the flow reads)
     sources: list[str] = field(default_factory=list)
+    #: what each external source is ('Kafka topics orders'), as the runtime named it at start
+    source_names: list[str] = field(default_factory=list)
     series: deque[BatchFigures] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
 
     @property
@@ -263,7 +264,7 @@ class FlowStatus:
             "backpressure": self.backpressure,
             "pressure_streak": self.pressure_streak,
             "last": self.last.as_dict() if self.last else None,
-            "sources": self.sources,
+            "sources": self.source_names or self.sources,
         }
         if with_series:
             data["series"] = self.series_columns()
@@ -351,7 +352,7 @@ class Monitor:
         self.events_seen = 0
         self.event_log_problems: list[str] = []
         self.event_log_fix: str | None = None
-        self._lag_fn = lag_fn if lag_fn is not None else _kafka_lag_fn()
+        self._lag_fn = lag_fn if lag_fn is not None else connector_lag
 
     def apply_all(self, events: Iterable[dict[str, Any]]) -> None:
         for event in events:
@@ -425,6 +426,7 @@ class Monitor:
             flow.error = None
             flow.target = details.get("target") or flow.target
             flow.restarts += kind == "flow_restart"
+            flow.source_names = [str(s) for s in details.get("sources") or flow.source_names]
         elif kind == "flow_progress":
             flow.error = None
             batch = batch_figures(details, self._lag_fn)

@@ -75,7 +75,8 @@ def source_label(description: str) -> str:
 
     ``KafkaV2[Subscribe[orders]]`` stays; a Java object name such as
     ``org.apache...python.PythonMicroBatchStreamWithTriggerAvailableNow@132c3e62`` (every Python
-    data source) loses its package and identity hash, which changes with each restart.
+    data source) loses its package and identity hash, which changes with each restart. Names
+    the runtime gave (``Connector.describe``) stay as they are.
     """
     label = _PACKAGE.sub("", _OBJECT_ID.sub("", description.strip()))
     if label.startswith("PythonMicroBatchStream"):
@@ -86,9 +87,11 @@ def source_label(description: str) -> str:
 def with_sources(graph: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:
     """The run's dataset graph plus the external sources its root flows read.
 
-    The runtime's graph links datasets; what feeds the first ones (Kafka, files, a generator)
-    is only known from their progress (``sources[].description``). Flows fed by another node
-    of the graph already show where their data comes from, so only roots get source nodes.
+    The runtime's graph links datasets; what feeds the first ones is named by the runtime when a
+    flow starts, by what it is ('Kafka topics orders', 'landing folder /in', 'IoT generator';
+    see ``Connector.describe``), or else known only from Spark's progress
+    (``sources[].description``). Flows fed by another node of the graph already show where their
+    data comes from, so only roots get source nodes.
     """
     nodes = [dict(n) for n in graph.get("nodes") or []]
     edges = [list(e) for e in graph.get("edges") or []]

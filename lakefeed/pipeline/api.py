@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from lakefeed.connectors.registry import source_format
 from lakefeed.lakehouse import check_name
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
@@ -28,16 +29,6 @@ if TYPE_CHECKING:
 
 KINDS = tuple(choices(DatasetKind))
 OUTPUT_MODES = ("append", "complete", "update")
-
-# Friendly source names; anything else is passed to Spark as a format name.
-SOURCE_FORMATS = {
-    "iot": "lakefeed_iot",
-    "generator": "lakefeed_iot",
-    "kafka": "lakefeed_kafka",
-    "files": "cloudFiles",
-    "cloudfiles": "cloudFiles",
-    "delta": "delta",
-}
 
 # A flow function keeps its own type through every decorator (``@lf.table`` returns it as is).
 F = TypeVar("F", bound=Callable[..., Any])
@@ -172,10 +163,10 @@ def read(name: str, **options: Any) -> DataFrame:
 
 
 def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
-    """Read an external source: ``iot`` (built-in generator), ``kafka``, ``files``, ``delta``
-    or any Spark format name. Streaming in stream modes, batch in backfill."""
-    fmt = SOURCE_FORMATS.get(kind.lower(), kind)
-    return _resolver("source").source(fmt, path, _stringify(options))
+    """Read an external source: a connector's name (``iot``/``generator``, ``kafka``, ``files``,
+    ``delta``, see :mod:`lakefeed.connectors.registry`) or any Spark format name. Streaming in
+    stream modes, batch in backfill."""
+    return _resolver("source").source(source_format(kind), path, _stringify(options))
 
 
 def _stringify(options: Mapping[str, Any]) -> dict[str, str]:

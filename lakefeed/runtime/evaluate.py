@@ -12,20 +12,20 @@ One evaluator per purpose:
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.explain import explain
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
-from lakefeed.pipeline.modes import PlanFacts
+from lakefeed.pipeline.output_modes import PlanFacts
 
 
 class _Abort(Exception):
@@ -94,15 +94,22 @@ class Evaluator:
                 return upstream
             return self.spark.createDataFrame([], upstream.schema)
         if streaming and self.mode != "batch":
-            return self.spark.readStream.format("delta").options(**options).load(path)
-        return self.spark.read.format("delta").options(**options).load(path)
+            return delta.read_stream(self.spark, path, **options)
+        return delta.read(self.spark, path, **options)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
-        given = {**options, "path": path} if path is not None else dict(options)
-        self.sources.setdefault(self._stack[-1], []).append((fmt, given))
-        reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
-        reader = reader.options(**options)
-        return reader.load(path) if path is not None else reader.load()
+        flow = self._stack[-1]
+        streaming = self.mode != "batch"
+        connector = registry.find(fmt)
+        if connector is None:  # any other Spark format, read as Spark reads it
+            self.sources.setdefault(flow, []).append((fmt, _with_path(options, path)))
+            reader = (self.spark.readStream if streaming else self.spark.read).format(fmt)
+            reader = reader.options(**options)
+            return reader.load(path) if path is not None else reader.load()
+        schema_path = str(self.lakehouse.schema_path(flow))
+        options = {**connector.pipeline_defaults(schema_path, options), **options}
+        self.sources.setdefault(flow, []).append((connector.format, _with_path(options, path)))
+        return connector.read(self.spark, path, options, streaming=streaming)
 
     # -- internals
 
@@ -120,9 +127,8 @@ class Evaluator:
         dataset = self.pipeline.datasets[name]
         self._stack.append(name)
         self.reads.setdefault(name, [])
-        semantics = batch_semantics() if self.mode == "batch" else contextlib.nullcontext()
         try:
-            with resolving(self), flow_context(name, self.lakehouse), semantics:
+            with resolving(self), flow_context(name, self.lakehouse):
                 frame = dataset.func()
         except _Abort:
             if len(self._stack) > 1:
@@ -143,6 +149,8 @@ class Evaluator:
             if self._stack:
                 raise _Abort(name)
             return None
+        if self.mode == "batch":
+            frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
 
@@ -152,31 +160,52 @@ def _describe(name: str, where: str, error: Exception) -> str:
     return f"{name!r} failed to evaluate at {failure.where or where}: {failure.message}"
 
 
-@contextlib.contextmanager
-def batch_semantics() -> Iterator[None]:
-    """Let streaming-only calls mean their batch equivalent while a flow is evaluated as batch.
+def _with_path(options: Mapping[str, str], path: str | None) -> dict[str, str]:
+    """A source's options as recorded for its events and name (its path among them)."""
+    return {**options, "path": path} if path is not None else dict(options)
 
-    Over complete data, ``dropDuplicatesWithinWatermark`` is ``dropDuplicates`` (Spark refuses
-    it on batch DataFrames); ``withWatermark`` is already a no-op on batch. Patched on every
-    DataFrame class defining it (classic and Connect subclass the public one).
+
+_WITHIN_WATERMARK = "DeduplicateWithinWatermark"
+
+
+def batch_plan(frame: DataFrame) -> DataFrame:
+    """``frame`` with streaming-only operators given their batch meaning, for a batch evaluation.
+
+    Over complete data, ``dropDuplicatesWithinWatermark`` is ``dropDuplicates``: Spark builds the
+    batch plan but refuses to run it, so its ``DeduplicateWithinWatermark`` nodes become
+    ``Deduplicate`` (same keys) in a copy of the analysed plan. ``withWatermark`` is already a
+    no-op on batch. Nothing process-wide changes, so flows evaluated in other threads (continuous
+    flows' ``foreachBatch``) are untouched; a frame without such nodes is returned as it is.
     """
-    name = "dropDuplicatesWithinWatermark"
-    classes = [c for c in (DataFrame, *DataFrame.__subclasses__()) if name in vars(c)]
-    originals = {c: vars(c)[name] for c in classes}
+    jdf = getattr(frame, "_jdf", None)
+    if frame.isStreaming or jdf is None:  # Spark Connect plans are not rewritten here
+        return frame
+    plan = jdf.queryExecution().analyzed()
+    rewritten = _dedup_as_batch(plan, frame.sparkSession._jvm)
+    if rewritten is plan:
+        return frame
+    jvm = frame.sparkSession._jvm
+    assert jvm is not None
+    session = frame.sparkSession._jsparkSession
+    return DataFrame(
+        jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, rewritten), frame.sparkSession
+    )
 
-    def patched(original):  # noqa: ANN001, ANN202
-        def dedup(self: DataFrame, subset: list[str] | None = None) -> DataFrame:
-            return self.dropDuplicates(subset) if not self.isStreaming else original(self, subset)
 
-        return dedup
-
-    for cls, original in originals.items():
-        setattr(cls, name, patched(original))
-    try:
-        yield
-    finally:
-        for cls, original in originals.items():
-            setattr(cls, name, original)
+def _dedup_as_batch(node, jvm):  # noqa: ANN001, ANN202 - py4j objects
+    """``node`` with every ``DeduplicateWithinWatermark`` below it made a ``Deduplicate``; the
+    same object when there is none."""
+    children = [node.children().apply(i) for i in range(node.children().size())]
+    rewritten = [_dedup_as_batch(child, jvm) for child in children]
+    if node.nodeName() == _WITHIN_WATERMARK:
+        # Same constructor arguments (keys, child, spec), the child rewritten.
+        arguments = [node.productElement(i) for i in range(node.productArity())]
+        arguments[arguments.index(children[0])] = rewritten[0]
+        return jvm.org.apache.spark.sql.catalyst.plans.logical.Deduplicate(*arguments)
+    if all(new is old for new, old in zip(rewritten, children, strict=True)):
+        return node
+    converters = jvm.scala.jdk.javaapi.CollectionConverters
+    return node.withNewChildren(converters.asScala(rewritten).toSeq())
 
 
 # -- plan facts --------------------------------------------------------------------------------

@@ -124,16 +124,17 @@ class QuarantineWriter:
 def _write(
     df: DataFrame, path: str, mode: str, app_id: str, batch_id: int, partition_cols: list[str]
 ) -> None:
-    writer = (
-        df.write.format("delta")
-        .mode(mode)
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(batch_id))
-        .option("mergeSchema", "true")
+    from lakefeed.connectors import delta
+
+    delta.write(
+        df,
+        path,
+        mode=mode,
+        partition_by=partition_cols,
+        txnAppId=app_id,
+        txnVersion=str(batch_id),
+        mergeSchema="true",
     )
-    if partition_cols:
-        writer = writer.option("partitionBy", ",".join(partition_cols))
-    writer.save(path)
 
 
 def _query_id(checkpoint: str) -> str:

@@ -29,6 +29,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
@@ -305,32 +306,18 @@ class PipelineRunner:
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
         if dataset.quarantine:
-            writer = checked.writeStream.foreachBatch(
-                expect.QuarantineWriter(
-                    rules,
-                    target,
-                    str(self.lakehouse.table_path(dataset.quarantine)),
-                    checkpoint,
-                    dataset.partition_cols,
-                    complete=mode == "complete",
-                )
-            )
+            query = self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
         else:
-            writer = (
-                checked.drop(*expect.flag_columns(rules))
-                .writeStream.format("delta")
-                .option("path", target)
-                .option("mergeSchema", "true")
+            query = delta.write_stream(
+                checked.drop(*expect.flag_columns(rules)),
+                target,
+                checkpoint,
+                output_mode=mode,
+                partition_by=dataset.partition_cols,
+                query_name=dataset.name,
+                trigger=trigger,
+                mergeSchema="true",
             )
-            if dataset.partition_cols:
-                writer = writer.option("partitionBy", ",".join(dataset.partition_cols))
-        query = (
-            writer.queryName(dataset.name)
-            .outputMode(mode)
-            .option("checkpointLocation", checkpoint)
-            .trigger(**trigger)
-            .start()
-        )
         self.events.emit(
             "flow_start",
             f"{dataset.name} started ({mode}, {trigger})",
@@ -340,10 +327,41 @@ class PipelineRunner:
                 "target": target,
                 "attempt": state.attempts,
                 "output_mode": mode,
+                "sources": [registry.describe(fmt, opts) for fmt, opts in state.sources],
             },
         )
         state.query = query
         return query
+
+    def _quarantined(
+        self,
+        checked: DataFrame,
+        dataset: Dataset,
+        mode: str,
+        checkpoint: str,
+        target: str,
+        trigger: dict,
+    ) -> StreamingQuery:
+        """A flow with drop rules: kept rows to its table, dropped rows to its quarantine."""
+        assert dataset.quarantine is not None
+        rules = dataset.expectations
+        writer = checked.writeStream.foreachBatch(
+            expect.QuarantineWriter(
+                rules,
+                target,
+                str(self.lakehouse.table_path(dataset.quarantine)),
+                checkpoint,
+                dataset.partition_cols,
+                complete=mode == "complete",
+            )
+        )
+        return (
+            writer.queryName(dataset.name)
+            .outputMode(mode)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
 
     def _triggered(self, validation: Validation) -> None:
         trigger = {"once": True} if self.options.mode == "once" else {"availableNow": True}
@@ -574,10 +592,7 @@ class PipelineRunner:
 
 
 def _overwrite(frame: DataFrame, path: str, partition_cols: list[str]) -> None:
-    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    if partition_cols:
-        writer = writer.option("partitionBy", ",".join(partition_cols))
-    writer.save(path)
+    delta.write(frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema="true")
 
 
 def _settle(query: StreamingQuery, timeout: float = 30.0) -> None:

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import Graph, PipelineError
-from lakefeed.pipeline.modes import ModeChoice, PlanFacts, choose_output_mode
+from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, TimestampType
 
+from lakefeed.connectors import delta
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.guard import committed_watermark_ms
@@ -72,7 +73,7 @@ def compare_table(
         return TableDiff(name, 0, 0, note=evaluator.errors.get(name, "could not evaluate"))
     rules = dataset.expectations
     batch = expect.kept_rows(expect.with_flags(frame, rules, name), rules)
-    stream = spark.read.format("delta").load(str(lakehouse.table_path(name)))
+    stream = delta.read(spark, str(lakehouse.table_path(name)))
     batch = batch.select(*stream.columns)
     stream, batch = _comparable(stream), _comparable(batch)
     only_stream = stream.exceptAll(batch)

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from lakefeed import errors
-from lakefeed.connectors.delta.compat import DeltaTableExistsError
+from lakefeed.connectors.delta.adapters import DeltaTableExistsError
 from lakefeed.connectors.delta.log import DeltaSourceError
 from lakefeed.connectors.delta.schema import SchemaMismatchError
 from lakefeed.connectors.files.globs import GlobError

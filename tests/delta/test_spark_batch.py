@@ -104,7 +104,7 @@ def test_reads_tables_delta_rs_wrote_with_checkpoint(spark, tmp_path: Path) -> N
 def test_time_travel_by_timestamp(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)  # default mode (ErrorIfExists), new table
-    from lakefeed.connectors.delta.compat import DeltaTableExistsError
+    from lakefeed.connectors.delta.adapters import DeltaTableExistsError
 
     with pytest.raises(DeltaTableExistsError, match="already exists"):
         spark.range(3).write.format("delta").save(path)

@@ -228,7 +228,7 @@ def test_replayed_batch_removes_files_an_earlier_attempt_left(spark, tmp_path: P
 
     from lakefeed.connectors.delta.datasource import check_stream_write
     from lakefeed.connectors.delta.files import stream_file_prefix
-    from lakefeed.connectors.delta.spark_files import SparkFilesSink
+    from lakefeed.connectors.delta.spark_write import SparkFilesSink
 
     checkpoint, dst = tmp_path / "cp", tmp_path / "dst"
     checkpoint.mkdir()

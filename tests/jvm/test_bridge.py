@@ -12,7 +12,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
 )
 
-from lakefeed.connectors.files.native import refusal
+from lakefeed.connectors.files.spark_read import refusal
 from lakefeed.jvm.bridge import _limit, _text
 from tests.files.test_core import _opts, _plan
 

@@ -14,7 +14,7 @@ from lakefeed.pipeline.context import current_flow, flow_context
 from lakefeed.pipeline.expectations import Action, Expectation, rule_counts
 from lakefeed.pipeline.graph import Graph, Node, PipelineError
 from lakefeed.pipeline.loader import load_pipeline
-from lakefeed.pipeline.modes import PlanFacts, choose_output_mode
+from lakefeed.pipeline.output_modes import PlanFacts, choose_output_mode
 from lakefeed.pipeline.sql import parse_sql
 
 # -- graph

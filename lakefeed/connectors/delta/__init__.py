@@ -1,18 +1,24 @@
 """lakefeed's Delta Lake connector: ``format("delta")`` for Spark without delta-spark jars.
 
 ``register(spark)`` (called by ``lakefeed.spark_session()``) registers the data source unless
-the real delta-spark is on the classpath, enables filter pushdown for Python data sources (file
-skipping needs it), and installs :mod:`~lakefeed.connectors.delta.compat` so ``partitionBy()``
-and the default save mode work as with delta-spark. Table housekeeping without Spark lives in
-:mod:`lakefeed.connectors.delta.table`.
+the real delta-spark is on the classpath. lakefeed's own code reads and writes tables with the
+explicit functions of :mod:`~lakefeed.connectors.delta.adapters` (``read_stream``, ``read``,
+``write_stream``, ``write``); Databricks-style ``format("delta")`` code reaches the same
+functions through :mod:`lakefeed.connectors.compat`. Session settings (made where the session
+is made, see :data:`CONNECTOR`): filter pushdown for Python data sources (file skipping needs
+it) and INT64 Parquet timestamps (what Delta readers expect). Table housekeeping without Spark
+lives in :mod:`lakefeed.connectors.delta.table`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the Spark-free helpers below this package import without pyspark
-    from pyspark.sql import SparkSession
+from lakefeed.connectors.base import Connector
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 NATIVE_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -27,20 +33,49 @@ def native_delta_available(spark: SparkSession) -> bool:
     return loadable(spark, NATIVE_EXTENSION)
 
 
-def register(spark: SparkSession) -> None:
-    """Register ``delta`` on ``spark`` (idempotent)."""
+def register(spark: SparkSession) -> bool:
+    """Register ``delta`` on ``spark`` (idempotent); False when delta-spark serves it."""
     if native_delta_available(spark):
-        return
-    from lakefeed.connectors.delta import compat
-    from lakefeed.connectors.delta.datasource import (
-        DeltaDataSource,
-        planned_read,
-        planned_stream,
-    )
-    from lakefeed.jvm import readers
+        return False
+    from lakefeed.connectors.delta.datasource import DeltaDataSource
 
-    spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(DeltaDataSource)
-    compat.install()
-    readers.route("delta", planned_stream)
-    readers.route("delta", planned_read, batch=True)
+    return True
+
+
+def _planned_stream(
+    spark: SparkSession, options: Mapping[str, str], schema: Any
+) -> DataFrame | None:
+    from lakefeed.connectors.delta.datasource import planned_stream
+
+    return planned_stream(spark, options, schema)
+
+
+def _planned_read(spark: SparkSession, options: Mapping[str, str], schema: Any) -> DataFrame | None:
+    from lakefeed.connectors.delta.datasource import planned_read
+
+    return planned_read(spark, options, schema)
+
+
+CONNECTOR = Connector(
+    name="delta",
+    formats=("delta",),
+    register=register,
+    describe=lambda options: f"Delta table {options.get('path', '?')}",
+    session_conf={
+        PUSHDOWN_CONF: "true",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    },
+    planned_stream=_planned_stream,
+    planned_read=_planned_read,
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``delta.read_stream`` / ``read`` / ``write_stream`` / ``write``, imported on first use
+    (they need pyspark and delta-rs; the connector's declaration does not)."""
+    if name in ("read_stream", "read", "write_stream", "write", "DeltaTableExistsError"):
+        from lakefeed.connectors.delta import adapters
+
+        return getattr(adapters, name)
+    raise AttributeError(name)

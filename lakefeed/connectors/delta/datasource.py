@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.connectors import packing
-from lakefeed.connectors.delta import changes, commit, log, native, offsets, pruning
+from lakefeed.connectors.delta import changes, commit, log, offsets, pruning, spark_read
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
@@ -448,12 +448,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self.root, self.schema, partition)
 
-    def native_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
+    def spark_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
         """The same batch as :meth:`partitions` plans, read by Spark's Parquet reader."""
         files = self.feed.files_between(
             offsets.DeltaOffset.from_dict(start), offsets.DeltaOffset.from_dict(end)
         )
-        return native.files_frame(spark, self.root, files, self.schema)
+        return spark_read.files_frame(spark, self.root, files, self.schema)
 
     def commit(self, end: dict) -> None:
         self.feed.forget_before(offsets.DeltaOffset.from_dict(end).version)
@@ -486,7 +486,7 @@ def planned_read(
     if len(groups) > MAX_SCAN_GROUPS:
         return None
     read_schema = spark_schema(table)
-    frame = native.files_frame(spark, root, files, read_schema)
+    frame = spark_read.files_frame(spark, root, files, read_schema)
     return frame if frame is not None else spark.createDataFrame([], read_schema)
 
 

@@ -6,23 +6,77 @@ unchanged; :func:`read_files` is the one-call form for pipeline flows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.files.source import CloudFilesDataSource, claim_skipped, skipped_files
+from lakefeed.connectors.base import Connector, ConnectorEvent
+from lakefeed.connectors.files.source import (
+    CloudFilesDataSource,
+    claim_skipped,
+    planned_stream,
+    skipped_files,
+)
+from lakefeed.connectors.options import Options
 
-__all__ = ["CloudFilesDataSource", "claim_skipped", "read_files", "register", "skipped_files"]
+__all__ = [
+    "CONNECTOR",
+    "CloudFilesDataSource",
+    "claim_skipped",
+    "read_files",
+    "read_stream",
+    "register",
+    "skipped_files",
+]
+
+SCHEMA_LOCATION = "cloudFiles.schemaLocation"
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession) -> bool:
     """Register the ``cloudFiles`` data source on ``spark``."""
-    from lakefeed.connectors.files.source import planned_stream
-    from lakefeed.jvm import readers
-
     spark.dataSource.register(CloudFilesDataSource)
-    readers.route("cloudFiles", planned_stream)
+    return True
+
+
+def read_stream(
+    spark: SparkSession, path: str, schema: StructType | str | None = None, **options: str
+) -> DataFrame:
+    """``spark.readStream.format("cloudFiles").load(path)`` as lakefeed's runtime calls it: the
+    stream planned in Python and read by Spark's readers when asked (``lakefeed.reader=spark``),
+    else the Python data source. Needs no patched pyspark method."""
+    return CONNECTOR.read(spark, path, options, streaming=True, schema=schema)
+
+
+def _pipeline_defaults(schema_path: str, options: Mapping[str, str]) -> dict[str, str]:
+    """A flow's file source keeps its schema under the flow's schema folder unless told."""
+    if SCHEMA_LOCATION in Options(options):
+        return {}
+    return {SCHEMA_LOCATION: schema_path}
+
+
+def _skipped_events(flow: str, options: Mapping[str, str]) -> Iterator[ConnectorEvent]:
+    """One ``file_skipped`` event per file newly skipped (each record is claimed once)."""
+    for record in claim_skipped(options, "event_log"):
+        yield ConnectorEvent(
+            "file_skipped",
+            f"{flow}: skipped unreadable file {record['path']}: {record['error'][:300]}",
+            level="WARN",
+            details=record,
+        )
+
+
+CONNECTOR = Connector(
+    name="files",
+    formats=("cloudFiles",),
+    aliases=("files",),
+    register=register,
+    describe=lambda options: f"landing folder {options.get('path', '?')}",
+    pipeline_defaults=_pipeline_defaults,
+    batch_events=_skipped_events,
+    planned_stream=planned_stream,
+)
 
 
 def read_files(
@@ -37,21 +91,18 @@ def read_files(
     gets the ``_metadata`` column (and ``_rescued_data`` with ``rescuedDataColumn``), unlike
     ``.schema()`` on a plain reader, whose columns Spark fixes exactly.
     """
-    from lakefeed.connectors.options import Options
     from lakefeed.pipeline.context import current_flow
 
     opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
     opts["cloudFiles.format"] = format
     if schema is not None:
         opts["lakefeed.schema"] = schema.json() if isinstance(schema, StructType) else schema
-    flow = current_flow()
-    if flow is not None:
-        if "cloudFiles.schemaLocation" not in Options(opts):
-            opts["cloudFiles.schemaLocation"] = flow.schema_path
-        # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
+    if current_flow() is not None:
+        # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads and gives
+        # the schema location its default (see _pipeline_defaults).
         from lakefeed.pipeline.api import source
 
         return source("files", path, **opts)
     from lakefeed.session import active_spark
 
-    return active_spark().readStream.format("cloudFiles").options(**opts).load(path)
+    return read_stream(active_spark(), path, **opts)

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.connectors import packing
-from lakefeed.connectors.files import native
+from lakefeed.connectors.files import spark_read
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import (
     FileEntry,
@@ -191,12 +191,14 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._done = index
         _report_skipped(self.opts.require_schema_location())
 
-    def native_batch(
+    def spark_batch(
         self, spark: SparkSession, start: dict[str, Any], end: dict[str, Any]
     ) -> DataFrame | None:
         """The files of (start, end] parsed by Spark's reader (``lakefeed.reader=spark``)."""
         entries = self.filelog.entries(self._index(start), self._index(end))
-        return native.files_frame(spark, [e.path for e in entries], self.plan) if entries else None
+        if not entries:
+            return None
+        return spark_read.files_frame(spark, [e.path for e in entries], self.plan)
 
     def stop(self) -> None:
         if self._lock is not None:
@@ -359,7 +361,7 @@ def planned_stream(
     else:
         schema = fixed if isinstance(fixed, StructType) else parse_ddl(fixed)
     reader = source.streamReader(schema)
-    reason = native.refusal(reader.plan)
+    reason = spark_read.refusal(reader.plan)
     if reason is not None:
         raise OptionError(
             f"{bridge.READER_OPTION}=spark cannot read this cloudFiles stream: {reason} "

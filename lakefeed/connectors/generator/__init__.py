@@ -25,15 +25,34 @@ startTime) is refused: the checkpoint's stream could not be replayed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from lakefeed.connectors.base import Connector
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession) -> bool:
     """Register the ``lakefeed_iot`` data source on ``spark``."""
     # Imported here so the Spark-free core can be used without loading pyspark's data sources.
     from lakefeed.connectors.generator.source import IotDataSource
 
     spark.dataSource.register(IotDataSource)
+    return True
+
+
+def describe(options: Mapping[str, str]) -> str:
+    """The generator as the UI names it, with its rate when one is set."""
+    rate = next((v for k, v in options.items() if k.lower() == "rowspersecond"), None)
+    return f"IoT generator ({rate} rows/s)" if rate else "IoT generator"
+
+
+CONNECTOR = Connector(
+    name="generator",
+    formats=("lakefeed_iot",),
+    aliases=("iot", "generator"),
+    register=register,
+    describe=describe,
+)

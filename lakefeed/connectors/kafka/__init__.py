@@ -4,15 +4,17 @@ librdkafka, plus :func:`read_kafka` for pipeline flows.
 Modules: ``options`` (Spark option names → librdkafka, secrets scrubbed), ``offsets`` (offset
 JSON, planning, rate limits, data loss), ``client`` (driver-side metadata/watermarks),
 ``consume`` (one task's [start, end) read), ``produce`` (idempotent at-least-once sink), ``lag``
-(lag from query progress), ``source`` (the Spark adapters).
+(lag from query progress), ``source`` (the Spark reader adapters), ``sink`` (the Spark writers).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from lakefeed.connectors.base import Connector
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -20,11 +22,30 @@ if TYPE_CHECKING:
 NAME = "lakefeed_kafka"
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession) -> bool:
     """Register the ``lakefeed_kafka`` data source on ``spark``."""
     from lakefeed.connectors.kafka.source import KafkaDataSource
 
     spark.dataSource.register(KafkaDataSource)
+    return True
+
+
+def describe(options: Mapping[str, str]) -> str:
+    """What a Kafka source reads, for the UI: its topics, pattern or assigned partitions."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    if "subscribe" in lowered:
+        return "Kafka topics " + ", ".join(t.strip() for t in lowered["subscribe"].split(","))
+    if "subscribepattern" in lowered:
+        return f"Kafka topics matching {lowered['subscribepattern']}"
+    return "Kafka partitions " + lowered.get("assign", "?")
+
+
+def progress_figures(source_progress: Mapping[str, Any]) -> dict[str, int]:
+    """``kafka_lag``: records the broker has beyond what the batch read (see ``lag``)."""
+    from lakefeed.connectors.kafka.lag import lag_from_progress
+
+    lag = lag_from_progress(dict(source_progress))
+    return {} if lag is None else {"kafka_lag": int(lag["total"])}
 
 
 def _option_name(name: str) -> str:
@@ -83,4 +104,13 @@ def read_kafka(
     return active_spark().readStream.format(NAME).options(**settings).load()
 
 
-__all__ = ["NAME", "read_kafka", "register"]
+CONNECTOR = Connector(
+    name="kafka",
+    formats=(NAME,),
+    aliases=("kafka",),
+    register=register,
+    describe=describe,
+    progress_figures=progress_figures,
+)
+
+__all__ = ["CONNECTOR", "NAME", "read_kafka", "register"]

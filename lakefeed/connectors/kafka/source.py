@@ -1,4 +1,5 @@
-"""Spark adapters: the ``lakefeed_kafka`` data source (stream/batch reads, stream/batch writes).
+"""Spark adapters: the ``lakefeed_kafka`` data source (stream/batch reads; its writers are in
+:mod:`~lakefeed.connectors.kafka.sink`).
 
 Thin on purpose: options, offsets, planning, reading and producing live in Spark-free modules.
 Spark constructs readers several times (driver, planner, executors) and pickles them, so
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -20,7 +19,6 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -48,14 +46,12 @@ from lakefeed.connectors.kafka.options import (
     LATEST,
     KafkaOptionError,
     OffsetMap,
-    SinkOptions,
     SourceOptions,
     Timestamps,
     TopicPartition,
-    parse_sink_options,
     parse_source_options,
 )
-from lakefeed.connectors.kafka.produce import check_sink_columns, write_batches
+from lakefeed.connectors.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, sink_options
 
 NAME = "lakefeed_kafka"
 """Spark reserves ``kafka`` (even without its jar), so the format is ``lakefeed_kafka``."""
@@ -230,46 +226,6 @@ class KafkaBatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-@dataclass
-class KafkaCommitMessage(WriterCommitMessage):
-    sent: int
-
-
-def _sink_options(options: Any, schema: StructType) -> SinkOptions:
-    parsed = parse_sink_options(options)
-    check_sink_columns(
-        {field.name.lower(): field.dataType.simpleString() for field in schema.fields}, parsed
-    )
-    return parsed
-
-
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """At-least-once streaming sink (see :mod:`lakefeed.connectors.kafka.produce`)."""
-
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return KafkaCommitMessage(write_batches(self.options, iterator))
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        sent = sum(m.sent for m in messages if isinstance(m, KafkaCommitMessage))
-        log.info("Kafka sink batch %d: %d messages acknowledged", batchId, sent)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("Kafka sink batch %d failed; it will be sent again (at-least-once)", batchId)
-
-
-class KafkaBatchWriter(DataSourceArrowWriter):
-    """``df.write``: append-only, at-least-once."""
-
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return KafkaCommitMessage(write_batches(self.options, iterator))
-
-
 class KafkaDataSource(DataSource):
     """Spark's Kafka connector options and schema, on librdkafka (no jars)."""
 
@@ -290,8 +246,8 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
             raise KafkaOptionError("a Kafka topic cannot be overwritten; use mode('append')")
-        return KafkaBatchWriter(_sink_options(self.options, schema))
+        return KafkaBatchWriter(sink_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         # Complete mode (overwrite) re-sends the whole result each batch, as Spark's sink does.
-        return KafkaStreamWriter(_sink_options(self.options, schema))
+        return KafkaStreamWriter(sink_options(self.options, schema))

@@ -25,7 +25,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from lakefeed.connectors.delta import commit, log
 from lakefeed.connectors.delta.files import (
@@ -42,22 +49,47 @@ from lakefeed.connectors.delta.files import (
 from lakefeed.connectors.delta.stats import footer_stats
 
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
+TIMESTAMP_MICROS = "TIMESTAMP_MICROS"
+"""What Delta readers expect; set for the whole session by ``lakefeed.spark_session()``."""
 WRITER_OPTION = "lakefeed.writer"
 """``spark`` (default): Spark writes the data files; ``python``: the Python Data Source sink."""
 BATCH_TAG = "write"
 """Staging folders of batch writes; a stream's carry its query's app tag."""
 
 
-def applies(schema: StructType, partition_by: list[str], session_time_zone: str) -> bool:
+def applies(
+    schema: StructType,
+    partition_by: list[str],
+    session_time_zone: str,
+    timestamp_type: str = TIMESTAMP_MICROS,
+) -> bool:
     """Whether Spark's writer lays files out exactly as Delta expects.
 
     Spark names timestamp partition folders in the session time zone, Delta's partition values
-    are UTC: such tables keep the Python sink unless the session is in UTC.
+    are UTC: such tables keep the Python sink unless the session is in UTC. Delta readers
+    expect INT64 timestamps (delta-spark writes them): a session whose
+    ``spark.sql.parquet.outputTimestampType`` (``timestamp_type``) is still Spark's INT96 keeps
+    the Python sink for tables with timestamps (``lakefeed.spark_session()`` sets it).
     """
+    types = [f.dataType for f in schema.fields]
+    if timestamp_type.upper() == "INT96" and any(_has_timestamp(t) for t in types):
+        return False
     if session_time_zone.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
         return True
-    types = {f.name: f.dataType for f in schema.fields}
-    return not any(isinstance(types.get(c), TimestampType) for c in partition_by)
+    by_name = {f.name: f.dataType for f in schema.fields}
+    return not any(isinstance(by_name.get(c), TimestampType) for c in partition_by)
+
+
+def _has_timestamp(dtype: DataType) -> bool:
+    if isinstance(dtype, TimestampType | TimestampNTZType):
+        return True
+    if isinstance(dtype, StructType):
+        return any(_has_timestamp(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, ArrayType):
+        return _has_timestamp(dtype.elementType)
+    if isinstance(dtype, MapType):
+        return _has_timestamp(dtype.keyType) or _has_timestamp(dtype.valueType)
+    return False
 
 
 class SparkFilesSink:
@@ -111,10 +143,6 @@ def _write(
     frame: DataFrame, spec: commit.WriteSpec, staging: str, prefix: str
 ) -> tuple[list[WrittenFile], pa.Schema]:
     """Spark writes ``frame`` into ``staging``; its files move into the table under ``prefix``."""
-    spark = frame.sparkSession
-    if spark.conf.get(TIMESTAMP_CONF, "INT96") == "INT96":
-        # Delta readers expect INT64 timestamps (delta-spark writes them too).
-        spark.conf.set(TIMESTAMP_CONF, "TIMESTAMP_MICROS")
     writer = frame.write.mode("overwrite").option("compression", "snappy")
     if spec.partition_by:
         writer = writer.partitionBy(*spec.partition_by)

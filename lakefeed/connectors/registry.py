@@ -1,0 +1,66 @@
+"""The connectors lakefeed ships, and the lookups the pipeline, runtime, UI and CLI use.
+
+Callers ask here ("which connector serves this format?", "what does this source's progress
+say?") instead of comparing format names themselves. The connector packages are imported on
+first use, so importing this module costs nothing and makes no cycle with ``lakefeed.session``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from lakefeed.connectors.base import Connector, ConnectorEvent
+
+
+@functools.cache
+def connectors() -> tuple[Connector, ...]:
+    """Every connector, in registration order."""
+    from lakefeed.connectors import delta, files, generator, kafka
+
+    return (delta.CONNECTOR, kafka.CONNECTOR, files.CONNECTOR, generator.CONNECTOR)
+
+
+def find(name: str) -> Connector | None:
+    """The connector serving format or alias ``name`` (any case), or None (a Spark format)."""
+    return next((c for c in connectors() if c.serves(name)), None)
+
+
+def source_format(kind: str) -> str:
+    """The Spark format ``lakefeed.source(kind)`` reads: a connector's, else ``kind`` itself."""
+    connector = find(kind)
+    return connector.format if connector is not None else kind
+
+
+def session_conf() -> dict[str, str]:
+    """The session settings every connector needs together."""
+    return {k: v for c in connectors() for k, v in c.session_conf.items()}
+
+
+def describe(fmt: str, options: Mapping[str, str]) -> str:
+    """A human name for a source, e.g. 'Kafka topics orders' (another Spark format: its name
+    and path)."""
+    connector = find(fmt)
+    if connector is not None:
+        return connector.describe(options)
+    path = options.get("path")
+    return f"{fmt} {path}" if path else fmt
+
+
+def batch_events(
+    flow: str, sources: list[tuple[str, Mapping[str, str]]]
+) -> Iterator[ConnectorEvent]:
+    """The events a batch of ``flow`` produced at its sources (format, options)."""
+    for fmt, options in sources:
+        connector = find(fmt)
+        if connector is not None:
+            yield from connector.batch_events(flow, options)
+
+
+def progress_figures(source_progress: Mapping[str, Any]) -> dict[str, int]:
+    """Figures every connector finds in one ``sources[]`` entry of a query progress."""
+    figures: dict[str, int] = {}
+    for connector in connectors():
+        figures.update(connector.progress_figures(source_progress))
+    return figures

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from lakefeed.errors import LakefeedError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
@@ -43,9 +44,10 @@ def _spark(master: str | None, app: str):  # noqa: ANN202
     return spark_session(app_name=f"lakefeed-{app}", master=master)
 
 
-def _fail(error: PipelineError) -> None:
+def _fail(error: PipelineError | LakefeedError) -> None:
     console.print("[bold red]pipeline refused:[/]")
-    for problem in error.problems:
+    problems = error.problems if isinstance(error, PipelineError) else [str(error)]
+    for problem in problems:
         console.print(f"  - {problem}", markup=False, highlight=False)
     sys.exit(2)
 
@@ -91,7 +93,7 @@ master_opt = click.option("--master", default=None, help="Spark master (default 
     "--full-refresh",
     "full_refresh",
     multiple=True,
-    metavar="TABLE",
+    metavar="TABLE[,TABLE...]",
     help="Reset TABLE (data, quarantine, checkpoint) before running; repeatable.",
 )
 @click.option("--full-refresh-all", is_flag=True, help="Reset every table of the pipeline.")
@@ -146,7 +148,7 @@ def run(
             result = PipelineRunner(pipeline, lakehouse, spark, options).run()
         finally:
             spark.stop()  # drains the listener bus before this process exits
-    except PipelineError as error:
+    except (PipelineError, LakefeedError) as error:
         _fail(error)
         return
     finally:
@@ -227,7 +229,7 @@ def verify(
             _spark(master, pipeline.name),
             run_first=not no_run,
         )
-    except PipelineError as error:
+    except (PipelineError, LakefeedError) as error:
         _fail(error)
         return
     table = Table(title="stream vs batch")
@@ -249,16 +251,24 @@ def verify(
             str(diff.only_stream),
             str(diff.only_batch),
             str(diff.pending),
-            "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]",
+            _verdict(diff),
         )
     Console().print(table)
     for diff in diffs:
+        if diff.inconsistent:
+            console.print(f"{diff.table}: {diff.inconsistent}", markup=False, highlight=False)
         if diff.note:
             console.print(f"{diff.table}: {diff.note}", highlight=False)
         for sample in diff.samples:
             console.print(f"  {diff.table} {sample}", markup=False, highlight=False)
     if not all(d.equal for d in diffs):
         sys.exit(1)
+
+
+def _verdict(diff) -> str:  # noqa: ANN001 - verify.TableDiff
+    if diff.inconsistent:
+        return "[red]INCONSISTENT[/]"
+    return "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]"
 
 
 @click.command()

@@ -98,7 +98,8 @@ class Evaluator:
         return self.spark.read.format("delta").options(**options).load(path)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
-        self.sources.setdefault(self._stack[-1], []).append((fmt, dict(options)))
+        given = {**options, "path": path} if path is not None else dict(options)
+        self.sources.setdefault(self._stack[-1], []).append((fmt, given))
         reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
         reader = reader.options(**options)
         return reader.load(path) if path is not None else reader.load()

@@ -62,6 +62,10 @@ class RunOptions:
     stop_timeout: float = 120.0
 
     def __post_init__(self) -> None:
+        # ``--full-refresh a,b`` and repeated ``--full-refresh a --full-refresh b`` alike
+        self.full_refresh = tuple(
+            n.strip() for v in self.full_refresh for n in v.split(",") if n.strip()
+        )
         if self.mode not in MODES:
             raise PipelineError([f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}"])
 
@@ -141,6 +145,8 @@ class PipelineRunner:
         self.spark.streams.addListener(listener)
         restore = self._install_signals()
         try:
+            if self.options.mode != "backfill":  # a backfill rewrites every table anyway
+                self._check_versions(validation)
             self._full_refresh(validation)
             if self.options.mode == "backfill":
                 self._backfill(validation)
@@ -182,7 +188,11 @@ class PipelineRunner:
             self.pipeline.datasets[n] for n in validation.order if self.pipeline.datasets[n].stored
         ]
 
-    def _full_refresh(self, validation: Validation) -> None:
+    def _check_versions(self, validation: Validation) -> None:
+        flows, tables = guard.lakehouse_flows(self.pipeline, self.lakehouse, validation.sources)
+        guard.check_versions(flows, tables, self._refresh_names(validation))
+
+    def _refresh_names(self, validation: Validation) -> list[str]:
         names = (
             [d.name for d in self._stored(validation)]
             if self.options.full_refresh_all
@@ -196,12 +206,12 @@ class PipelineRunner:
         ]
         if problems:
             raise PipelineError(problems)
-        for name in names:
-            for stale in validation.graph.downstream(name):
-                if stale not in names and self.pipeline.datasets[stale].kind == "table":
-                    log.warning(
-                        f"{stale!r} streams from {name!r}, which is being reset: refresh it too"
-                    )
+        return names
+
+    def _full_refresh(self, validation: Validation) -> None:
+        """Reset the chosen tables (``guard.check_versions`` refused to reset a table some other
+        flow has read unless that flow goes too)."""
+        for name in self._refresh_names(validation):
             self.reset(name)
 
     def reset(self, name: str) -> None:

@@ -27,6 +27,8 @@ class Validation:
     flows: dict[str, FlowPlan] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # External sources per dataset (format, options with ``path``), as the evaluator saw them.
+    sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
 
     @property
     def order(self) -> list[str]:
@@ -63,7 +65,11 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
     graph = evaluator.evaluate_all()
-    result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
+    result = Validation(
+        graph,
+        problems=graph.problems() + list(evaluator.errors.values()),
+        sources=evaluator.sources,
+    )
     for name, dataset in pipeline.datasets.items():
         frame = evaluator.frames.get(name)
         if frame is None or dataset.kind == "view":

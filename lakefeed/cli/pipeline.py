@@ -124,6 +124,7 @@ def run(
     ui_token: str | None,
 ) -> None:
     """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
+    from lakefeed.runtime.lease import check_free
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
     lakehouse = Lakehouse.at(lakehouse_dir)
@@ -138,6 +139,7 @@ def run(
             full_refresh_all=full_refresh_all,
             max_restarts=max_restarts,
         )
+        check_free(lakehouse)  # refused before a Spark session starts
         spark = _spark(master, pipeline.name)
         if ui:
             from lakefeed.observe.server import start_server

@@ -39,6 +39,7 @@ from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
 from lakefeed.runtime.evaluate import Evaluator, is_delta_table, table_has_rows
+from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
@@ -122,6 +123,13 @@ class PipelineRunner:
         self._stop.set()
 
     def run(self) -> RunResult:
+        """Hold the lakehouse's lease for the whole run (a second run is refused)."""
+        with Lease.for_lakehouse(
+            self.lakehouse, self.events.run_id, self.pipeline.name, on_lost=self.request_stop
+        ):
+            return self._run()
+
+    def _run(self) -> RunResult:
         validation = validate(self.pipeline, self.lakehouse, self.spark)
         self.validation = validation
         validation.raise_for_problems()

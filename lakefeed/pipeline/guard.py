@@ -360,7 +360,7 @@ def check_versions(
         needed = refresh_closure(flows, tables, [*refresh, *(b.flow for b in behind)])
         raise DataLossRiskError(
             "; ".join(dict.fromkeys(b.reason for b in behind)),
-            fix=_refresh_fix(needed, [b.flow for b in behind]),
+            fix=_refresh_fix(needed, [*refresh, *(b.flow for b in behind)]),
             code=TABLE_BEHIND,
         )
     needed = refresh_closure(flows, tables, refresh)
@@ -375,8 +375,10 @@ def check_versions(
         )
 
 
-def _refresh_fix(needed: list[str], behind: list[str]) -> str:
-    downstream = [n for n in needed if n not in behind]
+def _refresh_fix(needed: list[str], named: list[str]) -> str:
+    """The ``--full-refresh`` of ``needed``, saying which flows go only because they read past
+    the others (``named``: the asked and the behind ones)."""
+    downstream = [n for n in needed if n not in named]
     also = (
         f" ({', '.join(downstream)} read past what the rebuilt tables will hold, so they go too)"
         if downstream

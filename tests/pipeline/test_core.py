@@ -243,6 +243,10 @@ def test_version_guard_finds_tables_behind_checkpoints(tmp_path: Path) -> None:
     tables = {"silver": target, str(source): source}
     assert guard.tables_behind([flow], tables) == []
     guard.check_versions([flow], tables, [])
+    # Rebuilding the source alone would leave the flow's offsets past the new table.
+    with pytest.raises(DataLossRiskError, match="flow.s. silver have read") as reset:
+        guard.check_versions([flow], tables, [str(source)])
+    assert reset.value.code == "SOURCE_RESET" and f"{source},silver`" in str(reset.value.fix)
 
     (source / "_delta_log" / f"{2:020d}.json").unlink()
     (target / "_delta_log" / f"{1:020d}.json").unlink()

@@ -183,3 +183,10 @@ def test_two_real_runs_one_refused_then_a_killed_holder_is_taken_over(tmp_path: 
     assert third.wait(timeout=600) == 0, (tmp_path / "third.log").read_text()[-3000:]
     assert "took over the stale lease" in (tmp_path / "third.log").read_text()
     assert not lakehouse.lease_path.exists()
+    # The same lakehouse after losing bronze's newest commit: the CLI refuses, exit 2.
+    max((lakehouse.table_path("bronze_readings") / "_delta_log").glob("*.json")).unlink()
+    fourth = run("once", "fourth.log")
+    assert fourth.wait(timeout=600) == 2
+    refusal = " ".join((tmp_path / "fourth.log").read_text().split())
+    assert "[LAKEFEED:TABLE_BEHIND] table 'bronze_readings' is at version" in refusal
+    assert "--full-refresh bronze_readings,silver_readings,gold_device_5min" in refusal

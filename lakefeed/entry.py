@@ -166,6 +166,7 @@ def verify(
                 pending=diff.pending,
                 samples=tuple(diff.samples),
                 note=diff.note,
+                inconsistent=diff.inconsistent,
             )
             for diff in diffs
         ),

@@ -24,7 +24,8 @@ def check_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Lakehouse:
-    """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``."""
+    """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``,
+    ``_lakefeed_lease.json``."""
 
     root: Path
 
@@ -44,6 +45,11 @@ class Lakehouse:
     @property
     def event_log_path(self) -> Path:
         return self.root / "event_log"
+
+    @property
+    def lease_path(self) -> Path:
+        """Held by the one run writing here (``lakefeed.runtime.lease``)."""
+        return self.root / "_lakefeed_lease.json"
 
     def table_names(self) -> list[str]:
         """Names of the Delta tables present (folders holding a ``_delta_log``)."""

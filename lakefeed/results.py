@@ -175,10 +175,11 @@ class TableComparison:
     pending: int  # rows of windows the stream's watermark has not closed yet
     samples: tuple[str, ...] = ()
     note: str = ""
+    inconsistent: str = ""  # why the table cannot be trusted (e.g. its log went back)
 
     @property
     def equal(self) -> bool:
-        return self.only_stream == 0 and self.only_batch == 0
+        return self.only_stream == 0 and self.only_batch == 0 and not self.inconsistent
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,13 @@ from rich.table import Table
 
 from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.errors import LakefeedError
 from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
-from lakefeed.results import ConnectionCheck, ValidationResult
+from lakefeed.results import ConnectionCheck, TableComparison, ValidationResult
 
 console = Console(stderr=True)
 # The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
@@ -52,11 +53,12 @@ def _spark(master: str | None, app: str):  # noqa: ANN202
     return spark
 
 
-def _fail(error: PipelineError) -> None:
+def _fail(error: PipelineError | LakefeedError) -> None:
     if debugging():
         console.print(explain(error).trace, markup=False, highlight=False)
     console.print("[bold red]pipeline refused:[/]")
-    for problem in error.problems:
+    problems = error.problems if isinstance(error, PipelineError) else [str(error)]
+    for problem in problems:
         console.print(f"  - {readable(problem)}", markup=False, highlight=False)
     sys.exit(2)
 
@@ -102,7 +104,7 @@ master_opt = click.option("--master", default=None, help="Spark master (default 
     "--full-refresh",
     "full_refresh",
     multiple=True,
-    metavar="TABLE",
+    metavar="TABLE[,TABLE...]",
     help="Reset TABLE (data, quarantine, checkpoint) before running; repeatable.",
 )
 @click.option("--full-refresh-all", is_flag=True, help="Reset every table of the pipeline.")
@@ -133,12 +135,15 @@ def run(
     ui_token: str | None,
 ) -> None:
     """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
+    from lakefeed.runtime.lease import check_free
+
     lakehouse = Lakehouse.at(lakehouse_dir)
     server = None
     try:
         pipeline = _load(paths, conf)
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
+        check_free(lakehouse)  # refused before a Spark session starts
         spark = _spark(master, pipeline.name)
         try:
             result = entry.run(
@@ -154,7 +159,7 @@ def run(
             )
         finally:
             spark.stop()  # drains the listener bus before this process exits
-    except PipelineError as error:
+    except (PipelineError, LakefeedError) as error:
         _fail(error)
         return
     finally:
@@ -296,7 +301,7 @@ def verify(
             master=master,
             run_first=not no_run,
         )
-    except PipelineError as error:
+    except (PipelineError, LakefeedError) as error:
         _fail(error)
         return
     table = Table(title="stream vs batch")
@@ -318,16 +323,24 @@ def verify(
             str(diff.only_stream),
             str(diff.only_batch),
             str(diff.pending),
-            "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]",
+            _verdict(diff),
         )
     Console().print(table)
     for diff in result.tables:
+        if diff.inconsistent:
+            console.print(f"{diff.table}: {diff.inconsistent}", markup=False, highlight=False)
         if diff.note:
             console.print(f"{diff.table}: {diff.note}", highlight=False)
         for sample in diff.samples:
             console.print(f"  {diff.table} {sample}", markup=False, highlight=False)
     if not result.ok:
         sys.exit(1)
+
+
+def _verdict(diff: TableComparison) -> str:
+    if diff.inconsistent:
+        return "[red]INCONSISTENT[/]"
+    return "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]"
 
 
 @click.command()

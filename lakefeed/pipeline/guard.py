@@ -1,22 +1,39 @@
-"""The checkpoint guard: a checkpoint knows which flow and target it belongs to.
+"""The checkpoint guard: a checkpoint knows which flow and tables it belongs to.
 
-Streaming exactly-once rests on the pairing (checkpoint, target table). Three mistakes break it
+Streaming exactly-once rests on the pairing (checkpoint, target table). Five mistakes break it
 silently in plain Spark, and lakefeed refuses each before the query starts:
 
 - reusing a checkpoint for another flow or target (offsets of one source applied to another);
 - a missing checkpoint beside a non-empty target (the stream re-reads its source from the start
   and duplicates everything already in the table);
-- a change to a stateful flow that the saved state cannot serve (different keys/aggregates).
+- a change to a stateful flow that the saved state cannot serve (different keys/aggregates);
+- a target table behind what its flow's checkpoint says was committed (a restored backup, a lost
+  log object): the next batches would re-use the lost version numbers, and every stream that had
+  read them skips the new rows for good;
+- a Delta source table behind the version a flow's offsets say it read (the same loss, seen from
+  the reading side).
 
-The identity lives in ``<checkpoint>/_lakefeed.json``, written before the first batch.
+The identity lives in ``<checkpoint>/_lakefeed.json``, written before the first batch. What a
+flow committed needs no record of its own: every batch commits a Delta ``txn`` action (app id =
+the query id in ``<checkpoint>/metadata``, version = the batch id) before Spark writes
+``commits/<batch>``, so the table must hold the txn of the checkpoint's last committed batch. What
+a Delta source read is its offset in ``<checkpoint>/offsets/<batch>``, which names the table by
+its id (``reservoirId``) and the version it stands on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta.offsets import DeltaOffset
+from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.api import Pipeline
 
 IDENTITY_FILE = "_lakefeed.json"
 
@@ -34,8 +51,18 @@ class Identity:
         return hashlib.sha256("\n".join(self.stateful).encode()).hexdigest()[:16]
 
 
-class GuardError(Exception):
+class GuardError(CheckpointError):
     """A checkpoint/target pairing that would lose or duplicate data."""
+
+    code = "CHECKPOINT_GUARD"
+
+
+FOREIGN = register_code("CHECKPOINT_FOREIGN", GuardError)
+OTHER_FLOW = register_code("CHECKPOINT_OTHER_FLOW", GuardError)
+MISSING = register_code("CHECKPOINT_MISSING", GuardError)
+STATE_CHANGED = register_code("CHECKPOINT_STATE_CHANGED", GuardError)
+TABLE_BEHIND = register_code("TABLE_BEHIND", DataLossRiskError)
+SOURCE_RESET = register_code("SOURCE_RESET", DataLossRiskError)
 
 
 def read_identity(checkpoint: Path) -> Identity | None:
@@ -74,27 +101,33 @@ def check(
     found = read_identity(checkpoint)
     if found is None and has_progress(checkpoint):
         raise GuardError(
-            f"flow {flow!r}: checkpoint {checkpoint} was not created by lakefeed for this flow; "
-            f"move it away, or rebuild the table with `{refresh}`"
+            f"flow {flow!r}: checkpoint {checkpoint} was not created by lakefeed for this flow",
+            fix=f"move it away, or rebuild the table with `{refresh}`",
+            code=FOREIGN,
         )
     if found is not None and (found.flow, found.target) != (expected.flow, expected.target):
         raise GuardError(
             f"flow {flow!r}: checkpoint {checkpoint} belongs to flow {found.flow!r} writing "
             f"{found.target!r} (pipeline {found.pipeline!r}); reusing it would apply another "
-            f"query's offsets here. Give each flow its own checkpoint, or `{refresh}`"
+            f"query's offsets here",
+            fix=f"give each flow its own checkpoint, or `{refresh}`",
+            code=OTHER_FLOW,
         )
     if not has_progress(checkpoint) and target_has_rows:
         raise GuardError(
             f"flow {flow!r}: target table {expected.target!r} has rows but its checkpoint "
             f"{checkpoint} is missing; the stream would re-read its source from the start and "
-            f"duplicate those rows. Restore the checkpoint, or rebuild with `{refresh}`"
+            f"duplicate those rows",
+            fix=f"restore the checkpoint, or rebuild with `{refresh}`",
+            code=MISSING,
         )
     if found is not None and has_progress(checkpoint) and found.stateful != expected.stateful:
         raise GuardError(
             f"flow {flow!r}: its stateful operators changed since the checkpoint was written "
             f"(was {_short(found.stateful)}, now {_short(expected.stateful)}); "
-            f"the saved state cannot serve the new query. Revert the change, or rebuild the "
-            f"table and its state with `{refresh}`"
+            f"the saved state cannot serve the new query",
+            fix=f"revert the change, or rebuild the table and its state with `{refresh}`",
+            code=STATE_CHANGED,
         )
 
 
@@ -104,20 +137,255 @@ def _short(operators: list[str], width: int = 120) -> str:
     return "; ".join(op if len(op) <= width else op[: width - 3] + "..." for op in operators)
 
 
+def _batches(folder: Path) -> list[int]:
+    return [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+
+
+def last_committed_batch(checkpoint: Path) -> int | None:
+    """The newest batch Spark recorded as done (``commits/<batch>``), None before the first."""
+    done = _batches(checkpoint / "commits")
+    return max(done) if done else None
+
+
 def committed_watermark_ms(checkpoint: Path) -> int | None:
     """Event-time watermark of the last committed batch (Spark's offset log metadata).
 
     An append-mode aggregate has written exactly the windows that end at or before it; later
     windows are still open in state, which ``verify`` must not count as missing.
     """
-    commits = checkpoint / "commits"
-    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
-    if not done:
+    done = last_committed_batch(checkpoint)
+    if done is None:
         return None
-    offsets = checkpoint / "offsets" / str(max(done))
+    offsets = checkpoint / "offsets" / str(done)
     if not offsets.is_file():
         return None
     lines = offsets.read_text().splitlines()
     if len(lines) < 2:
         return None
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
+
+
+# --- table versions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A streaming flow as the version check sees it: its checkpoint and the tables it writes."""
+
+    name: str
+    checkpoint: Path
+    targets: tuple[str, ...]  # table names: the flow's own table (and its quarantine)
+
+
+@dataclass(frozen=True)
+class Behind:
+    """A table behind what ``flow``'s checkpoint recorded of it; ``flow`` must start over."""
+
+    table: str
+    flow: str
+    reason: str
+
+
+def lakehouse_flows(
+    pipeline: Pipeline, lakehouse: Lakehouse, sources: Mapping[str, list[tuple[str, dict]]]
+) -> tuple[list[Flow], dict[str, Path]]:
+    """The pipeline's streaming flows, and every Delta table they may write or read by name
+    (the lakehouse's, and the Delta sources the flows name by path, by that path)."""
+    flows = [
+        Flow(d.name, lakehouse.checkpoint_path(d.name), tuple(filter(None, (d.name, d.quarantine))))
+        for d in pipeline.datasets.values()
+        if d.kind == "table"
+    ]
+    tables = {n: lakehouse.table_path(n) for n in lakehouse.table_names()}
+    tables |= {t: lakehouse.table_path(t) for f in flows for t in f.targets}
+    for fmt, options in (s for found in sources.values() for s in found):
+        path = {k.lower(): v for k, v in options.items()}.get("path")
+        if fmt.lower() == "delta" and path:
+            tables.setdefault(path, Path(path))
+    return flows, tables
+
+
+def query_id(checkpoint: Path) -> str | None:
+    """The query id in ``<checkpoint>/metadata``: the app id of the flow's Delta ``txn``."""
+    path = checkpoint / "metadata"
+    if not path.is_file():
+        return None
+    return str(json.loads(path.read_text().splitlines()[0])["id"])
+
+
+def delta_offsets(checkpoint: Path) -> list[dict]:
+    """The Delta source offsets of the newest planned batch: where a restart resumes from.
+
+    Spark's offset log file is ``v1``, a metadata line, then one line per source (``-`` for
+    none); a Delta source's line names its table by ``reservoirId``.
+    """
+    planned = _batches(checkpoint / "offsets")
+    if not planned:
+        return []
+    found = []
+    for line in (checkpoint / "offsets" / str(max(planned))).read_text().splitlines()[2:]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and {"reservoirId", "reservoirVersion"} <= data.keys():
+            found.append(data)
+    return found
+
+
+def tables_behind(
+    flows: Iterable[Flow], tables: Mapping[str, Path], skip: Iterable[str] = ()
+) -> list[Behind]:
+    """Every table behind a checkpoint of ``flows`` (other than ``skip``'s).
+
+    ``tables`` maps the name of every Delta table a flow may write or read to its path.
+    """
+    ids = _table_ids(tables)
+    skipped = set(skip)
+    found: list[Behind] = []
+    for flow in flows:
+        if flow.name not in skipped:
+            found += _targets_behind(flow, tables)
+            found += _sources_behind(flow, tables, ids)
+    return found
+
+
+def _targets_behind(flow: Flow, tables: Mapping[str, Path]) -> list[Behind]:
+    last = last_committed_batch(flow.checkpoint)
+    app_id = query_id(flow.checkpoint)
+    if last is None or app_id is None:
+        return []
+    found = []
+    for index, name in enumerate(flow.targets):
+        path = str(tables[name])
+        latest = log.latest_version(path)
+        if latest is None:
+            if index > 0:
+                continue  # a quarantine table comes with the first batch that has a drop rule
+            found.append(
+                Behind(
+                    name,
+                    flow.name,
+                    f"table {name!r} is gone (no Delta log at {path}), but the checkpoint of "
+                    f"flow {flow.name!r} committed batch {last} to it",
+                )
+            )
+            continue
+        from deltalake import DeltaTable
+
+        done = DeltaTable(path).transaction_version(app_id)
+        if done is not None and done >= last:
+            continue
+        holds = f"batches up to {done}" if done is not None else "no batch"
+        found.append(
+            Behind(
+                name,
+                flow.name,
+                f"table {name!r} is at version {latest} and holds {holds} of flow "
+                f"{flow.name!r}, whose checkpoint committed batch {last}: the table's log went "
+                "back (a restored backup, a lost or deleted log file)",
+            )
+        )
+    return found
+
+
+def _sources_behind(flow: Flow, tables: Mapping[str, Path], ids: Mapping[str, str]) -> list[Behind]:
+    found = []
+    for data in delta_offsets(flow.checkpoint):
+        name = ids.get(str(data["reservoirId"]))
+        if name is None:
+            continue  # a table lakefeed does not know: Spark's source checks stay
+        needed = DeltaOffset.from_dict(data).needed_version
+        latest = log.latest_version(str(tables[name]))
+        if latest is not None and needed <= latest:
+            continue
+        found.append(
+            Behind(
+                name,
+                flow.name,
+                f"flow {flow.name!r} has read table {name!r} up to version {needed}, but the "
+                f"table is at version {latest}: its log went back, and the flow would skip the "
+                "rows committed again under those version numbers",
+            )
+        )
+    return found
+
+
+def _table_ids(tables: Mapping[str, Path]) -> dict[str, str]:
+    """Table id (Delta's ``metaData.id``, an offset's ``reservoirId``) to table name."""
+    from deltalake import DeltaTable
+
+    ids = {}
+    for name, path in tables.items():
+        if log.latest_version(str(path)) is not None:
+            ids[str(DeltaTable(str(path)).metadata().id)] = name
+    return ids
+
+
+def refresh_closure(
+    flows: Iterable[Flow], tables: Mapping[str, Path], names: Iterable[str]
+) -> list[str]:
+    """``names`` and, transitively, every flow whose checkpoint has read a table they reset.
+
+    Such a flow's offsets point past what the rebuilt table will hold: kept, it would skip rows.
+    """
+    flows = list(flows)
+    ids = _table_ids(tables)
+    reads = {
+        f.name: {ids.get(str(o["reservoirId"])) for o in delta_offsets(f.checkpoint)} for f in flows
+    }
+    targets = {f.name: set(f.targets) for f in flows}
+    chosen = list(dict.fromkeys(names))
+    grew = True
+    while grew:
+        reset = set().union(*(targets.get(n, {n}) for n in chosen))
+        more = [f.name for f in flows if f.name not in chosen and reads[f.name] & reset]
+        chosen += more
+        grew = bool(more)
+    return chosen
+
+
+def check_versions(
+    flows: Iterable[Flow], tables: Mapping[str, Path], refresh: Iterable[str]
+) -> None:
+    """Refuse a run that would lose rows, before anything starts (see the module docstring).
+
+    ``refresh`` names the tables this run resets (``--full-refresh``): their own checkpoints go,
+    but a flow that has read them must go with them.
+    """
+    flows = list(flows)
+    refresh = list(refresh)
+    behind = tables_behind(flows, tables, skip=refresh)
+    if behind:
+        needed = refresh_closure(flows, tables, [*refresh, *(b.flow for b in behind)])
+        raise DataLossRiskError(
+            "; ".join(dict.fromkeys(b.reason for b in behind)),
+            fix=_refresh_fix(needed, [*refresh, *(b.flow for b in behind)]),
+            code=TABLE_BEHIND,
+        )
+    needed = refresh_closure(flows, tables, refresh)
+    readers = [n for n in needed if n not in refresh]
+    if readers:
+        raise DataLossRiskError(
+            f"--full-refresh {','.join(refresh)} resets tables that flow(s) {', '.join(readers)} "
+            "have read: their checkpoints point past what the rebuilt tables will hold, and they "
+            "would skip those rows",
+            fix=f"reset them too: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`",
+            code=SOURCE_RESET,
+        )
+
+
+def _refresh_fix(needed: list[str], named: list[str]) -> str:
+    """The ``--full-refresh`` of ``needed``, saying which flows go only because they read past
+    the others (``named``: the asked and the behind ones)."""
+    downstream = [n for n in needed if n not in named]
+    also = (
+        f" ({', '.join(downstream)} read past what the rebuilt tables will hold, so they go too)"
+        if downstream
+        else ""
+    )
+    return (
+        "rebuild the affected tables from their sources"
+        f"{also}: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`; or restore the "
+        "tables' missing log files and run again"
+    )

@@ -43,6 +43,7 @@ from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files
 from lakefeed.runtime.evaluate import Evaluator
+from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
@@ -66,6 +67,10 @@ class RunOptions:
     stop_timeout: float = 120.0
 
     def __post_init__(self) -> None:
+        # ``--full-refresh a,b`` and repeated ``--full-refresh a --full-refresh b`` alike
+        self.full_refresh = tuple(
+            n.strip() for v in self.full_refresh for n in v.split(",") if n.strip()
+        )
         if self.mode not in MODES:
             raise PipelineError([f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}"])
 
@@ -124,6 +129,13 @@ class PipelineRunner:
         self._stop.set()
 
     def run(self) -> RunResult:
+        """Hold the lakehouse's lease for the whole run (a second run is refused)."""
+        with Lease.for_lakehouse(
+            self.lakehouse, self.events.run_id, self.pipeline.name, on_lost=self.request_stop
+        ):
+            return self._run()
+
+    def _run(self) -> RunResult:
         validation = validate(self.pipeline, self.lakehouse, self.spark)
         self.validation = validation
         validation.raise_for_problems()
@@ -147,6 +159,8 @@ class PipelineRunner:
         self.spark.streams.addListener(listener)
         restore = self._install_signals()
         try:
+            if self.options.mode != "backfill":  # a backfill rewrites every table anyway
+                self._check_versions(validation)
             self._full_refresh(validation)
             if self.options.mode == "backfill":
                 self._backfill(validation)
@@ -190,7 +204,11 @@ class PipelineRunner:
             self.pipeline.datasets[n] for n in validation.order if self.pipeline.datasets[n].stored
         ]
 
-    def _full_refresh(self, validation: Validation) -> None:
+    def _check_versions(self, validation: Validation) -> None:
+        flows, tables = guard.lakehouse_flows(self.pipeline, self.lakehouse, validation.sources)
+        guard.check_versions(flows, tables, self._refresh_names(validation))
+
+    def _refresh_names(self, validation: Validation) -> list[str]:
         names = (
             [d.name for d in self._stored(validation)]
             if self.options.full_refresh_all
@@ -204,12 +222,12 @@ class PipelineRunner:
         ]
         if problems:
             raise PipelineError(problems)
-        for name in names:
-            for stale in validation.graph.downstream(name):
-                if stale not in names and self.pipeline.datasets[stale].kind == "table":
-                    log.warning(
-                        f"{stale!r} streams from {name!r}, which is being reset: refresh it too"
-                    )
+        return names
+
+    def _full_refresh(self, validation: Validation) -> None:
+        """Reset the chosen tables (``guard.check_versions`` refused to reset a table some other
+        flow has read unless that flow goes too)."""
+        for name in self._refresh_names(validation):
             self.reset(name)
 
     def reset(self, name: str) -> None:

@@ -10,6 +10,7 @@ as differences.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, TimestampType
 
 from lakefeed.connectors import delta
+from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.guard import committed_watermark_ms
 from lakefeed.runtime import expect
@@ -38,22 +41,34 @@ class TableDiff:
     pending: int = 0
     samples: list[str] = field(default_factory=list)
     note: str = ""
+    inconsistent: str = ""  # why the table cannot be trusted (e.g. behind its checkpoint)
 
     @property
     def equal(self) -> bool:
-        return self.only_stream == 0 and self.only_batch == 0
+        return self.only_stream == 0 and self.only_batch == 0 and not self.inconsistent
 
 
 def verify(
     pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession, run_first: bool = True
 ) -> list[TableDiff]:
-    """Bring the stream up to date (available-now) unless told not to, then compare."""
+    """Bring the stream up to date (available-now) unless told not to, then compare.
+
+    A table behind what its flow's checkpoint committed, or a flow that has read past its
+    source table, is reported INCONSISTENT with the reason (the catch-up run refuses them).
+    """
     if run_first:
-        PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="available-now")).run()
+        with contextlib.suppress(DataLossRiskError):  # reported table by table below
+            PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="available-now")).run()
     validation = validate(pipeline, lakehouse, spark)
     validation.raise_for_problems()
+    flows, tables = guard.lakehouse_flows(pipeline, lakehouse, validation.sources)
+    behind: dict[str, list[str]] = {}
+    for found in guard.tables_behind(flows, tables):
+        behind.setdefault(found.flow, []).append(found.reason)
     return [
-        compare_table(pipeline, lakehouse, spark, validation, name)
+        TableDiff(name, 0, 0, inconsistent="; ".join(behind[name]))
+        if name in behind
+        else compare_table(pipeline, lakehouse, spark, validation, name)
         for name in validation.order
         if pipeline.datasets[name].stored
     ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lakefeed.errors import DataLossRiskError
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline, loading
 from lakefeed.pipeline.context import current_flow, flow_context
@@ -204,6 +205,59 @@ def test_guard_refuses_changed_state_and_foreign_checkpoints(tmp_path: Path) -> 
     foreign = _checkpoint(tmp_path / "foreign")
     with pytest.raises(guard.GuardError, match="not created by lakefeed"):
         guard.check(foreign, changed, target_has_rows=False)
+
+
+def _commits(path: Path, count: int, app_id: str | None = None) -> None:
+    """``count`` Delta commits of one row each, batch ``i`` carrying txn(app_id, i)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    for i in range(count):
+        txn = CommitProperties(app_transactions=[Transaction(app_id, i)]) if app_id else None
+        write_deltalake(str(path), pa.table({"x": [i]}), mode="append", commit_properties=txn)
+
+
+def _stream_checkpoint(path: Path, batches: int, source_offset: dict) -> Path:
+    """What Spark leaves: the query id, one commit per batch, and the last batch's offsets."""
+    for folder in ("offsets", "commits"):
+        (path / folder).mkdir(parents=True)
+    (path / "metadata").write_text('{"id":"query-1"}')
+    for i in range(batches):
+        (path / "commits" / str(i)).write_text("v1\n{}")
+    last = path / "offsets" / str(batches - 1)
+    last.write_text("\n".join(["v1", "{}", json.dumps(source_offset), "-"]))
+    return path
+
+
+def test_version_guard_finds_tables_behind_checkpoints(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    from lakefeed.connectors.delta.offsets import DeltaOffset
+
+    source, target = tmp_path / "external", tmp_path / "silver"
+    _commits(source, 3)  # versions 0..2
+    _commits(target, 2, app_id="query-1")  # batches 0 and 1
+    source_id = str(DeltaTable(str(source)).metadata().id)
+    read_all = DeltaOffset(3, -1, False).to_dict(source_id)  # read up to version 2
+    flow = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp", 2, read_all), ("silver",))
+    tables = {"silver": target, str(source): source}
+    assert guard.tables_behind([flow], tables) == []
+    guard.check_versions([flow], tables, [])
+    # Rebuilding the source alone would leave the flow's offsets past the new table.
+    with pytest.raises(DataLossRiskError, match="flow.s. silver have read") as reset:
+        guard.check_versions([flow], tables, [str(source)])
+    assert reset.value.code == "SOURCE_RESET" and f"{source},silver`" in str(reset.value.fix)
+
+    (source / "_delta_log" / f"{2:020d}.json").unlink()
+    (target / "_delta_log" / f"{1:020d}.json").unlink()
+    behind = guard.tables_behind([flow], tables)
+    assert [(b.table, b.flow) for b in behind] == [("silver", "silver"), (str(source), "silver")]
+    assert "is at version 0 and holds batches up to 0 of flow 'silver'" in behind[0].reason
+    assert "has read table" in behind[1].reason and "up to version 2" in behind[1].reason
+    with pytest.raises(DataLossRiskError, match="--full-refresh silver`") as refused:
+        guard.check_versions([flow], tables, [])
+    assert refused.value.code == "TABLE_BEHIND"
+    guard.check_versions([flow], tables, ["silver"])  # its checkpoint goes with the refresh
 
 
 # -- decorators, loader, context

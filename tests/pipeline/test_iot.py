@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
 
+from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
 from lakefeed.pipeline.graph import PipelineError
@@ -125,3 +127,57 @@ def test_guard_refuses_changed_stateful_flow(spark, iot: Lakehouse, tmp_path: Pa
     assert "'gold_device_5min': its stateful operators changed" in message
     assert "--full-refresh gold_device_5min" in message
     assert spark.streams.active == []
+
+
+def _files(lakehouse: Lakehouse) -> dict[str, int]:
+    """Every file of the tables and checkpoints with its size (the event log may change)."""
+    return {
+        str(p.relative_to(lakehouse.root)): p.stat().st_size
+        for folder in ("tables", "checkpoints")
+        for p in (lakehouse.root / folder).rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.timeout(1800)
+def test_table_behind_its_checkpoint_is_refused_then_rebuilt(
+    spark, iot: Lakehouse, tmp_path: Path
+) -> None:
+    """The newest bronze commit is lost (a restored backup): a run would re-use its version
+    number and silver, already past it, would skip those rows for good."""
+    damaged = Lakehouse.at(tmp_path / "lakehouse")
+    shutil.copytree(iot.root, damaged.root)
+    newest = max((damaged.table_path("bronze_readings") / "_delta_log").glob("*.json"))
+    newest.unlink()
+    before = _files(damaged)
+    pipeline = load([IOT], IOT_CONF)
+    with pytest.raises(DataLossRiskError) as refused:
+        PipelineRunner(pipeline, damaged, spark, RunOptions(mode="available-now")).run()
+    error = refused.value
+    assert error.code == "TABLE_BEHIND" and error.permanent
+    assert re.search(
+        r"table 'bronze_readings' is at version \d+ and holds (no batch|batches up to \d+) of "
+        r"flow 'bronze_readings', whose checkpoint committed batch \d+: the table's log went back",
+        str(error),
+    )
+    assert "flow 'silver_readings' has read table 'bronze_readings' up to version" in str(error)
+    everything = "bronze_readings,silver_readings,gold_device_5min"
+    assert f"--full-refresh {everything}" in str(error.fix)
+    assert spark.streams.active == []
+    assert _files(damaged) == before  # nothing written, nothing created
+    # verify reports both flows, not a comparison of damaged tables
+    diffs = {d.table: d for d in verify(pipeline, damaged, spark)}
+    assert "log went back" in diffs["bronze_readings"].inconsistent
+    assert "has read table 'bronze_readings'" in diffs["silver_readings"].inconsistent
+    assert not diffs["bronze_readings"].equal and diffs["gold_device_5min"].inconsistent == ""
+    # resetting bronze alone leaves silver's offsets past the rebuilt table: still refused
+    with pytest.raises(DataLossRiskError, match="--full-refresh " + everything) as alone:
+        PipelineRunner(
+            pipeline, damaged, spark, RunOptions("available-now", full_refresh=("bronze_readings",))
+        ).run()
+    assert "(gold_device_5min read past" in str(alone.value.fix) and _files(damaged) == before
+    # the advised fix rebuilds every row
+    fixed = RunOptions("available-now", full_refresh=(everything,))
+    assert PipelineRunner(pipeline, damaged, spark, fixed).run().ok
+    for name in ("bronze_readings", "silver_readings", "silver_readings_quarantine"):
+        assert table(damaged, name).num_rows == table(iot, name).num_rows, name

@@ -395,7 +395,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_bytes=max_bytes,
         )
         # Refuse what cannot work before the first batch.
-        log.open_table(self.root)
+        self.table_id = str(log.open_table(self.root).metadata().id)
         offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
         self.available_now: int | None = None
         self._latest_seen: int | None = None
@@ -415,7 +415,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         start = offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
-        return start.to_dict()
+        return start.to_dict(self.table_id)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.feed_options.max_bytes is not None and self.feed_options.max_files is None:
@@ -430,14 +430,14 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self.available_now if self.available_now is not None else self._latest_seen
         begin = offsets.DeltaOffset.from_dict(start)
         end = self.feed.latest_offset(begin, latest, not isinstance(limit, ReadAllAvailable))
-        return end.to_dict()
+        return end.to_dict(self.table_id)
 
     def reportLatestOffset(self) -> dict | None:
         """Everything committed so far (the table version ``latestOffset`` just listed), so a
         query's progress shows how far behind the table it is."""
         if self._latest_seen is None:
             return None
-        return offsets.DeltaOffset(self._latest_seen + 1, -1, False).to_dict()
+        return offsets.DeltaOffset(self._latest_seen + 1, -1, False).to_dict(self.table_id)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         files = self.feed.files_between(

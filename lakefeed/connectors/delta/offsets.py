@@ -34,13 +34,21 @@ class DeltaOffset:
     def key(self) -> tuple[int, int]:
         return (self.version, self.index)
 
-    def to_dict(self) -> dict:
-        return {
+    @property
+    def needed_version(self) -> int:
+        """The newest table version this offset stands on: the snapshot it reads, or the last
+        commit it finished (-1: none). A table whose latest version is below it went back."""
+        return self.version if self.starting or self.index >= 0 else self.version - 1
+
+    def to_dict(self, table_id: str | None = None) -> dict:
+        """Delta's offset JSON; ``reservoirId`` (the table's id) names the table it belongs to."""
+        data = {
             "sourceVersion": SOURCE_VERSION,
             "reservoirVersion": self.version,
             "index": self.index,
             "isStartingVersion": self.starting,
         }
+        return {**data, "reservoirId": table_id} if table_id is not None else data
 
     @classmethod
     def from_dict(cls, data: dict) -> DeltaOffset:

@@ -1,0 +1,192 @@
+"""One run per lakehouse: the lease is refused to a second run, renewed, taken over when stale."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lakefeed.errors import LeaseError, code_of
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.runtime.lease import Holder, Lease, LocalLeaseStore, check_free
+from tests.pipeline.support import IOT, IOT_CONF
+
+
+def _lease(lakehouse: Lakehouse, run_id: str, **kwargs: object) -> Lease:
+    store = LocalLeaseStore(lakehouse.lease_path)
+    return Lease(store, run_id, "iot", where=str(lakehouse.root), **kwargs)  # type: ignore[arg-type]
+
+
+def _write_holder(lakehouse: Lakehouse, **fields: object) -> None:
+    now = time.time()
+    holder = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "run_id": "old",
+        "pipeline": "iot",
+        "since": now - 600,
+        "heartbeat": now,
+        **fields,
+    }
+    lakehouse.root.mkdir(parents=True, exist_ok=True)
+    lakehouse.lease_path.write_text(json.dumps(holder))
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_second_run_is_refused_naming_the_holder(lakehouse: Lakehouse) -> None:
+    first = _lease(lakehouse, "first")
+    first.acquire()
+    with pytest.raises(LeaseError) as refused:
+        _lease(lakehouse, "second").acquire()
+    text = str(refused.value)
+    assert code_of(text) == "LEASE_HELD" and refused.value.permanent
+    assert f"pid {os.getpid()} on host {socket.gethostname()}" in text
+    assert "run first" in text and "since 20" in text and "kill" in str(refused.value.fix)
+    with pytest.raises(LeaseError):
+        check_free(lakehouse)  # the CLI's early answer, before a Spark session starts
+    first.release()
+    assert not lakehouse.lease_path.exists()
+    check_free(lakehouse)
+    with _lease(lakehouse, "second"):
+        assert Holder.decode(lakehouse.lease_path.read_bytes()).run_id == "second"  # type: ignore[union-attr]
+
+
+def test_stale_leases_are_taken_over(lakehouse: Lakehouse) -> None:
+    _write_holder(lakehouse, pid=_dead_pid())  # this host, the process is gone
+    with _lease(lakehouse, "after-crash"):
+        pass
+    _write_holder(lakehouse, host="elsewhere", heartbeat=time.time() - 120)  # silent for 2 min
+    with _lease(lakehouse, "after-silence"):
+        pass
+    lakehouse.lease_path.write_text("{not json")  # damaged: no run could hold it
+    with _lease(lakehouse, "after-damage"):
+        pass
+    # Another host's pid says nothing here: a fresh heartbeat keeps its lease.
+    _write_holder(lakehouse, host="elsewhere", pid=_dead_pid())
+    with pytest.raises(LeaseError, match="on host elsewhere"):
+        _lease(lakehouse, "refused").acquire()
+
+
+def test_only_one_of_many_takers_wins_a_stale_lease(lakehouse: Lakehouse) -> None:
+    for _ in range(10):
+        _write_holder(lakehouse, pid=_dead_pid())
+        takers = [_lease(lakehouse, f"taker-{i}") for i in range(6)]
+        start = threading.Barrier(len(takers))
+        won: list[Lease] = []
+
+        threads = [threading.Thread(target=_take, args=(t, start, won)) for t in takers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(won) == 1
+        holder = Holder.decode(lakehouse.lease_path.read_bytes())
+        assert holder is not None and holder.run_id == won[0].holder.run_id
+        won[0].release()
+
+
+def _take(lease: Lease, start: threading.Barrier, won: list[Lease]) -> None:
+    start.wait()
+    with contextlib.suppress(LeaseError):
+        lease.acquire()
+        won.append(lease)
+
+
+def test_heartbeat_renews_and_a_takeover_stops_the_holder(lakehouse: Lakehouse) -> None:
+    lost: list[str] = []
+    lease = _lease(lakehouse, "beating", heartbeat=0.05, on_lost=lost.append)
+    lease.acquire()
+    first = Holder.decode(lakehouse.lease_path.read_bytes())
+    time.sleep(0.5)
+    renewed = Holder.decode(lakehouse.lease_path.read_bytes())
+    assert first is not None and renewed is not None and renewed.heartbeat > first.heartbeat
+    # Another run took the lease over (this one looked dead to it): the holder is told.
+    store = LocalLeaseStore(lakehouse.lease_path)
+    deadline = time.monotonic() + 5
+    while not lost and time.monotonic() < deadline:
+        found = store.read()
+        assert found is not None
+        store.replace(found[1], Holder("other", 1, "taker", "iot", 0, time.time()).encode())
+        time.sleep(0.1)
+    assert lost and "taken over" in lost[0]
+    lease.release()
+    assert Holder.decode(lakehouse.lease_path.read_bytes()).run_id == "taker"  # type: ignore[union-attr]
+
+
+DRIVER = """
+import sys
+from lakefeed.cli.main import cli
+
+args = ["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", "local[1]",
+        "--trigger-interval", "1 second"] + sys.argv[1:]
+for key, value in {conf!r}.items():
+    args += ["--conf", f"{{key}}={{value}}"]
+cli(args, standalone_mode=True)
+"""
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(1500)
+def test_two_real_runs_one_refused_then_a_killed_holder_is_taken_over(tmp_path: Path) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER.format(iot=str(IOT), lakehouse=str(lakehouse.root), conf=IOT_CONF))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+    def run(mode: str, log: str, **kwargs: object) -> subprocess.Popen[bytes]:
+        with (tmp_path / log).open("wb") as out:
+            return subprocess.Popen(
+                [sys.executable, str(driver), "--mode", mode],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                **kwargs,  # type: ignore[call-overload]
+            )
+
+    first = run("continuous", "first.log", start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and first.poll() is None:
+            holder = lakehouse.lease_path.exists() and Holder.decode(
+                lakehouse.lease_path.read_bytes()
+            )
+            if holder and holder.pid == first.pid:
+                break
+            time.sleep(0.5)
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+        second = run("once", "second.log")
+        assert second.wait(timeout=600) == 2
+        refusal = " ".join((tmp_path / "second.log").read_text().split())  # unwrapped
+        assert "[LAKEFEED:LEASE_HELD]" in refusal and f"pid {first.pid} on host" in refusal
+        assert first.poll() is None  # the holder runs on, untouched
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    # kill -9 left the lease behind; its pid is gone, so the next run takes it over
+    assert Holder.decode(lakehouse.lease_path.read_bytes()).pid == first.pid  # type: ignore[union-attr]
+    third = run("once", "third.log")
+    assert third.wait(timeout=600) == 0, (tmp_path / "third.log").read_text()[-3000:]
+    assert "took over the stale lease" in (tmp_path / "third.log").read_text()
+    assert not lakehouse.lease_path.exists()
+    # The same lakehouse after losing bronze's newest commit: the CLI refuses, exit 2.
+    max((lakehouse.table_path("bronze_readings") / "_delta_log").glob("*.json")).unlink()
+    fourth = run("once", "fourth.log")
+    assert fourth.wait(timeout=600) == 2
+    refusal = " ".join((tmp_path / "fourth.log").read_text().split())
+    assert "[LAKEFEED:TABLE_BEHIND] table 'bronze_readings' is at version" in refusal
+    assert "--full-refresh bronze_readings,silver_readings,gold_device_5min" in refusal

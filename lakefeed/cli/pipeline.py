@@ -249,7 +249,7 @@ def verify(
             str(diff.only_stream),
             str(diff.only_batch),
             str(diff.pending),
-            "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]",
+            _verdict(diff),
         )
     Console().print(table)
     for diff in diffs:
@@ -259,6 +259,12 @@ def verify(
             console.print(f"  {diff.table} {sample}", markup=False, highlight=False)
     if not all(d.equal for d in diffs):
         sys.exit(1)
+
+
+def _verdict(diff) -> str:  # noqa: ANN001 - lakefeed.runtime.verify.TableDiff (Spark import)
+    if not diff.verified:
+        return "[yellow]NOT VERIFIED[/]"
+    return "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]"
 
 
 @click.command()

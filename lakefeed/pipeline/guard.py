@@ -102,22 +102,3 @@ def _short(operators: list[str], width: int = 120) -> str:
     if not operators:
         return "stateless"
     return "; ".join(op if len(op) <= width else op[: width - 3] + "..." for op in operators)
-
-
-def committed_watermark_ms(checkpoint: Path) -> int | None:
-    """Event-time watermark of the last committed batch (Spark's offset log metadata).
-
-    An append-mode aggregate has written exactly the windows that end at or before it; later
-    windows are still open in state, which ``verify`` must not count as missing.
-    """
-    commits = checkpoint / "commits"
-    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
-    if not done:
-        return None
-    offsets = checkpoint / "offsets" / str(max(done))
-    if not offsets.is_file():
-        return None
-    lines = offsets.read_text().splitlines()
-    if len(lines) < 2:
-        return None
-    return int(json.loads(lines[1]).get("batchWatermarkMs", 0))

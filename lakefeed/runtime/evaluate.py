@@ -7,7 +7,8 @@ One evaluator per purpose:
   analysed before any table exists and without starting a query;
 - ``stream`` (run): stored datasets are read back from their Delta tables, incrementally for
   ``read_stream``;
-- ``batch`` (backfill, verify, materialized views): every read is a batch read.
+- ``batch`` (backfill, verify, materialized views): every read is a batch read; with
+  ``bounds`` (verify), each source reads only the input the flow's checkpoint committed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
@@ -27,6 +29,9 @@ from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.modes import PlanFacts
+
+if TYPE_CHECKING:
+    from lakefeed.runtime.committed import CommittedInput
 
 
 class _Abort(Exception):
@@ -44,6 +49,7 @@ class Evaluator:
     errors: dict[str, str] = field(default_factory=dict)
     # External sources per dataset, views' included: (format, options) as given to Spark.
     sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
+    bounds: CommittedInput | None = None
     _stack: list[str] = field(default_factory=list)
 
     def defines(self, name: str) -> bool:
@@ -95,10 +101,14 @@ class Evaluator:
             return self.spark.createDataFrame([], upstream.schema)
         if streaming and self.mode != "batch":
             return self.spark.readStream.format("delta").options(**options).load(path)
+        if streaming and self.bounds is not None:
+            options = self.bounds.bound("delta", options)
         return self.spark.read.format("delta").options(**options).load(path)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
         self.sources.setdefault(self._stack[-1], []).append((fmt, dict(options)))
+        if self.mode == "batch" and self.bounds is not None:
+            options = self.bounds.bound(fmt, options)
         reader = (self.spark.read if self.mode == "batch" else self.spark.readStream).format(fmt)
         reader = reader.options(**options)
         return reader.load(path) if path is not None else reader.load()

@@ -13,6 +13,10 @@ Options (names case-insensitive; unknown or invalid ones are refused at ``load()
 - ``startTime`` (epoch ms or ISO-8601; default: the wall clock when the stream first starts,
   kept in the checkpoint). A start in the past makes a backlog: bound it with
   ``maxRowsPerTrigger``.
+- ``backlogSeconds`` (0): without ``startTime``, start the stream this many seconds before the
+  wall clock, so its first trigger (an ``availableNow`` run above all) finds
+  ``backlogSeconds * rowsPerSecond`` rows waiting instead of none. Used at the first start only:
+  the resulting start time is what the checkpoint keeps.
 - ``maxRowsPerTrigger`` (none): admission control per micro-batch.
 - ``numPartitions`` (2): Spark tasks per batch.
 - ``outOfOrderSeconds`` (5), ``lateRate`` (0.01), ``maxLateSeconds`` (300),

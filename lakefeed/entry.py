@@ -167,6 +167,7 @@ def verify(
                 samples=tuple(diff.samples),
                 note=diff.note,
                 inconsistent=diff.inconsistent,
+                verified=diff.verified,
             )
             for diff in diffs
         ),

@@ -176,10 +176,16 @@ class TableComparison:
     samples: tuple[str, ...] = ()
     note: str = ""
     inconsistent: str = ""  # why the table cannot be trusted (e.g. its log went back)
+    verified: bool = True  # False: no batch side could be computed (``note`` says why)
 
     @property
     def equal(self) -> bool:
-        return self.only_stream == 0 and self.only_batch == 0 and not self.inconsistent
+        return (
+            self.verified
+            and not self.inconsistent
+            and self.only_stream == 0
+            and self.only_batch == 0
+        )
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+CommittedInput = Callable[[Mapping[str, str], Any, Any], "dict[str, str] | None"]
+"""(a stream's options, its end offset of the last committed batch, its first batch's end) ->
+options bounding a batch read to exactly that input, or None when the offset is not its own."""
+
 Planned = Callable[["SparkSession", Mapping[str, str], Any], "DataFrame | None"]
 """(session, options with ``path``, the schema the user fixed or None) -> a DataFrame read by
 Spark's own readers, or None when the format's Python data source reads it."""
@@ -88,6 +92,8 @@ class Connector:
     """``readStream.format(...).load()`` read by Spark's own readers, when it can be."""
     planned_read: Planned | None = None
     """``read.format(...).load()`` read by Spark's own readers, when it can be."""
+    committed_input: CommittedInput | None = None
+    """How ``lakefeed verify`` bounds a batch read to what a stream's checkpoint committed."""
 
     def serves(self, name: str) -> bool:
         """Whether ``name`` (any case) is one of its formats or aliases."""

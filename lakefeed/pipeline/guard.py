@@ -33,6 +33,7 @@ from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.offsets import DeltaOffset
 from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.api import Pipeline
 
 IDENTITY_FILE = "_lakefeed.json"
@@ -137,32 +138,10 @@ def _short(operators: list[str], width: int = 120) -> str:
     return "; ".join(op if len(op) <= width else op[: width - 3] + "..." for op in operators)
 
 
-def _batches(folder: Path) -> list[int]:
-    return [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
-
-
 def last_committed_batch(checkpoint: Path) -> int | None:
     """The newest batch Spark recorded as done (``commits/<batch>``), None before the first."""
-    done = _batches(checkpoint / "commits")
+    done = offset_log.batch_ids(checkpoint / "commits")
     return max(done) if done else None
-
-
-def committed_watermark_ms(checkpoint: Path) -> int | None:
-    """Event-time watermark of the last committed batch (Spark's offset log metadata).
-
-    An append-mode aggregate has written exactly the windows that end at or before it; later
-    windows are still open in state, which ``verify`` must not count as missing.
-    """
-    done = last_committed_batch(checkpoint)
-    if done is None:
-        return None
-    offsets = checkpoint / "offsets" / str(done)
-    if not offsets.is_file():
-        return None
-    lines = offsets.read_text().splitlines()
-    if len(lines) < 2:
-        return None
-    return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
 
 
 # --- table versions ----------------------------------------------------------------------------
@@ -219,7 +198,7 @@ def delta_offsets(checkpoint: Path) -> list[dict]:
     Spark's offset log file is ``v1``, a metadata line, then one line per source (``-`` for
     none); a Delta source's line names its table by ``reservoirId``.
     """
-    planned = _batches(checkpoint / "offsets")
+    planned = offset_log.batch_ids(checkpoint / "offsets")
     if not planned:
         return []
     found = []

@@ -7,7 +7,8 @@ One evaluator per purpose:
   analysed before any table exists and without starting a query;
 - ``stream`` (run): stored datasets are read back from their Delta tables, incrementally for
   ``read_stream``;
-- ``batch`` (backfill, verify, materialized views): every read is a batch read.
+- ``batch`` (backfill, verify, materialized views): every read is a batch read; with
+  ``bounds`` (verify), each source reads only the input the flow's checkpoint committed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -26,6 +28,9 @@ from lakefeed.pipeline.api import Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
+
+if TYPE_CHECKING:
+    from lakefeed.runtime.committed import CommittedInput
 
 
 class _Abort(Exception):
@@ -44,6 +49,7 @@ class Evaluator:
     causes: dict[str, BaseException] = field(default_factory=dict)  # errors' exceptions (--debug)
     # External sources per dataset, views' included: (format, options) as given to Spark.
     sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
+    bounds: CommittedInput | None = None
     _stack: list[str] = field(default_factory=list)
 
     def defines(self, name: str) -> bool:
@@ -95,6 +101,8 @@ class Evaluator:
             return self.spark.createDataFrame([], upstream.schema)
         if streaming and self.mode != "batch":
             return delta.read_stream(self.spark, path, **options)
+        if streaming and self.bounds is not None:
+            options = self.bounds.bound("delta", options)
         return delta.read(self.spark, path, **options)
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
@@ -109,6 +117,8 @@ class Evaluator:
         schema_path = str(self.lakehouse.schema_path(flow))
         options = {**connector.pipeline_defaults(schema_path, options), **options}
         self.sources.setdefault(flow, []).append((connector.format, _with_path(options, path)))
+        if not streaming and self.bounds is not None:
+            options = self.bounds.bound(connector.format, options)
         return connector.read(self.spark, path, options, streaming=streaming)
 
     # -- internals

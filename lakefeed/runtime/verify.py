@@ -1,11 +1,14 @@
 """``lakefeed verify``: the streaming result against a batch recompute, table by table.
 
-Each table's batch result is its flow function evaluated as a batch over the *current* upstream
-tables (so a difference points at that flow, not at its inputs), with the same expectations.
-Doubles are compared rounded to 9 significant places: summing in another order changes the last
-bits of an average. For an append-mode aggregate, rows whose newest timestamp is past the last
-committed watermark are windows the stream has not closed yet: they are reported as pending, not
-as differences.
+Each streaming table's batch result is its flow function evaluated as a batch over exactly the
+input its checkpoint committed (see :mod:`lakefeed.runtime.committed`): the source rows,
+offsets or files up to the last committed batch, upstream tables as of the version the stream
+had read. A difference then points at that flow, never at input that arrived since or at a
+restart. A materialized view is recomputed over the current upstream tables, with the same
+expectations. Doubles are compared rounded to 9 significant places: summing in another order
+changes the last bits of an average. For an append-mode aggregate, rows whose newest timestamp
+is past the last committed watermark are windows the stream has not closed yet: they are
+reported as pending, not as differences.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, TimestampType
 
 from lakefeed.connectors import delta
+from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
-from lakefeed.pipeline.guard import committed_watermark_ms
 from lakefeed.runtime import expect
+from lakefeed.runtime.committed import CommittedInput
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate
@@ -42,10 +46,16 @@ class TableDiff:
     samples: list[str] = field(default_factory=list)
     note: str = ""
     inconsistent: str = ""  # why the table cannot be trusted (e.g. behind its checkpoint)
+    verified: bool = True  # False: no batch side could be computed (``note`` says why)
 
     @property
     def equal(self) -> bool:
-        return self.only_stream == 0 and self.only_batch == 0 and not self.inconsistent
+        return (
+            self.verified
+            and not self.inconsistent
+            and self.only_stream == 0
+            and self.only_batch == 0
+        )
 
 
 def verify(
@@ -81,12 +91,18 @@ def compare_table(
     validation: Validation,
     name: str,
 ) -> TableDiff:
-    dataset = pipeline.datasets[name]
-    evaluator = Evaluator(spark, pipeline, lakehouse, mode="batch")
+    plan = validation.flows.get(name)
+    bounds = None
+    if plan is not None and plan.facts.streaming:
+        bounds = CommittedInput.of(name, lakehouse.checkpoint_path(name))
+        if bounds is None:
+            return _nothing_committed(lakehouse, name)
+    evaluator = Evaluator(spark, pipeline, lakehouse, mode="batch", bounds=bounds)
     frame = evaluator.evaluate(name)
     if frame is None:
-        return TableDiff(name, 0, 0, note=evaluator.errors.get(name, "could not evaluate"))
-    rules = dataset.expectations
+        note = evaluator.errors.get(name, "could not evaluate")
+        return TableDiff(name, 0, 0, note=note, verified=False)
+    rules = pipeline.datasets[name].expectations
     batch = expect.kept_rows(expect.with_flags(frame, rules, name), rules)
     stream = delta.read(spark, str(lakehouse.table_path(name)))
     batch = batch.select(*stream.columns)
@@ -94,9 +110,8 @@ def compare_table(
     only_stream = stream.exceptAll(batch)
     only_batch = batch.exceptAll(stream)
     diff = TableDiff(name, stream.count(), batch.count())
-    plan = validation.flows.get(name)
-    watermark = committed_watermark_ms(lakehouse.checkpoint_path(name))
     if plan is not None and plan.facts.aggregate and plan.output_mode == "append":
+        watermark = bounds.last.watermark_ms if bounds is not None else None
         open_rows = _open_windows(only_batch, watermark)
         if open_rows is not None:
             diff.pending = open_rows.count()
@@ -108,6 +123,14 @@ def compare_table(
         f"batch only: {r}" for r in only_batch.limit(SAMPLE).collect()
     ]
     return diff
+
+
+def _nothing_committed(lakehouse: Lakehouse, name: str) -> TableDiff:
+    """A streaming table whose checkpoint has committed no batch must be empty."""
+    if delta_table.has_rows(str(lakehouse.table_path(name))):
+        note = "the table has rows but its checkpoint has committed no batch"
+        return TableDiff(name, 0, 0, note=note, verified=False)
+    return TableDiff(name, 0, 0, note="no batch committed yet: nothing to compare")
 
 
 def _comparable(df: DataFrame) -> DataFrame:

@@ -57,6 +57,12 @@ def _planned_read(spark: SparkSession, options: Mapping[str, str], schema: Any) 
     return planned_read(spark, options, schema)
 
 
+def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    from lakefeed.connectors.delta.offsets import committed_input
+
+    return committed_input(options, end, first_end)
+
+
 CONNECTOR = Connector(
     name="delta",
     formats=("delta",),
@@ -68,6 +74,7 @@ CONNECTOR = Connector(
     },
     planned_stream=_planned_stream,
     planned_read=_planned_read,
+    committed_input=_committed_input,
 )
 
 

@@ -13,13 +13,15 @@ mixes snapshot and later commits, and a batch that finishes a version ends at
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.log import Commit, DataFile, DeltaSourceError
+from lakefeed.errors import CheckpointError
 
 SOURCE_VERSION = 1
 
@@ -247,3 +249,33 @@ def initial_offset(
         when: dt.datetime = log.parse_timestamp(starting_timestamp)
         return DeltaOffset(log.version_at_timestamp(root, when), -1, False)
     return INITIAL
+
+
+def committed_input(
+    options: Mapping[str, str], end: Any, first_end: Any = None
+) -> dict[str, str] | None:
+    """Batch options that read exactly what a stream committed up to its offset ``end``: the
+    table as of the last version it finished. None: ``end`` is not a Delta source offset.
+
+    A batch reads whole versions from the start, so a stream that began at a version or time
+    (``startingVersion``/``startingTimestamp``), or whose last batch stopped inside a version
+    (``maxFilesPerTrigger``), has no exact batch equivalent: refused, saying so.
+    """
+    if not isinstance(end, dict) or not {"reservoirVersion", "index"} <= end.keys():
+        return None
+    offset = DeltaOffset.from_dict(end)
+    given = [k for k in options if k.lower() in ("startingversion", "startingtimestamp")]
+    if given:
+        raise CheckpointError(
+            f"a Delta stream started with {given[0]} reads only the commits after it, which no "
+            "batch read of a table version can reproduce",
+            fix="compare this table by hand, or rebuild it from the whole source",
+        )
+    if offset.index != -1 or offset.starting or offset.version < 1:
+        raise CheckpointError(
+            f"the Delta stream's last committed batch ended inside version {offset.version} "
+            "(maxFilesPerTrigger/maxBytesPerTrigger), which no batch read of a table version "
+            "can reproduce",
+            fix="run the pipeline once more (available-now finishes the version), then verify",
+        )
+    return {"versionAsOf": str(offset.version - 1)}

@@ -67,6 +67,12 @@ def _skipped_events(flow: str, options: Mapping[str, str]) -> Iterator[Connector
         )
 
 
+def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    from lakefeed.connectors.files.filelog import committed_input
+
+    return committed_input(options, end, first_end)
+
+
 CONNECTOR = Connector(
     name="files",
     formats=("cloudFiles",),
@@ -76,6 +82,7 @@ CONNECTOR = Connector(
     pipeline_defaults=_pipeline_defaults,
     batch_events=_skipped_events,
     planned_stream=planned_stream,
+    committed_input=_committed_input,
 )
 
 

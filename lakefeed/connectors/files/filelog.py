@@ -18,14 +18,21 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from lakefeed.connectors.files.globs import ListingCache, PathMatcher, scan
-from lakefeed.connectors.files.options import OptionError
+from lakefeed.connectors.files.options import OptionError, schema_location_of
+from lakefeed.errors import CheckpointError
 
 STATE_DIR = "_lakefeed_files"
+
+LOG_END_OPTION = "lakefeed.fileLogEnd"
+"""A batch read with this option reads the first N files of the stream's file log (under its
+``cloudFiles.schemaLocation``) instead of listing the folder: exactly what the stream committed
+up to offset index N (``lakefeed verify`` sets it from the checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,39 @@ class FileLog:
         self._entries.extend(found)
         for entry in found:
             self._cache.remember(entry.path)
+
+
+def _source_id(schema_location: str) -> str | None:
+    meta = state_dir(schema_location) / "source.json"
+    return str(json.loads(meta.read_text())["source_id"]) if meta.is_file() else None
+
+
+def committed_input(
+    options: Mapping[str, str], end: Any, first_end: Any = None
+) -> dict[str, str] | None:
+    """Batch options that read exactly the files a stream committed up to its offset ``end``
+    (an index into the file log at the schema location of ``options``). None: ``end`` is not
+    this source's offset."""
+    if not isinstance(end, dict) or not {"sourceId", "index"} <= end.keys():
+        return None
+    location = schema_location_of(options)
+    if location is None or _source_id(location) != end["sourceId"]:
+        return None
+    return {LOG_END_OPTION: str(int(end["index"]))}
+
+
+def committed_files(schema_location: str, end: int) -> list[FileEntry]:
+    """The first ``end`` files of the stream's log, read only (no lock, no repair)."""
+    path = state_dir(schema_location) / "files.log"
+    lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
+    entries = [FileEntry.from_line(line) for line in lines[:end] if line.endswith("\n")]
+    if len(entries) < end:
+        raise CheckpointError(
+            f"the file log {path} holds {len(entries)} files, but the stream committed {end}: "
+            "the schema location was changed or damaged",
+            fix="restore the schema location, or rebuild the table with --full-refresh",
+        )
+    return entries
 
 
 def _read_entries(path: Path) -> list[FileEntry]:

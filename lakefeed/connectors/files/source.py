@@ -35,9 +35,11 @@ from lakefeed.connectors import packing
 from lakefeed.connectors.files import spark_read
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import (
+    LOG_END_OPTION,
     FileEntry,
     FileLog,
     acquire_lock,
+    committed_files,
     list_files,
     skipped_dir,
     state_dir,
@@ -215,17 +217,23 @@ def read_partition(partition: InputPartition, plan: ReadPlan) -> Iterator[pa.Rec
 
 
 class CloudFilesBatchReader(DataSourceReader):
-    """``spark.read.format("cloudFiles")``: every file present (a pipeline backfill).
+    """``spark.read.format("cloudFiles")``: every file present (a pipeline backfill), or with
+    ``lakefeed.fileLogEnd=N`` the first N files of the stream's file log (what it committed).
 
-    Touches no file log: a batch read neither consumes nor records files for the stream.
+    Records nothing in the file log: a batch read neither consumes nor adds files for the stream.
     """
 
-    def __init__(self, opts: FileSourceOptions, plan: ReadPlan):
+    def __init__(self, opts: FileSourceOptions, plan: ReadPlan, log_end: int | None = None):
         self.opts = opts
         self.plan = plan
+        self.log_end = log_end
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan_partitions(list_files(self.opts.matcher), slots=packing.default_slots())
+        if self.log_end is None:
+            entries = list_files(self.opts.matcher)
+        else:
+            entries = committed_files(self.opts.require_schema_location(), self.log_end)
+        return plan_partitions(entries, slots=packing.default_slots())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.plan)
@@ -310,7 +318,10 @@ class CloudFilesDataSource(DataSource):
         return CloudFilesStreamReader(self.opts, self._plan(schema))
 
     def reader(self, schema: StructType) -> CloudFilesBatchReader:
-        return CloudFilesBatchReader(self.opts, self._plan(schema))
+        log_end = {k.lower(): v for k, v in self.options.items()}.get(LOG_END_OPTION.lower())
+        return CloudFilesBatchReader(
+            self.opts, self._plan(schema), None if log_end is None else int(log_end)
+        )
 
     def _plan(self, schema: StructType) -> ReadPlan:
         rescue = self._rescue_column()

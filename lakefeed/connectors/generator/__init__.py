@@ -13,6 +13,10 @@ Options (names case-insensitive; unknown or invalid ones are refused at ``load()
 - ``startTime`` (epoch ms or ISO-8601; default: the wall clock when the stream first starts,
   kept in the checkpoint). A start in the past makes a backlog: bound it with
   ``maxRowsPerTrigger``.
+- ``backlogSeconds`` (0): without ``startTime``, start the stream this many seconds before the
+  wall clock, so its first trigger (an ``availableNow`` run above all) finds
+  ``backlogSeconds * rowsPerSecond`` rows waiting instead of none. Used at the first start only:
+  the resulting start time is what the checkpoint keeps.
 - ``maxRowsPerTrigger`` (none): admission control per micro-batch.
 - ``numPartitions`` (2): Spark tasks per batch.
 - ``outOfOrderSeconds`` (5), ``lateRate`` (0.01), ``maxLateSeconds`` (300),
@@ -26,7 +30,7 @@ startTime) is refused: the checkpoint's stream could not be replayed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector
 
@@ -49,10 +53,17 @@ def describe(options: Mapping[str, str]) -> str:
     return f"IoT generator ({rate} rows/s)" if rate else "IoT generator"
 
 
+def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    from lakefeed.connectors.generator.source import committed_input
+
+    return committed_input(options, end, first_end)
+
+
 CONNECTOR = Connector(
     name="generator",
     formats=("lakefeed_iot",),
     aliases=("iot", "generator"),
     register=register,
     describe=describe,
+    committed_input=_committed_input,
 )

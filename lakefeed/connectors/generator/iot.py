@@ -118,6 +118,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[Options, str], Any]]] = {
     "seed": ("seed", Options.integer),
     "totalRows": ("total_rows", Options.integer),
     "startTime": ("start_time_ms", _start_time),
+    "backlogSeconds": ("backlog_seconds", Options.number),
     "numPartitions": ("num_partitions", Options.integer),
     "maxRowsPerTrigger": ("max_rows_per_trigger", Options.integer),
     "lateRate": ("late_rate", Options.number),
@@ -150,6 +151,7 @@ class IotConfig:
     seed: int = 0
     total_rows: int | None = None
     start_time_ms: int | None = None
+    backlog_seconds: float = 0.0
     num_partitions: int = 2
     max_rows_per_trigger: int | None = None
     late_rate: float = 0.01
@@ -169,6 +171,7 @@ class IotConfig:
         # A duplicate needs an earlier first sending to copy: keep most rows originals.
         _require("duplicateRate", 0.0 <= self.duplicate_rate <= 0.9, "must be between 0 and 0.9")
         _require("outOfOrderSeconds", self.out_of_order_seconds >= 0, "must be >= 0")
+        _require("backlogSeconds", self.backlog_seconds >= 0, "must be >= 0")
         _require(
             "maxLateSeconds",
             self.max_late_seconds >= self.out_of_order_seconds,
@@ -194,12 +197,12 @@ class IotConfig:
         )
 
     def resolved(self, now_ms: int | None = None) -> IotConfig:
-        """This config with ``startTime`` fixed (to ``now_ms`` or the wall clock if unset)."""
+        """This config with ``startTime`` fixed, if unset to ``backlogSeconds`` before ``now_ms``
+        (default: the wall clock)."""
         if self.start_time_ms is not None:
             return self
-        return dataclasses.replace(
-            self, start_time_ms=wall_clock_ms() if now_ms is None else now_ms
-        )
+        now = wall_clock_ms() if now_ms is None else now_ms
+        return dataclasses.replace(self, start_time_ms=now - round(self.backlog_seconds * 1000))
 
     def content_options(self) -> dict[str, int | float]:
         """The options that decide row contents, by user-facing name (stored in offsets)."""

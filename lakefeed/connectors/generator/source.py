@@ -9,7 +9,7 @@ of silently mixing two different streams in one table.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -179,6 +179,20 @@ class IotStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _offset(stream: IotConfig, end: int) -> dict[str, Any]:
     return {"offset": end, "startTime": stream.start_time_ms, "config": stream.content_options()}
+
+
+def committed_input(
+    options: Mapping[str, str], end: Any, first_end: Any = None
+) -> dict[str, str] | None:
+    """Batch options that read exactly the rows a stream committed up to its offset ``end``:
+    rows ``[0, end)`` of the checkpoint's stream (its start time; the content options are those
+    of ``options``, as a restart refuses others). None: ``end`` is not this source's offset."""
+    if not isinstance(end, dict) or not {"offset", "startTime", "config"} <= end.keys():
+        return None
+    content = IotConfig.from_options(options).content_options()
+    if any(end["config"].get(option) != value for option, value in content.items()):
+        return None
+    return {"startTime": str(int(end["startTime"])), "totalRows": str(int(end["offset"]))}
 
 
 def _refuse_changes(config: IotConfig, recorded: dict[str, Any], start_time: int) -> None:

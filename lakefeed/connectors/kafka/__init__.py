@@ -104,6 +104,12 @@ def read_kafka(
     return active_spark().readStream.format(NAME).options(**settings).load()
 
 
+def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    from lakefeed.connectors.kafka.offsets import committed_input
+
+    return committed_input(options, end, first_end)
+
+
 CONNECTOR = Connector(
     name="kafka",
     formats=(NAME,),
@@ -111,6 +117,7 @@ CONNECTOR = Connector(
     register=register,
     describe=describe,
     progress_figures=progress_figures,
+    committed_input=_committed_input,
 )
 
 __all__ = ["CONNECTOR", "NAME", "read_kafka", "register"]

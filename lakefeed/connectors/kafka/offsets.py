@@ -12,9 +12,11 @@ source would) silently skips what arrived in between.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lakefeed.connectors.kafka.options import (
     EARLIEST,
@@ -22,7 +24,9 @@ from lakefeed.connectors.kafka.options import (
     OffsetMap,
     Timestamps,
     TopicPartition,
+    parse_source_options,
 )
+from lakefeed.errors import CheckpointError
 
 Watermarks = dict[TopicPartition, tuple[int, int]]
 """(low, high) per partition: the earliest available offset and the next offset to be written."""
@@ -270,3 +274,41 @@ def split_ranges(
             for a, b in zip(bounds, bounds[1:], strict=False)
         )
     return result
+
+
+def _is_offset_json(offset: Any) -> bool:
+    return isinstance(offset, dict) and all(
+        isinstance(parts, dict)
+        and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
+        for parts in offset.values()
+    )
+
+
+def committed_input(
+    options: Mapping[str, str], end: Any, first_end: Any = None
+) -> dict[str, str] | None:
+    """Batch options that read exactly the records a stream committed up to its offset ``end``
+    (the last committed batch's end offsets); ``first_end``, the first batch's end, fixes where
+    partitions started at ``latest`` began. None: ``end`` is not this source's offset."""
+    if not _is_offset_json(end):
+        return None
+    stream = parse_source_options(options, batch=False)
+    committed = from_json(end)
+    if not committed or not all(stream.subscription.wants(topic) for topic, _ in committed):
+        return None
+    bounds = {"endingOffsets": json.dumps(to_json(committed))}
+    starting = stream.starting
+    if starting == "earliest" or isinstance(starting, Timestamps):
+        return bounds  # the batch read resolves the same start again
+    given = starting if isinstance(starting, dict) else dict.fromkeys(committed, LATEST)
+    start = {tp: given.get(tp, EARLIEST) for tp in committed}
+    first = from_json(first_end) if _is_offset_json(first_end) else {}
+    unknown = sorted(tp for tp, offset in start.items() if offset == LATEST and tp not in first)
+    if unknown:
+        raise CheckpointError(
+            f"the Kafka stream started at latest on {', '.join(map(describe, unknown))}, and its "
+            "checkpoint no longer holds the first batch that fixed where",
+            fix="compare a stream started at earliest or at given offsets",
+        )
+    start = {tp: first[tp] if offset == LATEST else offset for tp, offset in start.items()}
+    return {**bounds, "startingOffsets": json.dumps(to_json(start))}

@@ -1,0 +1,55 @@
+"""Spark's offset and commit logs of a checkpoint, read without Spark.
+
+``<checkpoint>/offsets/N`` is written when batch N is planned: a version line, the batch's
+metadata (``batchWatermarkMs``, ...) and then one line per source with its end offset (JSON, or
+``-`` for none), in the order of the query's sources. ``<checkpoint>/commits/N`` appears once
+batch N is committed. What a stream has committed is therefore the offsets of the newest batch in
+the commit log.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakefeed.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of Spark's offset log."""
+
+    batch_id: int
+    watermark_ms: int
+    offsets: tuple[Any, ...]
+    """Each source's end offset (decoded JSON; None for "-"), in Spark's source order."""
+
+
+def batch_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def read_batch(checkpoint: Path, batch_id: int) -> Batch | None:
+    """Batch ``batch_id`` of the offset log, None when the log no longer holds it."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if not path.is_file():
+        return None
+    lines = path.read_text().splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(
+            f"{path} is not a Spark offset log entry",
+            fix="restore the checkpoint, or rebuild the table with --full-refresh",
+        )
+    metadata = json.loads(lines[1])
+    offsets = tuple(None if line == "-" else json.loads(line) for line in lines[2:])
+    return Batch(batch_id, int(metadata.get("batchWatermarkMs", 0)), offsets)
+
+
+def last_committed(checkpoint: Path) -> Batch | None:
+    """The newest batch in the commit log (None: nothing committed yet)."""
+    done = batch_ids(checkpoint / "commits")
+    return read_batch(checkpoint, done[-1]) if done else None

@@ -49,8 +49,8 @@ import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.errors import EventLogError
-from lakefeed.observe.logs import get_logger
-from lakefeed.observe.redact import redact, redact_text
+from lakefeed.logs import get_logger
+from lakefeed.redact import redact, redact_text
 
 log = get_logger(__name__)
 

@@ -37,12 +37,12 @@ from starlette.staticfiles import StaticFiles
 
 from lakefeed.errors import ConfigError, register_code
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.logs import get_logger
 from lakefeed.observe.graph import layout, with_sources
-from lakefeed.observe.logs import get_logger
 from lakefeed.observe.prom import render_metrics
-from lakefeed.observe.redact import redact_text
 from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
+from lakefeed.redact import redact_text
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"

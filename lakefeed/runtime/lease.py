@@ -39,7 +39,7 @@ from typing import Protocol
 
 from lakefeed.errors import LeaseError
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.logs import get_logger
+from lakefeed.logs import get_logger
 
 log = get_logger(__name__)
 

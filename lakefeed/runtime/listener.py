@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog
-from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
 from lakefeed.runtime.skipped import report_skipped_files
 

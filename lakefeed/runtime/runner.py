@@ -34,8 +34,8 @@ from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog
-from lakefeed.observe.logs import get_logger
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError

@@ -8,7 +8,7 @@ import pytest
 
 from lakefeed.observe.event_log import EventLog, read_events
 from lakefeed.observe.figures import Monitor
-from lakefeed.observe.redact import MASK, is_secret_key, redact, redact_text
+from lakefeed.redact import MASK, is_secret_key, redact, redact_text
 from tests.observe.progress import progress
 
 PW = "hunter2-Xy9"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lakefeed.connectors.files.filelog import FileEntry
 from lakefeed.connectors.files.options import FileSourceOptions
-from lakefeed.observe.logs import get_logger
+from lakefeed.logs import get_logger
 
 log = get_logger("lakefeed.connectors.files")
 

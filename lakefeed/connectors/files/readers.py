@@ -61,7 +61,7 @@ from lakefeed.connectors.files.schemas import (
     value_type,
 )
 from lakefeed.errors import SourceError
-from lakefeed.observe.logs import get_logger
+from lakefeed.logs import get_logger
 
 CORRUPT_RECORD = "_corrupt_record"
 FILE_PATH_KEY = "_file_path"

@@ -62,7 +62,7 @@ from lakefeed.connectors.files.schemas import (
     output_schema,
     parse_ddl,
 )
-from lakefeed.observe.logs import get_logger
+from lakefeed.logs import get_logger
 
 log = get_logger("lakefeed.connectors.files")
 

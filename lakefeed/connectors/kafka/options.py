@@ -20,7 +20,7 @@ from typing import Any
 
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError
-from lakefeed.observe.redact import MASK, is_secret_key, redact_text
+from lakefeed.redact import MASK, is_secret_key, redact_text
 
 EARLIEST = -2
 """Spark's per-partition code for "earliest" in offset JSON."""

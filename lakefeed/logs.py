@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from lakefeed.observe.redact import redact, redact_text
+from lakefeed.redact import redact, redact_text
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 

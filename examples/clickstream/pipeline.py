@@ -13,7 +13,8 @@ writes one row per session once the watermark closes it: length, pages, conversi
 Configuration (``lakefeed run ... --conf key=value``): ``clickstream.sessionGap`` (default
 "2 minutes"), ``clickstream.watermark`` (default "1 minute"), ``clickstream.users`` (default
 20), ``clickstream.totalRows`` (stop after that many generated clicks), ``clickstream.
-rowsPerSecond`` (default 5), ``clickstream.startTime``, ``clickstream.seed``.
+rowsPerSecond`` (default 5), ``clickstream.startTime``, ``clickstream.seed``,
+``clickstream.lateRate`` (share of clicks arriving later than the watermark allows).
 """
 
 from pyspark.sql import functions as F
@@ -32,7 +33,7 @@ def generator_options() -> dict[str, str]:
         "duplicateRate": "0.05",
         "malformedRate": "0",
     }
-    for name in ("totalRows", "startTime", "seed"):
+    for name in ("totalRows", "startTime", "seed", "lateRate"):
         value = lf.config(f"clickstream.{name}")
         if value is not None:
             options[name] = value

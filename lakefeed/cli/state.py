@@ -55,6 +55,10 @@ def _operator_table(op: OperatorState) -> Table:
     grid.add_row("partitions", str(op.partitions))
     grid.add_row("batches", f"{op.min_batch}..{op.max_batch}")
     grid.add_row("bytes on disk", f"{op.bytes_on_disk:,}")
+    if op.memory_used_bytes is not None:
+        grid.add_row("memory used (last batch)", f"{op.memory_used_bytes:,}")
+    if op.rows_dropped_by_watermark is not None:
+        grid.add_row("rows dropped by watermark", f"{op.rows_dropped_by_watermark:,}")
     for ttl in op.ttl:
         grid.add_row(Text(f"ttl {ttl['variable']}"), str(ttl["ttl_enabled"]))
     for store in op.stores:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.errors import CheckpointError, register_code
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import read_events
 from lakefeed.observe.redact import redact
 
 if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
@@ -45,6 +46,9 @@ class OperatorState:
     max_batch: int
     bytes_on_disk: int
     stores: list[StoreState]
+    # From the flow's last progress in the event log (None when it has none).
+    memory_used_bytes: int | None = None
+    rows_dropped_by_watermark: int | None = None
     ttl: list[dict[str, Any]] = field(default_factory=list)  # transformWithState variables
 
 
@@ -91,7 +95,36 @@ def inspect_state(
     operators = [
         _operator(spark, checkpoint, op_rows, limit) for _, op_rows in sorted(by_operator.items())
     ]
+    _add_progress(operators, _last_state_progress(lakehouse, flow))
     return FlowState(flow, str(checkpoint), operators)
+
+
+def _last_state_progress(lakehouse: Lakehouse, flow: str) -> list[dict[str, Any]]:
+    """``stateOperators`` of the flow's newest progress event, in Spark's operator order."""
+    try:
+        events = read_events(
+            lakehouse.event_log_path, event_types=["flow_progress"], flow=flow, limit=1
+        )
+    except (OSError, ValueError):  # no or unreadable event log: state alone is still useful
+        return []
+    details = events[0].get("details") if events else None
+    operators = details.get("stateOperators") if isinstance(details, dict) else None
+    return [op for op in operators or [] if isinstance(op, dict)]
+
+
+def _add_progress(operators: list[OperatorState], progress: list[dict[str, Any]]) -> None:
+    """Match progress entries to operators by name, in order (ids are not in the progress)."""
+    remaining = list(progress)
+    for op in operators:
+        match = next((p for p in remaining if p.get("operatorName") == op.name), None)
+        if match is not None:
+            remaining.remove(match)
+            op.memory_used_bytes = _int(match.get("memoryUsedBytes"))
+            op.rows_dropped_by_watermark = _int(match.get("numRowsDroppedByWatermark"))
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) else None
 
 
 def _operator(spark: SparkSession, checkpoint: Path, rows: list[Row], limit: int) -> OperatorState:

@@ -25,6 +25,7 @@ CONF = {
     "clickstream.users": "6",
     "clickstream.startTime": "2026-01-01T00:00:00Z",
     "clickstream.seed": "7",
+    "clickstream.lateRate": "0",  # no click later than the watermark: stream == batch
 }
 
 
@@ -60,6 +61,7 @@ def test_state_of_each_flow(spark, clicks: Lakehouse) -> None:
     (session_op,) = inspect_state(spark, clicks, "gold_sessions", limit=3).operators
     assert session_op.name == "sessionWindowStateStoreSaveExec"
     assert session_op.bytes_on_disk > 0 and session_op.partitions > 0
+    assert session_op.memory_used_bytes and session_op.rows_dropped_by_watermark is not None
     (store,) = session_op.stores
     assert store.keys and store.keys > 0 and len(store.sample) == min(3, store.keys)
     assert set(store.sample[0]["key"]) == {"user_id", "sessionStartTime"}

@@ -1,8 +1,8 @@
 """Clickstream: page views per user → deduplicated clicks → per-user session metrics.
 
-The clicks come from the built-in ``iot`` generator (deterministic from its seed and offsets, so
-``lakefeed verify`` and replays see the same input): each generated event becomes a page view
-of user ``device_id``; its page and whether it is a purchase follow from a hash of its event id.
+The clicks come from the built-in ``iot`` generator (seeded, no external system needed): each
+generated event becomes a page view of user ``device_id``; its page and whether it is a purchase
+follow from a hash of its event id.
 A user is idle during some 5-minute blocks (again a hash), so sessions start and end.
 
 bronze keeps the raw messages; silver parses them and drops the devices' re-sent duplicates with

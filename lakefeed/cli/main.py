@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lakefeed.cli.kafka",
     "lakefeed.cli.pipeline",
     "lakefeed.cli.table",
+    "lakefeed.cli.state",
 )
 
 

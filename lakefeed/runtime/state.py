@@ -1,0 +1,196 @@
+"""What a flow keeps in Spark state: operators, stores, key counts, bytes, sample rows, TTL.
+
+Spark writes stateful operators' state (aggregations, session windows, dedup, joins,
+transformWithState) under the flow's checkpoint. Spark's own state data sources read it back:
+``state-metadata`` lists the operators and their stores, ``statestore`` reads one store's keys
+and values as of a batch. This module runs both on a lakehouse's checkpoint, so ``lakefeed
+state FLOW`` shows what a stateful flow holds without the user knowing the layout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakefeed.errors import CheckpointError, register_code
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import read_events
+from lakefeed.observe.redact import redact
+
+if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
+    from pyspark.sql import Row, SparkSession
+
+UNKNOWN_FLOW = register_code("STATE_UNKNOWN_FLOW", CheckpointError)
+
+
+@dataclass
+class StoreState:
+    """One state store of an operator as of the operator's last committed batch."""
+
+    name: str
+    keys: int | None
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # why the store could not be read (e.g. an unsupported format)
+
+
+@dataclass
+class OperatorState:
+    """One stateful operator of a flow, as ``state-metadata`` describes it."""
+
+    operator_id: int
+    name: str
+    partitions: int
+    min_batch: int
+    max_batch: int
+    bytes_on_disk: int
+    stores: list[StoreState]
+    # From the flow's last progress in the event log (None when it has none).
+    memory_used_bytes: int | None = None
+    rows_dropped_by_watermark: int | None = None
+    ttl: list[dict[str, Any]] = field(default_factory=list)  # transformWithState variables
+
+
+@dataclass
+class FlowState:
+    flow: str
+    checkpoint: str
+    operators: list[OperatorState]
+
+    def to_json(self) -> dict[str, Any]:
+        return redact(asdict(self))
+
+
+def known_flows(lakehouse: Lakehouse) -> list[str]:
+    """Flows with a checkpoint in the lakehouse."""
+    folder = lakehouse.root / "checkpoints"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def flow_checkpoint(lakehouse: Lakehouse, flow: str) -> Path:
+    """The checkpoint of ``flow``; an unknown flow is an error naming the known ones."""
+    checkpoint = lakehouse.checkpoint_path(flow)
+    if not checkpoint.is_dir():
+        known = ", ".join(known_flows(lakehouse)) or "none"
+        raise CheckpointError(
+            f"flow {flow!r} has no checkpoint in {lakehouse.root} (flows: {known})",
+            fix="name one of the flows listed, or run the pipeline first",
+            code=UNKNOWN_FLOW,
+        )
+    return checkpoint
+
+
+def inspect_state(
+    spark: SparkSession, lakehouse: Lakehouse, flow: str, limit: int = 5
+) -> FlowState:
+    """Read the state of ``flow``: its operators and, per store, key count and ``limit`` rows."""
+    checkpoint = flow_checkpoint(lakehouse, flow)
+    if not (checkpoint / "state").is_dir():
+        return FlowState(flow, str(checkpoint), [])
+    rows = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    by_operator: dict[int, list[Row]] = {}
+    for row in rows:
+        by_operator.setdefault(row["operatorId"], []).append(row)
+    operators = [
+        _operator(spark, checkpoint, op_rows, limit) for _, op_rows in sorted(by_operator.items())
+    ]
+    _add_progress(operators, _last_state_progress(lakehouse, flow))
+    return FlowState(flow, str(checkpoint), operators)
+
+
+def _last_state_progress(lakehouse: Lakehouse, flow: str) -> list[dict[str, Any]]:
+    """``stateOperators`` of the flow's newest progress event, in Spark's operator order."""
+    try:
+        events = read_events(
+            lakehouse.event_log_path, event_types=["flow_progress"], flow=flow, limit=1
+        )
+    except (OSError, ValueError):  # no or unreadable event log: state alone is still useful
+        return []
+    details = events[0].get("details") if events else None
+    operators = details.get("stateOperators") if isinstance(details, dict) else None
+    return [op for op in operators or [] if isinstance(op, dict)]
+
+
+def _add_progress(operators: list[OperatorState], progress: list[dict[str, Any]]) -> None:
+    """Match progress entries to operators by name, in order (ids are not in the progress)."""
+    remaining = list(progress)
+    for op in operators:
+        match = next((p for p in remaining if p.get("operatorName") == op.name), None)
+        if match is not None:
+            remaining.remove(match)
+            op.memory_used_bytes = _int(match.get("memoryUsedBytes"))
+            op.rows_dropped_by_watermark = _int(match.get("numRowsDroppedByWatermark"))
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def _operator(spark: SparkSession, checkpoint: Path, rows: list[Row], limit: int) -> OperatorState:
+    first = rows[0]
+    op_id = int(first["operatorId"])
+    stores = [
+        _store(spark, checkpoint, op_id, row["stateStoreName"], int(row["maxBatchId"]), limit)
+        for row in rows
+    ]
+    return OperatorState(
+        operator_id=op_id,
+        name=first["operatorName"],
+        partitions=int(first["numPartitions"]),
+        min_batch=int(first["minBatchId"]),
+        max_batch=int(first["maxBatchId"]),
+        bytes_on_disk=_bytes(checkpoint / "state" / str(op_id)),
+        stores=stores,
+        ttl=_ttl(first),
+    )
+
+
+def _store(
+    spark: SparkSession, checkpoint: Path, op_id: int, store: str, batch: int, limit: int
+) -> StoreState:
+    reader = (
+        spark.read.format("statestore")
+        .option("operatorId", op_id)
+        .option("storeName", store)
+        .option("batchId", batch)
+    )
+    try:
+        frame = reader.load(str(checkpoint))
+        count = frame.count()
+        sample = [_plain(r.asDict(recursive=True)) for r in frame.limit(limit).collect()]
+    except Exception as error:  # noqa: BLE001 - one unreadable store must not hide the others
+        return StoreState(store, None, error=str(error).splitlines()[0])
+    return StoreState(store, count, sample)
+
+
+def _ttl(row: Row) -> list[dict[str, Any]]:
+    """TTL settings of transformWithState variables, from the operator's properties."""
+    raw = row.asDict().get("operatorProperties")
+    if not raw:
+        return []
+    try:
+        props = json.loads(raw)
+    except (TypeError, ValueError):
+        return []
+    variables = props.get("stateVariables", []) if isinstance(props, dict) else []
+    return [
+        {"variable": v.get("stateName"), "ttl_enabled": v.get("ttlEnabled")}
+        for v in variables
+        if isinstance(v, dict)
+    ]
+
+
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _plain(value: Any) -> Any:
+    """Rows as JSON-friendly values (timestamps and the like become strings)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

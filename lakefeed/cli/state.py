@@ -12,7 +12,7 @@ from rich.text import Text
 from lakefeed.cli.observe import lakehouse_option
 from lakefeed.errors import CheckpointError
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.redact import redact
+from lakefeed.redact import redact
 from lakefeed.runtime.state import FlowState, OperatorState, flow_checkpoint, inspect_state
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lakefeed.errors import CheckpointError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
-from lakefeed.observe.redact import redact
+from lakefeed.redact import redact
 
 if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
     from pyspark.sql import Row, SparkSession

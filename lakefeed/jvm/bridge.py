@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -82,36 +81,11 @@ def planned_stream(
     gateway = spark.sparkContext._gateway
     assert gateway is not None
     ensure_callback_server_started(gateway)
-    release_dropped(spark)
     planned = PlannedStream(spark, open_reader, description)
     _planners(gateway).register(planned.id, planned)
-    frame = (
+    return (
         spark.readStream.format(PROVIDER).schema(schema).option(PLANNER_OPTION, planned.id).load()
     )
-    # The JVM's registry holds the factory (a Py4J proxy) while the DataFrame may start queries;
-    # once Python drops the DataFrame, its id is queued here and unregistered on the next call
-    # (not from the finalizer: a Py4J call inside garbage collection could interleave with a
-    # call the same thread has in flight). Running queries keep the planner they opened.
-    weakref.finalize(frame, _dropped.append, planned.id)
-    return frame
-
-
-_dropped: list[str] = []
-
-
-def release_dropped(spark: SparkSession) -> int:
-    """Unregister the planned streams whose DataFrames are gone; how many were released."""
-    gateway = spark.sparkContext._gateway
-    released = 0
-    while _dropped:
-        _planners(gateway).unregister(_dropped.pop())
-        released += 1
-    return released
-
-
-def registered(spark: SparkSession) -> int:
-    """How many planned streams the driver JVM holds (for tests and diagnostics)."""
-    return int(_planners(spark.sparkContext._gateway).size())
 
 
 def _planners(gateway: Any) -> Any:

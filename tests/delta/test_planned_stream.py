@@ -180,21 +180,3 @@ def test_batch_read_of_many_partitions_or_an_empty_table(spark, tmp_path: Path) 
     empty = tmp_path / "empty"
     write_deltalake(str(empty), pa.table({"id": pa.array([], pa.int64())}))
     assert spark.read.format("delta").load(str(empty)).collect() == []
-
-
-def test_a_dropped_planned_stream_is_released_from_the_jvm(spark, tmp_path: Path) -> None:
-    """Each ``load()`` registers a Py4J proxy in the driver JVM; a DataFrame Python no longer
-    holds must not keep its proxy there for the life of the session."""
-    import gc
-
-    from lakefeed.jvm import bridge
-
-    write_deltalake(str(tmp_path / "t"), pa.table({"id": [1, 2]}))
-    bridge.release_dropped(spark)
-    before = bridge.registered(spark)
-    frames = [spark.readStream.format("delta").load(str(tmp_path / "t")) for _ in range(3)]
-    assert bridge.registered(spark) == before + 3
-    del frames
-    gc.collect()
-    assert bridge.release_dropped(spark) == 3
-    assert bridge.registered(spark) == before

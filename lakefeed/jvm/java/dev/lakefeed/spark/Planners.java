@@ -13,15 +13,6 @@ public final class Planners {
     PLANNERS.put(id, planner);
   }
 
-  /** Forget a planned stream whose DataFrame Python dropped (its running queries keep theirs). */
-  public static void unregister(String id) {
-    PLANNERS.remove(id);
-  }
-
-  public static int size() {
-    return PLANNERS.size();
-  }
-
   static StreamPlannerFactory get(String id) {
     StreamPlannerFactory planner = PLANNERS.get(id);
     if (planner == null) {

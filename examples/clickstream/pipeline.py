@@ -13,7 +13,8 @@ writes one row per session once the watermark closes it: length, pages, conversi
 Configuration (``lakefeed run ... --conf key=value``): ``clickstream.sessionGap`` (default
 "2 minutes"), ``clickstream.watermark`` (default "1 minute"), ``clickstream.users`` (default
 20), ``clickstream.totalRows`` (stop after that many generated clicks), ``clickstream.
-rowsPerSecond`` (default 5), ``clickstream.startTime``, ``clickstream.seed``,
+rowsPerSecond`` (default 5), ``clickstream.backlogSeconds`` (default 1800: a first run starts
+that far in the past), ``clickstream.startTime``, ``clickstream.seed``,
 ``clickstream.lateRate`` (share of clicks arriving later than the watermark allows).
 """
 
@@ -30,6 +31,8 @@ def generator_options() -> dict[str, str]:
     options = {
         "devices": lf.config("clickstream.users", "20"),
         "rowsPerSecond": lf.config("clickstream.rowsPerSecond", "5"),
+        # a first triggered run finds the last half hour of clicks waiting
+        "backlogSeconds": lf.config("clickstream.backlogSeconds", "1800"),
         "duplicateRate": "0.05",
         "malformedRate": "0",
     }

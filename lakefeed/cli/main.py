@@ -15,6 +15,7 @@ from lakefeed.logs import configure_logging
 
 # One module per concern; each defines COMMANDS.
 COMMAND_MODULES: tuple[str, ...] = (
+    "lakefeed.cli.init",
     "lakefeed.cli.observe",
     "lakefeed.cli.kafka",
     "lakefeed.cli.pipeline",

@@ -37,7 +37,6 @@ from lakefeed.results import (
     FlowResult,
     FlowStatus,
     RunResult,
-    TableComparison,
     ValidationResult,
     VerifyResult,
 )
@@ -153,25 +152,8 @@ def verify(
 
     loaded = load(pipeline, conf)
     session = spark or _session(master, loaded.name)
-    diffs = compare(loaded, _lakehouse(lakehouse), session, run_first=run_first)
-    return VerifyResult(
-        pipeline=loaded.name,
-        tables=tuple(
-            TableComparison(
-                table=diff.table,
-                stream_rows=diff.stream_rows,
-                batch_rows=diff.batch_rows,
-                only_stream=diff.only_stream,
-                only_batch=diff.only_batch,
-                pending=diff.pending,
-                samples=tuple(diff.samples),
-                note=diff.note,
-                inconsistent=diff.inconsistent,
-                verified=diff.verified,
-            )
-            for diff in diffs
-        ),
-    )
+    tables = compare(loaded, _lakehouse(lakehouse), session, run_first=run_first)
+    return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
 
 
 # -- helpers

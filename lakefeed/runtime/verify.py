@@ -14,7 +14,6 @@ reported as pending, not as differences.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +25,7 @@ from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
+from lakefeed.results import TableComparison
 from lakefeed.runtime import expect
 from lakefeed.runtime.committed import CommittedInput
 from lakefeed.runtime.evaluate import Evaluator
@@ -35,32 +35,9 @@ from lakefeed.runtime.validate import Validation, validate
 SAMPLE = 5
 
 
-@dataclass
-class TableDiff:
-    table: str
-    stream_rows: int
-    batch_rows: int
-    only_stream: int = 0
-    only_batch: int = 0
-    pending: int = 0
-    samples: list[str] = field(default_factory=list)
-    note: str = ""
-    inconsistent: str = ""  # why the table cannot be trusted (e.g. behind its checkpoint)
-    verified: bool = True  # False: no batch side could be computed (``note`` says why)
-
-    @property
-    def equal(self) -> bool:
-        return (
-            self.verified
-            and not self.inconsistent
-            and self.only_stream == 0
-            and self.only_batch == 0
-        )
-
-
 def verify(
     pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession, run_first: bool = True
-) -> list[TableDiff]:
+) -> list[TableComparison]:
     """Bring the stream up to date (available-now) unless told not to, then compare.
 
     A table behind what its flow's checkpoint committed, or a flow that has read past its
@@ -76,7 +53,7 @@ def verify(
     for found in guard.tables_behind(flows, tables):
         behind.setdefault(found.flow, []).append(found.reason)
     return [
-        TableDiff(name, 0, 0, inconsistent="; ".join(behind[name]))
+        TableComparison(name, 0, 0, 0, 0, 0, inconsistent="; ".join(behind[name]))
         if name in behind
         else compare_table(pipeline, lakehouse, spark, validation, name)
         for name in validation.order
@@ -90,7 +67,7 @@ def compare_table(
     spark: SparkSession,
     validation: Validation,
     name: str,
-) -> TableDiff:
+) -> TableComparison:
     plan = validation.flows.get(name)
     bounds = None
     if plan is not None and plan.facts.streaming:
@@ -101,7 +78,7 @@ def compare_table(
     frame = evaluator.evaluate(name)
     if frame is None:
         note = evaluator.errors.get(name, "could not evaluate")
-        return TableDiff(name, 0, 0, note=note, verified=False)
+        return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
     rules = pipeline.datasets[name].expectations
     batch = expect.kept_rows(expect.with_flags(frame, rules, name), rules)
     stream = delta.read(spark, str(lakehouse.table_path(name)))
@@ -109,30 +86,37 @@ def compare_table(
     stream, batch = _comparable(stream), _comparable(batch)
     only_stream = stream.exceptAll(batch)
     only_batch = batch.exceptAll(stream)
-    diff = TableDiff(name, stream.count(), batch.count())
+    pending, note = 0, ""
     if plan is not None and plan.facts.aggregate and plan.output_mode == "append":
         watermark = bounds.last.watermark_ms if bounds is not None else None
         still_open = _open_windows(only_batch, watermark)
         if still_open is not None:
             # A filter, not exceptAll of a filtered copy: Spark's exceptAll of a frame with
             # itself (the same attributes on both sides) removed nothing.
-            diff.pending = only_batch.filter(still_open).count()
+            pending = only_batch.filter(still_open).count()
             only_batch = only_batch.filter(~still_open)
-            diff.note = f"windows past watermark {watermark} ms are still open in the stream"
-    diff.only_stream = only_stream.count()
-    diff.only_batch = only_batch.count()
-    diff.samples = [f"stream only: {r}" for r in only_stream.limit(SAMPLE).collect()] + [
+            note = f"windows past watermark {watermark} ms are still open in the stream"
+    samples = [f"stream only: {r}" for r in only_stream.limit(SAMPLE).collect()] + [
         f"batch only: {r}" for r in only_batch.limit(SAMPLE).collect()
     ]
-    return diff
+    return TableComparison(
+        name,
+        stream.count(),
+        batch.count(),
+        only_stream.count(),
+        only_batch.count(),
+        pending,
+        tuple(samples),
+        note,
+    )
 
 
-def _nothing_committed(lakehouse: Lakehouse, name: str) -> TableDiff:
+def _nothing_committed(lakehouse: Lakehouse, name: str) -> TableComparison:
     """A streaming table whose checkpoint has committed no batch must be empty."""
     if delta_table.has_rows(str(lakehouse.table_path(name))):
         note = "the table has rows but its checkpoint has committed no batch"
-        return TableDiff(name, 0, 0, note=note, verified=False)
-    return TableDiff(name, 0, 0, note="no batch committed yet: nothing to compare")
+        return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
+    return TableComparison(name, 0, 0, 0, 0, 0, note="no batch committed yet: nothing to compare")
 
 
 def _comparable(df: DataFrame) -> DataFrame:

@@ -4,6 +4,11 @@ Spark reads a damaged offset or commit log file (a truncated write, a bad copy, 
 once the query runs, and fails the same way on every restart. Checking the files' framing first
 turns that into one permanent :class:`~lakefeed.errors.CheckpointError` naming the file and the
 fix, instead of a loop of restarts each dumping a JVM stack.
+
+A process killed while Spark writes the *first* batch's offsets leaves only a temporary file
+(``offsets/.0.<uuid>.tmp``); Spark 4.3 then finds no batch yet a non-empty folder and refuses
+every restart (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Those leftovers were never part
+of the checkpoint, so :func:`clear_interrupted_start` removes them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,25 @@ _VERSION = re.compile(r"^v\d+$")
 # Spark's logs: a version line, then a JSON metadata line (offsets: one line per source follows)
 _LOGS = ("offsets", "commits")
 _JSON_FILES = ("metadata", "_lakefeed.json")
+
+
+def clear_interrupted_start(checkpoint: Path) -> list[Path]:
+    """Remove the temporary files of a first batch whose offsets never landed; return them.
+
+    Only when ``offsets`` holds no batch at all: then nothing in ``offsets`` or ``commits`` can
+    be read by Spark, and a temporary file there is what a killed write left behind. Anything
+    else (a real batch file, state) is left for Spark and the guard to judge.
+    """
+    offsets = checkpoint / "offsets"
+    if not offsets.is_dir() or any(p.name.isdigit() for p in offsets.iterdir()):
+        return []
+    removed = []
+    for log in _LOGS:
+        folder = checkpoint / log
+        for path in sorted(folder.glob(".*.tmp")) if folder.is_dir() else []:
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def check_checkpoint_files(checkpoint: Path, flow: str, refresh: str) -> None:

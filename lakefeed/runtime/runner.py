@@ -41,7 +41,7 @@ from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
-from lakefeed.runtime.checkpoint_files import check_checkpoint_files
+from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
@@ -300,6 +300,11 @@ class PipelineRunner:
         )
         path = str(self.lakehouse.table_path(dataset.name))
         refresh = f"lakefeed run PIPELINE --full-refresh {dataset.name}"
+        for leftover in clear_interrupted_start(checkpoint):
+            log.warning(
+                "removed the leftover of an interrupted first batch",
+                extra={"flow": dataset.name, "file": str(leftover)},
+            )
         try:
             check_checkpoint_files(checkpoint, dataset.name, refresh)
             guard.check(checkpoint, identity, delta_table.has_rows(path))

@@ -47,7 +47,7 @@ def main(work: Path) -> None:
 
         # The sink commits in this process (foreachBatch): die with the JVM right after it.
         commit.AFTER_COMMIT.append(lambda _root, _batch: os.killpg(0, signal.SIGKILL))
-    spark = driver_session("delta-crash")
+    spark = driver_session("delta-crash", work / "cp")
     query = (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", 1)

@@ -45,7 +45,7 @@ def main(work: Path) -> None:
     with (work / "runs.jsonl").open("a") as out:
         out.write(json.dumps(_progress(work)) + "\n")
     die_after_commit = os.environ.get("LAKEFEED_CRASH_RUN") == "1"
-    spark = driver_session("merge-crash")
+    spark = driver_session("merge-crash", work / "cp")
     target = str(work / "dst")
     if not DeltaTable.isDeltaTable(spark, target):
         empty = spark.createDataFrame([], "id long, v string, n long")

@@ -36,7 +36,7 @@ def main(work: Path, reader: str) -> None:
     from pyspark.sql import functions as F
 
     land(work / "land", os.environ.get("LAKEFEED_CRASH_RUN", "x"))
-    spark = driver_session("files-crash")
+    spark = driver_session("files-crash", work / "cp")
     stream = (
         spark.readStream.format("cloudFiles")
         .option("cloudFiles.format", "json")

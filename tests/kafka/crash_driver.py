@@ -7,16 +7,13 @@ Run as ``python crash_driver.py BOOTSTRAP TOPIC TABLE CHECKPOINT``; killed and r
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from lakefeed.session import spark_session
+from tests.support.crash import driver_session
 
 
 def main(bootstrap: str, topic: str, table: str, checkpoint: str) -> None:
-    spark = spark_session(
-        "kafka-crash",
-        master="local[2]",
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
-    )
+    spark = driver_session("kafka-crash", Path(checkpoint))
     query = (
         spark.readStream.format("lakefeed_kafka")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -144,6 +144,22 @@ def test_a_damaged_checkpoint_fails_fast_with_its_fix(spark, tmp_path: Path) -> 
     assert "flow_restart" not in kinds and kinds.count("flow_start") == 1  # the first run only
 
 
+def test_a_first_batch_killed_mid_write_does_not_brick_the_checkpoint(
+    spark, tmp_path: Path
+) -> None:
+    """kill -9 while Spark writes batch 0's offsets leaves only a temporary file behind."""
+    folder = write(
+        tmp_path / "p", {"g.py": HEAD + f"@lf.table\ndef t1():\n    return {GENERATOR}\n"}
+    )
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    leftover = lakehouse.checkpoint_path("t1") / "offsets" / ".0.5e1f.tmp"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("v1\n")
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="once")).run()
+    assert result.ok and not leftover.exists()
+    assert spark.read.format("delta").load(str(lakehouse.table_path("t1"))).count() == 20
+
+
 def test_a_sql_error_names_the_sql_file_line(spark, tmp_path: Path) -> None:
     folder = write(
         tmp_path / "p",

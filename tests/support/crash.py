@@ -108,9 +108,17 @@ def kill_soon_after_progress(
     return kill_when
 
 
-def driver_session(app_name: str):  # noqa: ANN201 - pyspark is imported by the driver only
-    """The SparkSession of a crash-test driver script: small, local, no UI."""
+def driver_session(app_name: str, checkpoint: Path):  # noqa: ANN201 - pyspark in the driver only
+    """The SparkSession of a crash-test driver script: small, local, no UI.
+
+    A kill while Spark wrote the first batch's offsets leaves a temporary file that makes
+    Spark 4.3 refuse the checkpoint forever; lakefeed's runner clears it before a flow starts,
+    and so does this, for the drivers' plain PySpark queries.
+    """
+    from lakefeed.runtime.checkpoint_files import clear_interrupted_start
     from lakefeed.session import spark_session
+
+    clear_interrupted_start(checkpoint)
 
     return spark_session(
         app_name,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lakefeed.connectors.files import read_files
     from lakefeed.connectors.kafka import read_kafka
-    from lakefeed.entry import run, validate, verify
+    from lakefeed.entry import plan, run, validate, verify
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import (
         config,
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
-    from lakefeed.results import FlowStatus, RunResult, ValidationResult, VerifyResult
+    from lakefeed.results import (
+        FlowStatus,
+        FlowVerdict,
+        RunResult,
+        UpgradePlan,
+        ValidationResult,
+        VerifyResult,
+    )
     from lakefeed.session import active_spark, spark_session
 
 _PIPELINE_API = [
@@ -57,10 +64,18 @@ _PIPELINE_API = [
 ]
 _HOMES: dict[str, str] = {
     **dict.fromkeys(_PIPELINE_API, "lakefeed.pipeline.api"),
-    **dict.fromkeys(["run", "validate", "verify"], "lakefeed.entry"),
+    **dict.fromkeys(["plan", "run", "validate", "verify"], "lakefeed.entry"),
     **dict.fromkeys(["DatasetKind", "RunMode"], "lakefeed.pipeline.kinds"),
     **dict.fromkeys(
-        ["FlowStatus", "RunResult", "ValidationResult", "VerifyResult"], "lakefeed.results"
+        [
+            "FlowStatus",
+            "FlowVerdict",
+            "RunResult",
+            "UpgradePlan",
+            "ValidationResult",
+            "VerifyResult",
+        ],
+        "lakefeed.results",
     ),
     "read_files": "lakefeed.connectors.files",
     "read_kafka": "lakefeed.connectors.kafka",
@@ -77,10 +92,12 @@ __all__ = [
     "DatasetKind",
     "FlowContext",
     "FlowStatus",
+    "FlowVerdict",
     "Lakehouse",
     "PipelineError",
     "RunMode",
     "RunResult",
+    "UpgradePlan",
     "ValidationResult",
     "VerifyResult",
     "active_spark",
@@ -94,6 +111,7 @@ __all__ = [
     "expect_or_fail",
     "load_pipeline",
     "materialized_view",
+    "plan",
     "read",
     "read_files",
     "read_kafka",

@@ -1,4 +1,4 @@
-"""``lakefeed.run``, ``lakefeed.validate``, ``lakefeed.verify``: the one entry to a pipeline.
+"""``lakefeed.run``, ``validate``, ``verify``, ``plan``: the one entry to a pipeline.
 
 The ``lakefeed`` command calls these same functions, so a notebook, a test, an orchestrator's
 Python task and the CLI run a pipeline the same way and get the same typed answer
@@ -37,6 +37,7 @@ from lakefeed.results import (
     FlowResult,
     FlowStatus,
     RunResult,
+    UpgradePlan,
     ValidationResult,
     VerifyResult,
 )
@@ -154,6 +155,27 @@ def verify(
     session = spark or _session(master, loaded.name)
     tables = compare(loaded, _lakehouse(lakehouse), session, run_first=run_first)
     return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
+
+
+def plan(
+    pipeline: PipelineSource,
+    *,
+    lakehouse: Lakehouse | PathLike = "lakehouse",
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+) -> UpgradePlan:
+    """Before a deploy: what a run of this code would do with each flow the lakehouse holds.
+
+    Nothing is written. ``ok`` is False when ``run`` would refuse (a checkpoint reset or a full
+    refresh is needed, or the pipeline itself has problems); each flow says why and what would
+    be read again.
+    """
+    from lakefeed.runtime.upgrade import plan_upgrade
+
+    loaded = load(pipeline, conf)
+    session = spark or _session(master, loaded.name)
+    return plan_upgrade(loaded, _lakehouse(lakehouse), session)
 
 
 # -- helpers

@@ -199,3 +199,44 @@ class VerifyResult:
 
     def table(self, name: str) -> TableComparison:
         return next(table for table in self.tables if table.table == name)
+
+
+class FlowVerdict(StrEnum):
+    """What ``lakefeed plan`` says a run of the new code would do with a flow."""
+
+    NEW = "new"  # nothing stored yet: starts from its sources
+    KEEP = "keep"
+    COMPATIBLE = "compatible change"  # resumes; the change applies from the next batch
+    RESET = "needs a checkpoint reset"  # its checkpoint cannot resume, its table is empty
+    REFRESH = "needs a full refresh"  # table and checkpoint rebuilt from the sources
+    RECOMPUTE = "recomputed"  # a materialized view: recomputed on every run anyway
+    ORPHANED = "orphaned"  # stored, but no flow of the pipeline writes it any more
+
+
+@dataclass(frozen=True)
+class FlowChange:
+    flow: str
+    verdict: FlowVerdict
+    reasons: tuple[str, ...]
+    reprocessed: str  # what the next run would read again
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    """``lakefeed plan``: each flow's verdict; ``ok`` is False where ``run`` would refuse."""
+
+    pipeline: str
+    flows: tuple[FlowChange, ...] = ()
+    problems: tuple[str, ...] = ()  # the pipeline's own (validation) problems
+
+    @property
+    def ok(self) -> bool:
+        blocking = (FlowVerdict.RESET, FlowVerdict.REFRESH)
+        return not self.problems and all(f.verdict not in blocking for f in self.flows)
+
+    def flow(self, name: str) -> FlowChange:
+        return next(f for f in self.flows if f.flow == name)
+
+    def refresh(self) -> list[str]:
+        """The tables a ``--full-refresh`` must name."""
+        return [f.flow for f in self.flows if f.verdict is FlowVerdict.REFRESH]

@@ -1,7 +1,8 @@
-"""``lakefeed run``, ``validate``, ``verify`` and ``demo``: pipelines from the command line."""
+"""``lakefeed run``, ``validate``, ``verify``, ``plan``, ``demo``: pipelines from a shell."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -23,7 +24,7 @@ from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
-from lakefeed.results import ConnectionCheck, TableComparison, ValidationResult
+from lakefeed.results import ConnectionCheck, FlowVerdict, TableComparison, ValidationResult
 
 console = Console(stderr=True)
 # The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
@@ -346,6 +347,65 @@ def _verdict(diff: TableComparison) -> str:
 
 
 @click.command()
+@pipeline_args
+@lakehouse_opt
+@conf_opt
+@master_opt
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON document.")
+def plan(
+    paths: tuple[str, ...],
+    lakehouse_dir: str,
+    conf: tuple[str, ...],
+    master: str | None,
+    as_json: bool,
+) -> None:
+    """Before a deploy: keep, compatible change or full refresh, for every flow.
+
+    Compares the pipeline code with what the lakehouse holds (checkpoints, state shapes, Delta
+    schemas, output modes); writes nothing. Exits 2 when `run` would refuse.
+    """
+    try:
+        result = entry.plan(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf), master=master)
+    except (PipelineError, LakefeedError) as error:
+        _fail(error)
+        return
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(result), indent=2))
+        sys.exit(0 if result.ok else 2)
+    table = Table(title=f"plan for {result.pipeline}")
+    for column in ("flow", "verdict", "why", "read again"):
+        table.add_column(column, overflow="fold")
+    for change in result.flows:
+        colour = _PLAN_COLOURS.get(change.verdict, "white")
+        table.add_row(
+            change.flow,
+            f"[{colour}]{change.verdict}[/]",
+            escape("\n".join(change.reasons)),
+            change.reprocessed,
+        )
+    Console().print(table)
+    for problem in result.problems:
+        console.print(f"  - {readable(problem)}", markup=False, highlight=False)
+    if result.refresh():
+        tables = ",".join(result.refresh())
+        console.print(
+            f"run would refuse: `lakefeed run PIPELINE --full-refresh {tables}`",
+            markup=False,
+            highlight=False,
+        )
+    if not result.ok:
+        sys.exit(2)
+
+
+_PLAN_COLOURS = {
+    FlowVerdict.KEEP: "green",
+    FlowVerdict.COMPATIBLE: "cyan",
+    FlowVerdict.RESET: "yellow",
+    FlowVerdict.REFRESH: "red",
+}
+
+
+@click.command()
 @lakehouse_opt
 @master_opt
 @click.option("--duration", default=60.0, show_default=True, help="Seconds of streaming.")
@@ -498,4 +558,4 @@ def _cell(value: object) -> str:
     return str(value)[:40]
 
 
-COMMANDS = [run, validate, verify, demo]
+COMMANDS = [run, validate, verify, plan, demo]

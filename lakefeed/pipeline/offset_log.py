@@ -53,3 +53,10 @@ def last_committed(checkpoint: Path) -> Batch | None:
     """The newest batch in the commit log (None: nothing committed yet)."""
     done = batch_ids(checkpoint / "commits")
     return read_batch(checkpoint, done[-1]) if done else None
+
+
+def source_count(checkpoint: Path) -> int | None:
+    """How many sources the newest planned batch recorded (None: no batch planned yet)."""
+    planned = batch_ids(checkpoint / "offsets")
+    batch = read_batch(checkpoint, planned[-1]) if planned else None
+    return None if batch is None else len(batch.offsets)

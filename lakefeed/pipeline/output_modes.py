@@ -27,6 +27,7 @@ class PlanFacts:
     watermark: bool = False
     stateful: list[str] = field(default_factory=list)
     unbounded_dedup: bool = False
+    sources: int = 0  # streaming relations read; Spark resumes a checkpoint only with as many
 
 
 @dataclass(frozen=True)

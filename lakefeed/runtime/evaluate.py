@@ -246,6 +246,7 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         watermark=watermark,
         stateful=stateful,
         unbounded_dedup="Deduplicate" in names and not watermark,
+        sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
     )
 
 

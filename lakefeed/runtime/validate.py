@@ -19,6 +19,7 @@ class FlowPlan:
     kind: str
     output_mode: str | None
     facts: PlanFacts
+    columns: dict[str, str] = field(default_factory=dict)  # output column -> Spark type
 
 
 @dataclass
@@ -44,7 +45,8 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
     """Output mode, then Spark's own streaming checks for that mode."""
     facts = plan_facts(frame)
     choice = choose_output_mode(dataset.name, dataset.kind, facts, dataset.output_mode)
-    plan = FlowPlan(dataset.name, dataset.kind, choice.mode, facts)
+    columns = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    plan = FlowPlan(dataset.name, dataset.kind, choice.mode, facts, columns)
     if dataset.kind == "table" and choice.mode in ("append", "complete"):
         refusal = spark_refusal(frame, choice.mode)
         if refusal is not None:

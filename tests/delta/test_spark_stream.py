@@ -246,3 +246,25 @@ def test_replayed_batch_removes_files_an_earlier_attempt_left(spark, tmp_path: P
     sink(frame, 0)
     assert DeltaTable(str(dst)).version() == 0 and _ids(dst) == list(range(6))
     assert unreferenced_files(dst) == set()
+
+
+def test_a_checkpoint_of_another_table_is_refused(spark, tmp_path: Path) -> None:
+    """Offsets name their table (``reservoirId``): applied to another, they would skip rows."""
+    first, second, dst = tmp_path / "first", tmp_path / "second", tmp_path / "dst"
+    _source(first, 3)
+    _source(second, 1)
+
+    def start(src: Path):
+        return (
+            spark.readStream.format("delta")
+            .load(str(src))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+            .start(str(dst))
+        )
+
+    _run(start(first))
+    with pytest.raises(Exception, match=r"DELTA_SOURCE_OTHER_TABLE.*holds offsets of Delta table"):
+        _run(start(second))
+    assert _ids(dst) == list(range(9))

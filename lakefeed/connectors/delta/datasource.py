@@ -428,9 +428,24 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._latest_seen = log.latest_version(self.root)
         latest = self.available_now if self.available_now is not None else self._latest_seen
-        begin = offsets.DeltaOffset.from_dict(start)
+        begin = self._resumed(start)
         end = self.feed.latest_offset(begin, latest, not isinstance(limit, ReadAllAvailable))
         return end.to_dict(self.table_id)
+
+    def _resumed(self, start: dict) -> offsets.DeltaOffset:
+        """``start`` as an offset of this table: offsets of another table (the query now reads
+        another path, or the table was replaced) would skip or repeat rows, as Delta refuses."""
+        recorded = start.get("reservoirId")
+        if recorded is not None and str(recorded) != self.table_id:
+            raise log.DeltaSourceError(
+                f"the stream's checkpoint holds offsets of Delta table {recorded}, but "
+                f"{self.root} is table {self.table_id} (the query now reads another table, or "
+                "this one was deleted and created again)",
+                fix="rebuild the reading table with `--full-refresh`, or give the query a new "
+                "checkpoint (in plain Spark: a new checkpointLocation)",
+                code=log.OTHER_TABLE,
+            )
+        return offsets.DeltaOffset.from_dict(start)
 
     def reportLatestOffset(self) -> dict | None:
         """Everything committed so far (the table version ``latestOffset`` just listed), so a

@@ -17,7 +17,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
-from lakefeed.errors import DeltaError
+from lakefeed.errors import DeltaError, register_code
 
 LOG_DIR = "_delta_log"
 
@@ -26,6 +26,9 @@ class DeltaSourceError(DeltaError):
     """A Delta table a stream cannot read as asked; the message says what to do."""
 
     code = "DELTA_SOURCE"
+
+
+OTHER_TABLE = register_code("DELTA_SOURCE_OTHER_TABLE", DeltaSourceError)
 
 
 @dataclass(frozen=True)

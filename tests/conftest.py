@@ -17,10 +17,13 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the ``spark`` fixture are marked ``spark`` without saying so."""
+    """Tests that use the ``spark`` or ``postgres`` fixture are marked so without saying so."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
+        if "postgres" in fixtures:
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")
@@ -54,3 +57,13 @@ def lakehouse(tmp_path: Path):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator:
+    """One PostgreSQL server per test session (``postgres.create_database()`` per test)."""
+    from tests.support.postgres import Postgres
+
+    server = Postgres().start()
+    yield server
+    server.stop()

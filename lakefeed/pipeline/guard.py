@@ -184,14 +184,6 @@ def lakehouse_flows(
     return flows, tables
 
 
-def query_id(checkpoint: Path) -> str | None:
-    """The query id in ``<checkpoint>/metadata``: the app id of the flow's Delta ``txn``."""
-    path = checkpoint / "metadata"
-    if not path.is_file():
-        return None
-    return str(json.loads(path.read_text().splitlines()[0])["id"])
-
-
 def delta_offsets(checkpoint: Path) -> list[dict]:
     """The Delta source offsets of the newest planned batch: where a restart resumes from.
 
@@ -231,7 +223,7 @@ def tables_behind(
 
 def _targets_behind(flow: Flow, tables: Mapping[str, Path]) -> list[Behind]:
     last = last_committed_batch(flow.checkpoint)
-    app_id = query_id(flow.checkpoint)
+    app_id = offset_log.query_id(flow.checkpoint)
     if last is None or app_id is None:
         return []
     found = []

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from lakefeed.errors import CheckpointError
 
@@ -25,6 +26,29 @@ class Batch:
     watermark_ms: int
     offsets: tuple[Any, ...]
     """Each source's end offset (decoded JSON; None for "-"), in Spark's source order."""
+
+
+def query_id(checkpoint: str | Path) -> str | None:
+    """The query id in ``<checkpoint>/metadata`` (written when the query first starts, kept
+    across restarts): the app id sinks record with each batch so a replay is a no-op."""
+    location = str(checkpoint)
+    if "://" in location or location.startswith("file:"):
+        location = unquote(urlparse(location).path)
+    path = Path(location) / "metadata"
+    if not path.is_file():
+        return None
+    return str(json.loads(path.read_text().splitlines()[0])["id"])
+
+
+def running_query_id(checkpoint: str | Path) -> str:
+    """:func:`query_id` of a query that has started (a sink inside a batch asks this)."""
+    found = query_id(checkpoint)
+    if found is None:
+        raise CheckpointError(
+            f"{checkpoint} has no metadata file: is it the checkpointLocation of this query?",
+            fix="pass the query's own checkpointLocation",
+        )
+    return found
 
 
 def batch_ids(folder: Path) -> list[int]:

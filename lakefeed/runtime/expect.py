@@ -12,13 +12,12 @@ flow writes through ``foreachBatch`` with two Delta writes, each idempotent by
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.expectations import (
     FAILED_RULES_COLUMN,
     OBSERVATION_NAME,
@@ -110,7 +109,7 @@ class QuarantineWriter:
     complete: bool
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        app_id = _query_id(self.checkpoint)
+        app_id = offset_log.running_query_id(self.checkpoint)
         mode = "overwrite" if self.complete else "append"
         batch.persist()
         try:
@@ -135,9 +134,3 @@ def _write(
         txnVersion=str(batch_id),
         mergeSchema="true",
     )
-
-
-def _query_id(checkpoint: str) -> str:
-    """The query id Spark keeps in the checkpoint: stable across restarts of this flow."""
-    text = (Path(checkpoint) / "metadata").read_text()
-    return str(json.loads(text.splitlines()[0])["id"])

@@ -59,6 +59,7 @@ from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError
+from lakefeed.pipeline import offset_log
 
 PARTITION_OPTION = "partitionBy"
 DEFAULT_MAX_FILES = 1000
@@ -221,10 +222,7 @@ def query_id(options: Mapping[str, str]) -> str:
     location = _options(options).get("checkpointLocation")
     if not location:
         raise DeltaOptionError(CHECKPOINT_NEEDED)
-    if "://" in location or location.startswith("file:"):
-        location = unquote(urlparse(location).path)
-    with open(os.path.join(location, "metadata"), encoding="utf-8") as handle:
-        return str(json.loads(handle.readline())["id"])
+    return offset_log.running_query_id(location)
 
 
 @dataclass

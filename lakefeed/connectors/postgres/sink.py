@@ -1,0 +1,244 @@
+"""One micro-batch into PostgreSQL, once: staging COPY, upsert, batch record, one transaction.
+
+Spark-free: it takes the batch as an Arrow table, so it is tested against a real server without
+a JVM, and the Spark adapter only collects the batch and calls it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakefeed.errors import ConfigError, UnavailableError, register_code
+from lakefeed.redact import redact_text
+
+if TYPE_CHECKING:
+    import psycopg
+
+COMMITS_TABLE = "lakefeed_sink_commits"
+"""Per query (``app_id``): the last batch applied. Created next to the target when missing."""
+
+UNAVAILABLE = register_code("POSTGRES_UNAVAILABLE", UnavailableError)
+BAD_TARGET = register_code("POSTGRES_TARGET", ConfigError)
+DUPLICATE_KEYS = register_code("POSTGRES_DUPLICATE_KEYS", ConfigError)
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """Where batches go. ``keys`` empty: rows are appended; otherwise upserted on ``keys``,
+    which a primary key or unique index of the table must cover exactly (``ON CONFLICT``)."""
+
+    url: str = field(repr=False)  # libpq URI or key=value string; holds the password
+    table: str  # "name" or "schema.name"
+    keys: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", tuple(self.keys))
+        for part in self.table.split("."):
+            if not _IDENTIFIER.match(part) or self.table.count(".") > 1:
+                raise ConfigError(
+                    f"PostgreSQL table {self.table!r} is not a plain name or schema.name",
+                    fix="name it like public.customers (letters, digits, underscores)",
+                    code=BAD_TARGET,
+                )
+
+    @property
+    def where(self) -> str:
+        """The target for messages: the URL without its password."""
+        return f"{redact_text(self.url)} table {self.table}"
+
+    def __repr__(self) -> str:
+        return f"PostgresTarget({self.where!r}, keys={list(self.keys)})"
+
+
+def connect(target: PostgresTarget) -> psycopg.Connection:
+    import psycopg
+
+    try:
+        return psycopg.connect(target.url, connect_timeout=10)
+    except psycopg.OperationalError as error:
+        raise UnavailableError(
+            f"PostgreSQL at {redact_text(target.url)} does not answer: "
+            f"{redact_text(str(error)).strip()}",
+            fix="check the host, port, database, user and password of the connection URL",
+            code=UNAVAILABLE,
+        ) from None
+
+
+def check_target(target: PostgresTarget, columns: Sequence[str]) -> None:
+    """Refuse, before a query starts, a target the batches could not be written to."""
+    with connect(target) as conn:
+        table_columns = _columns(conn, target)
+        missing = [c for c in columns if c not in table_columns]
+        if missing:
+            raise ConfigError(
+                f"{target.where} has no column(s) {missing} (it has {sorted(table_columns)})",
+                fix="add the columns to the table, or select only the table's columns",
+                code=BAD_TARGET,
+            )
+        if target.keys and set(target.keys) not in _unique_keys(conn, target):
+            raise ConfigError(
+                f"{target.where}: upserts on {list(target.keys)} need a primary key or unique "
+                "index on exactly those columns (INSERT … ON CONFLICT)",
+                fix=f"ALTER TABLE {target.table} ADD PRIMARY KEY ({', '.join(target.keys)})",
+                code=BAD_TARGET,
+            )
+        _create_commits_table(conn, target)
+
+
+def last_batch(target: PostgresTarget, app_id: str) -> int | None:
+    """The last batch recorded for query ``app_id``."""
+    with connect(target) as conn:
+        _create_commits_table(conn, target)
+        row = conn.execute(
+            _sql("SELECT batch_id FROM {} WHERE app_id = %s", _commits(target)), [app_id]
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def write_batch(target: PostgresTarget, app_id: str, batch_id: int, rows: pa.Table) -> int | None:
+    """Apply batch ``batch_id`` of query ``app_id`` once: the rows it wrote, or None when the
+    batch was applied before (a replay after a crash: nothing changes)."""
+    with connect(target) as conn, conn.transaction():
+        _create_commits_table(conn, target)
+        done = conn.execute(
+            _sql("SELECT batch_id FROM {} WHERE app_id = %s FOR UPDATE", _commits(target)),
+            [app_id],
+        ).fetchone()
+        if done is not None and int(done[0]) >= batch_id:
+            return None
+        _stage(conn, target, rows)
+        written = _apply(conn, target, rows.column_names)
+        conn.execute(
+            _sql(
+                "INSERT INTO {} (app_id, batch_id, committed_at) VALUES (%s, %s, now()) "
+                "ON CONFLICT (app_id) DO UPDATE SET batch_id = EXCLUDED.batch_id, "
+                "committed_at = EXCLUDED.committed_at",
+                _commits(target),
+            ),
+            [app_id, batch_id],
+        )
+    return written
+
+
+def _stage(conn: psycopg.Connection, target: PostgresTarget, rows: pa.Table) -> None:
+    from psycopg import sql
+
+    conn.execute(
+        _sql(
+            "CREATE TEMP TABLE lakefeed_stage (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP",
+            target.table,
+        )
+    )
+    columns = sql.SQL(", ").join(map(sql.Identifier, rows.column_names))
+    copy_sql = sql.SQL("COPY lakefeed_stage ({}) FROM STDIN").format(columns)
+    with conn.cursor().copy(copy_sql) as copy:
+        for batch in rows.to_batches():
+            for row in batch.to_pylist():
+                copy.write_row(list(row.values()))
+
+
+def _apply(conn: psycopg.Connection, target: PostgresTarget, columns: list[str]) -> int:
+    from psycopg import sql
+
+    names = sql.SQL(", ").join(map(sql.Identifier, columns))
+    insert = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM lakefeed_stage").format(
+        _name(target.table), names, names
+    )
+    if not target.keys:
+        return conn.execute(insert).rowcount
+    _refuse_duplicate_keys(conn, target)
+    keys = sql.SQL(", ").join(map(sql.Identifier, target.keys))
+    updates = [c for c in columns if c not in target.keys]
+    action = (
+        sql.SQL("DO UPDATE SET {}").format(
+            sql.SQL(", ").join(
+                sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+                for c in updates
+            )
+        )
+        if updates
+        else sql.SQL("DO NOTHING")
+    )
+    upsert = sql.SQL("{} ON CONFLICT ({}) {}").format(insert, keys, action)
+    return conn.execute(upsert).rowcount
+
+
+def _refuse_duplicate_keys(conn: psycopg.Connection, target: PostgresTarget) -> None:
+    """Two rows of one batch for the same key: which one wins is not defined (Delta's MERGE
+    refuses the same), and PostgreSQL cannot update a row twice in one statement."""
+    from psycopg import sql
+
+    keys = sql.SQL(", ").join(map(sql.Identifier, target.keys))
+    found = conn.execute(
+        sql.SQL("SELECT {} FROM lakefeed_stage GROUP BY {} HAVING count(*) > 1 LIMIT 1").format(
+            keys, keys
+        )
+    ).fetchone()
+    if found is not None:
+        key = dict(zip(target.keys, found, strict=True))
+        raise ConfigError(
+            f"{target.where}: the batch has several rows for key {key}",
+            fix="keep one row per key before the sink (e.g. the newest, with a window or "
+            "dropDuplicates)",
+            code=DUPLICATE_KEYS,
+        )
+
+
+def _columns(conn: psycopg.Connection, target: PostgresTarget) -> set[str]:
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+        "AND attnum > 0 AND NOT attisdropped",
+        [target.table],
+    ).fetchall()
+    if not rows:
+        raise ConfigError(
+            f"{target.where} does not exist",
+            fix=f"create it first, e.g. CREATE TABLE {target.table} (...)"
+            + (f" with PRIMARY KEY ({', '.join(target.keys)})" if target.keys else ""),
+            code=BAD_TARGET,
+        )
+    return {str(r[0]) for r in rows}
+
+
+def _unique_keys(conn: psycopg.Connection, target: PostgresTarget) -> list[set[str]]:
+    rows = conn.execute(
+        "SELECT array_agg(a.attname::text) FROM pg_index i "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+        "WHERE i.indrelid = to_regclass(%s) AND i.indisunique GROUP BY i.indexrelid",
+        [target.table],
+    ).fetchall()
+    return [set(r[0]) for r in rows]
+
+
+def _create_commits_table(conn: psycopg.Connection, target: PostgresTarget) -> None:
+    conn.execute(
+        _sql(
+            "CREATE TABLE IF NOT EXISTS {} (app_id text PRIMARY KEY, batch_id bigint NOT NULL, "
+            "committed_at timestamptz NOT NULL)",
+            _commits(target),
+        )
+    )
+
+
+def _commits(target: PostgresTarget) -> str:
+    schema = target.table.rpartition(".")[0]
+    return f"{schema}.{COMMITS_TABLE}" if schema else COMMITS_TABLE
+
+
+def _name(table: str):  # noqa: ANN202 - psycopg.sql.Composable, imported lazily
+    from psycopg import sql
+
+    return sql.Identifier(*table.split("."))
+
+
+def _sql(template: str, table: str):  # noqa: ANN202 - psycopg.sql.Composed
+    from psycopg import sql
+
+    return sql.SQL(template).format(_name(table))

@@ -17,9 +17,15 @@ from lakefeed.connectors.base import Connector, ConnectorEvent
 @functools.cache
 def connectors() -> tuple[Connector, ...]:
     """Every connector, in registration order."""
-    from lakefeed.connectors import delta, files, generator, kafka
+    from lakefeed.connectors import delta, files, generator, kafka, postgres
 
-    return (delta.CONNECTOR, kafka.CONNECTOR, files.CONNECTOR, generator.CONNECTOR)
+    return (
+        delta.CONNECTOR,
+        kafka.CONNECTOR,
+        files.CONNECTOR,
+        generator.CONNECTOR,
+        postgres.CONNECTOR,
+    )
 
 
 def find(name: str) -> Connector | None:

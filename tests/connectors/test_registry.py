@@ -10,7 +10,13 @@ from lakefeed.observe.figures import batch_figures
 
 
 def test_connectors_by_format_and_alias_any_case() -> None:
-    assert [c.name for c in registry.connectors()] == ["delta", "kafka", "files", "generator"]
+    assert [c.name for c in registry.connectors()] == [
+        "delta",
+        "kafka",
+        "files",
+        "generator",
+        "postgres",
+    ]
     assert registry.find("cloudfiles") is registry.find("FILES") is registry.find("cloudFiles")
     assert registry.source_format("iot") == registry.source_format("generator") == "lakefeed_iot"
     assert registry.source_format("Kafka") == "lakefeed_kafka"
@@ -122,4 +128,4 @@ def test_session_and_connectors_import_in_either_order() -> None:
         code += "print(len(registry.connectors()))"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "4"
+        assert done.stdout.strip() == "5"

@@ -12,10 +12,53 @@ target sees every batch once, whatever was killed when.
     target = postgres.PostgresTarget("postgresql://app@db:5432/shop", "public.customers", ["id"])
     query = postgres.write_stream(frame, target, checkpoint="/chk/customers")
 
+It also reads: ``spark.read.format("lakefeed_postgres")`` (:mod:`.source`) gives a table or
+query as a batch DataFrame, e.g. reference data for a stream–static join.
+
 Needs ``psycopg`` 3 (``pip install 'lakefeed[postgres]'``); nothing on Spark's classpath.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lakefeed.connectors.base import Connector
 from lakefeed.connectors.postgres.adapters import foreach_batch, write_stream
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
+from lakefeed.redact import redact_text
 
-__all__ = ["PostgresTarget", "check_target", "foreach_batch", "write_batch", "write_stream"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "CONNECTOR",
+    "PostgresTarget",
+    "check_target",
+    "foreach_batch",
+    "write_batch",
+    "write_stream",
+]
+
+
+def register(spark: SparkSession) -> bool:
+    """Register the ``lakefeed_postgres`` batch source on ``spark``."""
+    from lakefeed.connectors.postgres.source import PostgresDataSource
+
+    spark.dataSource.register(PostgresDataSource)
+    return True
+
+
+def describe(options: Mapping[str, str]) -> str:
+    given = {k.lower(): v for k, v in options.items()}
+    what = given.get("dbtable") or "query"
+    return f"PostgreSQL {redact_text(given.get('url', ''))} {what}".replace("  ", " ")
+
+
+CONNECTOR = Connector(
+    name="postgres",
+    formats=("lakefeed_postgres",),
+    aliases=("postgres", "postgresql"),
+    register=register,
+    describe=describe,
+)

@@ -40,13 +40,9 @@ class PostgresTarget:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))
-        for part in self.table.split("."):
-            if not _IDENTIFIER.match(part) or self.table.count(".") > 1:
-                raise ConfigError(
-                    f"PostgreSQL table {self.table!r} is not a plain name or schema.name",
-                    fix="name it like public.customers (letters, digits, underscores)",
-                    code=BAD_TARGET,
-                )
+        check_name(self.table, "table", parts=2)
+        for key in self.keys:
+            check_name(key, "key column")
 
     @property
     def where(self) -> str:
@@ -57,15 +53,27 @@ class PostgresTarget:
         return f"PostgresTarget({self.where!r}, keys={list(self.keys)})"
 
 
-def connect(target: PostgresTarget) -> psycopg.Connection:
+def check_name(name: str, what: str, parts: int = 1) -> str:
+    """A plain identifier (``parts=2``: or ``schema.name``): SQL is built from these names."""
+    split = name.split(".")
+    if len(split) > parts or not all(_IDENTIFIER.match(p) for p in split):
+        raise ConfigError(
+            f"PostgreSQL {what} {name!r} is not a plain name"
+            + (" or schema.name" if parts > 1 else ""),
+            fix="use letters, digits and underscores, e.g. public.customers",
+            code=BAD_TARGET,
+        )
+    return name
+
+
+def connect(url: str) -> psycopg.Connection:
     import psycopg
 
     try:
-        return psycopg.connect(target.url, connect_timeout=10)
+        return psycopg.connect(url, connect_timeout=10)
     except psycopg.OperationalError as error:
         raise UnavailableError(
-            f"PostgreSQL at {redact_text(target.url)} does not answer: "
-            f"{redact_text(str(error)).strip()}",
+            f"PostgreSQL at {redact_text(url)} does not answer: {redact_text(str(error)).strip()}",
             fix="check the host, port, database, user and password of the connection URL",
             code=UNAVAILABLE,
         ) from None
@@ -73,7 +81,7 @@ def connect(target: PostgresTarget) -> psycopg.Connection:
 
 def check_target(target: PostgresTarget, columns: Sequence[str]) -> None:
     """Refuse, before a query starts, a target the batches could not be written to."""
-    with connect(target) as conn:
+    with connect(target.url) as conn:
         table_columns = _columns(conn, target)
         missing = [c for c in columns if c not in table_columns]
         if missing:
@@ -94,7 +102,7 @@ def check_target(target: PostgresTarget, columns: Sequence[str]) -> None:
 
 def last_batch(target: PostgresTarget, app_id: str) -> int | None:
     """The last batch recorded for query ``app_id``."""
-    with connect(target) as conn:
+    with connect(target.url) as conn:
         _create_commits_table(conn, target)
         row = conn.execute(
             _sql("SELECT batch_id FROM {} WHERE app_id = %s", _commits(target)), [app_id]
@@ -105,7 +113,7 @@ def last_batch(target: PostgresTarget, app_id: str) -> int | None:
 def write_batch(target: PostgresTarget, app_id: str, batch_id: int, rows: pa.Table) -> int | None:
     """Apply batch ``batch_id`` of query ``app_id`` once: the rows it wrote, or None when the
     batch was applied before (a replay after a crash: nothing changes)."""
-    with connect(target) as conn, conn.transaction():
+    with connect(target.url) as conn, conn.transaction():
         _create_commits_table(conn, target)
         done = conn.execute(
             _sql("SELECT batch_id FROM {} WHERE app_id = %s FOR UPDATE", _commits(target)),

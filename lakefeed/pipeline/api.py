@@ -128,6 +128,11 @@ def resolving(resolver: Resolver) -> Iterator[None]:
         _RESOLVER.reset(token)
 
 
+def current_resolver() -> Resolver:
+    """The runtime's resolver for the flow function running now (e.g. to wrap it in tests)."""
+    return _resolver("current_resolver")
+
+
 def _resolver(what: str) -> Resolver:
     resolver = _RESOLVER.get()
     if resolver is None:

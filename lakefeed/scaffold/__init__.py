@@ -1,8 +1,9 @@
 """``lakefeed init NAME``: a new project that runs and is tested from the first minute.
 
 Like ``spark-pipelines init``, ``dbt init`` and ``dlt init``: a pipeline folder (a Python flow
-on lakefeed's IoT generator and a SQL flow reading it), a pytest test that runs the pipeline on
-a temporary lakehouse and checks its tables, and a README with the commands. The files are
+on lakefeed's IoT generator and a SQL flow reading it), pytest tests that run the pipeline on
+a temporary lakehouse and check its tables (one feeding its own rows with
+:mod:`lakefeed.testing`), and a README with the commands. The files are
 templates here (not package data) so they ship in every install and are checked by the tests
 that run a generated project.
 """
@@ -57,11 +58,14 @@ AS SELECT device_id, count(*) AS readings, avg(temperature) AS avg_temperature
 
 TEST_PY = '''"""Runs the pipeline on a temporary lakehouse and checks what lands in its tables."""
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from deltalake import DeltaTable
 
 import lakefeed as lf
+from lakefeed.testing import PipelineTest
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipeline"
 CONF = {{"rows": "200"}}  # a small, fixed input: the generator is deterministic
@@ -90,6 +94,24 @@ def test_pipeline_fills_its_tables(tmp_path: Path) -> None:
     assert all(r["event_id"] is not None for r in readings)
     stats = rows(tmp_path, "device_stats")
     assert sum(s["readings"] for s in stats) == len(readings)
+
+
+def test_unparsable_rows_go_to_quarantine(tmp_path: Path) -> None:
+    """Your own rows instead of the generator's: one micro-batch, then what landed."""
+    pipe = PipelineTest(PIPELINE, tmp_path)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    good = {{"event_id": "e1", "device_id": "d1", "event_time": at.isoformat(), "temperature": 21.5}}
+    pipe.feed(
+        "raw_readings",
+        [
+            {{"offset": 0, "ingest_time": at, "device_id": "d1", "value": json.dumps(good)}},
+            {{"offset": 1, "ingest_time": at, "device_id": "d1", "value": "not json"}},
+        ],
+    )
+    pipe.step()
+    assert [r["event_id"] for r in pipe.rows("readings")] == ["e1"]
+    assert len(pipe.quarantine("readings")) == 1
+    assert pipe.expectations("readings")["parsed"] == {{"passed": 1, "failed": 1}}
 '''
 
 README = """# {name}

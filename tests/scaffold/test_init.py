@@ -46,7 +46,7 @@ def test_init_validate_and_the_generated_test_pass(tmp_path: Path) -> None:
         text=True,
     )
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
-    assert "2 passed" in tested.stdout
+    assert "3 passed" in tested.stdout
 
 
 def test_init_refuses_a_bad_name_or_a_used_folder(

@@ -45,6 +45,7 @@ from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_inte
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 
@@ -328,19 +329,8 @@ class PipelineRunner:
         checkpoint = str(self.lakehouse.checkpoint_path(dataset.name))
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        if dataset.quarantine:
-            query = self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
-        else:
-            query = delta.write_stream(
-                checked.drop(*expect.flag_columns(rules)),
-                target,
-                checkpoint,
-                output_mode=mode,
-                partition_by=dataset.partition_cols,
-                query_name=dataset.name,
-                trigger=trigger,
-                mergeSchema="true",
-            )
+        with flow_pool(self.spark, dataset.name):
+            query = self._write_stream(checked, dataset, mode, checkpoint, target, trigger)
         self.events.emit(
             "flow_start",
             f"{dataset.name} started ({mode}, {trigger})",
@@ -355,6 +345,28 @@ class PipelineRunner:
         )
         state.query = query
         return query
+
+    def _write_stream(
+        self,
+        checked: DataFrame,
+        dataset: Dataset,
+        mode: str,
+        checkpoint: str,
+        target: str,
+        trigger: dict,
+    ) -> StreamingQuery:
+        if dataset.quarantine:
+            return self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
+        return delta.write_stream(
+            checked.drop(*expect.flag_columns(dataset.expectations)),
+            target,
+            checkpoint,
+            output_mode=mode,
+            partition_by=dataset.partition_cols,
+            query_name=dataset.name,
+            trigger=trigger,
+            mergeSchema="true",
+        )
 
     def _quarantined(
         self,
@@ -557,7 +569,8 @@ class PipelineRunner:
         frame = evaluator.evaluate(dataset.name)
         if frame is None:
             raise PipelineError([evaluator.errors.get(dataset.name, dataset.name)])
-        self.write_batch(dataset, frame)
+        with flow_pool(self.spark, dataset.name):
+            self.write_batch(dataset, frame)
         sources = evaluator.sources.get(dataset.name, [])
         report_skipped_files(self.events, dataset.name, sources, None)
 

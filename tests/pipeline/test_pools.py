@@ -1,0 +1,49 @@
+"""Each flow's Spark jobs run in its own fair scheduler pool (lakefeed.runtime.pools)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.runtime.runner import PipelineRunner, RunOptions
+from tests.pipeline.support import load, table, write
+
+# A UDF reports the pool its task ran in: the local property Spark hands every task.
+PIPELINE = """
+from pyspark import TaskContext
+from pyspark.sql import functions as F
+import lakefeed as lf
+
+@F.udf("string")
+def pool():
+    return TaskContext.get().getLocalProperty("spark.scheduler.pool")
+
+@lf.table
+def raw_a():
+    options = {"totalRows": "20", "rowsPerSecond": "10", "startTime": "2026-01-01T00:00:00Z"}
+    return lf.source("iot", **options).withColumn("pool", pool())
+
+@lf.table
+def clean_b():
+    return lf.read_stream("raw_a").select("offset", pool().alias("pool"))
+
+@lf.materialized_view
+def count_c():
+    return lf.read("clean_b").groupBy().count().withColumn("pool", pool())
+"""
+
+
+def test_each_flow_runs_in_its_own_pool(spark, tmp_path: Path) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    pipeline = load([write(tmp_path / "p", {"pools.py": PIPELINE})])
+    result = PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="once")).run()
+    assert result.ok, result.errors
+    for name in ("raw_a", "clean_b", "count_c"):
+        pools = table(lakehouse, name).column("pool")
+        assert len(pools) and pc.all(pc.equal(pools, name)).as_py(), (name, pools)
+        # the pool exists only because the scheduler is FAIR (FIFO ignores the property)
+        assert spark._jsc.sc().getPoolForName(name).isDefined()
+    assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
+    assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None

@@ -35,13 +35,14 @@ from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
-from lakefeed.observe.event_log import EventLog
+from lakefeed.observe.event_log import EventLog, Retention
 from lakefeed.pipeline import guard
-from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.api import Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
+from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
@@ -65,6 +66,7 @@ class RunOptions:
     restart_backoff: float = 2.0
     max_backoff: float = 60.0
     refresh_interval: float = 60.0
+    compact_interval: float = 30.0  # how often streaming tables are checked for small files
     stop_timeout: float = 120.0
 
     def __post_init__(self) -> None:
@@ -116,7 +118,9 @@ class PipelineRunner:
         self.options = options or RunOptions()
         self.on_tick = on_tick
         self.flows: dict[str, FlowState] = {}
-        self.events = EventLog(lakehouse.event_log_path, pipeline.name)
+        self.events = EventLog(
+            lakehouse.event_log_path, pipeline.name, retention=Retention.from_config(config)
+        )
         self._stop = threading.Event()
         self._stop_reason = "completed"
         self.validation: Validation | None = None
@@ -434,6 +438,20 @@ class PipelineRunner:
         trigger = {"processingTime": self.options.trigger_interval}
         for state in self.flows.values():
             _settle(self._start(state, trigger))
+        compactor = self._compactor().start()
+        try:
+            self._supervise(validation, trigger)
+        finally:
+            compactor.stop()
+
+    def _compactor(self) -> AutoCompactor:
+        """Compacts the streaming tables (and quarantines) in the background while they run."""
+        names = [n for s in self.flows.values() for n in (s.dataset.name, s.dataset.quarantine)]
+        paths = [str(self.lakehouse.table_path(n)) for n in names if n]
+        policy = Policy.from_conf(lambda key: self.spark.conf.get(key, None))
+        return AutoCompactor(paths, policy, self.options.compact_interval)
+
+    def _supervise(self, validation: Validation, trigger: dict) -> None:
         deadline = time.monotonic() + self.options.duration if self.options.duration else None
         next_refresh = time.monotonic() + self.options.refresh_interval
         views = [d for d in self._stored(validation) if d.kind == "materialized_view"]

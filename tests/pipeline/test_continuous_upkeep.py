@@ -1,10 +1,12 @@
-"""Each flow's Spark jobs run in its own fair scheduler pool (lakefeed.runtime.pools)."""
+"""A continuous run shares Spark fairly between flows and compacts their tables meanwhile
+(lakefeed.runtime.pools, lakefeed.runtime.compaction)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
@@ -47,3 +49,36 @@ def test_each_flow_runs_in_its_own_pool(spark, tmp_path: Path) -> None:
         assert spark._jsc.sc().getPoolForName(name).isDefined()
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
+
+
+COMPACTED = """
+import lakefeed as lf
+
+@lf.table
+def readings():
+    options = {"rowsPerSecond": "50", "startTime": "2026-01-01T00:00:00Z", "maxRowsPerTrigger": "5"}
+    return lf.source("iot", **options).select("offset")
+"""
+
+
+def test_a_continuous_run_compacts_its_streaming_tables(spark, tmp_path: Path) -> None:
+    """Many micro-batches, each a small file; the run's compactor keeps the count down."""
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    pipeline = load([write(tmp_path / "p", {"compacted.py": COMPACTED})])
+    options = RunOptions(
+        mode="continuous", duration=12, trigger_interval="1 second", compact_interval=0.5
+    )
+    key = "spark.databricks.delta.autoCompact.minNumFiles"
+    spark.conf.set(key, "4")
+    try:
+        result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+    finally:
+        spark.conf.unset(key)
+    assert result.ok, result.errors
+    path = str(lakehouse.table_path("readings"))
+    operations = [h["operation"] for h in DeltaTable(path).history()]
+    assert "OPTIMIZE" in operations
+    offsets = table(lakehouse, "readings").column("offset").to_pylist()
+    assert sorted(offsets) == list(range(len(offsets)))  # each row once, none lost
+    batches = len(DeltaTable(path).history()) - operations.count("OPTIMIZE")
+    assert len(DeltaTable(path).file_uris()) < max(8, batches // 2), (batches, operations)

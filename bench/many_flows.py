@@ -9,8 +9,9 @@ are written into a temporary folder, one ``.py`` file per family, as a user's pr
 2. **run** (``--seconds S`` > 0): the pipeline runs continuously on ``local[2]`` for S seconds
    at ``--rate`` events/s per source, then stops gracefully. Per flow: rows, p50/p99
    freshness (event → row visible in the table: the Delta commit file's time minus the row's
-   ``ingest_time``; for gold, minus its window's end, since a window is final only then) and
-   the whole process tree's CPU use. Flows run in their own fair scheduler pools.
+   ``ingest_time``; for gold, minus its window's end, since a window is final only then) over
+   the rows created after the last flow started, and the whole process tree's CPU use. Flows
+   run in their own fair scheduler pools.
 
     .venv/bin/python -m bench.many_flows --sources 10 --seconds 20 --rate 50
 """
@@ -29,6 +30,7 @@ import numpy as np
 import lakefeed as lf
 from bench.latency.measure import row_latencies_ms
 from bench.procs import tree_usage
+from lakefeed.observe.event_log import read_events
 
 FAMILY = '''"""Source family {i}: generator → bronze → silver → gold, two materialized views."""
 
@@ -141,9 +143,11 @@ def run(pipeline: Path, lakehouse: Path, seconds: float, rate: int, trigger: str
     cpu = tree_usage().cpu_seconds - cpu_before
     assert not [f for f in result.flows if f.error], [f.error for f in result.flows]
     streaming = [f.name for f in result.flows if f.kind == "table"]
-    # the first quarter is start-up (queries start one after another)
-    warm_ms = started_ms + seconds * 250
+    # queries start one after another: rows created before the last one started are start-up
+    starts = read_events(lakehouse / "event_log", event_types=["flow_start"])
+    warm_ms = max([started_ms] + [e["timestamp"].timestamp() * 1000 for e in starts])
     per_table = freshness(lakehouse, streaming, warm_ms)
+    print(f"start-up: {(warm_ms - started_ms) / 1000:.1f} s until the last flow started")
     print(f"run: {wall:.1f} s wall, {len(streaming)} streaming flows, trigger {trigger!r}")
     print(f"cpu: {cpu:.1f} s over the run = {cpu / wall:.2f} cores busy of {_cores()}")
     print(f"{'flow':<14}{'rows':>9}{'p50 s':>9}{'p99 s':>9}")

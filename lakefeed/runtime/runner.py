@@ -21,7 +21,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -417,6 +417,7 @@ class PipelineRunner:
                 if self._stop.is_set():
                     return  # _stop_all lets the running batch finish
                 if self._finished(state):
+                    self._compactor([state]).check()  # the query is done: nothing to block
                     break
                 if state.failed:
                     raise PipelineError(
@@ -438,15 +439,16 @@ class PipelineRunner:
         trigger = {"processingTime": self.options.trigger_interval}
         for state in self.flows.values():
             _settle(self._start(state, trigger))
-        compactor = self._compactor().start()
+        compactor = self._compactor(self.flows.values()).start()
         try:
             self._supervise(validation, trigger)
         finally:
             compactor.stop()
 
-    def _compactor(self) -> AutoCompactor:
-        """Compacts the streaming tables (and quarantines) in the background while they run."""
-        names = [n for s in self.flows.values() for n in (s.dataset.name, s.dataset.quarantine)]
+    def _compactor(self, flows: Iterable[FlowState]) -> AutoCompactor:
+        """Compacts the flows' tables (and quarantines): in the background while they run, or
+        once after a triggered flow ended."""
+        names = [n for s in flows for n in (s.dataset.name, s.dataset.quarantine)]
         paths = [str(self.lakehouse.table_path(n)) for n in names if n]
         policy = Policy.from_conf(lambda key: self.spark.conf.get(key, None))
         return AutoCompactor(paths, policy, self.options.compact_interval)

@@ -1,5 +1,5 @@
-"""A continuous run shares Spark fairly between flows and compacts their tables meanwhile
-(lakefeed.runtime.pools, lakefeed.runtime.compaction)."""
+"""A run shares Spark fairly between flows and compacts their tables, in the background of a
+continuous run or after each flow of a triggered one (lakefeed.runtime.pools, .compaction)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,9 @@ import lakefeed as lf
 @lf.table
 def readings():
     options = {"rowsPerSecond": "50", "startTime": "2026-01-01T00:00:00Z", "maxRowsPerTrigger": "5"}
+    total = lf.config("iot.totalRows")
+    if total:
+        options["totalRows"] = total
     return lf.source("iot", **options).select("offset")
 """
 
@@ -82,3 +85,20 @@ def test_a_continuous_run_compacts_its_streaming_tables(spark, tmp_path: Path) -
     assert sorted(offsets) == list(range(len(offsets)))  # each row once, none lost
     batches = len(DeltaTable(path).history()) - operations.count("OPTIMIZE")
     assert len(DeltaTable(path).file_uris()) < max(8, batches // 2), (batches, operations)
+
+
+def test_a_triggered_run_compacts_each_table_after_its_flow(spark, tmp_path: Path) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    conf = {"iot.totalRows": "40"}
+    pipeline = load([write(tmp_path / "p", {"compacted.py": COMPACTED})], conf)
+    key = "spark.databricks.delta.autoCompact.minNumFiles"
+    spark.conf.set(key, "4")
+    try:
+        result = PipelineRunner(pipeline, lakehouse, spark, RunOptions("available-now")).run()
+    finally:
+        spark.conf.unset(key)
+    assert result.ok, result.errors
+    path = str(lakehouse.table_path("readings"))
+    assert [h["operation"] for h in DeltaTable(path).history()].count("OPTIMIZE") == 1
+    assert len(DeltaTable(path).file_uris()) == 1  # 8 batches of 5 rows, then one file
+    assert sorted(table(lakehouse, "readings").column("offset").to_pylist()) == list(range(40))

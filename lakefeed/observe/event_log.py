@@ -32,7 +32,8 @@ events into a fresh log, :func:`reset_log` starts an empty one; both move the ol
 A run appends one small commit per ``flush_interval``, so a log left alone grows by thousands of
 files and commits an hour. :class:`Retention` (pipeline configuration
 ``lakefeed.eventLog.retention``, e.g. ``"7 days"``, and/or ``lakefeed.eventLog.maxEvents``)
-bounds it: every ``maintenance_interval`` the writer deletes older events, compacts the log's
+bounds it: at the first flush and then every ``maintenance_interval`` (without a retention:
+only the latter) the writer deletes older events, compacts the log's
 small files into one, removes files replaced more than :data:`VACUUM_HOURS` ago and writes a
 checkpoint so old commit files can be cleaned. Maintenance runs between flushes (one writer, so
 nothing conflicts) and, like every write here, never fails a run: a log it cannot open or change
@@ -241,7 +242,8 @@ class EventLog:
         self.flush()
 
     def _run(self) -> None:
-        due = time.monotonic() + self._maintenance_interval
+        # With a retention, a first pass right away: short triggered runs prune the log too.
+        due = time.monotonic() + (0 if self.retention.bounded else self._maintenance_interval)
         while not self._stop.wait(self._flush_interval):
             self.flush()
             if time.monotonic() >= due:
@@ -274,7 +276,7 @@ def _maintain(path: Path, retention: Retention) -> None:
 
 
 def _cutoff(table: DeltaTable, retention: Retention) -> datetime | None:
-    """Events before this time go: the older of the age limit and the newest ``max_events``."""
+    """Events before this time go: the later of the two limits' cutoffs, so both hold."""
     limits = []
     if retention.max_age_s is not None:
         limits.append(datetime.now(UTC) - timedelta(seconds=retention.max_age_s))

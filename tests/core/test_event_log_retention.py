@@ -90,3 +90,12 @@ def test_maintenance_leaves_a_damaged_log_as_it_is(tmp_path: Path, capfd) -> Non
     log = EventLog(path, "iot", retention=Retention(max_events=1))
     log.maintain()  # no exception: the run goes on
     assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
+
+
+def test_a_short_run_with_a_retention_prunes_at_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "event_log"
+    _old_run(path, 48)
+    with EventLog(path, "iot", flush_interval=0.05, retention=Retention(max_age_s=3600)) as log:
+        log.emit("run_start", "short run")
+        time.sleep(0.5)
+    assert [e["message"] for e in read_events(path)] == ["short run"]

@@ -3,7 +3,8 @@
 Every micro-batch commits at least one small file, so a stream running for weeks leaves a table
 of hundreds of thousands of files that every reader lists and opens. As Delta's auto compaction
 does after a write, a partition whose small files reach a count is compacted; here a background
-thread of the run checks each table every ``interval`` seconds, so no micro-batch waits for it.
+thread of a continuous run checks each table every ``interval`` seconds, so no micro-batch waits
+for it, and a triggered run checks each table once its flow has ended.
 
 Compaction is delta-rs's ``optimize.compact``: the small files are rewritten into bigger ones in
 one commit whose ``remove``/``add`` actions carry ``dataChange=false``. Readers see the same rows;

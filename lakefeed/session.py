@@ -44,6 +44,8 @@ DEFAULT_CONF: dict[str, str] = {
     # Python workers import pyarrow/deltalake on start; on a busy 2-core machine that can take
     # longer than Spark's short connect-back wait, which then fails the task.
     "spark.python.authenticate.socketTimeout": "120s",
+    # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools).
+    "spark.scheduler.mode": "FAIR",
 }
 
 

@@ -28,6 +28,16 @@ repairs it, and the run goes on with its outcome unchanged. Readers take what th
 (:func:`open_log` falls back to the newest version that loads, :func:`read_fragments` skips data
 files that are gone or damaged) and say what is wrong; :func:`repair_log` rewrites the readable
 events into a fresh log, :func:`reset_log` starts an empty one; both move the old log aside.
+
+A run appends one small commit per ``flush_interval``, so a log left alone grows by thousands of
+files and commits an hour. :class:`Retention` (pipeline configuration
+``lakefeed.eventLog.retention``, e.g. ``"7 days"``, and/or ``lakefeed.eventLog.maxEvents``)
+bounds it: at the first flush and then every ``maintenance_interval`` (without a retention:
+only the latter) the writer deletes older events, compacts the log's
+small files into one, removes files replaced more than :data:`VACUUM_HOURS` ago and writes a
+checkpoint so old commit files can be cleaned. Maintenance runs between flushes (one writer, so
+nothing conflicts) and, like every write here, never fails a run: a log it cannot open or change
+is left as it is until the next pass.
 """
 
 from __future__ import annotations
@@ -36,10 +46,11 @@ import json
 import re
 import sys
 import threading
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +59,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.errors import EventLogError
+from lakefeed.connectors.options import parse_duration
+from lakefeed.errors import ConfigError, EventLogError
 from lakefeed.logs import get_logger
 from lakefeed.redact import redact, redact_text
 
@@ -71,6 +83,47 @@ EVENT_SCHEMA = pa.schema(
         pa.field("details", pa.string()),
     ]
 )
+
+RETENTION_KEY = "lakefeed.eventLog.retention"
+MAX_EVENTS_KEY = "lakefeed.eventLog.maxEvents"
+# Replaced data files older than this are deleted: readers of older versions (``lakefeed events
+# --follow``, the UI) reload when a file is gone, and an hour is far longer than any of their
+# reads.
+VACUUM_HOURS = 1
+# Old commit files of the log are cleaned up after this (Delta's own log retention property).
+LOG_RETENTION = "interval 1 days"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of the event log is kept: events younger than ``max_age_s`` seconds and/or the
+    newest ``max_events`` (None: no limit)."""
+
+    max_age_s: float | None = None
+    max_events: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.max_age_s is not None or self.max_events is not None
+
+    @classmethod
+    def from_config(cls, get: Callable[[str], str | None]) -> Retention:
+        """From the pipeline configuration (``--conf lakefeed.eventLog.retention="7 days"``)."""
+        age, cap = get(RETENTION_KEY), get(MAX_EVENTS_KEY)
+        seconds = parse_duration(str(age)) if age is not None else None
+        if age is not None and not seconds:
+            raise ConfigError(
+                f"{RETENTION_KEY}={age!r} is not a duration",
+                fix=f'give it as Spark writes durations, e.g. --conf {RETENTION_KEY}="7 days"',
+            )
+        events = int(cap) if cap is not None and str(cap).strip().isdigit() else None
+        if cap is not None and not events:
+            raise ConfigError(
+                f"{MAX_EVENTS_KEY}={cap!r} is not a positive number of events",
+                fix=f"e.g. --conf {MAX_EVENTS_KEY}=1000000",
+            )
+        return cls(seconds, events)
+
 
 EVENT_TYPES = frozenset(
     {
@@ -97,11 +150,15 @@ class EventLog:
         pipeline: str,
         run_id: str | None = None,
         flush_interval: float = 1.0,
+        retention: Retention | None = None,
+        maintenance_interval: float = 600.0,
     ) -> None:
         self.path = Path(path)
         self.pipeline = pipeline
         self.run_id = run_id or uuid.uuid4().hex
         self._flush_interval = flush_interval
+        self.retention = retention or Retention()
+        self._maintenance_interval = maintenance_interval
         self._rows: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -185,8 +242,51 @@ class EventLog:
         self.flush()
 
     def _run(self) -> None:
+        # With a retention, a first pass right away: short triggered runs prune the log too.
+        due = time.monotonic() + (0 if self.retention.bounded else self._maintenance_interval)
         while not self._stop.wait(self._flush_interval):
             self.flush()
+            if time.monotonic() >= due:
+                self.maintain()
+                due = time.monotonic() + self._maintenance_interval
+
+    def maintain(self) -> None:
+        """Apply the retention, compact, vacuum and checkpoint the log (see module doc)."""
+        with self._write_lock:
+            try:
+                _maintain(self.path, self.retention)
+            except Exception as e:  # maintenance must spare the run, and the log
+                log.warning(f"event log maintenance skipped this time: {first_line(e)}")
+
+
+def _maintain(path: Path, retention: Retention) -> None:
+    if not (path / "_delta_log").is_dir():
+        return
+    table = DeltaTable(str(path))  # a damaged log raises: it is left for repair
+    if retention.bounded and (cutoff := _cutoff(table, retention)) is not None:
+        table.delete(f"timestamp < '{cutoff.isoformat()}'")
+        table = DeltaTable(str(path))
+    if table.metadata().configuration.get("delta.logRetentionDuration") != LOG_RETENTION:
+        table.alter.set_table_properties({"delta.logRetentionDuration": LOG_RETENTION})
+    table.optimize.compact()
+    table = DeltaTable(str(path))
+    table.vacuum(retention_hours=VACUUM_HOURS, enforce_retention_duration=False, dry_run=False)
+    table.create_checkpoint()
+    table.cleanup_metadata()
+
+
+def _cutoff(table: DeltaTable, retention: Retention) -> datetime | None:
+    """Events before this time go: the later of the two limits' cutoffs, so both hold."""
+    limits = []
+    if retention.max_age_s is not None:
+        limits.append(datetime.now(UTC) - timedelta(seconds=retention.max_age_s))
+    if retention.max_events is not None:
+        stamps = table.to_pyarrow_dataset().to_table(columns=["timestamp"])
+        if stamps.num_rows > retention.max_events:
+            sort = [("timestamp", "descending")]
+            newest = pc.select_k_unstable(stamps, retention.max_events, sort_keys=sort)
+            limits.append(pc.min(stamps.column("timestamp").take(newest)).as_py())
+    return max(limits) if limits else None
 
 
 def read_events(

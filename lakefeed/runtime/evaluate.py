@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
@@ -98,7 +99,7 @@ class Evaluator:
             upstream = self._upstream(name)
             if streaming:
                 return upstream
-            return self.spark.createDataFrame([], upstream.schema)
+            return empty_frame(self.spark, upstream.schema)
         if streaming and self.mode != "batch":
             return delta.read_stream(self.spark, path, **options)
         if streaming and self.bounds is not None:
@@ -163,6 +164,20 @@ class Evaluator:
             frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """A batch DataFrame without rows: a ``LocalRelation`` made in a few JVM calls.
+
+    ``spark.createDataFrame([], schema)`` ships an empty Python RDD through about forty calls,
+    which made it the largest part of validating a pipeline of many materialized views.
+    """
+    jspark = getattr(spark, "_jsparkSession", None)
+    if jspark is None or spark._jvm is None:  # Spark Connect
+        return spark.createDataFrame([], schema)
+    rows = spark._jvm.java.util.ArrayList()
+    jdf = jspark.createDataFrame(rows, jspark.parseDataType(schema.json()))
+    return DataFrame(jdf, spark)
 
 
 def _describe(name: str, where: str, error: Exception) -> str:

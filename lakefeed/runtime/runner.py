@@ -21,7 +21,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -35,16 +35,18 @@ from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
-from lakefeed.observe.event_log import EventLog
+from lakefeed.observe.event_log import EventLog, Retention
 from lakefeed.pipeline import guard
-from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.api import Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
+from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 
@@ -64,6 +66,7 @@ class RunOptions:
     restart_backoff: float = 2.0
     max_backoff: float = 60.0
     refresh_interval: float = 60.0
+    compact_interval: float = 30.0  # how often streaming tables are checked for small files
     stop_timeout: float = 120.0
 
     def __post_init__(self) -> None:
@@ -115,7 +118,9 @@ class PipelineRunner:
         self.options = options or RunOptions()
         self.on_tick = on_tick
         self.flows: dict[str, FlowState] = {}
-        self.events = EventLog(lakehouse.event_log_path, pipeline.name)
+        self.events = EventLog(
+            lakehouse.event_log_path, pipeline.name, retention=Retention.from_config(config)
+        )
         self._stop = threading.Event()
         self._stop_reason = "completed"
         self.validation: Validation | None = None
@@ -328,19 +333,8 @@ class PipelineRunner:
         checkpoint = str(self.lakehouse.checkpoint_path(dataset.name))
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        if dataset.quarantine:
-            query = self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
-        else:
-            query = delta.write_stream(
-                checked.drop(*expect.flag_columns(rules)),
-                target,
-                checkpoint,
-                output_mode=mode,
-                partition_by=dataset.partition_cols,
-                query_name=dataset.name,
-                trigger=trigger,
-                mergeSchema="true",
-            )
+        with flow_pool(self.spark, dataset.name):
+            query = self._write_stream(checked, dataset, mode, checkpoint, target, trigger)
         self.events.emit(
             "flow_start",
             f"{dataset.name} started ({mode}, {trigger})",
@@ -355,6 +349,28 @@ class PipelineRunner:
         )
         state.query = query
         return query
+
+    def _write_stream(
+        self,
+        checked: DataFrame,
+        dataset: Dataset,
+        mode: str,
+        checkpoint: str,
+        target: str,
+        trigger: dict,
+    ) -> StreamingQuery:
+        if dataset.quarantine:
+            return self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
+        return delta.write_stream(
+            checked.drop(*expect.flag_columns(dataset.expectations)),
+            target,
+            checkpoint,
+            output_mode=mode,
+            partition_by=dataset.partition_cols,
+            query_name=dataset.name,
+            trigger=trigger,
+            mergeSchema="true",
+        )
 
     def _quarantined(
         self,
@@ -401,6 +417,7 @@ class PipelineRunner:
                 if self._stop.is_set():
                     return  # _stop_all lets the running batch finish
                 if self._finished(state):
+                    self._compactor([state]).check()  # the query is done: nothing to block
                     break
                 if state.failed:
                     raise PipelineError(
@@ -422,6 +439,21 @@ class PipelineRunner:
         trigger = {"processingTime": self.options.trigger_interval}
         for state in self.flows.values():
             _settle(self._start(state, trigger))
+        compactor = self._compactor(self.flows.values()).start()
+        try:
+            self._supervise(validation, trigger)
+        finally:
+            compactor.stop()
+
+    def _compactor(self, flows: Iterable[FlowState]) -> AutoCompactor:
+        """Compacts the flows' tables (and quarantines): in the background while they run, or
+        once after a triggered flow ended."""
+        names = [n for s in flows for n in (s.dataset.name, s.dataset.quarantine)]
+        paths = [str(self.lakehouse.table_path(n)) for n in names if n]
+        policy = Policy.from_conf(lambda key: self.spark.conf.get(key, None))
+        return AutoCompactor(paths, policy, self.options.compact_interval)
+
+    def _supervise(self, validation: Validation, trigger: dict) -> None:
         deadline = time.monotonic() + self.options.duration if self.options.duration else None
         next_refresh = time.monotonic() + self.options.refresh_interval
         views = [d for d in self._stored(validation) if d.kind == "materialized_view"]
@@ -557,7 +589,8 @@ class PipelineRunner:
         frame = evaluator.evaluate(dataset.name)
         if frame is None:
             raise PipelineError([evaluator.errors.get(dataset.name, dataset.name)])
-        self.write_batch(dataset, frame)
+        with flow_pool(self.spark, dataset.name):
+            self.write_batch(dataset, frame)
         sources = evaluator.sources.get(dataset.name, [])
         report_skipped_files(self.events, dataset.name, sources, None)
 

@@ -150,3 +150,22 @@ def test_ysb_summary_ratios_and_markdown() -> None:
     text = "\n".join(doc.ysb(summary))
     assert "| pyspark | 100 | 100 | 150 | = reference |" in text
     assert "failed: exit code 1" in text and "**lakefeed/pyspark: 0.90x**" in text
+
+
+def test_many_flows_generates_fifty_tables_that_load(tmp_path: Path) -> None:
+    from bench.many_flows import generate
+    from lakefeed.pipeline.loader import load_pipeline
+
+    pipeline = load_pipeline([generate(tmp_path / "many", 10)])
+    kinds = [d.kind for d in pipeline.datasets.values()]
+    assert len(kinds) == 50 and kinds.count("table") == 30
+    assert kinds.count("materialized_view") == 20
+
+
+def test_process_tree_usage_is_read_from_proc() -> None:
+    from bench.procs import tree_usage
+
+    usage = tree_usage()
+    assert usage.driver.processes == 1 and usage.driver.rss_bytes > 0
+    assert usage.driver.threads >= 1 and usage.driver.open_files >= 3
+    assert usage.cpu_seconds > 0

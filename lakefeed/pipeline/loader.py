@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
+from lakefeed.pipeline import dlt_compat
 from lakefeed.pipeline.api import Dataset, Pipeline, loading, read, read_stream
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
@@ -46,7 +47,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     files = pipeline_files(paths)
     pipeline = Pipeline(name or default_name(paths))
     problems: list[str] = []
-    with loading(pipeline):
+    with loading(pipeline), dlt_compat.installed():
         for file in files:
             try:
                 if file.suffix == ".sql":
@@ -56,6 +57,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
                     _exec_python(file)
             except PipelineError as error:
                 problems.extend(error.problems)
+    problems.extend(pipeline.link_flows())
     for dataset in pipeline.datasets.values():
         try:
             check_unique(dataset.expectations, dataset.name)
@@ -128,6 +130,7 @@ def _exec_python(file: Path) -> None:
     if spec is None or spec.loader is None:
         raise PipelineError([f"{file}: cannot import"])
     module = importlib.util.module_from_spec(spec)
+    module.__dict__["spark"] = _ActiveSpark()  # as in Databricks/DLT files: `spark` is given
     # In sys.modules only while it runs: afterwards cloudpickle ships its functions (UDFs)
     # to workers by value, since workers cannot import a pipeline file by name.
     sys.modules[module_name] = module
@@ -144,6 +147,19 @@ def _exec_python(file: Path) -> None:
         ) from error
     finally:
         sys.modules.pop(module_name, None)
+
+
+class _ActiveSpark:
+    """The ``spark`` global of a pipeline file: the active session, resolved on first use (a
+    file that never touches it loads without starting Spark)."""
+
+    def __getattr__(self, name: str) -> object:
+        from lakefeed.session import active_spark
+
+        return getattr(active_spark(), name)
+
+    def __repr__(self) -> str:
+        return "<the active SparkSession>"
 
 
 def _location(file: Path, error: BaseException) -> str:

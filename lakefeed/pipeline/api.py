@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from lakefeed.connectors.registry import source_format
@@ -90,6 +91,9 @@ class Pipeline:
         self.name = name
         self.datasets: dict[str, Dataset] = {}
         self.append_flows: dict[str, AppendFlow] = {}
+        # From a spark-pipeline.yml spec: Spark confs for the run, the default lakehouse.
+        self.configuration: dict[str, str] = {}
+        self.storage: Path | None = None
 
     def add_flow(self, flow: AppendFlow) -> AppendFlow:
         check_name(flow.name)
@@ -220,6 +224,12 @@ def set_config(values: Mapping[str, str]) -> None:
     _CONFIG.update(values)
 
 
+def config_defaults(values: Mapping[str, str]) -> None:
+    """Configuration a pipeline spec gives, under what ``--conf`` set."""
+    for key, value in values.items():
+        _CONFIG.setdefault(key, value)
+
+
 def config(key: str, default: Any = None) -> Any:
     """A pipeline configuration value, so one pipeline file serves demo, tests and production."""
     return _CONFIG.get(key, default)
@@ -242,11 +252,21 @@ def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
     return _resolver("source").source(source_format(kind), path, _stringify(options))
 
 
+def defined(name: str) -> bool:
+    """Whether the flow being evaluated reads ``name`` from its pipeline (False outside one)."""
+    resolver = _RESOLVER.get()
+    known = getattr(resolver, "defines", None)
+    return known is not None and bool(known(name))
+
+
 def _stringify(options: Mapping[str, Any]) -> dict[str, str]:
     return {
         key: str(value).lower() if isinstance(value, bool) else str(value)
         for key, value in options.items()
     }
+
+
+stringify = _stringify  # options and properties given by other front ends (SDP)
 
 
 def _pending(func: Callable[..., Any]) -> list[Expectation]:
@@ -434,7 +454,6 @@ def _where(fn: Callable[..., Any]) -> str:
 def _caller() -> str:
     """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
     import sys
-    from pathlib import Path
 
     here = str(Path(__file__).parent)
     frame = sys._getframe(1)
@@ -481,3 +500,6 @@ def expect_all_or_drop(rules: Mapping[str, str]) -> Callable[[F], F]:
 
 def expect_all_or_fail(rules: Mapping[str, str]) -> Callable[[F], F]:
     return _expect(Action.FAIL, rules)
+
+
+pending_expectations = _pending  # rules stacked under another front end's decorator (SDP)

@@ -8,21 +8,25 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-from lakefeed.pipeline import dlt_compat
-from lakefeed.pipeline.api import Dataset, Pipeline, loading, read, read_stream
+from lakefeed.pipeline import dlt_compat, sdp
+from lakefeed.pipeline.api import Dataset, Pipeline, config_defaults, loading, read, read_stream
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 
 SUFFIXES = (".py", ".sql")
 
 
 def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Files of the pipeline, a folder expanding to its ``.py``/``.sql`` files by name."""
+    """Files of the pipeline, a folder expanding to its ``.py``/``.sql`` files by name (a spec
+    or a folder holding one, to the files its ``libraries`` name)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if (spec := find_spec(path)) is not None:
+            files.extend(read_spec(spec).files)
+        elif path.is_dir():
             files.extend(
                 sorted(
                     p
@@ -45,9 +49,13 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     """Import every file; problems of all files are reported together."""
     paths = list(paths)
     files = pipeline_files(paths)
-    pipeline = Pipeline(name or default_name(paths))
+    spec = _spec(paths)
+    pipeline = Pipeline(name or (spec.name if spec else default_name(paths)))
+    if spec is not None:
+        pipeline.configuration, pipeline.storage = spec.configuration, spec.storage
+        config_defaults(spec.configuration)
     problems: list[str] = []
-    with loading(pipeline), dlt_compat.installed():
+    with loading(pipeline), dlt_compat.installed(), sdp.registering(pipeline):
         for file in files:
             try:
                 if file.suffix == ".sql":
@@ -71,6 +79,13 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     if problems:
         raise PipelineError(problems)
     return pipeline
+
+
+def _spec(paths: list[str | Path]) -> PipelineSpec | None:
+    """The spec among ``paths``, if any (its name, configuration and storage are the
+    pipeline's)."""
+    found = [spec for p in paths if (spec := find_spec(Path(p))) is not None]
+    return read_spec(found[0]) if found else None
 
 
 def sql_dataset(flow: SqlFlow) -> Dataset:

@@ -65,6 +65,8 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
 
 
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
+    for key, value in pipeline.configuration.items():  # a spec's Spark confs
+        spark.conf.set(key, value)
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
     evaluator.evaluate_all()
     for name, dataset in pipeline.datasets.items():

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from lakefeed.entry import plan, run, validate, verify
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import (
+        append_flow,
         config,
+        create_streaming_table,
         expect,
         expect_all,
         expect_all_or_drop,
@@ -45,7 +47,9 @@ if TYPE_CHECKING:
     from lakefeed.session import active_spark, spark_session
 
 _PIPELINE_API = [
+    "append_flow",
     "config",
+    "create_streaming_table",
     "expect",
     "expect_all",
     "expect_all_or_drop",
@@ -101,7 +105,9 @@ __all__ = [
     "ValidationResult",
     "VerifyResult",
     "active_spark",
+    "append_flow",
     "config",
+    "create_streaming_table",
     "current_flow",
     "expect",
     "expect_all",

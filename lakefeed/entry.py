@@ -277,7 +277,8 @@ def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResul
             watermark=plan.facts.watermark,
             stateful=tuple(plan.facts.stateful),
         )
-        for name in (order or tuple(pipeline.datasets))
+        for dataset in (order or tuple(pipeline.datasets))
+        for name in pipeline.flow_names(pipeline.datasets[dataset])
         if (plan := check.flows.get(name)) is not None
     )
     return ValidationResult(

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from lakefeed.connectors.registry import source_format
@@ -48,6 +49,11 @@ class Dataset:
     output_mode: str | None = None
     source: str = ""
     sql: SqlFlow | None = None
+    # Set by create_streaming_table: the table has no query of its own, its append flows fill it.
+    declared: bool = False
+    # DLT's @dlt.table: a materialized view after all when its query turns out to be batch.
+    infer_kind: bool = False
+    flows: list[AppendFlow] = field(default_factory=list)
 
     @property
     def stored(self) -> bool:
@@ -61,12 +67,83 @@ class Dataset:
         return None
 
 
+@dataclass
+class AppendFlow:
+    """One flow into a streaming table declared by ``create_streaming_table`` (DLT/SDP's
+    ``append_flow``): its own query and its own checkpoint, ``checkpoints/<name>``.
+
+    ``once`` flows are one-off backfills: run once as a batch append, recorded, and repeated
+    only after a full refresh of the target.
+    """
+
+    name: str
+    target: str
+    func: Callable[[], DataFrame]
+    once: bool = False
+    comment: str | None = None
+    source: str = ""
+
+
 class Pipeline:
-    """The datasets a set of pipeline files declares."""
+    """The datasets a set of pipeline files declares, and the append flows feeding them."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.datasets: dict[str, Dataset] = {}
+        self.append_flows: dict[str, AppendFlow] = {}
+        # From a spark-pipeline.yml spec: Spark confs for the run, the default lakehouse.
+        self.configuration: dict[str, str] = {}
+        self.storage: Path | None = None
+
+    def add_flow(self, flow: AppendFlow) -> AppendFlow:
+        check_name(flow.name)
+        if flow.name in self.append_flows:
+            first = self.append_flows[flow.name].source
+            raise PipelineError(
+                [
+                    f"flow {flow.name!r} is defined twice ({first} and {flow.source}); give "
+                    "one of them another name (append_flow(name=...))"
+                ]
+            )
+        self.append_flows[flow.name] = flow
+        return flow
+
+    def link_flows(self) -> list[str]:
+        """Attach each append flow to its target; what is wrong, phrased with the fix."""
+        problems = []
+        for dataset in self.datasets.values():
+            dataset.flows = []
+        for flow in self.append_flows.values():
+            target = self.datasets.get(flow.target)
+            if target is None:
+                problems.append(
+                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which is not "
+                    "declared: declare it with lf.create_streaming_table(...) or fix the name"
+                )
+            elif not target.declared:
+                problems.append(
+                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which "
+                    f"has its own query ({target.source}): declare the target with "
+                    "lf.create_streaming_table(...) and make its query an append flow too"
+                )
+            elif flow.name in self.datasets:
+                problems.append(
+                    f"flow {flow.name!r} ({flow.source}) has the name of a dataset, and flows "
+                    "and datasets share checkpoint names: rename it (append_flow(name=...))"
+                )
+            else:
+                target.flows.append(flow)
+        problems.extend(
+            f"streaming table {d.name!r} ({d.source}) has no flow: add one with "
+            f"@lf.append_flow(target={d.name!r})"
+            for d in self.datasets.values()
+            if d.declared and not d.flows
+        )
+        return problems
+
+    def flow_names(self, dataset: Dataset) -> list[str]:
+        """The checkpoints a stored dataset writes with: its own, or one per append flow."""
+        return [f.name for f in dataset.flows] if dataset.declared else [dataset.name]
 
     def add(self, dataset: Dataset) -> Dataset:
         check_name(dataset.name)
@@ -152,6 +229,12 @@ def set_config(values: Mapping[str, str]) -> None:
     _CONFIG.update(values)
 
 
+def config_defaults(values: Mapping[str, str]) -> None:
+    """Configuration a pipeline spec gives, under what ``--conf`` set."""
+    for key, value in values.items():
+        _CONFIG.setdefault(key, value)
+
+
 def config(key: str, default: Any = None) -> Any:
     """A pipeline configuration value, so one pipeline file serves demo, tests and production."""
     return _CONFIG.get(key, default)
@@ -174,11 +257,21 @@ def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
     return _resolver("source").source(source_format(kind), path, _stringify(options))
 
 
+def defined(name: str) -> bool:
+    """Whether the flow being evaluated reads ``name`` from its pipeline (False outside one)."""
+    resolver = _RESOLVER.get()
+    known = getattr(resolver, "defines", None)
+    return known is not None and bool(known(name))
+
+
 def _stringify(options: Mapping[str, Any]) -> dict[str, str]:
     return {
         key: str(value).lower() if isinstance(value, bool) else str(value)
         for key, value in options.items()
     }
+
+
+stringify = _stringify  # options and properties given by other front ends (SDP)
 
 
 def _pending(func: Callable[..., Any]) -> list[Expectation]:
@@ -193,8 +286,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
         output_mode = kwargs.get("output_mode")
         if output_mode is not None and output_mode not in OUTPUT_MODES:
             raise PipelineError([f"{name!r}: output_mode must be one of {OUTPUT_MODES}"])
-        code = getattr(fn, "__code__", None)
-        where = f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
+        where = _where(fn)
         dataset = Dataset(
             name=name,
             kind=kind,
@@ -299,6 +391,82 @@ def view(
     return _declare(DatasetKind.VIEW, func, name=name, comment=comment)
 
 
+def create_streaming_table(
+    name: str,
+    *,
+    comment: str | None = None,
+    partition_cols: list[str] | None = None,
+    table_properties: dict[str, str] | None = None,
+    expect_all: Mapping[str, str] | None = None,
+    expect_all_or_drop: Mapping[str, str] | None = None,
+    expect_all_or_fail: Mapping[str, str] | None = None,
+) -> None:
+    """Declare a streaming table without a query; ``@append_flow(target=name)`` flows fill it.
+
+    The expectations apply to every flow into the table.
+    """
+    rules = [
+        Expectation(rule, predicate, action)
+        for action, given in (
+            (Action.WARN, expect_all),
+            (Action.DROP, expect_all_or_drop),
+            (Action.FAIL, expect_all_or_fail),
+        )
+        for rule, predicate in (given or {}).items()
+    ]
+
+    def no_query() -> DataFrame:
+        raise PipelineError([f"streaming table {name!r} is filled by its append flows"])
+
+    current_pipeline().add(
+        Dataset(
+            name=name,
+            kind=DatasetKind.STREAMING_TABLE,
+            func=no_query,
+            comment=comment,
+            partition_cols=list(partition_cols or []),
+            table_properties=_stringify(table_properties or {}),
+            expectations=rules,
+            source=_caller(),
+            declared=True,
+        )
+    )
+
+
+def append_flow(
+    *, target: str, name: str | None = None, once: bool = False, comment: str | None = None
+) -> Callable[[F], F]:
+    """Add the decorated function's DataFrame as a flow into streaming table ``target``.
+
+    The flow's name defaults to the function's and names its checkpoint; ``once=True`` makes it
+    a one-off batch backfill, appended once and not repeated unless the target is refreshed.
+    """
+
+    def register(fn: F) -> F:
+        current_pipeline().add_flow(
+            AppendFlow(name or fn.__name__, target, fn, once, comment, _where(fn))
+        )
+        return fn
+
+    return register
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
+
+
+def _caller() -> str:
+    """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
+    import sys
+
+    here = str(Path(__file__).parent)
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(here):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
 def _expect(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:
     def attach(fn: F) -> F:
         new = [Expectation(rule, predicate, action) for rule, predicate in rules.items()]
@@ -337,3 +505,6 @@ def expect_all_or_drop(rules: Mapping[str, str]) -> Callable[[F], F]:
 
 def expect_all_or_fail(rules: Mapping[str, str]) -> Callable[[F], F]:
     return _expect(Action.FAIL, rules)
+
+
+pending_expectations = _pending  # rules stacked under another front end's decorator (SDP)

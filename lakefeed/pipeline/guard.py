@@ -155,6 +155,11 @@ class Flow:
     checkpoint: Path
     targets: tuple[str, ...]  # table names: the flow's own table (and its quarantine)
 
+    @property
+    def table(self) -> str:
+        """The table the flow fills: what ``--full-refresh`` names to start it over."""
+        return self.targets[0]
+
 
 @dataclass(frozen=True)
 class Behind:
@@ -168,12 +173,14 @@ class Behind:
 def lakehouse_flows(
     pipeline: Pipeline, lakehouse: Lakehouse, sources: Mapping[str, list[tuple[str, dict]]]
 ) -> tuple[list[Flow], dict[str, Path]]:
-    """The pipeline's streaming flows, and every Delta table they may write or read by name
-    (the lakehouse's, and the Delta sources the flows name by path, by that path)."""
+    """The pipeline's streaming flows (a table's own, or each of its append flows, with its own
+    checkpoint and query id), and every Delta table they may write or read by name (the
+    lakehouse's, and the Delta sources the flows name by path, by that path)."""
     flows = [
-        Flow(d.name, lakehouse.checkpoint_path(d.name), tuple(filter(None, (d.name, d.quarantine))))
+        Flow(name, lakehouse.checkpoint_path(name), tuple(filter(None, (d.name, d.quarantine))))
         for d in pipeline.datasets.values()
         if d.kind == "table"
+        for name in pipeline.flow_names(d)
     ]
     tables = {n: lakehouse.table_path(n) for n in lakehouse.table_names()}
     tables |= {t: lakehouse.table_path(t) for f in flows for t in f.targets}
@@ -209,13 +216,14 @@ def tables_behind(
 ) -> list[Behind]:
     """Every table behind a checkpoint of ``flows`` (other than ``skip``'s).
 
-    ``tables`` maps the name of every Delta table a flow may write or read to its path.
+    ``tables`` maps the name of every Delta table a flow may write or read to its path;
+    ``skip`` names tables whose flows start over anyway.
     """
     ids = _table_ids(tables)
     skipped = set(skip)
     found: list[Behind] = []
     for flow in flows:
-        if flow.name not in skipped:
+        if flow.table not in skipped:
             found += _targets_behind(flow, tables)
             found += _sources_behind(flow, tables, ids)
     return found
@@ -296,7 +304,8 @@ def _table_ids(tables: Mapping[str, Path]) -> dict[str, str]:
 def refresh_closure(
     flows: Iterable[Flow], tables: Mapping[str, Path], names: Iterable[str]
 ) -> list[str]:
-    """``names`` and, transitively, every flow whose checkpoint has read a table they reset.
+    """Tables ``names`` and, transitively, the table of every flow whose checkpoint has read
+    a table they reset (a table filled by append flows is reset with all of them).
 
     Such a flow's offsets point past what the rebuilt table will hold: kept, it would skip rows.
     """
@@ -305,12 +314,13 @@ def refresh_closure(
     reads = {
         f.name: {ids.get(str(o["reservoirId"])) for o in delta_offsets(f.checkpoint)} for f in flows
     }
-    targets = {f.name: set(f.targets) for f in flows}
+    targets = {f.table: set(f.targets) for f in flows}
     chosen = list(dict.fromkeys(names))
     grew = True
     while grew:
         reset = set().union(*(targets.get(n, {n}) for n in chosen))
-        more = [f.name for f in flows if f.name not in chosen and reads[f.name] & reset]
+        more = [f.table for f in flows if f.table not in chosen and reads[f.name] & reset]
+        more = list(dict.fromkeys(more))
         chosen += more
         grew = bool(more)
     return chosen
@@ -328,10 +338,12 @@ def check_versions(
     refresh = list(refresh)
     behind = tables_behind(flows, tables, skip=refresh)
     if behind:
-        needed = refresh_closure(flows, tables, [*refresh, *(b.flow for b in behind)])
+        owner = {f.name: f.table for f in flows}
+        named = list(dict.fromkeys([*refresh, *(owner[b.flow] for b in behind)]))
+        needed = refresh_closure(flows, tables, named)
         raise DataLossRiskError(
             "; ".join(dict.fromkeys(b.reason for b in behind)),
-            fix=_refresh_fix(needed, [*refresh, *(b.flow for b in behind)]),
+            fix=_refresh_fix(needed, named),
             code=TABLE_BEHIND,
         )
     needed = refresh_closure(flows, tables, refresh)
@@ -360,3 +372,24 @@ def _refresh_fix(needed: list[str], named: list[str]) -> str:
         f"{also}: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`; or restore the "
         "tables' missing log files and run again"
     )
+
+
+# --- tables filled by several flows ------------------------------------------------------------
+
+FLOWS_FILE = "_lakefeed_flows.json"  # in the table folder (Delta ignores ``_`` files)
+
+
+def flows_started(table: Path) -> list[str]:
+    """The append flows that have started writing ``table`` (gone with the table)."""
+    path = table / FLOWS_FILE
+    return list(json.loads(path.read_text())) if path.is_file() else []
+
+
+def record_flow(table: Path, flow: str) -> None:
+    """Remember that ``flow`` writes ``table``: its checkpoint missing later is a loss, not a
+    new flow starting from its source's beginning."""
+    started = flows_started(table)
+    if flow not in started:
+        tmp = table / (FLOWS_FILE + ".tmp")
+        tmp.write_text(json.dumps([*started, flow]))
+        tmp.replace(table / FLOWS_FILE)

@@ -8,20 +8,25 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-from lakefeed.pipeline.api import Dataset, Pipeline, loading, read, read_stream
+from lakefeed.pipeline import dlt_compat, sdp
+from lakefeed.pipeline.api import Dataset, Pipeline, config_defaults, loading, read, read_stream
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 
 SUFFIXES = (".py", ".sql")
 
 
 def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Files of the pipeline, a folder expanding to its ``.py``/``.sql`` files by name."""
+    """Files of the pipeline, a folder expanding to its ``.py``/``.sql`` files by name (a spec
+    or a folder holding one, to the files its ``libraries`` name)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if (spec := find_spec(path)) is not None:
+            files.extend(read_spec(spec).files)
+        elif path.is_dir():
             files.extend(
                 sorted(
                     p
@@ -44,9 +49,13 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     """Import every file; problems of all files are reported together."""
     paths = list(paths)
     files = pipeline_files(paths)
-    pipeline = Pipeline(name or default_name(paths))
+    spec = _spec(paths)
+    pipeline = Pipeline(name or (spec.name if spec else default_name(paths)))
+    if spec is not None:
+        pipeline.configuration, pipeline.storage = spec.configuration, spec.storage
+        config_defaults(spec.configuration)
     problems: list[str] = []
-    with loading(pipeline):
+    with loading(pipeline), dlt_compat.installed(), sdp.registering(pipeline):
         for file in files:
             try:
                 if file.suffix == ".sql":
@@ -56,6 +65,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
                     _exec_python(file)
             except PipelineError as error:
                 problems.extend(error.problems)
+    problems.extend(pipeline.link_flows())
     for dataset in pipeline.datasets.values():
         try:
             check_unique(dataset.expectations, dataset.name)
@@ -69,6 +79,13 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
     if problems:
         raise PipelineError(problems)
     return pipeline
+
+
+def _spec(paths: list[str | Path]) -> PipelineSpec | None:
+    """The spec among ``paths``, if any (its name, configuration and storage are the
+    pipeline's)."""
+    found = [spec for p in paths if (spec := find_spec(Path(p))) is not None]
+    return read_spec(found[0]) if found else None
 
 
 def sql_dataset(flow: SqlFlow) -> Dataset:
@@ -128,6 +145,7 @@ def _exec_python(file: Path) -> None:
     if spec is None or spec.loader is None:
         raise PipelineError([f"{file}: cannot import"])
     module = importlib.util.module_from_spec(spec)
+    module.__dict__["spark"] = _ActiveSpark()  # as in Databricks/DLT files: `spark` is given
     # In sys.modules only while it runs: afterwards cloudpickle ships its functions (UDFs)
     # to workers by value, since workers cannot import a pipeline file by name.
     sys.modules[module_name] = module
@@ -144,6 +162,19 @@ def _exec_python(file: Path) -> None:
         ) from error
     finally:
         sys.modules.pop(module_name, None)
+
+
+class _ActiveSpark:
+    """The ``spark`` global of a pipeline file: the active session, resolved on first use (a
+    file that never touches it loads without starting Spark)."""
+
+    def __getattr__(self, name: str) -> object:
+        from lakefeed.session import active_spark
+
+        return getattr(active_spark(), name)
+
+    def __repr__(self) -> str:
+        return "<the active SparkSession>"
 
 
 def _location(file: Path, error: BaseException) -> str:

@@ -14,7 +14,7 @@ One evaluator per purpose:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.explain import explain
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline.api import Pipeline, resolving
+from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
@@ -63,16 +63,30 @@ class Evaluator:
         except _Abort:
             return None
 
+    def evaluate_flow(self, flow: AppendFlow) -> DataFrame | None:
+        """One append flow's own DataFrame (what its query writes), keyed by the flow's name."""
+        try:
+            return self._compute(flow.name, flow.func, flow.source)
+        except _Abort:
+            return None
+
     def evaluate_all(self) -> Graph:
-        for name in self.pipeline.datasets:
+        for name, dataset in self.pipeline.datasets.items():
             self.evaluate(name)
+            for flow in dataset.flows:
+                self.evaluate_flow(flow)
         return self.graph()
 
     def graph(self) -> Graph:
+        """Datasets and what they read; a table's append flows' reads (``once`` flows' too,
+        which its streaming union leaves out) are the table's."""
         return Graph.of(
-            Node(name, ds.kind, tuple(self.reads.get(name, ())))
+            Node(name, ds.kind, self._reads_of([name, *(f.name for f in ds.flows)]))
             for name, ds in self.pipeline.datasets.items()
         )
+
+    def _reads_of(self, names: list[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(read for name in names for read in self.reads.get(name, ())))
 
     # -- Resolver protocol (called from lakefeed.read_stream/read/source)
 
@@ -131,22 +145,32 @@ class Evaluator:
         return frame
 
     def _evaluate(self, name: str) -> DataFrame | None:
+        dataset = self.pipeline.datasets[name]
+        body = (lambda: self._union(dataset)) if dataset.declared else dataset.func
+        return self._compute(name, body, dataset.source)
+
+    def _union(self, dataset: Dataset) -> DataFrame:
+        """A table filled by append flows reads as all of them: ``once`` backfills only in batch
+        (a stream cannot union a batch), unless the table has nothing else."""
+        flows = [f for f in dataset.flows if self.mode == "batch" or not f.once] or dataset.flows
+        return union_all([flow.func() for flow in flows])
+
+    def _compute(self, name: str, func: Callable[[], DataFrame], where: str) -> DataFrame | None:
         if name in self.frames:
             return self.frames[name]
         if name in self.errors:
             raise _Abort(name)
-        dataset = self.pipeline.datasets[name]
         self._stack.append(name)
         self.reads.setdefault(name, [])
         try:
             with resolving(self), flow_context(name, self.lakehouse):
-                frame = dataset.func()
+                frame = func()
         except _Abort:
             if len(self._stack) > 1:
                 raise
             return None
         except Exception as error:  # a user's flow function: report, never crash validate
-            self.errors[name] = _describe(name, dataset.source, error)
+            self.errors[name] = _describe(name, where, error)
             self.causes[name] = error
             if len(self._stack) > 1:
                 raise _Abort(name) from error
@@ -155,7 +179,7 @@ class Evaluator:
             self._stack.pop()
         if not isinstance(frame, DataFrame):
             self.errors[name] = (
-                f"{name!r} ({dataset.source}) returned {type(frame).__name__}, not a DataFrame"
+                f"{name!r} ({where}) returned {type(frame).__name__}, not a DataFrame"
             )
             if self._stack:
                 raise _Abort(name)
@@ -178,6 +202,14 @@ def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
     rows = spark._jvm.java.util.ArrayList()
     jdf = jspark.createDataFrame(rows, jspark.parseDataType(schema.json()))
     return DataFrame(jdf, spark)
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The rows of every frame, columns matched by name (a column one lacks is null there)."""
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame, allowMissingColumns=True)
+    return union
 
 
 def _describe(name: str, where: str, error: Exception) -> str:

@@ -37,7 +37,7 @@ from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog, Retention
 from lakefeed.pipeline import guard
-from lakefeed.pipeline.api import Dataset, Pipeline, config
+from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect
@@ -53,6 +53,21 @@ from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 log = get_logger(__name__)
 
 MODES = tuple(choices(RunMode))
+ONCE_DONE = "_lakefeed_once_done"  # in a once flow's checkpoint folder: it has run
+
+
+def orphaned_rows(pipeline: Pipeline, lakehouse: Lakehouse, dataset: Dataset, flow: str) -> bool:
+    """Rows in the target that a missing checkpoint of ``flow`` would duplicate. A new
+    append flow into a table its other flows fill starts from its source's start by design;
+    one that has written the table before (or a table no flow has progress for) has not."""
+    table = lakehouse.table_path(dataset.name)
+    if not delta_table.has_rows(str(table)):
+        return False
+    if not dataset.declared:
+        return True
+    siblings = [lakehouse.checkpoint_path(f) for f in pipeline.flow_names(dataset)]
+    started = any(guard.has_progress(c) or (c / ONCE_DONE).exists() for c in siblings)
+    return flow in guard.flows_started(table) or not started
 
 
 @dataclass
@@ -89,6 +104,12 @@ class FlowState:
     error: str | None = None  # the last failure, as a user reads it
     frame: DataFrame | None = None  # evaluated by _prepare; a restart evaluates afresh
     sources: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    flow: AppendFlow | None = None  # an append flow into ``dataset``, else its own query
+
+    @property
+    def name(self) -> str:
+        """The flow's name: its query, checkpoint and event-log name."""
+        return self.flow.name if self.flow is not None else self.dataset.name
 
 
 @dataclass
@@ -159,7 +180,12 @@ class PipelineRunner:
         )
         result = RunResult(self.events.run_id)
         listener = self.listener = ProgressListener(
-            self.events, {n: d.expectations for n, d in self.pipeline.datasets.items()}
+            self.events,
+            {
+                flow: d.expectations
+                for d in self.pipeline.datasets.values()
+                for flow in self.pipeline.flow_names(d)
+            },
         )
         self.spark.streams.addListener(listener)
         restore = self._install_signals()
@@ -241,7 +267,8 @@ class PipelineRunner:
         targets = [name] + ([dataset.quarantine] if dataset.quarantine else [])
         for target in targets:
             shutil.rmtree(self.lakehouse.table_path(target), ignore_errors=True)
-        shutil.rmtree(self.lakehouse.checkpoint_path(name), ignore_errors=True)
+        for flow in self.pipeline.flow_names(dataset):
+            shutil.rmtree(self.lakehouse.checkpoint_path(flow), ignore_errors=True)
         self.events.emit(
             "flow_stop",
             f"{name}: reset for full refresh",
@@ -266,13 +293,55 @@ class PipelineRunner:
             if choice.problems:
                 continue
             self._create_if_missing(dataset, frame)
-            if dataset.kind == "table":
+            if dataset.declared:
+                problems.extend(self._prepare_flows(dataset, streams))
+            elif dataset.kind == "table":
                 problems.extend(self._guard(dataset, plan))
                 sources = evaluator.sources.get(dataset.name, [])
                 self.flows[dataset.name] = FlowState(dataset, plan, frame=frame, sources=sources)
         if problems:
             causes = {**batches.causes, **streams.causes}
             raise PipelineError(problems) from next(iter(causes.values()), None)
+
+    def _prepare_flows(self, dataset: Dataset, streams: Evaluator) -> list[str]:
+        """One query, plan and checkpoint guard per streaming append flow into ``dataset``."""
+        problems: list[str] = []
+        for flow in dataset.flows:
+            if flow.once:
+                continue
+            frame = streams.evaluate_flow(flow)
+            if frame is None:
+                problems.append(streams.errors.get(flow.name, f"flow {flow.name!r} failed"))
+                continue
+            plan, choice = check_flow(dataset, frame)
+            problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
+            if not choice.problems:
+                problems.extend(self._guard(dataset, plan, flow.name))
+                sources = streams.sources.get(flow.name, [])
+                state = FlowState(dataset, plan, frame=frame, sources=sources, flow=flow)
+                self.flows[flow.name] = state
+        return problems
+
+    def _run_once_flows(self, dataset: Dataset) -> None:
+        """``once`` flows: a batch append each, recorded in its checkpoint folder so the next
+        run skips it; the append is idempotent (``txnAppId``) should the record be lost."""
+        for flow in dataset.flows:
+            done = self.lakehouse.checkpoint_path(flow.name) / ONCE_DONE
+            if not flow.once or done.exists():
+                continue
+            evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+            frame = evaluator.evaluate_flow(flow)
+            if frame is None:
+                raise PipelineError([evaluator.errors.get(flow.name, f"{flow.name!r} failed")])
+            self.write_batch(dataset, frame, once=flow.name)
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.write_text(self.events.run_id)
+            self.events.emit(
+                "flow_stop",
+                f"{flow.name} appended once to {dataset.name}",
+                flow=flow.name,
+                details={"target": dataset.name, "reason": "once"},
+            )
 
     def _create_if_missing(self, dataset: Dataset, frame: DataFrame) -> None:
         """Readers of a table resolve its schema at start: create it empty beforehand.
@@ -298,25 +367,28 @@ class PipelineRunner:
             raise_if_key_not_exists=False,  # Delta takes any key outside ``delta.``
         )
 
-    def _guard(self, dataset: Dataset, plan: FlowPlan) -> list[str]:
-        checkpoint = self.lakehouse.checkpoint_path(dataset.name)
-        identity = guard.Identity(
-            self.pipeline.name, dataset.name, dataset.name, plan.facts.stateful
-        )
-        path = str(self.lakehouse.table_path(dataset.name))
+    def _guard(self, dataset: Dataset, plan: FlowPlan, flow: str | None = None) -> list[str]:
+        flow = flow or dataset.name
+        checkpoint = self.lakehouse.checkpoint_path(flow)
+        identity = guard.Identity(self.pipeline.name, flow, dataset.name, plan.facts.stateful)
         refresh = f"lakefeed run PIPELINE --full-refresh {dataset.name}"
         for leftover in clear_interrupted_start(checkpoint):
             log.warning(
                 "removed the leftover of an interrupted first batch",
-                extra={"flow": dataset.name, "file": str(leftover)},
+                extra={"flow": flow, "file": str(leftover)},
             )
         try:
-            check_checkpoint_files(checkpoint, dataset.name, refresh)
-            guard.check(checkpoint, identity, delta_table.has_rows(path))
+            check_checkpoint_files(checkpoint, flow, refresh)
+            guard.check(checkpoint, identity, self._orphaned_rows(dataset, flow))
         except (guard.GuardError, CheckpointError) as error:
             return [str(error)]
         guard.write_identity(checkpoint, identity)
+        if dataset.declared:
+            guard.record_flow(self.lakehouse.table_path(dataset.name), flow)
         return []
+
+    def _orphaned_rows(self, dataset: Dataset, flow: str) -> bool:
+        return orphaned_rows(self.pipeline, self.lakehouse, dataset, flow)
 
     # -- streaming
 
@@ -325,20 +397,21 @@ class PipelineRunner:
         frame, state.frame = state.frame, None
         if frame is None:
             evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
-            frame = evaluator.evaluate(dataset.name)
+            flow = state.flow
+            frame = evaluator.evaluate_flow(flow) if flow else evaluator.evaluate(dataset.name)
         if frame is None:
-            raise RuntimeError(f"{dataset.name!r} could not be evaluated")
+            raise RuntimeError(f"{state.name!r} could not be evaluated")
         rules = dataset.expectations
         checked = expect.with_flags(frame, rules, dataset.name)
-        checkpoint = str(self.lakehouse.checkpoint_path(dataset.name))
+        checkpoint = str(self.lakehouse.checkpoint_path(state.name))
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        with flow_pool(self.spark, dataset.name):
-            query = self._write_stream(checked, dataset, mode, checkpoint, target, trigger)
+        with flow_pool(self.spark, state.name):
+            query = self._write_stream(checked, state, mode, checkpoint, target, trigger)
         self.events.emit(
             "flow_start",
-            f"{dataset.name} started ({mode}, {trigger})",
-            flow=dataset.name,
+            f"{state.name} started ({mode}, {trigger})",
+            flow=state.name,
             details={
                 "checkpoint": checkpoint,
                 "target": target,
@@ -353,21 +426,22 @@ class PipelineRunner:
     def _write_stream(
         self,
         checked: DataFrame,
-        dataset: Dataset,
+        state: FlowState,
         mode: str,
         checkpoint: str,
         target: str,
         trigger: dict,
     ) -> StreamingQuery:
+        dataset = state.dataset
         if dataset.quarantine:
-            return self._quarantined(checked, dataset, mode, checkpoint, target, trigger)
+            return self._quarantined(checked, state, mode, checkpoint, trigger)
         return delta.write_stream(
             checked.drop(*expect.flag_columns(dataset.expectations)),
             target,
             checkpoint,
             output_mode=mode,
             partition_by=dataset.partition_cols,
-            query_name=dataset.name,
+            query_name=state.name,
             trigger=trigger,
             mergeSchema="true",
         )
@@ -375,19 +449,19 @@ class PipelineRunner:
     def _quarantined(
         self,
         checked: DataFrame,
-        dataset: Dataset,
+        state: FlowState,
         mode: str,
         checkpoint: str,
-        target: str,
         trigger: dict,
     ) -> StreamingQuery:
         """A flow with drop rules: kept rows to its table, dropped rows to its quarantine."""
+        dataset = state.dataset
         assert dataset.quarantine is not None
         rules = dataset.expectations
         writer = checked.writeStream.foreachBatch(
             expect.QuarantineWriter(
                 rules,
-                target,
+                str(self.lakehouse.table_path(dataset.name)),
                 str(self.lakehouse.table_path(dataset.quarantine)),
                 checkpoint,
                 dataset.partition_cols,
@@ -395,7 +469,7 @@ class PipelineRunner:
             )
         )
         return (
-            writer.queryName(dataset.name)
+            writer.queryName(state.name)
             .outputMode(mode)
             .option("checkpointLocation", checkpoint)
             .trigger(**trigger)
@@ -410,23 +484,31 @@ class PipelineRunner:
             if dataset.kind == "materialized_view":
                 self.refresh_view(dataset)
                 continue
-            state = self.flows[dataset.name]
-            while True:
-                query = self._start(state, trigger)
-                self._await(query)
-                if self._stop.is_set():
-                    return  # _stop_all lets the running batch finish
-                if self._finished(state):
-                    self._compactor([state]).check()  # the query is done: nothing to block
-                    break
-                if state.failed:
-                    raise PipelineError(
-                        [
-                            f"flow {dataset.name!r} failed: {state.error}; "
-                            "downstream flows were not run"
-                        ]
-                    )
-                self._sleep_until(state.restart_at or 0)
+            self._run_once_flows(dataset)
+            for state in self._states(dataset):
+                if not self._until_done(state, trigger):
+                    return  # stopping: _stop_all lets the running batch finish
+
+    def _states(self, dataset: Dataset) -> list[FlowState]:
+        """The streaming flows writing ``dataset`` (one, or its append flows)."""
+        names = self.pipeline.flow_names(dataset)
+        return [self.flows[name] for name in names if name in self.flows]
+
+    def _until_done(self, state: FlowState, trigger: dict) -> bool:
+        """Run one flow to its end, restarting on failure; False when the run is stopping."""
+        while True:
+            query = self._start(state, trigger)
+            self._await(query)
+            if self._stop.is_set():
+                return False
+            if self._finished(state):
+                self._compactor([state]).check()  # the query is done: nothing to block
+                return True
+            if state.failed:
+                raise PipelineError(
+                    [f"flow {state.name!r} failed: {state.error}; downstream flows were not run"]
+                )
+            self._sleep_until(state.restart_at or 0)
 
     def _await(self, query: StreamingQuery) -> None:
         """Wait for the query to end; its error, if any, is handled by ``_finished``."""
@@ -437,6 +519,9 @@ class PipelineRunner:
 
     def _continuous(self, validation: Validation) -> None:
         trigger = {"processingTime": self.options.trigger_interval}
+        for dataset in self._stored(validation):
+            if dataset.declared:
+                self._run_once_flows(dataset)
         for state in self.flows.values():
             _settle(self._start(state, trigger))
         compactor = self._compactor(self.flows.values()).start()
@@ -500,9 +585,9 @@ class PipelineRunner:
         self._catch_up(query)
         error = query.exception()
         state.query = None
-        name = state.dataset.name
+        name, target = state.name, state.dataset.name
         if error is None:
-            self.events.emit("flow_stop", f"{name} stopped", flow=name, details={"target": name})
+            self.events.emit("flow_stop", f"{name} stopped", flow=name, details={"target": target})
             return True
         self._failed(state, explain(error), "failed")
         return False
@@ -510,7 +595,7 @@ class PipelineRunner:
     def _failed(self, state: FlowState, failure: Failure, what: str) -> None:
         """Record a flow's failure; restart it with backoff unless its error is permanent (its
         code says retrying cannot help) or its restarts are used up. One log line each time."""
-        name = state.dataset.name
+        name = state.name
         state.error = str(failure)
         self.events.emit(
             "flow_failed",
@@ -544,7 +629,7 @@ class PipelineRunner:
                 "attempt": state.attempts,
                 "delay_s": delay,
                 "checkpoint": str(self.lakehouse.checkpoint_path(name)),
-                "target": name,
+                "target": state.dataset.name,
             },
         )
 
@@ -562,8 +647,8 @@ class PipelineRunner:
             state.query = None
             self.events.emit(
                 "flow_stop",
-                f"{state.dataset.name} stopped",
-                flow=state.dataset.name,
+                f"{state.name} stopped",
+                flow=state.name,
                 details={"target": state.dataset.name},
             )
 
@@ -594,18 +679,19 @@ class PipelineRunner:
         sources = evaluator.sources.get(dataset.name, [])
         report_skipped_files(self.events, dataset.name, sources, None)
 
-    def write_batch(self, dataset: Dataset, frame: DataFrame) -> None:
+    def write_batch(self, dataset: Dataset, frame: DataFrame, once: str | None = None) -> None:
+        """Replace the table with ``frame``; or, for the ``once`` flow so named, append it."""
         rules = dataset.expectations
         observation = Observation("lakefeed_expectations_batch")
         checked = expect.with_flags(frame, rules, dataset.name, observation)
         target = str(self.lakehouse.table_path(dataset.name))
         checked.persist()
         try:
-            _overwrite(expect.kept_rows(checked, rules), target, dataset.partition_cols)
+            _save(expect.kept_rows(checked, rules), target, dataset.partition_cols, once)
             delta_table.describe(target, dataset.comment, dataset.table_properties)
             if dataset.quarantine:
                 quarantine = str(self.lakehouse.table_path(dataset.quarantine))
-                _overwrite(expect.dropped_rows(checked, rules), quarantine, [])
+                _save(expect.dropped_rows(checked, rules), quarantine, [], once)
         finally:
             checked.unpersist()
         if rules:
@@ -621,8 +707,8 @@ class PipelineRunner:
             if self._stop.is_set():
                 break
             self.refresh_view(dataset)
-            if dataset.kind == "table":
-                shutil.rmtree(self.lakehouse.checkpoint_path(dataset.name), ignore_errors=True)
+            for flow in self.pipeline.flow_names(dataset) if dataset.kind == "table" else ():
+                shutil.rmtree(self.lakehouse.checkpoint_path(flow), ignore_errors=True)
             self.events.emit(
                 "flow_stop",
                 f"{dataset.name} backfilled",
@@ -647,8 +733,22 @@ class PipelineRunner:
         return restore
 
 
-def _overwrite(frame: DataFrame, path: str, partition_cols: list[str]) -> None:
-    delta.write(frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema="true")
+def _save(frame: DataFrame, path: str, partition_cols: list[str], once: str | None) -> None:
+    """Overwrite, or append as once-flow ``once`` (idempotent: one Delta txn per flow)."""
+    if once is None:
+        delta.write(
+            frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema="true"
+        )
+    else:
+        delta.write(
+            frame,
+            path,
+            mode="append",
+            partition_by=partition_cols,
+            mergeSchema="true",
+            txnAppId=f"lakefeed-once-{once}",
+            txnVersion="0",
+        )
 
 
 def _settle(query: StreamingQuery, timeout: float = 30.0) -> None:

@@ -33,6 +33,7 @@ from lakefeed.observe.event_log import read_events
 from lakefeed.pipeline import guard, offset_log
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.results import FlowChange, FlowVerdict, UpgradePlan
+from lakefeed.runtime.runner import orphaned_rows
 from lakefeed.runtime.validate import FlowPlan, Validation, validate
 
 # A checkpoint that is not this flow's can simply be moved away when the table holds nothing.
@@ -43,12 +44,14 @@ def plan_upgrade(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) 
     """Each flow's verdict for the code in ``pipeline`` against ``lakehouse``; nothing written."""
     validation = validate(pipeline, lakehouse, spark)
     changes = [
-        _change(dataset, validation, lakehouse, spark)
-        for name, dataset in pipeline.datasets.items()
-        if name in validation.flows
+        _change(pipeline, dataset, flow, validation, lakehouse, spark)
+        for dataset in pipeline.datasets.values()
+        for flow in pipeline.flow_names(dataset)
+        if flow in validation.flows
     ]
     changes = _with_readers(pipeline, lakehouse, validation, changes)
     written = {t for d in pipeline.datasets.values() for t in (d.name, d.quarantine) if t}
+    written |= {f for d in pipeline.datasets.values() for f in pipeline.flow_names(d)}
     orphans = sorted(_stored_names(lakehouse) - written)
     changes += [
         FlowChange(
@@ -63,24 +66,31 @@ def plan_upgrade(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) 
 
 
 def _change(
-    dataset: Dataset, validation: Validation, lakehouse: Lakehouse, spark: SparkSession
+    pipeline: Pipeline,
+    dataset: Dataset,
+    name: str,
+    validation: Validation,
+    lakehouse: Lakehouse,
+    spark: SparkSession,
 ) -> FlowChange:
-    name = dataset.name
+    """The verdict for flow ``name`` (the dataset's own, or one of its append flows)."""
     plan = validation.flows[name]
     if dataset.kind != "table":
         return FlowChange(name, FlowVerdict.RECOMPUTE, (), "all of its input, on every run")
     checkpoint = lakehouse.checkpoint_path(name)
-    path = lakehouse.table_path(name)
+    path = lakehouse.table_path(dataset.name)
     rows = delta_table.row_count(path) or 0
-    if not guard.has_progress(checkpoint) and rows == 0:
+    orphaned = orphaned_rows(pipeline, lakehouse, dataset, name)
+    if not guard.has_progress(checkpoint) and not orphaned:
         return FlowChange(name, FlowVerdict.NEW, (), "its sources from their starting offsets")
-    refusal = _guard_refusal(dataset, plan, checkpoint, rows)
+    refusal = _guard_refusal(dataset, name, plan, checkpoint, rows, orphaned)
     if refusal is not None:
         return refusal
     breaking, compatible = _schema_changes(spark, path, plan.columns)
     breaking += _mode_change(lakehouse, name, plan.output_mode)
     breaking += _source_change(checkpoint, plan)
-    breaking += _tables_no_longer_read(checkpoint, lakehouse, validation.graph.nodes[name].reads)
+    reads = validation.graph.nodes[dataset.name].reads
+    breaking += _tables_no_longer_read(checkpoint, lakehouse, reads)
     if breaking:
         return _refresh(name, breaking, rows)
     last = guard.last_committed_batch(checkpoint)
@@ -91,21 +101,21 @@ def _change(
 
 
 def _guard_refusal(
-    dataset: Dataset, plan: FlowPlan, checkpoint: Path, rows: int
+    dataset: Dataset, flow: str, plan: FlowPlan, checkpoint: Path, rows: int, orphaned: bool
 ) -> FlowChange | None:
     """The checkpoint guard's own answer, as ``run`` would give it before starting."""
-    identity = guard.Identity("", dataset.name, dataset.name, plan.facts.stateful)
+    identity = guard.Identity("", flow, dataset.name, plan.facts.stateful)
     try:
-        guard.check(checkpoint, identity, rows > 0)
+        guard.check(checkpoint, identity, orphaned)
     except guard.GuardError as error:
         if code_of(error) in _MOVABLE and rows == 0:
             return FlowChange(
-                dataset.name,
+                flow,
                 FlowVerdict.RESET,
                 (str(error),),
                 "its sources from their starting offsets (the table is empty)",
             )
-        return _refresh(dataset.name, [str(error)], rows)
+        return _refresh(flow, [str(error)], rows)
     return None
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import Graph, PipelineError
+from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
 
@@ -66,8 +67,15 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
 
 
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
+    for key, value in pipeline.configuration.items():  # a spec's Spark confs
+        spark.conf.set(key, value)
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
-    graph = evaluator.evaluate_all()
+    evaluator.evaluate_all()
+    for name, dataset in pipeline.datasets.items():
+        frame = evaluator.frames.get(name)
+        if dataset.infer_kind and frame is not None and not frame.isStreaming:
+            dataset.kind = DatasetKind.MATERIALIZED_VIEW
+    graph = evaluator.graph()
     result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
     result.sources, result.causes = evaluator.sources, evaluator.causes
     for name, dataset in pipeline.datasets.items():
@@ -79,7 +87,20 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
         result.problems.extend(choice.problems)
         result.warnings.extend(choice.warnings)
         _check_expectations(dataset, frame, result)
+        _check_flows(dataset, evaluator, result)
     return result
+
+
+def _check_flows(dataset: Dataset, evaluator: Evaluator, result: Validation) -> None:
+    """Each append flow on its own (a ``once`` flow too): it evaluates, and a streaming flow
+    gets its own plan, as it runs as its own query."""
+    for flow in dataset.flows:
+        frame = evaluator.evaluate_flow(flow)
+        if frame is None or flow.once:
+            continue  # why it failed is among the graph's problems or the evaluator's errors
+        plan, choice = check_flow(dataset, frame)
+        result.flows[flow.name] = replace(plan, name=flow.name)
+        result.problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
 
 
 def _check_expectations(dataset: Dataset, frame: DataFrame, result: Validation) -> None:

@@ -28,8 +28,8 @@ from lakefeed.pipeline.api import Pipeline
 from lakefeed.results import TableComparison
 from lakefeed.runtime import expect
 from lakefeed.runtime.committed import CommittedInput
-from lakefeed.runtime.evaluate import Evaluator
-from lakefeed.runtime.runner import PipelineRunner, RunOptions
+from lakefeed.runtime.evaluate import Evaluator, union_all
+from lakefeed.runtime.runner import ONCE_DONE, PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate
 
 SAMPLE = 5
@@ -49,9 +49,10 @@ def verify(
     validation = validate(pipeline, lakehouse, spark)
     validation.raise_for_problems()
     flows, tables = guard.lakehouse_flows(pipeline, lakehouse, validation.sources)
+    owner = {f.name: f.table for f in flows}
     behind: dict[str, list[str]] = {}
     for found in guard.tables_behind(flows, tables):
-        behind.setdefault(found.flow, []).append(found.reason)
+        behind.setdefault(owner[found.flow], []).append(found.reason)
     return [
         TableComparison(name, 0, 0, 0, 0, 0, inconsistent="; ".join(behind[name]))
         if name in behind
@@ -69,18 +70,21 @@ def compare_table(
     name: str,
 ) -> TableComparison:
     plan = validation.flows.get(name)
-    bounds = None
-    if plan is not None and plan.facts.streaming:
-        bounds = CommittedInput.of(name, lakehouse.checkpoint_path(name))
-        if bounds is None:
-            return _nothing_committed(lakehouse, name)
-    evaluator = Evaluator(spark, pipeline, lakehouse, mode="batch", bounds=bounds)
-    frame = evaluator.evaluate(name)
-    if frame is None:
-        note = evaluator.errors.get(name, "could not evaluate")
-        return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
+    streaming = plan is not None and plan.facts.streaming
+    parts = _committed(pipeline, lakehouse, name) if streaming else [(name, None)]
+    if not parts:
+        return _nothing_committed(lakehouse, name)
+    frames = []
+    for flow, bounds in parts:
+        evaluator = Evaluator(spark, pipeline, lakehouse, mode="batch", bounds=bounds)
+        appended = pipeline.append_flows.get(flow)
+        frame = evaluator.evaluate_flow(appended) if appended else evaluator.evaluate(name)
+        if frame is None:
+            note = evaluator.errors.get(flow, "could not evaluate")
+            return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
+        frames.append(frame)
     rules = pipeline.datasets[name].expectations
-    batch = expect.kept_rows(expect.with_flags(frame, rules, name), rules)
+    batch = expect.kept_rows(expect.with_flags(union_all(frames), rules, name), rules)
     stream = delta.read(spark, str(lakehouse.table_path(name)))
     batch = batch.select(*stream.columns)
     stream, batch = _comparable(stream), _comparable(batch)
@@ -88,7 +92,7 @@ def compare_table(
     only_batch = batch.exceptAll(stream)
     pending, note = 0, ""
     if plan is not None and plan.facts.aggregate and plan.output_mode == "append":
-        watermark = bounds.last.watermark_ms if bounds is not None else None
+        watermark = _watermark([bounds for _, bounds in parts])
         still_open = _open_windows(only_batch, watermark)
         if still_open is not None:
             # A filter, not exceptAll of a filtered copy: Spark's exceptAll of a frame with
@@ -109,6 +113,30 @@ def compare_table(
         tuple(samples),
         note,
     )
+
+
+def _committed(
+    pipeline: Pipeline, lakehouse: Lakehouse, name: str
+) -> list[tuple[str, CommittedInput | None]]:
+    """Each flow that wrote streaming table ``name`` with the input its checkpoint committed:
+    the table's own flow, or each append flow (a ``once`` flow that ran: all its input)."""
+    dataset = pipeline.datasets[name]
+    parts: list[tuple[str, CommittedInput | None]] = []
+    for flow in pipeline.flow_names(dataset):
+        checkpoint = lakehouse.checkpoint_path(flow)
+        appended = pipeline.append_flows.get(flow)
+        if appended is not None and appended.once:
+            if (checkpoint / ONCE_DONE).exists():
+                parts.append((flow, None))
+        elif (bounds := CommittedInput.of(flow, checkpoint)) is not None:
+            parts.append((flow, bounds))
+    return parts
+
+
+def _watermark(bounds: list[CommittedInput | None]) -> int | None:
+    """The lowest watermark the flows committed: a window past it may still be open in one."""
+    marks = [b.last.watermark_ms for b in bounds if b is not None]
+    return min(marks) if marks else None
 
 
 def _nothing_committed(lakehouse: Lakehouse, name: str) -> TableComparison:

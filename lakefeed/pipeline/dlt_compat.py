@@ -1,0 +1,214 @@
+"""Databricks DLT's ``import dlt`` API, so DLT pipeline files run unchanged.
+
+While lakefeed loads a pipeline file, ``sys.modules["dlt"]`` is this module (see
+:func:`installed`); before and after, it is whatever was there, so dlthub's ``dlt`` package is
+never shadowed outside loading. Each function maps onto lakefeed's own API with DLT's signature;
+a parameter lakefeed cannot honour is refused with its name and what to do instead.
+
+``@dlt.table`` is DLT's: a streaming table when its query reads a stream, a materialized view
+when it reads in batch (decided when the pipeline is validated). ``temporary``/``private``
+tables are accepted and stored like the others (a lakehouse has no catalog to hide them from).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from types import ModuleType
+from typing import Any, TypeVar
+
+from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.pipeline import api
+from lakefeed.pipeline.api import (
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_or_drop,
+    expect_or_fail,
+    materialized_view,
+    read,
+    read_stream,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+UNSUPPORTED = register_code("DLT_UNSUPPORTED", PipelineDefinitionError)
+
+__all__ = [
+    "append_flow",
+    "apply_changes",
+    "apply_changes_from_snapshot",
+    "create_auto_cdc_flow",
+    "create_auto_cdc_from_snapshot_flow",
+    "create_sink",
+    "create_streaming_table",
+    "expect",
+    "expect_all",
+    "expect_all_or_drop",
+    "expect_all_or_fail",
+    "expect_or_drop",
+    "expect_or_fail",
+    "materialized_view",
+    "read",
+    "read_stream",
+    "table",
+    "view",
+]
+
+
+def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
+    """One clear error for the parameters lakefeed cannot honour (unset ones pass)."""
+    used = sorted(key for key, value in given.items() if value not in (None, False, [], {}, ""))
+    if used:
+        raise PipelineDefinitionError(
+            f"{what}: {', '.join(used)} not supported by lakefeed", fix=fix, code=UNSUPPORTED
+        )
+
+
+_STORAGE_FIX = (
+    "remove it: tables live under the lakehouse (tables/<name>), their schema is the query's; "
+    "set Spark confs with `lakefeed run --conf` or on the session"
+)
+
+
+def table(
+    query_function: F | None = None,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    table_properties: Mapping[str, str] | None = None,
+    path: str | None = None,
+    partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
+    cluster_by_auto: bool = False,
+    schema: Any = None,
+    row_filter: str | None = None,
+    temporary: bool = False,
+    private: bool = False,
+) -> Any:
+    """DLT's ``@dlt.table``: a streaming table or a materialized view, by its query."""
+    del temporary, private  # stored like any table: there is no catalog to keep it out of
+
+    def register(fn: F) -> F:
+        _refuse(
+            f"@dlt.table {name or fn.__name__!r}",
+            {
+                "spark_conf": spark_conf,
+                "path": path,
+                "cluster_by": cluster_by,
+                "cluster_by_auto": cluster_by_auto,
+                "schema": schema,
+                "row_filter": row_filter,
+            },
+            _STORAGE_FIX,
+        )
+        api.table(
+            name=name,
+            comment=comment,
+            partition_cols=partition_cols,
+            table_properties=dict(table_properties or {}),
+        )(fn)
+        fn.__dict__["__lakefeed_dataset__"].infer_kind = True
+        return fn
+
+    return register(query_function) if query_function is not None else register
+
+
+def view(
+    query_function: F | None = None, *, name: str | None = None, comment: str | None = None
+) -> Any:
+    """DLT's ``@dlt.view``: a named DataFrame, not stored."""
+    register = api.view(name=name, comment=comment)
+    return register(query_function) if query_function is not None else register
+
+
+def create_streaming_table(
+    name: str,
+    *,
+    comment: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    table_properties: Mapping[str, str] | None = None,
+    partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
+    cluster_by_auto: bool = False,
+    path: str | None = None,
+    schema: Any = None,
+    expect_all: Mapping[str, str] | None = None,
+    expect_all_or_drop: Mapping[str, str] | None = None,
+    expect_all_or_fail: Mapping[str, str] | None = None,
+    row_filter: str | None = None,
+) -> None:
+    """DLT's ``dlt.create_streaming_table``: a target for ``@dlt.append_flow`` flows."""
+    _refuse(
+        f"dlt.create_streaming_table({name!r})",
+        {
+            "spark_conf": spark_conf,
+            "path": path,
+            "cluster_by": cluster_by,
+            "cluster_by_auto": cluster_by_auto,
+            "schema": schema,
+            "row_filter": row_filter,
+        },
+        _STORAGE_FIX,
+    )
+    api.create_streaming_table(
+        name,
+        comment=comment,
+        partition_cols=partition_cols,
+        table_properties=dict(table_properties or {}),
+        expect_all=expect_all,
+        expect_all_or_drop=expect_all_or_drop,
+        expect_all_or_fail=expect_all_or_fail,
+    )
+
+
+def append_flow(
+    *,
+    target: str,
+    name: str | None = None,
+    comment: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    once: bool = False,
+) -> Callable[[F], F]:
+    """DLT's ``@dlt.append_flow``: one more flow into a streaming table."""
+    _refuse(f"@dlt.append_flow(target={target!r})", {"spark_conf": spark_conf}, _STORAGE_FIX)
+    return api.append_flow(target=target, name=name, once=once, comment=comment)
+
+
+def _not_yet(function: str) -> Callable[..., None]:
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise PipelineDefinitionError(
+            f"dlt.{function} is not yet supported by lakefeed",
+            fix="write the changes with a flow and lakefeed.delta.DeltaTable.merge in "
+            "foreachBatch for now",
+            code=UNSUPPORTED,
+        )
+
+    refuse.__name__ = function
+    return refuse
+
+
+apply_changes = _not_yet("apply_changes")
+create_auto_cdc_flow = _not_yet("create_auto_cdc_flow")
+apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot")
+create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow")
+create_sink = _not_yet("create_sink")
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[ModuleType]:
+    """``import dlt`` gives this module inside the block; what was there before comes back."""
+    module = sys.modules[__name__]
+    missing = object()
+    previous = sys.modules.get("dlt", missing)
+    sys.modules["dlt"] = module
+    try:
+        yield module
+    finally:
+        if previous is missing:
+            sys.modules.pop("dlt", None)
+        else:
+            sys.modules["dlt"] = previous  # type: ignore[assignment]

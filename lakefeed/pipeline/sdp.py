@@ -1,0 +1,179 @@
+"""Spark Declarative Pipelines code (``from pyspark import pipelines as dp``), run by lakefeed.
+
+pyspark's own decorators (``@dp.table``, ``@dp.materialized_view``, ``@dp.temporary_view``,
+``dp.create_streaming_table``, ``@dp.append_flow``, ...) build ``Output`` and ``Flow`` objects
+and hand them to the active ``GraphElementRegistry``, a context variable that ``spark-pipelines``
+sets to a registry sending them to a Spark Connect server. While lakefeed loads a pipeline, its
+:class:`LakefeedRegistry` is the active one and turns each into a lakefeed dataset or append
+flow, so the files run unchanged on lakefeed's runtime (Delta tables, expectations, guard, event
+log). A lakefeed expectation stacked under a ``dp`` decorator applies as with ``@lf.table``.
+
+SDP flows read other datasets with ``spark.read.table(name)`` / ``spark.readStream.table(name)``.
+:func:`route_table_reads` makes those two methods read a dataset of the pipeline being evaluated
+as ``lf.read`` / ``lf.read_stream`` do; any other name, and any call outside a flow evaluation,
+reaches Spark's own method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
+
+from pyspark.pipelines.flow import AutoCdcFlow, Flow
+from pyspark.pipelines.graph_element_registry import (
+    GraphElementRegistry,
+    graph_element_registration_context,
+)
+from pyspark.pipelines.output import MaterializedView, Output, StreamingTable, TemporaryView
+from pyspark.pipelines.source_code_location import SourceCodeLocation
+from pyspark.sql import DataFrame
+from pyspark.sql.readwriter import DataFrameReader
+from pyspark.sql.streaming.readwriter import DataStreamReader
+
+from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.pipeline import api
+from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expectations
+from lakefeed.pipeline.kinds import DatasetKind
+from lakefeed.pipeline.sql import parse_sql
+
+UNSUPPORTED = register_code("SDP_UNSUPPORTED", PipelineDefinitionError)
+
+_KINDS = {
+    StreamingTable: DatasetKind.STREAMING_TABLE,
+    MaterializedView: DatasetKind.MATERIALIZED_VIEW,
+    TemporaryView: DatasetKind.VIEW,
+}
+
+
+class LakefeedRegistry(GraphElementRegistry):
+    """pyspark's graph elements as lakefeed datasets and append flows of ``pipeline``."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    def register_output(self, output: Output) -> None:
+        where = _where(output.source_code_location)
+        kind = _KINDS.get(type(output))
+        if kind is None:  # a Sink: lakefeed writes only the lakehouse's Delta tables
+            _refuse(
+                f"{type(output).__name__} {output.name!r} ({where})",
+                "lakefeed writes pipeline tables only: write to the outside system from a "
+                "flow of your own (foreachBatch) reading the table",
+            )
+        if kind is not DatasetKind.VIEW:
+            _check_table(output, where)
+        self.pipeline.add(
+            Dataset(
+                name=output.name,
+                kind=kind,
+                func=_no_query(output.name),
+                comment=output.comment,
+                partition_cols=list(getattr(output, "partition_cols", None) or []),
+                table_properties=api.stringify(getattr(output, "table_properties", None) or {}),
+                source=where,
+                declared=kind is DatasetKind.STREAMING_TABLE,
+            )
+        )
+
+    def register_flow(self, flow: Flow) -> None:
+        where = _where(flow.source_code_location)
+        if flow.spark_conf:
+            _refuse(
+                f"flow {flow.name!r} ({where}): spark_conf",
+                "set Spark confs in the spec's configuration or with `lakefeed run --conf`",
+            )
+        target = self.pipeline.datasets.get(flow.target)
+        if target is not None and flow.name == flow.target and _has_no_query(target):
+            # The dataset's own query (@dp.table / materialized_view / temporary_view)
+            target.func, target.declared, target.source = flow.func, False, where
+            target.expectations = list(reversed(pending_expectations(flow.func)))
+            return
+        self.pipeline.add_flow(AppendFlow(flow.name, flow.target, flow.func, source=where))
+
+    def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
+        _refuse(
+            f"create_auto_cdc_flow into {flow.target!r} ({_where(flow.source_code_location)})",
+            "apply the changes with a flow and lakefeed.delta.DeltaTable.merge for now",
+        )
+
+    def register_sql(self, sql_text: str, file_path: Any) -> None:
+        from lakefeed.pipeline.loader import sql_dataset
+
+        for flow in parse_sql(sql_text, str(file_path)):
+            self.pipeline.add(sql_dataset(flow))
+
+
+@contextlib.contextmanager
+def registering(pipeline: Pipeline) -> Iterator[None]:
+    """``dp`` decorators run inside the block declare into ``pipeline``."""
+    route_table_reads()
+    with graph_element_registration_context(LakefeedRegistry(pipeline)):
+        yield
+
+
+def _has_no_query(dataset: Dataset) -> bool:
+    return getattr(dataset.func, "__lakefeed_no_query__", False)
+
+
+def _no_query(name: str) -> Callable[[], DataFrame]:
+    def no_query() -> DataFrame:
+        raise PipelineDefinitionError(
+            f"dataset {name!r} has no query",
+            fix=f"define one with a function named {name!r} under its decorator, or "
+            f"@dp.append_flow(target={name!r})",
+            code=UNSUPPORTED,
+        )
+
+    no_query.__dict__["__lakefeed_no_query__"] = True
+    return no_query
+
+
+def _check_table(output: Output, where: str) -> None:
+    unsupported = {
+        "cluster_by": getattr(output, "cluster_by", None),
+        "schema": getattr(output, "schema", None),
+        "format": getattr(output, "format", None) not in (None, "delta") or None,
+    }
+    used = sorted(key for key, value in unsupported.items() if value)
+    if used:
+        _refuse(
+            f"{output.name!r} ({where}): {', '.join(used)}",
+            "remove it: lakefeed stores every table as Delta with its query's schema "
+            "(partition_cols partitions it)",
+        )
+
+
+def _refuse(what: str, fix: str) -> NoReturn:
+    raise PipelineDefinitionError(f"{what} not supported by lakefeed", fix=fix, code=UNSUPPORTED)
+
+
+def _where(location: SourceCodeLocation) -> str:
+    return f"{location.filename}:{location.line_number}"
+
+
+# -- spark.read.table / spark.readStream.table -------------------------------------------------
+
+_ROUTED = "__lakefeed_routes_tables__"
+
+
+def route_table_reads() -> None:
+    """Make ``DataFrameReader.table`` / ``DataStreamReader.table`` read pipeline datasets while a
+    flow is evaluated (idempotent; elsewhere they behave as Spark's own)."""
+    for cls, streaming in ((DataFrameReader, False), (DataStreamReader, True)):
+        original = cls.table
+        if getattr(original, _ROUTED, False):
+            continue
+        routed = _routed(original, streaming)
+        setattr(routed, _ROUTED, True)
+        cls.table = routed  # type: ignore[method-assign]
+
+
+def _routed(original: Callable[..., DataFrame], streaming: bool) -> Callable[..., DataFrame]:
+    def table(self: Any, tableName: str) -> DataFrame:  # noqa: N803 - pyspark's parameter name
+        if not api.defined(tableName):
+            return original(self, tableName)
+        return api.read_stream(tableName) if streaming else api.read(tableName)
+
+    table.__doc__ = original.__doc__
+    return table

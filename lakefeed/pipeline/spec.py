@@ -1,0 +1,98 @@
+"""The ``spark-pipeline.yml`` spec of Spark Declarative Pipelines, read as ``spark-pipelines``
+reads it.
+
+A spec names the pipeline, its ``storage`` (the root of its checkpoints; recorded on the
+pipeline, while lakefeed keeps checkpoints and tables in its ``--lakehouse``),
+``configuration`` (Spark confs, also what ``lf.config`` reads) and ``libraries``: globs,
+relative to the spec's folder, of its ``.py`` and ``.sql`` files (a file path or
+``folder/**``, as pyspark allows). ``lakefeed run path/to/spark-pipeline.yml`` and
+``lakefeed run DIR`` (a folder holding the spec) both find it.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakefeed.errors import PipelineDefinitionError, register_code
+
+SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
+FIELDS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries"}
+INVALID = register_code("SPEC_INVALID", PipelineDefinitionError)
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    storage: Path
+    configuration: dict[str, str] = field(default_factory=dict)
+    files: tuple[Path, ...] = ()
+
+
+def find_spec(path: Path) -> Path | None:
+    """The spec ``path`` is, or the one in folder ``path``; None when it is neither."""
+    if path.is_file():
+        return path if path.name in SPEC_NAMES else None
+    found = [path / name for name in SPEC_NAMES if (path / name).is_file()]
+    if len(found) > 1:
+        raise _invalid(path, "holds both spark-pipeline.yml and spark-pipeline.yaml", "keep one")
+    return found[0] if found else None
+
+
+def read_spec(path: Path) -> PipelineSpec:
+    data = _load_yaml(path)
+    unexpected = sorted(set(data) - FIELDS)
+    if unexpected:
+        raise _invalid(path, f"unexpected field(s) {', '.join(unexpected)}", _FIELDS_FIX)
+    missing = [key for key in ("name", "storage") if key not in data]
+    if missing:
+        raise _invalid(path, f"missing field(s) {', '.join(missing)}", _FIELDS_FIX)
+    configuration = data.get("configuration") or {}
+    if not isinstance(configuration, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in configuration.items()
+    ):
+        raise _invalid(path, "configuration must map strings to strings", "quote the values")
+    root = path.parent.resolve()
+    storage = Path(str(data["storage"]).removeprefix("file://"))
+    return PipelineSpec(
+        name=str(data["name"]),
+        storage=storage if storage.is_absolute() else root / storage,
+        configuration=dict(configuration),
+        files=tuple(f for entry in data.get("libraries") or [] for f in _files(path, entry)),
+    )
+
+
+_FIELDS_FIX = f"a spec has the fields {', '.join(sorted(FIELDS))} (name and storage required)"
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise _invalid(path, f"not valid YAML: {error}", "fix the YAML syntax") from error
+    if not isinstance(data, dict):
+        raise _invalid(path, "is not a mapping of fields", _FIELDS_FIX)
+    return data
+
+
+def _files(spec: Path, entry: Any) -> list[Path]:
+    """The ``.py``/``.sql`` files one ``libraries`` entry (``{glob: {include: ...}}``) names."""
+    include = entry.get("glob", {}).get("include") if isinstance(entry, dict) else None
+    if not isinstance(include, str):
+        raise _invalid(spec, f"library {entry!r}", "write `- glob: {include: transformations/**}`")
+    pattern = include
+    if glob.has_magic(include):
+        if not include.endswith("/**") or glob.has_magic(include[:-3]):
+            raise _invalid(spec, f"glob {include!r}", "use a file path or `folder/**`")
+        pattern = include + "/*"
+    root = spec.parent.resolve()
+    found = sorted(p for p in root.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+    return [p for p in found if p.suffix in (".py", ".sql")]
+
+
+def _invalid(path: Path, what: str, fix: str) -> PipelineDefinitionError:
+    return PipelineDefinitionError(f"pipeline spec {path}: {what}", fix=fix, code=INVALID)

@@ -1,0 +1,120 @@
+"""Spark Declarative Pipelines projects run unchanged: ``from pyspark import pipelines as dp``
+files, SQL files and their ``spark-pipeline.yml`` spec, with ``spark.read.table`` /
+``spark.readStream.table`` reading the pipeline's datasets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lakefeed as lf
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.graph import PipelineError
+from tests.pipeline.support import load, table, write
+
+pytest.importorskip("yaml")
+
+SPEC = """
+name: sdp_demo
+storage: storage
+configuration:
+  demo.input: "{input}"
+libraries:
+  - glob:
+      include: transformations/**
+"""
+FLOWS = """
+from pyspark import pipelines as dp
+from pyspark.sql import functions as F
+
+
+@dp.temporary_view
+def raw():
+    return spark.readStream.schema("id INT, kind STRING").json(spark.conf.get("demo.input"))
+
+
+@dp.table(comment="every event")
+def events():
+    return spark.readStream.table("raw").where("id IS NOT NULL")
+
+
+dp.create_streaming_table("all_events")
+
+
+@dp.append_flow(target="all_events")
+def from_events():
+    return spark.readStream.table("events").select("id", "kind")
+
+
+@dp.append_flow(target="all_events", name="extra")
+def extra_b():
+    return spark.readStream.table("raw").where("kind = 'b'").select("id", F.lit("x").alias("kind"))
+
+
+@dp.materialized_view
+def kind_counts():
+    return spark.read.table("events").groupBy("kind").count()
+"""
+SQL = "CREATE MATERIALIZED VIEW big_ids AS SELECT id FROM events WHERE id > 5;\n"
+
+
+def _project(root: Path) -> Path:
+    data = root / "input"
+    data.mkdir(parents=True)
+    for part in (0, 1):
+        rows = [{"id": i, "kind": "ab"[i % 2]} for i in range(part * 5 + 1, part * 5 + 6)]
+        (data / f"part{part}.json").write_text("\n".join(json.dumps(r) for r in rows))
+    project = write(root / "project", {"spark-pipeline.yml": SPEC.format(input=data)})
+    write(project / "transformations", {"flows.py": FLOWS, "big.sql": SQL})
+    return project
+
+
+def test_a_spec_folder_runs_as_spark_pipelines_would(spark, tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    loaded = load([project])  # the folder: its spec is found
+    assert loaded.name == "sdp_demo" and loaded.configuration["demo.input"]
+    assert sorted(loaded.datasets) == ["all_events", "big_ids", "events", "kind_counts", "raw"]
+    assert sorted(loaded.append_flows) == ["extra", "from_events"]
+
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    result = lf.run(project / "spark-pipeline.yml", lakehouse=lakehouse, spark=spark)
+    assert result.ok, result
+    assert sorted(table(lakehouse, "events")["id"].to_pylist()) == list(range(1, 11))
+    kinds = table(lakehouse, "all_events")["kind"].to_pylist()
+    assert {k: kinds.count(k) for k in set(kinds)} == {"a": 5, "b": 5, "x": 5}
+    counts = table(lakehouse, "kind_counts").to_pylist()
+    assert sorted((r["kind"], r["count"]) for r in counts) == [("a", 5), ("b", 5)]
+    assert sorted(table(lakehouse, "big_ids")["id"].to_pylist()) == [6, 7, 8, 9, 10]
+    again = lf.run(project, lakehouse=lakehouse, spark=spark)  # the folder finds the spec
+    assert again.ok and table(lakehouse, "all_events").num_rows == 15
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ('dp.create_sink("out", "kafka", {})\n', "Sink 'out'"),
+        (
+            "@dp.table(cluster_by=['id'])\ndef t():\n    return None\n",
+            "'t' (",
+        ),
+    ],
+)
+def test_what_lakefeed_cannot_honour_is_refused_at_load(
+    tmp_path: Path, text: str, refused: str
+) -> None:
+    header = "from pyspark import pipelines as dp\n\n"
+    folder = write(tmp_path / "p", {"p.py": header + text})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    problem = error.value.problems[0]
+    assert refused in problem and "not supported by lakefeed" in problem, problem
+    assert f"{folder / 'p.py'}:3" in problem
+
+
+def test_a_spec_with_an_unknown_field_is_refused(tmp_path: Path) -> None:
+    folder = write(tmp_path / "p", {"spark-pipeline.yml": "name: x\nstorage: s\nowner: me\n"})
+    with pytest.raises(Exception, match="unexpected field.s. owner") as error:
+        load([folder])
+    assert getattr(error.value, "code", None) == "SPEC_INVALID"

@@ -54,6 +54,8 @@ class Dataset:
     # DLT's @dlt.table: a materialized view after all when its query turns out to be batch.
     infer_kind: bool = False
     flows: list[AppendFlow] = field(default_factory=list)
+    # Upsert keys: each micro-batch is MERGEd on them (update mode into Delta).
+    keys: list[str] = field(default_factory=list)
 
     @property
     def stored(self) -> bool:
@@ -297,6 +299,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
             expectations=list(reversed(_pending(fn))),
             output_mode=output_mode,
             source=where,
+            keys=list(kwargs.get("keys") or []),
         )
         current_pipeline().add(dataset)
         fn.__dict__["__lakefeed_dataset__"] = dataset
@@ -317,6 +320,7 @@ def table(
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
+    keys: list[str] | None = None,
 ) -> Callable[[F], F]: ...
 def table(
     func: F | None = None,
@@ -327,13 +331,15 @@ def table(
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
+    keys: list[str] | None = None,
 ) -> F | Callable[[F], F]:
     """A streaming table: the function returns a DataFrame read with ``read_stream``/``source``.
 
     ``output_mode`` is picked automatically (append, or complete for an aggregate without a
-    watermark); set it only to insist. ``comment`` and ``table_properties`` are written to the
-    Delta table (its description and ``metaData.configuration``), as ``COMMENT`` and
-    ``TBLPROPERTIES`` are in SQL.
+    watermark); set it only to insist. With ``keys`` the table is upserted: each micro-batch's
+    rows (an aggregate's changed groups: update mode) are MERGEd on those columns, exactly once.
+    ``comment`` and ``table_properties`` are written to the Delta table (its description and
+    ``metaData.configuration``), as ``COMMENT`` and ``TBLPROPERTIES`` are in SQL.
     """
     return _declare(
         DatasetKind.STREAMING_TABLE,
@@ -343,6 +349,7 @@ def table(
         partition_cols=partition_cols,
         table_properties=table_properties,
         output_mode=output_mode,
+        keys=keys,
     )
 
 

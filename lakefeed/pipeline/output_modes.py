@@ -1,8 +1,11 @@
 """Output modes: picked where one answer is right, refused where none works with Delta.
 
-A Delta target takes ``append`` (each row once, exactly-once via the txn id) or ``complete``
-(the whole result rewritten each batch). ``update`` cannot work: Spark rejects it for Python
-sinks and Delta has no in-place upsert from a plain sink. So:
+A Delta target takes ``append`` (each row once, exactly-once via the txn id), ``complete``
+(the whole result rewritten each batch) or, for a table declared with ``keys``, ``update``: each
+batch's changed rows are MERGEd on the keys (with the txn id, so a replay is a no-op). So:
+
+- a table with ``keys`` → update (an aggregation emits its changed groups each batch, which the
+  MERGE upserts; without an aggregation every row is upserted);
 
 - no aggregation → append;
 - aggregation with an event-time watermark → append (a window is written once, when the
@@ -15,6 +18,7 @@ sinks and Delta has no in-place upsert from a plain sink. So:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -37,7 +41,9 @@ class ModeChoice:
     warnings: list[str] = field(default_factory=list)
 
 
-def choose_output_mode(name: str, kind: str, facts: PlanFacts, requested: str | None) -> ModeChoice:
+def choose_output_mode(
+    name: str, kind: str, facts: PlanFacts, requested: str | None, keys: Sequence[str] = ()
+) -> ModeChoice:
     if kind == "materialized_view":
         if facts.streaming:
             return ModeChoice(
@@ -62,12 +68,19 @@ def choose_output_mode(name: str, kind: str, facts: PlanFacts, requested: str | 
             f"{name!r}: dropDuplicates without a watermark keeps every key in state forever; "
             "use withWatermark(...).dropDuplicatesWithinWatermark([...])"
         )
+    if keys:
+        if requested not in (None, "update"):
+            return ModeChoice(
+                None, [f"{name!r}: a table with keys is upserted in update mode, not {requested}"]
+            )
+        return ModeChoice("update", [], warnings)
     if requested == "update":
         return ModeChoice(
             None,
             [
-                f"{name!r}: output_mode='update' cannot write a Delta table; use a watermark and "
-                "append (windows written once closed) or output_mode='complete'"
+                f"{name!r}: output_mode='update' cannot write a Delta table without the keys "
+                "to upsert on: declare @lf.table(keys=[...]); or use a watermark and append "
+                "(windows written once closed), or output_mode='complete'"
             ],
         )
     if not facts.aggregate:

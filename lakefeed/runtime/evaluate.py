@@ -334,7 +334,9 @@ def spark_refusal(df: DataFrame, output_mode: str) -> str | None:
     assert jvm is not None
     checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
     modes = jvm.org.apache.spark.sql.streaming.OutputMode
-    mode = {"append": modes.Append(), "complete": modes.Complete()}[output_mode]
+    mode = {"append": modes.Append(), "complete": modes.Complete(), "update": modes.Update()}[
+        output_mode
+    ]
     try:
         checker.checkForStreaming(df._jdf.queryExecution().analyzed(), mode)
     except Exception as error:  # py4j wraps Spark's AnalysisException

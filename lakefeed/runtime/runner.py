@@ -48,6 +48,7 @@ from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.skipped import report_skipped_files
+from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 
 log = get_logger(__name__)
@@ -435,6 +436,17 @@ class PipelineRunner:
         dataset = state.dataset
         if dataset.quarantine:
             return self._quarantined(checked, state, mode, checkpoint, trigger)
+        if dataset.keys:
+            upsert = KeyedUpsert(target, dataset.keys, checkpoint)
+            return (
+                checked.drop(*expect.flag_columns(dataset.expectations))
+                .writeStream.foreachBatch(upsert)
+                .queryName(state.name)
+                .outputMode(mode)
+                .option("checkpointLocation", checkpoint)
+                .trigger(**trigger)
+                .start()
+            )
         return delta.write_stream(
             checked.drop(*expect.flag_columns(dataset.expectations)),
             target,

@@ -45,10 +45,12 @@ class Validation:
 def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice]:
     """Output mode, then Spark's own streaming checks for that mode."""
     facts = plan_facts(frame)
-    choice = choose_output_mode(dataset.name, dataset.kind, facts, dataset.output_mode)
+    choice = choose_output_mode(
+        dataset.name, dataset.kind, facts, dataset.output_mode, dataset.keys
+    )
     columns = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     plan = FlowPlan(dataset.name, dataset.kind, choice.mode, facts, columns)
-    if dataset.kind == "table" and choice.mode in ("append", "complete"):
+    if dataset.kind == "table" and choice.mode in ("append", "complete", "update"):
         refusal = spark_refusal(frame, choice.mode)
         if refusal is not None:
             choice = ModeChoice(
@@ -57,12 +59,18 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
                 + [f"{dataset.name!r}: Spark refuses this query in {choice.mode} mode: {refusal}"],
                 choice.warnings,
             )
-    for column in dataset.partition_cols:
-        if column not in frame.columns:
-            choice.problems.append(
-                f"{dataset.name!r}: partition column {column!r} is not in its output "
-                f"columns {frame.columns}"
-            )
+    if dataset.keys and dataset.quarantine:
+        choice.problems.append(
+            f"{dataset.name!r}: a table with keys cannot have expect_or_drop rules yet (its "
+            "quarantine is append-only); filter the rows in the flow, or use expect/expect_or_fail"
+        )
+    for what, names in (("partition column", dataset.partition_cols), ("key", dataset.keys)):
+        for column in names:
+            if column not in frame.columns:
+                choice.problems.append(
+                    f"{dataset.name!r}: {what} {column!r} is not in its output "
+                    f"columns {frame.columns}"
+                )
     return plan, choice
 
 

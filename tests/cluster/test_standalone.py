@@ -7,6 +7,7 @@ One cluster serves the whole module.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from lakefeed.errors import ConfigError
 from lakefeed.lakehouse import Lakehouse
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster, free_port
+from tests.support.crash import run_with_kills
 
 ROWS = 600
 CONF = {
@@ -100,6 +102,49 @@ def test_iot_on_the_cluster_survives_a_killed_worker(cluster: Cluster, tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    bronze = table(lakehouse, "bronze_readings")
+    assert bronze.num_rows == ROWS
+    assert pc.count_distinct(bronze["offset"]).as_py() == ROWS
+    # sized to the cluster's two executor cores, not the local default (4)
+    offsets = (lakehouse.checkpoint_path("silver_readings") / "offsets" / "0").read_text()
+    assert json.loads(offsets.splitlines()[1])["conf"]["spark.sql.shuffle.partitions"] == "2"
+
+
+DRIVER = """
+import os
+from lakefeed.cli.main import cli
+
+final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
+cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", {master!r},
+     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
+     *{conf!r}])
+"""
+
+
+@pytest.mark.cluster
+@pytest.mark.crash
+@pytest.mark.timeout(900)
+def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        DRIVER.format(
+            iot=str(IOT), lakehouse=str(lakehouse.root), master=cluster.url, conf=_conf_args()
+        )
+    )
+    bronze_checkpoint = lakehouse.checkpoint_path("bronze_readings")
+    report = run_with_kills(
+        [sys.executable, str(driver)],
+        workdir=tmp_path,
+        kills=1,
+        kill_when=lambda _: _commits(bronze_checkpoint) >= 1,
+        min_delay=300,
+        max_delay=300,
+        final_timeout=600,
+    )
+    assert report.kills == 1
     bronze = table(lakehouse, "bronze_readings")
     assert bronze.num_rows == ROWS
     assert pc.count_distinct(bronze["offset"]).as_py() == ROWS

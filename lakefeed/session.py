@@ -27,6 +27,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from lakefeed import cluster
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.spark_home import compiled_spark_home
@@ -37,7 +38,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    # Small machines are the common case; users raise this for clusters.
+    # Small machines are the common case; on a cluster it follows the executors' cores
+    # (lakefeed.cluster.size_to_cluster).
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -68,6 +70,9 @@ def spark_session(
     if master is not None and master.startswith("local"):
         # A local session has no business on any interface but loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    on_cluster = cluster.is_cluster(master or (conf or {}).get("spark.master"))
+    if on_cluster and SparkSession.getActiveSession() is None:
+        cluster.prepare_driver(str(master or (conf or {})["spark.master"]))
     if "SPARK_HOME" not in os.environ and SparkSession.getActiveSession() is None:
         # Python workers then import compiled pyspark, not the zip (see lakefeed.spark_home);
         # a user's own SPARK_HOME always wins.
@@ -78,11 +83,15 @@ def spark_session(
     if master is not None:
         builder = builder.master(master)
     settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
+    settings.update(cluster.cluster_conf(master, settings))
     if SparkSession.getActiveSession() is None and (jars := _with_lakefeed_jar(settings)):
         settings["spark.jars"] = jars
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if on_cluster:
+        cluster.size_to_cluster(spark, conf or {})
+        cluster.check_executors(spark)
     served = register_connectors(spark)
     if compat:
         from lakefeed.connectors import compat as surface

@@ -46,10 +46,12 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
     return entry.load(list(paths), _conf(conf))
 
 
-def _spark(master: str | None, app: str):  # noqa: ANN202
+def _spark(master: str | None, app: str, spark_conf: Sequence[str] = ()):  # noqa: ANN202
+    from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
-    spark = spark_session(app_name=f"lakefeed-{app}", master=master)
+    conf = parse_spark_conf(spark_conf)
+    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf)
     quiet_spark_failure_logs(spark)
     return spark
 
@@ -80,7 +82,16 @@ conf_opt = click.option(
     metavar="KEY=VALUE",
     help="Pipeline configuration, read in flows with lakefeed.config(key).",
 )
-master_opt = click.option("--master", default=None, help="Spark master (default local[*]).")
+master_opt = click.option(
+    "--master", default=None, help="Spark master: local[*] (default), spark://HOST:PORT, ..."
+)
+spark_conf_opt = click.option(
+    "--spark-conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting for this run (repeatable), e.g. spark.executor.memory=2g.",
+)
 
 
 @click.command()
@@ -88,6 +99,7 @@ master_opt = click.option("--master", default=None, help="Spark master (default 
 @lakehouse_opt
 @conf_opt
 @master_opt
+@spark_conf_opt
 @click.option(
     "--mode",
     type=click.Choice(choices(RunMode)),
@@ -124,6 +136,7 @@ def run(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    spark_conf: tuple[str, ...],
     mode: str,
     trigger_interval: str,
     duration: float | None,
@@ -145,7 +158,7 @@ def run(
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name)
+        spark = _spark(master, pipeline.name, spark_conf)
         try:
             result = entry.run(
                 pipeline,
@@ -196,6 +209,7 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
 @lakehouse_opt
 @conf_opt
 @master_opt
+@spark_conf_opt
 @click.option(
     "--json",
     "as_json",
@@ -212,6 +226,7 @@ def validate(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    spark_conf: tuple[str, ...],
     as_json: bool,
     check_connections: bool,
 ) -> None:
@@ -228,7 +243,7 @@ def validate(
         result = entry.validate(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name),
+            spark=_spark(master, pipeline.name, spark_conf),
             check_connections=check_connections,
         )
     if as_json:
@@ -281,6 +296,7 @@ def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
 @lakehouse_opt
 @conf_opt
 @master_opt
+@spark_conf_opt
 @click.option(
     "--no-run",
     is_flag=True,
@@ -291,15 +307,16 @@ def verify(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    spark_conf: tuple[str, ...],
     no_run: bool,
 ) -> None:
     """Compare each streaming table with a batch recompute over the same input."""
     try:
+        pipeline = _load(paths, conf)
         result = entry.verify(
-            list(paths),
+            pipeline,
             lakehouse=lakehouse_dir,
-            conf=_conf(conf),
-            master=master,
+            spark=_spark(master, pipeline.name, spark_conf),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:

@@ -1,0 +1,150 @@
+"""lakefeed on a real Spark standalone cluster (a master and two 1-core workers on 127.0.0.1).
+
+The driver runs in its own process (``lakefeed verify --master spark://…``), executors are the
+workers' JVMs with their own Python workers, which import the lakefeed zip the driver ships.
+One cluster serves the whole module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from lakefeed.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, parse_spark_conf
+from lakefeed.errors import ConfigError
+from lakefeed.lakehouse import Lakehouse
+from tests.pipeline.support import IOT, table
+from tests.support.cluster import Cluster, free_port
+from tests.support.crash import run_with_kills
+
+ROWS = 600
+CONF = {
+    "iot.totalRows": str(ROWS),
+    "iot.rowsPerSecond": "2",
+    "iot.devices": "8",
+    "iot.startTime": "2026-01-01T00:00:00Z",
+    "iot.lateRate": "0",
+    "iot.seed": "3",
+    "iot.maxRowsPerTrigger": "150",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("spark-cluster")).start(workers=2)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _lakefeed(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _conf_args() -> list[str]:
+    return [arg for key, value in CONF.items() for arg in ("--conf", f"{key}={value}")]
+
+
+def _commits(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+
+def test_spark_conf_must_be_spark_settings() -> None:
+    assert parse_spark_conf(["spark.executor.memory=2g"]) == {"spark.executor.memory": "2g"}
+    with pytest.raises(ConfigError) as refused:
+        parse_spark_conf(["iot.devices=3"])
+    assert refused.value.code == BAD_SPARK_CONF
+
+
+def test_an_unreachable_master_is_refused_before_spark_starts() -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_master(f"spark://127.0.0.1:{free_port()}", timeout=1)
+    assert refused.value.code == UNREACHABLE
+
+
+@pytest.mark.cluster
+@pytest.mark.crash
+@pytest.mark.timeout(900)
+def test_iot_on_the_cluster_survives_a_killed_worker(cluster: Cluster, tmp_path: Path) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    log = tmp_path / "driver.log"
+    proc = _lakefeed(
+        "verify", str(IOT), "--lakehouse", str(lakehouse.root), "--master", cluster.url,
+        *("--spark-conf", "spark.executor.memory=512m"), *_conf_args(), log=log,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while _commits(lakehouse.checkpoint_path("bronze_readings")) < 1:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no batch committed"
+            time.sleep(0.2)
+        cluster.kill_worker(0)  # kill -9 mid-stream: its executor and Python workers die too
+        cluster.add_worker()
+        assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    bronze = table(lakehouse, "bronze_readings")
+    assert bronze.num_rows == ROWS
+    assert pc.count_distinct(bronze["offset"]).as_py() == ROWS
+    # sized to the cluster's two executor cores, not the local default (4)
+    offsets = (lakehouse.checkpoint_path("silver_readings") / "offsets" / "0").read_text()
+    assert json.loads(offsets.splitlines()[1])["conf"]["spark.sql.shuffle.partitions"] == "2"
+
+
+DRIVER = """
+import os
+from lakefeed.cli.main import cli
+
+final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
+cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", {master!r},
+     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
+     *{conf!r}])
+"""
+
+
+@pytest.mark.cluster
+@pytest.mark.crash
+@pytest.mark.timeout(900)
+def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        DRIVER.format(
+            iot=str(IOT), lakehouse=str(lakehouse.root), master=cluster.url, conf=_conf_args()
+        )
+    )
+    bronze_checkpoint = lakehouse.checkpoint_path("bronze_readings")
+    report = run_with_kills(
+        [sys.executable, str(driver)],
+        workdir=tmp_path,
+        kills=1,
+        kill_when=lambda _: _commits(bronze_checkpoint) >= 1,
+        min_delay=300,
+        max_delay=300,
+        final_timeout=600,
+    )
+    assert report.kills == 1
+    bronze = table(lakehouse, "bronze_readings")
+    assert bronze.num_rows == ROWS
+    assert pc.count_distinct(bronze["offset"]).as_py() == ROWS

@@ -3,11 +3,19 @@
 A reader that can express a batch as a DataFrame of Spark's own readers implements
 :class:`SparkBatches`; :func:`planned_stream` then gives a streaming DataFrame whose offsets
 and planning are that reader's, unchanged, and whose rows Spark reads itself.
+
+The DataFrame's plan carries how to open its reader (pickled, as Spark carries a Python data
+source), so a ``load()`` leaves nothing behind in either process: DataFrames derived from it,
+frames never started (``validate``) and restarts of a stopped query need no registration that
+something would have to release. Each query opens its own planner through its session's one
+:class:`PlannedStreams`, and drops it when the query stops.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -26,6 +34,9 @@ from lakefeed.connectors.options import Options
 from lakefeed.jvm import PROVIDER, loadable
 
 PLANNER_OPTION = "lakefeed.planner"
+"""The id of the session's :class:`PlannedStreams` (Java ``Planners``)."""
+OPENER_OPTION = "lakefeed.planner.reader"
+"""The pickled ``(open_reader, description)`` a query of the stream opens its planner with."""
 READER_OPTION = "lakefeed.reader"
 """``spark``: Spark's own reader reads a stream's files; ``python``: the Python data source."""
 
@@ -74,18 +85,48 @@ def planned_stream(
     schema: StructType,
     description: str,
 ) -> DataFrame:
-    """A streaming DataFrame planned by readers ``open_reader`` makes (one per query);
-    ``description`` names the source in the query's progress."""
+    """A streaming DataFrame planned by readers ``open_reader`` makes (one per query; it must
+    pickle, as a Python data source does); ``description`` names the source in the query's
+    progress."""
+    from pyspark import cloudpickle
+
+    opener = base64.b64encode(cloudpickle.dumps((open_reader, description))).decode("ascii")
+    return (
+        spark.readStream.format(PROVIDER)
+        .schema(schema)
+        .option(PLANNER_OPTION, _session_streams(spark).id)
+        .option(OPENER_OPTION, opener)
+        .load()
+    )
+
+
+_streams: dict[SparkSession, PlannedStreams] = {}  # the JVM holds each as long, too
+_streams_lock = threading.Lock()
+
+
+def _session_streams(spark: SparkSession) -> PlannedStreams:
+    """The session's :class:`PlannedStreams`, registered in the driver JVM on first use."""
     from pyspark.java_gateway import ensure_callback_server_started
 
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    ensure_callback_server_started(gateway)
-    planned = PlannedStream(spark, open_reader, description)
-    _planners(gateway).register(planned.id, planned)
-    return (
-        spark.readStream.format(PROVIDER).schema(schema).option(PLANNER_OPTION, planned.id).load()
-    )
+    with _streams_lock:
+        streams = _streams.get(spark)
+        if streams is None:
+            gateway = spark.sparkContext._gateway
+            assert gateway is not None
+            ensure_callback_server_started(gateway)
+            streams = _streams[spark] = PlannedStreams(spark)
+            _planners(gateway).register(streams.id, streams)
+        return streams
+
+
+def registered(spark: SparkSession) -> int:
+    """Planner factories the driver JVM holds: one per session, however many streams."""
+    return int(_planners(spark.sparkContext._gateway).size())
+
+
+def open_planners(spark: SparkSession) -> int:
+    """Planners of queries that have not stopped yet."""
+    return int(_planners(spark.sparkContext._gateway).open())
 
 
 def _planners(gateway: Any) -> Any:
@@ -115,22 +156,22 @@ def _text(limit: ReadLimit) -> str:
     return "all"
 
 
-class PlannedStream:
-    """Implements the Java ``StreamPlannerFactory``: a fresh reader for each query."""
+class PlannedStreams:
+    """Implements the Java ``StreamPlannerFactory`` for one session: opens each query's planner
+    from the opener its plan carries."""
 
     class Java:
         implements = ["dev.lakefeed.spark.StreamPlannerFactory"]
 
-    def __init__(
-        self, spark: SparkSession, open_reader: Callable[[], SparkBatches], description: str
-    ) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         self.id = uuid.uuid4().hex
         self.spark = spark
-        self.open_reader = open_reader
-        self.description = description
 
-    def open(self) -> Planner:
-        return Planner(self.spark, self.open_reader(), self.description)
+    def open(self, opener: str) -> Planner:
+        from pyspark import cloudpickle
+
+        open_reader, description = cloudpickle.loads(base64.b64decode(opener))
+        return Planner(self.spark, open_reader(), description)
 
 
 class Planner:

@@ -8,6 +8,8 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
+from lakefeed.connectors.delta import properties
+from lakefeed.errors import ConfigError
 from lakefeed.pipeline import dlt_compat, sdp
 from lakefeed.pipeline.api import Dataset, Pipeline, config_defaults, loading, read, read_stream
 from lakefeed.pipeline.expectations import check_unique
@@ -71,6 +73,10 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
             check_unique(dataset.expectations, dataset.name)
         except ValueError as error:
             problems.append(str(error))
+        try:
+            properties.check(dataset.name, dataset.table_properties)
+        except ConfigError as error:
+            problems.append(f"{dataset.source}: {error}")
     if not pipeline.datasets and not problems:
         problems.append(
             f"{', '.join(map(str, files))} declare no dataset: decorate flow functions with "

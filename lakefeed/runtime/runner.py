@@ -395,6 +395,12 @@ class PipelineRunner:
 
     def _start(self, state: FlowState, trigger: dict) -> StreamingQuery:
         dataset = state.dataset
+        if state.attempts:  # a restart: its files may have been damaged since the first guard
+            check_checkpoint_files(
+                self.lakehouse.checkpoint_path(dataset.name),
+                dataset.name,
+                f"lakefeed run PIPELINE --full-refresh {dataset.name}",
+            )
         frame, state.frame = state.frame, None
         if frame is None:
             evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")

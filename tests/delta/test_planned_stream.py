@@ -180,3 +180,47 @@ def test_batch_read_of_many_partitions_or_an_empty_table(spark, tmp_path: Path) 
     empty = tmp_path / "empty"
     write_deltalake(str(empty), pa.table({"id": pa.array([], pa.int64())}))
     assert spark.read.format("delta").load(str(empty)).collect() == []
+
+
+def _pool(spark) -> int:
+    """Python objects the JVM holds proxies of, once the JVM collected the unreachable ones."""
+    jvm = spark.sparkContext._jvm
+    jvm.System.gc()
+    jvm.System.runFinalization()
+    return len(spark.sparkContext._gateway.gateway_property.pool)
+
+
+def test_planned_streams_leave_nothing_behind_in_either_process(spark, tmp_path: Path) -> None:
+    """A ``load()`` registers nothing (its plan carries its reader) and each query drops its
+    planner when it stops: frames never started, derived frames and restarts leave the driver
+    JVM's registry and Py4J's proxies where they were."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    from lakefeed.jvm import bridge
+
+    src = tmp_path / "src"
+    write_deltalake(str(src), pa.table({"id": [1, 2, 3]}))
+    spark.readStream.format("delta").load(str(src))  # the session's one factory exists
+    registered, running, pool = bridge.registered(spark), bridge.open_planners(spark), _pool(spark)
+    for _ in range(20):  # what validate does: DataFrames made and never started
+        spark.readStream.format("delta").load(str(src)).where(F.col("id") > 1)
+    frame = spark.readStream.format("delta").load(str(src)).where(F.col("id") > 1)
+    for run in range(3):  # the same derived DataFrame started again after each stop
+        query = (
+            frame.writeStream.format("memory")
+            .queryName(f"leak_{run}")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(tmp_path / f"cp{run}"))
+            .start()
+        )
+        query.awaitTermination(120)
+        query.stop()
+        assert spark.table(f"leak_{run}").count() == 2
+    assert bridge.registered(spark) == registered
+    assert bridge.open_planners(spark) == running
+    deadline = time.monotonic() + 30
+    while _pool(spark) > pool and time.monotonic() < deadline:
+        time.sleep(0.2)  # the JVM tells Python about collected proxies asynchronously
+    assert _pool(spark) <= pool

@@ -251,3 +251,38 @@ def test_cli_run_retries_an_unreachable_broker_one_line_per_attempt(tmp_path: Pa
     assert "restart 1/1" in attempts[0] and "no restarts left" in attempts[1]
     assert "KAFKA_UNAVAILABLE" in output
     _quiet(output)
+
+
+def test_a_checkpoint_damaged_during_a_continuous_run_fails_its_restart_at_once(
+    spark, tmp_path: Path
+) -> None:
+    """The first guard saw a sound checkpoint; a file damaged afterwards (here by the failing
+    batch itself) is caught when the flow restarts, not retried until restarts run out."""
+    armed = tmp_path / "armed"
+    armed.touch()
+    offsets = Lakehouse.at(tmp_path / "lh").checkpoint_path("t1") / "offsets"
+    folder = write(
+        tmp_path / "p",
+        {
+            "g.py": HEAD + "import os, pathlib\n\n"
+            "@F.udf('long')\ndef damage(offset):\n"
+            f"    if os.path.exists({str(armed)!r}):\n"
+            f"        for f in pathlib.Path({str(offsets)!r}).iterdir():\n"
+            "            if f.name.isdigit():\n"
+            "                f.write_bytes(b'\\x00garbage')\n"
+            "        raise RuntimeError('the batch fails once its checkpoint is damaged')\n"
+            "    return offset\n\n\n"
+            "@lf.table\ndef t1():\n"
+            '    return lf.source("iot", rowsPerSecond=100).select(damage("offset").alias("o"))\n'
+        },
+    )
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    options = RunOptions(
+        mode="continuous", trigger_interval="1 second", max_restarts=3, restart_backoff=0.05
+    )
+    PipelineRunner(load([folder]), lakehouse, spark, options).run()
+    failed = [e for e in read_events(lakehouse.event_log_path) if e["event_type"] == "flow_failed"]
+    assert len(failed) == 2, [e["message"] for e in failed]  # the batch, then its one restart
+    restart = failed[1]["details"]
+    assert restart["code"] == "CHECKPOINT_CORRUPT" and restart["permanent"]
+    assert "--full-refresh t1" in failed[1]["message"]

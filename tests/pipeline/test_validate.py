@@ -159,3 +159,45 @@ def test_cli_validate_exit_codes(spark, tmp_path: Path) -> None:
     accepted = CliRunner().invoke(cli, ["validate", str(good), *lakehouse])
     assert accepted.exit_code == 0, accepted.output
     assert "pipeline is valid" in accepted.output and "append" in accepted.output
+
+
+def test_unknown_delta_table_properties_are_refused_when_the_pipeline_loads(
+    tmp_path: Path,
+) -> None:
+    """Delta refuses keys under ``delta.`` it does not know; other keys are the user's."""
+    from lakefeed.connectors.delta.properties import UNKNOWN
+    from lakefeed.pipeline.graph import PipelineError
+    from lakefeed.pipeline.loader import load_pipeline
+
+    folder = write(
+        tmp_path / "p",
+        {
+            "a.py": (
+                "import lakefeed as lf\n\n"
+                "@lf.table(table_properties={'delta.appendOnyl': 'true', 'quality': 'gold',\n"
+                "                            'delta.feature.deletionVectors': 'supported',\n"
+                "                            'delta.APPENDONLY': 'false'})\n"
+                "def a():\n    return lf.source('iot')\n"
+            ),
+            "b.sql": (
+                "CREATE OR REFRESH STREAMING TABLE b\n"
+                "  TBLPROPERTIES ('delta.logRetention' = '30 days', 'owner' = 'me')\n"
+                "AS SELECT * FROM STREAM(a);\n"
+            ),
+        },
+    )
+    with pytest.raises(PipelineError) as caught:
+        load_pipeline([folder])
+    a, b = sorted(caught.value.problems)
+    assert f"[LAKEFEED:{UNKNOWN}]" in a and f"{folder / 'a.py'}:" in a
+    assert "'delta.appendOnyl'" not in a and "delta.appendOnyl (" in a
+    assert "did you mean delta.appendOnly?" in a and "quality" not in a
+    assert "delta.logRetention " in b and "delta.logRetentionDuration" in b
+    good = write(
+        tmp_path / "good",
+        {
+            "c.py": "import lakefeed as lf\n\n@lf.table(table_properties={'delta.appendOnly': "
+            "'true', 'team': 'x'})\ndef c():\n    return lf.source('iot')\n"
+        },
+    )
+    assert load_pipeline([good]).datasets["c"].table_properties["team"] == "x"

@@ -34,16 +34,17 @@ import scala.runtime.AbstractPartialFunction;
 public final class PlannedSource implements Source, SupportsTriggerAvailableNow {
   private final org.apache.spark.sql.classic.SparkSession session;
   private final StructType schema;
-  private final StreamPlanner planner;
+  private StreamPlanner planner; // null once stopped: the query's end releases its Python side
   private final String description;
   private final String checkpoint;
   private boolean offsetsAsked = false;
 
-  PlannedSource(SparkSession session, StructType schema, String id, String metadataPath) {
+  PlannedSource(
+      SparkSession session, StructType schema, StreamPlanner planner, String metadataPath) {
     this.session = (org.apache.spark.sql.classic.SparkSession) session;
     this.schema = schema;
     this.checkpoint = new Path(metadataPath).getParent().getParent().toString();
-    this.planner = Planners.get(id).open();
+    this.planner = planner;
     this.description = planner.description();
   }
 
@@ -198,8 +199,15 @@ public final class PlannedSource implements Source, SupportsTriggerAvailableNow 
   }
 
   @Override
-  public void stop() {
-    planner.stop();
+  public synchronized void stop() {
+    if (planner != null) {
+      try {
+        planner.stop();
+      } finally {
+        planner = null;
+        Planners.closed();
+      }
+    }
   }
 
   @Override

@@ -12,6 +12,7 @@ import scala.collection.immutable.Map;
 /** {@code readStream.format("lakefeed_planned")}: a stream planned in Python, read by Spark. */
 public final class PlannedSourceProvider implements StreamSourceProvider, DataSourceRegister {
   static final String PLANNER_OPTION = "lakefeed.planner";
+  static final String READER_OPTION = "lakefeed.planner.reader";
 
   @Override
   public String shortName() {
@@ -35,6 +36,8 @@ public final class PlannedSourceProvider implements StreamSourceProvider, DataSo
       String provider,
       Map<String, String> options) {
     String id = options.get(PLANNER_OPTION).getOrElse(() -> "");
-    return new PlannedSource(context.sparkSession(), schema.get(), id, metadataPath);
+    String reader = options.get(READER_OPTION).getOrElse(() -> "");
+    return new PlannedSource(
+        context.sparkSession(), schema.get(), Planners.open(id, reader), metadataPath);
   }
 }

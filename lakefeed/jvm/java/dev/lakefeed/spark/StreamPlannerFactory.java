@@ -1,6 +1,7 @@
 package dev.lakefeed.spark;
 
-/** What a planned DataFrame registers: every query started from it opens its own planner. */
+/** A Python session's planner maker: every query of a planned stream opens its own planner. */
 public interface StreamPlannerFactory {
-  StreamPlanner open();
+  /** A planner reading with {@code reader}, the opener the stream's plan carries (opaque here). */
+  StreamPlanner open(String reader);
 }

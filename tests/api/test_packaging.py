@@ -49,7 +49,12 @@ def _normal(name: str) -> str:
 
 
 def _declared() -> set[str]:
-    requirements = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    """The dependencies, and the extras a feature asks for (``lakefeed[postgres]``)."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    extras = project.get("optional-dependencies", {})
+    requirements = project["dependencies"] + [
+        r for name, group in extras.items() if name != "dev" for r in group
+    ]
     return {_normal(re.split(r"[\s<>=!~\[;]", r, maxsplit=1)[0]) for r in requirements}
 
 

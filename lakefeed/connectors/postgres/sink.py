@@ -67,7 +67,14 @@ def check_name(name: str, what: str, parts: int = 1) -> str:
 
 
 def connect(url: str) -> psycopg.Connection:
-    import psycopg
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError(
+            "the PostgreSQL connector needs psycopg 3, which is not installed",
+            fix="pip install 'lakefeed[postgres]'",
+            code=BAD_TARGET,
+        ) from None
 
     try:
         return psycopg.connect(url, connect_timeout=10)

@@ -7,6 +7,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakefeed.connectors.delta import properties
 from lakefeed.errors import ConfigError
@@ -16,6 +17,9 @@ from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 SUFFIXES = (".py", ".sql")
 
@@ -112,14 +116,19 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
     from lakefeed.session import active_spark
 
-    spark = active_spark()
-    views: dict[tuple[str, bool], str] = {}
-    for name in flow.stream_reads:
-        views[(name, True)] = _temp_view(read_stream(name), flow.name, name, "s")
+    frames: dict[tuple[str, bool], DataFrame] = {
+        (name, True): read_stream(name) for name in flow.stream_reads
+    }
     for name in flow.batch_reads:
         df = _read_if_defined(name)
         if df is not None:
-            views[(name, False)] = _temp_view(df, flow.name, name, "b")
+            frames[(name, False)] = df
+    # Temp views belong to one session: query on the session the reads were made on (the
+    # runner's), not whichever session happens to be active on this thread.
+    spark = next(iter(frames.values())).sparkSession if frames else active_spark()
+    views = {
+        key: _temp_view(df, flow.name, key[0], "s" if key[1] else "b") for key, df in frames.items()
+    }
     try:
         return spark.sql(flow.render(views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line

@@ -21,9 +21,11 @@ own runtime does not need it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 
 from pyspark.sql import SparkSession
 
@@ -107,9 +109,28 @@ def _with_lakefeed_jar(settings: Mapping[str, str]) -> str:
     return ",".join(j for j in (settings.get("spark.jars"), jar_path()) if j)
 
 
+_EVALUATING: ContextVar[SparkSession | None] = ContextVar("lakefeed_session", default=None)
+
+
+@contextlib.contextmanager
+def evaluating_on(spark: SparkSession) -> Iterator[SparkSession]:
+    """Flow functions evaluated inside this block get ``spark`` from :func:`active_spark`."""
+    token = _EVALUATING.set(spark)
+    try:
+        yield spark
+    finally:
+        _EVALUATING.reset(token)
+
+
 def active_spark() -> SparkSession:
-    """The session a pipeline function should use: the running one, else a fresh default."""
-    return SparkSession.getActiveSession() or spark_session()
+    """The session a pipeline function should use: the runner's while it evaluates flows, else
+    the running one, else a fresh default.
+
+    pyspark's "active session" is one process-wide slot that any ``createDataFrame`` moves,
+    e.g. to a streaming query's cloned session inside ``foreachBatch``: temp views and
+    settings of the runner's session are not there, hence the runner's own comes first.
+    """
+    return _EVALUATING.get() or SparkSession.getActiveSession() or spark_session()
 
 
 def register_connectors(spark: SparkSession) -> list[Connector]:

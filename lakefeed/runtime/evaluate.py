@@ -29,6 +29,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
+from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
     from lakefeed.runtime.committed import CommittedInput
@@ -163,7 +164,7 @@ class Evaluator:
         self._stack.append(name)
         self.reads.setdefault(name, [])
         try:
-            with resolving(self), flow_context(name, self.lakehouse):
+            with resolving(self), evaluating_on(self.spark), flow_context(name, self.lakehouse):
                 frame = func()
         except _Abort:
             if len(self._stack) > 1:

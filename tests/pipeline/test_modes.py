@@ -40,7 +40,13 @@ SELECT device_id, count(*) AS n FROM readings GROUP BY device_id;
 def mixed(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Lakehouse]:
     folder = write(tmp_path_factory.mktemp("mixed"), {"raw.py": RAW, "readings.sql": READINGS})
     lakehouse = Lakehouse.at(folder / "lakehouse")
-    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="once")).run()
+    # pyspark's active session is one process-wide slot that any createDataFrame moves (a
+    # foreachBatch does it on a query's cloned session): the run must not depend on it.
+    spark.newSession().createDataFrame([(1,)], "x int")
+    try:
+        result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="once")).run()
+    finally:
+        spark.createDataFrame([(1,)], "x int")
     assert result.ok
     return folder, lakehouse
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, RunMode
@@ -65,7 +65,7 @@ def load(pipeline: PipelineSource, conf: Mapping[str, str] | None = None) -> Pip
 def run(
     pipeline: PipelineSource,
     *,
-    lakehouse: Lakehouse | PathLike = "lakehouse",
+    lakehouse: Lakehouse | PathLike | None = None,
     mode: RunMode | str = RunMode.AVAILABLE_NOW,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
@@ -85,7 +85,7 @@ def run(
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
     loaded = load(pipeline, conf)
-    house = _lakehouse(lakehouse)
+    house = lakehouse_for(lakehouse, loaded)
     options = RunOptions(
         mode=mode,
         trigger_interval=trigger_interval,
@@ -104,7 +104,7 @@ def run(
 def validate(
     pipeline: PipelineSource,
     *,
-    lakehouse: Lakehouse | PathLike = "lakehouse",
+    lakehouse: Lakehouse | PathLike | None = None,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     master: str | None = None,
@@ -124,7 +124,7 @@ def validate(
     except PipelineError as error:
         return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
     session = spark or _session(master, loaded.name)
-    validation = check(loaded, _lakehouse(lakehouse), session)
+    validation = check(loaded, lakehouse_for(lakehouse, loaded), session)
     result = _validation_result(loaded, validation)
     if not check_connections:
         return result
@@ -138,7 +138,7 @@ def validate(
 def verify(
     pipeline: PipelineSource,
     *,
-    lakehouse: Lakehouse | PathLike = "lakehouse",
+    lakehouse: Lakehouse | PathLike | None = None,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     master: str | None = None,
@@ -153,14 +153,14 @@ def verify(
 
     loaded = load(pipeline, conf)
     session = spark or _session(master, loaded.name)
-    tables = compare(loaded, _lakehouse(lakehouse), session, run_first=run_first)
+    tables = compare(loaded, lakehouse_for(lakehouse, loaded), session, run_first=run_first)
     return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
 
 
 def plan(
     pipeline: PipelineSource,
     *,
-    lakehouse: Lakehouse | PathLike = "lakehouse",
+    lakehouse: Lakehouse | PathLike | None = None,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     master: str | None = None,
@@ -175,7 +175,7 @@ def plan(
 
     loaded = load(pipeline, conf)
     session = spark or _session(master, loaded.name)
-    return plan_upgrade(loaded, _lakehouse(lakehouse), session)
+    return plan_upgrade(loaded, lakehouse_for(lakehouse, loaded), session)
 
 
 # -- helpers
@@ -193,8 +193,12 @@ def _name(pipeline: PipelineSource) -> str:
     return default_name(paths) if paths else "pipeline"
 
 
-def _lakehouse(lakehouse: Lakehouse | PathLike) -> Lakehouse:
-    return lakehouse if isinstance(lakehouse, Lakehouse) else Lakehouse.at(Path(lakehouse))
+def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) -> Lakehouse:
+    """The lakehouse given, else the ``storage`` of the pipeline's spark-pipeline.yml (as
+    ``spark-pipelines`` keeps its checkpoints there), else ``./lakehouse``."""
+    if isinstance(lakehouse, Lakehouse):
+        return lakehouse
+    return Lakehouse.at(Path(lakehouse or pipeline.storage or DEFAULT_ROOT))
 
 
 def _session(master: str | None, name: str) -> SparkSession:

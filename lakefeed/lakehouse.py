@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Where a lakehouse lives when nothing says otherwise (relative to the working folder).
+DEFAULT_ROOT = "lakehouse"
 
 
 def check_name(name: str) -> str:

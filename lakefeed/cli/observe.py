@@ -15,7 +15,7 @@ from typing import Any
 import click
 from rich.live import Live
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.observe.console import (
     event_json,
     event_row,
@@ -30,7 +30,7 @@ from lakefeed.observe.tail import EventTail, LiveMonitor
 lakehouse_option = click.option(
     "--lakehouse",
     "lakehouse_dir",
-    default="lakehouse",
+    default=DEFAULT_ROOT,
     show_default=True,
     envvar="LAKEFEED_LAKEHOUSE",
     type=click.Path(file_okay=False),

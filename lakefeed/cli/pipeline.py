@@ -20,7 +20,7 @@ from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
 from lakefeed.errors import LakefeedError
 from lakefeed.explain import explain, readable
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
@@ -70,9 +70,9 @@ pipeline_args = click.argument("paths", nargs=-1, required=True, metavar="PIPELI
 lakehouse_opt = click.option(
     "--lakehouse",
     "lakehouse_dir",
-    default="lakehouse",
-    show_default=True,
-    help="Folder holding the tables, checkpoints, schemas and event log.",
+    default=None,
+    help="Folder holding the tables, checkpoints, schemas and event log "
+    f"[default: the spark-pipeline.yml's storage, else ./{DEFAULT_ROOT}]",
 )
 conf_opt = click.option(
     "--conf",
@@ -151,10 +151,10 @@ def run(
     """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
     from lakefeed.runtime.lease import check_free
 
-    lakehouse = Lakehouse.at(lakehouse_dir)
     server = None
     try:
         pipeline = _load(paths, conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
@@ -459,9 +459,9 @@ def demo(
         f"iot.startTime={start.isoformat()}",
         f"iot.maxRowsPerTrigger={max(rows_per_second * 180, 1000)}",
     ]
-    lakehouse = Lakehouse.at(lakehouse_dir)
     try:
         pipeline = _load([str(folder)], conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
         spark = _spark(master, "demo")
         spark.sparkContext.setLogLevel("ERROR")
         view = DemoView(lakehouse)

@@ -1,8 +1,8 @@
 """The ``spark-pipeline.yml`` spec of Spark Declarative Pipelines, read as ``spark-pipelines``
 reads it.
 
-A spec names the pipeline, its ``storage`` (the root of its checkpoints; recorded on the
-pipeline, while lakefeed keeps checkpoints and tables in its ``--lakehouse``),
+A spec names the pipeline, its ``storage`` (the root of its checkpoints; lakefeed's lakehouse
+— checkpoints, tables, event log — when ``--lakehouse`` is not given),
 ``configuration`` (Spark confs, also what ``lf.config`` reads) and ``libraries``: globs,
 relative to the spec's folder, of its ``.py`` and ``.sql`` files (a file path or
 ``folder/**``, as pyspark allows). ``lakefeed run path/to/spark-pipeline.yml`` and

@@ -80,8 +80,9 @@ def test_a_spec_folder_runs_as_spark_pipelines_would(spark, tmp_path: Path) -> N
     assert sorted(loaded.datasets) == ["all_events", "big_ids", "events", "kind_counts", "raw"]
     assert sorted(loaded.append_flows) == ["extra", "from_events"]
 
-    lakehouse = Lakehouse.at(tmp_path / "lh")
-    result = lf.run(project / "spark-pipeline.yml", lakehouse=lakehouse, spark=spark)
+    # no lakehouse given: the spec's storage holds checkpoints, tables and event log
+    lakehouse = Lakehouse.at(tmp_path / "storage")
+    result = lf.run(project / "spark-pipeline.yml", spark=spark)
     assert result.ok, result
     assert sorted(table(lakehouse, "events")["id"].to_pylist()) == list(range(1, 11))
     kinds = table(lakehouse, "all_events")["kind"].to_pylist()
@@ -89,7 +90,7 @@ def test_a_spec_folder_runs_as_spark_pipelines_would(spark, tmp_path: Path) -> N
     counts = table(lakehouse, "kind_counts").to_pylist()
     assert sorted((r["kind"], r["count"]) for r in counts) == [("a", 5), ("b", 5)]
     assert sorted(table(lakehouse, "big_ids")["id"].to_pylist()) == [6, 7, 8, 9, 10]
-    again = lf.run(project, lakehouse=lakehouse, spark=spark)  # the folder finds the spec
+    again = lf.run(project, spark=spark)  # the folder finds the spec
     assert again.ok and table(lakehouse, "all_events").num_rows == 15
 
 

@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 
 from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
 from lakefeed.observe.figures import Monitor
+from lakefeed.storage import Location
 
 
 def _events(table: pa.Table) -> list[dict[str, Any]]:
@@ -39,7 +40,7 @@ def event_record(event: dict[str, Any]) -> dict[str, Any]:
 class EventTail:
     """New events of an event-log Delta table, oldest first, each event returned once."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: Location) -> None:
         self.path = str(path)
         self._table: DeltaTable | None = None
         self._version: int | None = None
@@ -107,7 +108,7 @@ class LiveMonitor:
     """
 
     def __init__(
-        self, event_log_path: str | Path, min_interval: float = 0.5, keep_recent: int = 500
+        self, event_log_path: Location, min_interval: float = 0.5, keep_recent: int = 500
     ) -> None:
         self._tail = EventTail(event_log_path)
         self._min_interval = min_interval

@@ -25,7 +25,7 @@ import fnmatch
 import functools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 from urllib.parse import urlparse
@@ -43,13 +43,14 @@ def is_object_store(location: str | os.PathLike[str] | ObjectPath) -> bool:
 
 @dataclass(frozen=True)
 class S3Settings:
-    """Endpoint and credentials from the standard AWS variables; None means the SDK default."""
+    """Endpoint and credentials from the standard AWS variables; None means the SDK default.
+    The secrets stay out of ``repr`` (and so out of any log line that prints the settings)."""
 
     endpoint: str | None
     region: str | None
     access_key: str | None
-    secret_key: str | None
-    session_token: str | None
+    secret_key: str | None = field(repr=False)
+    session_token: str | None = field(repr=False)
 
     @classmethod
     def from_env(cls) -> S3Settings:
@@ -193,10 +194,14 @@ def listing(folder: AnyPath, pattern: str = "*") -> list[AnyPath]:
     return sorted(found, key=str)
 
 
-def mtime_ms(location: str) -> int:
+def stamp(location: str) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a file, None when absent: a file rewritten in place
+    gets another stamp."""
     fs, path = filesystem(location)
-    when = fs.get_file_info(path).mtime
-    return int(when.timestamp() * 1000) if when is not None else 0
+    info = fs.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        return None
+    return int(info.size or 0), int(info.mtime_ns or 0)
 
 
 def size(location: str) -> int:

@@ -14,7 +14,6 @@ import json
 import threading
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +21,7 @@ from deltalake import DeltaTable
 
 from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
 from lakefeed.observe.figures import Monitor
-from lakefeed.storage import Location
+from lakefeed.storage import Location, join, stamp
 
 
 def _events(table: pa.Table) -> list[dict[str, Any]]:
@@ -58,10 +57,9 @@ class EventTail:
     def _commit_stamp(self, version: int) -> tuple[int, int] | None:
         """Identity of a commit file: a log rewritten in place (repair, reset) changes it."""
         try:
-            stat = (Path(self.path) / "_delta_log" / f"{version:020d}.json").stat()
+            return stamp(join(self.path, "_delta_log", f"{version:020d}.json"))
         except OSError:
             return None
-        return stat.st_ino, stat.st_mtime_ns
 
     def _refresh(self) -> DeltaTable | None:
         if self._table is not None and self._commit_stamp(self._table.version()) != self._stamp:

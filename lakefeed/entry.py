@@ -194,7 +194,7 @@ def _name(pipeline: PipelineSource) -> str:
 
 
 def _lakehouse(lakehouse: Lakehouse | PathLike) -> Lakehouse:
-    return lakehouse if isinstance(lakehouse, Lakehouse) else Lakehouse.at(Path(lakehouse))
+    return lakehouse if isinstance(lakehouse, Lakehouse) else Lakehouse.at(lakehouse)
 
 
 def _session(master: str | None, name: str) -> SparkSession:

@@ -32,7 +32,10 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from lakefeed.errors import ConfigError, register_code
+
 OBJECT_SCHEMES = ("s3", "s3a")
+MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)
 
 
 def is_object_store(location: str | os.PathLike[str] | ObjectPath) -> bool:
@@ -289,7 +292,7 @@ class ObjectPath:
 
 
 AnyPath = Union[Path, ObjectPath]  # noqa: UP007 - a runtime alias
-Location = Union[str, Path, ObjectPath]  # noqa: UP007 - what functions taking a place accept
+Location = Union[str, os.PathLike[str], ObjectPath]  # noqa: UP007 - what functions taking a place accept
 
 
 def as_path(location: str | os.PathLike[str] | ObjectPath) -> AnyPath:
@@ -299,6 +302,12 @@ def as_path(location: str | os.PathLike[str] | ObjectPath) -> AnyPath:
     text = str(location)
     if is_object_store(text):
         return ObjectPath(text.rstrip("/"))
+    if text.split("/", 1)[0].lower() in (f"{s}:" for s in OBJECT_SCHEMES):
+        raise ConfigError(
+            f"{text!r} looks like an s3:// URI that went through pathlib.Path (which folds '//')",
+            fix="pass the URI as a string, not as a Path",
+            code=MANGLED_URI,
+        )
     if text.startswith("file:"):
         text = urlparse(text).path
     return Path(text).expanduser().resolve()

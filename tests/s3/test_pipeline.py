@@ -14,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakefeed import storage
+from lakefeed.errors import ConfigError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
 from tests.pipeline.support import IOT, IOT_CONF
@@ -108,3 +109,5 @@ def test_s3_secrets_stay_out_of_logs_and_event_log(outcome: Outcome, monkeypatch
 def test_local_lakehouse_stays_a_path(tmp_path: Path) -> None:
     assert isinstance(Lakehouse.at(tmp_path).root, Path)
     assert isinstance(Lakehouse.at("s3a://bucket/lh").root, storage.ObjectPath)
+    with pytest.raises(ConfigError, match="went through pathlib.Path"):
+        Lakehouse.at(Path("s3://bucket/lh"))  # would silently be a local folder "s3:"

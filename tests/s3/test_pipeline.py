@@ -4,7 +4,9 @@ table with a batch recompute and exits 1 on any difference). One run serves ever
 
 from __future__ import annotations
 
+import json
 import sys
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +19,10 @@ from lakefeed import storage
 from lakefeed.errors import ConfigError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
+from lakefeed.observe.server import start_server
 from tests.pipeline.support import IOT, IOT_CONF
 from tests.support.crash import CrashReport, run_with_kills
-from tests.support.s3 import MotoServer
+from tests.support.s3 import MotoServer, free_port
 
 CONF = {**IOT_CONF, "iot.maxRowsPerTrigger": "500"}
 ROWS = int(IOT_CONF["iot.totalRows"])
@@ -104,6 +107,22 @@ def test_s3_secrets_stay_out_of_logs_and_event_log(outcome: Outcome, monkeypatch
     assert {e["event_type"] for e in events} >= {"run_start", "flow_progress", "run_stop"}
     assert secret not in str(events)
     assert all(secret not in text for text in outcome.report.logs)
+
+
+@pytest.mark.crash
+def test_ui_serves_the_s3_lakehouse_without_its_secret(outcome: Outcome, monkeypatch) -> None:
+    for key, value in outcome.env.items():
+        monkeypatch.setenv(key, value)
+    server = start_server(outcome.lakehouse, port=free_port())
+    try:
+        pages = {
+            path: urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}").read().decode()
+            for path in ("/api/state", "/api/tables", "/api/tables/bronze_readings")
+        }
+    finally:
+        server.stop()
+    assert json.loads(pages["/api/tables/bronze_readings"])["rows"] == ROWS
+    assert all(outcome.env["AWS_SECRET_ACCESS_KEY"] not in page for page in pages.values())
 
 
 def test_local_lakehouse_stays_a_path(tmp_path: Path) -> None:

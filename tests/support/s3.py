@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -28,7 +28,7 @@ def _free_port() -> int:
 
 class MotoServer:
     def __init__(self, log: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -189,6 +189,18 @@ def move(source: str, target: str) -> None:
     fs.move(source_path, target_path)
 
 
+def folder_mtime(folder: str) -> float | None:
+    """When a folder last changed (epoch seconds), None when absent. A local folder has its own
+    time; an object-store prefix has none, so it is its newest object's."""
+    fs, path = filesystem(folder)
+    if not is_object_store(folder):
+        info = fs.get_file_info(path)
+        return info.mtime.timestamp() if info.mtime is not None else None
+    selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+    times = [i.mtime.timestamp() for i in fs.get_file_info(selector) if i.mtime is not None]
+    return max(times, default=None)
+
+
 def listing(folder: AnyPath, pattern: str = "*") -> list[AnyPath]:
     """Entries of ``folder`` whose names match ``pattern``, sorted; empty when it is absent."""
     if not folder.is_dir():

@@ -27,7 +27,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.offsets import DeltaOffset
@@ -35,7 +34,7 @@ from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.api import Pipeline
-from lakefeed.storage import AnyPath, write_bytes
+from lakefeed.storage import AnyPath, as_path, write_bytes
 
 IDENTITY_FILE = "_lakefeed.json"
 
@@ -185,7 +184,7 @@ def lakehouse_flows(
     for fmt, options in (s for found in sources.values() for s in found):
         path = {k.lower(): v for k, v in options.items()}.get("path")
         if fmt.lower() == "delta" and path:
-            tables.setdefault(path, Path(path))
+            tables.setdefault(path, as_path(path))
     return flows, tables
 
 

@@ -12,8 +12,8 @@ import pytest
 from deltalake import DeltaTable
 
 from lakefeed import s3a, storage
-from lakefeed.connectors.delta import commit, log
-from lakefeed.connectors.delta.files import write_batches
+from lakefeed.connectors.delta import commit, log, table
+from lakefeed.connectors.delta.files import STAGING, write_batches
 from lakefeed.errors import ConfigError, code_of
 from lakefeed.runtime.lease import lease_store
 from tests.support.s3 import MotoServer
@@ -103,3 +103,19 @@ def test_offline_without_cached_jars_is_refused_naming_them(
     assert code_of(refused.value) == s3a.JARS_UNAVAILABLE
     assert "org.apache.hadoop:hadoop-aws:" in str(refused.value)
     assert "spark.jars=" in str(refused.value)
+
+
+def test_vacuum_removes_a_dead_writes_staging_on_s3(
+    moto: MotoServer, s3_env: dict[str, str]
+) -> None:
+    root = f"s3://{moto.bucket()}/t"
+    data = pa.record_batch({"x": [1, 2]})
+    spec = commit.WriteSpec(root=root, mode="append", partition_by=())
+    commit.commit_files(spec, write_batches(root, iter([data]), (), "part-"), data.schema)
+    dead = storage.join(root, STAGING, "write-0123abcd")
+    storage.write_bytes(storage.join(dead, "part-00000.snappy.parquet"), b"half a file")
+    listed = table.vacuum(root, retention_hours=0, force=True, dry_run=True)
+    assert f"{STAGING}/write-0123abcd/" in listed and storage.exists(dead)
+    table.vacuum(root, retention_hours=0, force=True, dry_run=False)
+    assert not storage.exists(dead)
+    assert DeltaTable(root).to_pyarrow_table().num_rows == 2

@@ -47,11 +47,10 @@ def stream_file_prefix(app_id: str, batch_id: int) -> str:
 
 def stale_staging(root: str, older_than_s: float) -> list[str]:
     """Staging folders of writes whose driver died, older than ``older_than_s`` (for vacuum)."""
-    folder = os.path.join(root, STAGING)
+    folder = storage.join(root, STAGING)
     cutoff = time.time() - older_than_s
-    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-        return [e.path for e in entries if e.stat().st_mtime < cutoff]
-    return []
+    found = [storage.join(folder, name) for name in storage.list_names(folder)]
+    return [path for path in found if (storage.folder_mtime(path) or 0) < cutoff]
 
 
 def app_tag(app_id: str) -> str:

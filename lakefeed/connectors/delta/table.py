@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log
-from lakefeed.connectors.delta.files import stale_staging
+from lakefeed.connectors.delta.files import STAGING, stale_staging
 from lakefeed.storage import Location
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
@@ -199,8 +198,8 @@ def vacuum(
     staged = stale_staging(str(path), retention_hours * 3600)
     if not dry_run:
         for folder in staged:
-            shutil.rmtree(folder, ignore_errors=True)
-    return files + [os.path.relpath(folder, str(path)) + "/" for folder in staged]
+            storage.remove_tree(folder)
+    return files + [f"{STAGING}/{storage.as_path(folder).name}/" for folder in staged]
 
 
 def truncate(path: Location) -> int | None:

@@ -94,6 +94,11 @@ def test_s3a_settings_follow_the_aws_environment(
     assert "spark.jars.packages" not in own_jars
 
 
+def test_only_object_store_locations_add_s3a(tmp_path) -> None:
+    assert not s3a.uses_object_store([tmp_path, "lakehouse", "file:///tmp/lh"])
+    assert s3a.uses_object_store([tmp_path, "s3a://bucket/lh"])
+
+
 def test_offline_without_cached_jars_is_refused_naming_them(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,7 +198,7 @@ def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) ->
     ``spark-pipelines`` keeps its checkpoints there), else ``./lakehouse``."""
     if isinstance(lakehouse, Lakehouse):
         return lakehouse
-    return Lakehouse.at(Path(lakehouse or pipeline.storage or DEFAULT_ROOT))
+    return Lakehouse.at(lakehouse or pipeline.storage or DEFAULT_ROOT)
 
 
 def _session(master: str | None, name: str) -> SparkSession:

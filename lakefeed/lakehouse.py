@@ -1,14 +1,16 @@
 """Where a pipeline keeps its things: one folder holds tables, checkpoints, schemas, event log.
 
 Every component (runtime, UI, CLI) resolves paths through :class:`Lakehouse` so the layout is
-defined once.
+defined once. The root is a local folder or an ``s3://`` / ``s3a://`` URI (see
+:mod:`lakefeed.storage`): paths below it are ``Path`` or ``ObjectPath`` alike.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+
+from lakefeed.storage import AnyPath, Location, as_path
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where a lakehouse lives when nothing says otherwise (relative to the working folder).
@@ -29,27 +31,27 @@ class Lakehouse:
     """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``,
     ``_lakefeed_lease.json``."""
 
-    root: Path
+    root: AnyPath
 
     @classmethod
-    def at(cls, root: str | Path) -> Lakehouse:
-        return cls(Path(root).expanduser().resolve())
+    def at(cls, root: Location) -> Lakehouse:
+        return cls(as_path(root))
 
-    def table_path(self, name: str) -> Path:
+    def table_path(self, name: str) -> AnyPath:
         return self.root / "tables" / check_name(name)
 
-    def checkpoint_path(self, flow: str) -> Path:
+    def checkpoint_path(self, flow: str) -> AnyPath:
         return self.root / "checkpoints" / check_name(flow)
 
-    def schema_path(self, flow: str) -> Path:
+    def schema_path(self, flow: str) -> AnyPath:
         return self.root / "schemas" / check_name(flow)
 
     @property
-    def event_log_path(self) -> Path:
+    def event_log_path(self) -> AnyPath:
         return self.root / "event_log"
 
     @property
-    def lease_path(self) -> Path:
+    def lease_path(self) -> AnyPath:
         """Held by the one run writing here (``lakefeed.runtime.lease``)."""
         return self.root / "_lakefeed_lease.json"
 

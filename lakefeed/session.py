@@ -14,6 +14,11 @@ to :func:`spark_session` wins):
   Delta table carry INT64 timestamps, as Delta readers expect (with INT96 lakefeed writes
   tables with timestamps through its Python sink instead).
 
+When any of ``storage`` (the lakehouse root, table or checkpoint locations the session will
+use) is an ``s3://`` / ``s3a://`` URI, Hadoop's S3A connector and its settings are added
+(:mod:`lakefeed.s3a`: ``spark.jars.packages`` hadoop-aws, ``fs.s3.impl``, endpoint and region
+from the AWS environment variables); otherwise the session stays jar-free.
+
 ``compat=True`` (the default) also installs :mod:`lakefeed.connectors.compat`, so that
 Databricks-style ``format("delta")``/``format("cloudFiles")`` code runs unchanged; lakefeed's
 own runtime does not need it.
@@ -24,12 +29,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 
 from pyspark.sql import SparkSession
 
-from lakefeed import cluster
+from lakefeed import cluster, s3a
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.spark_home import compiled_spark_home
@@ -58,11 +63,13 @@ def spark_session(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     compat: bool = True,
+    storage: Iterable[object] = (),
 ) -> SparkSession:
     """Build (or reuse) a SparkSession with lakefeed's connectors registered.
 
     Safe to call repeatedly: Spark returns the running session and registration is idempotent.
-    ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring).
+    ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring);
+    ``storage`` lists locations the session will use (S3 ones add S3A, see module docstring).
     """
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -86,6 +93,8 @@ def spark_session(
         builder = builder.master(master)
     settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
     settings.update(cluster.cluster_conf(master, settings))
+    if s3a.uses_object_store(storage):
+        settings.update(s3a.spark_conf(settings))
     if SparkSession.getActiveSession() is None and (jars := _with_lakefeed_jar(settings)):
         settings["spark.jars"] = jars
     for key, value in settings.items():

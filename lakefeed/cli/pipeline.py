@@ -46,12 +46,15 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
     return entry.load(list(paths), _conf(conf))
 
 
-def _spark(master: str | None, app: str, spark_conf: Sequence[str] = ()):  # noqa: ANN202
+def _spark(  # noqa: ANN202
+    master: str | None, app: str, spark_conf: Sequence[str] = (), lakehouse: Lakehouse | None = None
+):
     from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
-    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf)
+    storage = [lakehouse.root] if lakehouse is not None else []
+    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf, storage=storage)
     quiet_spark_failure_logs(spark)
     return spark
 
@@ -158,7 +161,7 @@ def run(
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name, spark_conf)
+        spark = _spark(master, pipeline.name, spark_conf, lakehouse)
         try:
             result = entry.run(
                 pipeline,
@@ -243,7 +246,7 @@ def validate(
         result = entry.validate(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf),
+            spark=_spark(master, pipeline.name, spark_conf, Lakehouse.at(lakehouse_dir)),
             check_connections=check_connections,
         )
     if as_json:
@@ -316,7 +319,7 @@ def verify(
         result = entry.verify(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf),
+            spark=_spark(master, pipeline.name, spark_conf, Lakehouse.at(lakehouse_dir)),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:

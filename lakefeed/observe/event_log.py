@@ -63,6 +63,7 @@ from lakefeed.connectors.options import parse_duration
 from lakefeed.errors import ConfigError, EventLogError
 from lakefeed.logs import get_logger
 from lakefeed.redact import redact, redact_text
+from lakefeed.storage import AnyPath, Location, as_path
 
 log = get_logger(__name__)
 
@@ -146,14 +147,14 @@ class EventLog:
 
     def __init__(
         self,
-        path: str | Path,
+        path: Location,
         pipeline: str,
         run_id: str | None = None,
         flush_interval: float = 1.0,
         retention: Retention | None = None,
         maintenance_interval: float = 600.0,
     ) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.pipeline = pipeline
         self.run_id = run_id or uuid.uuid4().hex
         self._flush_interval = flush_interval
@@ -259,7 +260,7 @@ class EventLog:
                 log.warning(f"event log maintenance skipped this time: {first_line(e)}")
 
 
-def _maintain(path: Path, retention: Retention) -> None:
+def _maintain(path: AnyPath, retention: Retention) -> None:
     if not (path / "_delta_log").is_dir():
         return
     table = DeltaTable(str(path))  # a damaged log raises: it is left for repair
@@ -290,7 +291,7 @@ def _cutoff(table: DeltaTable, retention: Retention) -> datetime | None:
 
 
 def read_events(
-    path: str | Path,
+    path: Location,
     *,
     since: datetime | None = None,
     event_types: Iterable[str] | None = None,
@@ -331,16 +332,16 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def repair_hint(path: str | Path) -> str:
+def repair_hint(path: Location) -> str:
     """The commands that mend the event log at ``path`` (``<lakehouse>/event_log``)."""
-    lakehouse = Path(path).parent
+    lakehouse = as_path(path).parent
     return (
         f"lakefeed event-log repair --lakehouse {lakehouse} (keeps what can be read), or "
         f"lakefeed event-log reset --lakehouse {lakehouse} (starts an empty log)"
     )
 
 
-def _newest_commit(path: Path) -> int | None:
+def _newest_commit(path: AnyPath) -> int | None:
     versions = [
         int(m.group(1))
         for f in (path / "_delta_log").glob("*.json")
@@ -349,10 +350,10 @@ def _newest_commit(path: Path) -> int | None:
     return max(versions, default=None)
 
 
-def open_log(path: str | Path) -> tuple[DeltaTable | None, str | None]:
+def open_log(path: Location) -> tuple[DeltaTable | None, str | None]:
     """The event log at its newest version that loads, and what is wrong when that is not the
     newest (``(None, None)``: there is no log yet; ``(None, problem)``: nothing loads)."""
-    path = Path(path)
+    path = as_path(path)
     if not (path / "_delta_log").is_dir():
         return None, None
     try:
@@ -400,7 +401,7 @@ class LogRead:
     problems: list[str]
 
 
-def read_log(path: str | Path) -> LogRead:
+def read_log(path: Location) -> LogRead:
     """Every readable event of the log at ``path`` (unsorted), with the problems met."""
     table, problem = open_log(path)
     problems = [problem] if problem else []
@@ -416,11 +417,11 @@ class Mended:
     """The outcome of :func:`repair_log` / :func:`reset_log`."""
 
     kept: int
-    moved_to: Path | None
+    moved_to: AnyPath | None
     problems: list[str]
 
 
-def _set_aside(path: Path) -> Path | None:
+def _set_aside(path: AnyPath) -> AnyPath | None:
     if not path.exists():
         return None
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -429,26 +430,26 @@ def _set_aside(path: Path) -> Path | None:
     while target.exists():
         n += 1
         target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    path.rename(target)
+    path.rename(str(target))
     return target
 
 
-def repair_log(path: str | Path) -> Mended:
+def repair_log(path: Location) -> Mended:
     """Rewrite the readable events into a fresh log; the old one is moved aside, not deleted.
 
     Run it while no pipeline writes to this lakehouse (a running one would keep failing to write
     to the old log's place until its next commit creates the new one).
     """
-    path = Path(path)
+    path = as_path(path)
     readable = read_log(path)
     moved = _set_aside(path)
     write_deltalake(str(path), readable.table.sort_by("timestamp"), mode="append")
     return Mended(readable.table.num_rows, moved, readable.problems)
 
 
-def reset_log(path: str | Path) -> Mended:
+def reset_log(path: Location) -> Mended:
     """Start an empty event log; the old one is moved aside, not deleted."""
-    path = Path(path)
+    path = as_path(path)
     moved = _set_aside(path)
     write_deltalake(str(path), EVENT_SCHEMA.empty_table(), mode="append")
     return Mended(0, moved, [])

@@ -43,6 +43,7 @@ from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
 from lakefeed.redact import redact_text
+from lakefeed.storage import Location
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
@@ -281,7 +282,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def start_server(
-    lakehouse: Lakehouse | str | Path,
+    lakehouse: Lakehouse | Location,
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,

@@ -14,7 +14,6 @@ import json
 import threading
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from deltalake import DeltaTable
 
 from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
 from lakefeed.observe.figures import Monitor
+from lakefeed.storage import Location, join, stamp
 
 
 def _events(table: pa.Table) -> list[dict[str, Any]]:
@@ -39,7 +39,7 @@ def event_record(event: dict[str, Any]) -> dict[str, Any]:
 class EventTail:
     """New events of an event-log Delta table, oldest first, each event returned once."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: Location) -> None:
         self.path = str(path)
         self._table: DeltaTable | None = None
         self._version: int | None = None
@@ -57,10 +57,9 @@ class EventTail:
     def _commit_stamp(self, version: int) -> tuple[int, int] | None:
         """Identity of a commit file: a log rewritten in place (repair, reset) changes it."""
         try:
-            stat = (Path(self.path) / "_delta_log" / f"{version:020d}.json").stat()
+            return stamp(join(self.path, "_delta_log", f"{version:020d}.json"))
         except OSError:
             return None
-        return stat.st_ino, stat.st_mtime_ns
 
     def _refresh(self) -> DeltaTable | None:
         if self._table is not None and self._commit_stamp(self._table.version()) != self._stamp:
@@ -107,7 +106,7 @@ class LiveMonitor:
     """
 
     def __init__(
-        self, event_log_path: str | Path, min_interval: float = 0.5, keep_recent: int = 500
+        self, event_log_path: Location, min_interval: float = 0.5, keep_recent: int = 500
     ) -> None:
         self._tail = EventTail(event_log_path)
         self._min_interval = min_interval

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakefeed.pipeline.sql import SqlFlow
+    from lakefeed.storage import AnyPath
 
 KINDS = tuple(choices(DatasetKind))
 OUTPUT_MODES = ("append", "complete", "update")
@@ -95,7 +96,7 @@ class Pipeline:
         self.append_flows: dict[str, AppendFlow] = {}
         # From a spark-pipeline.yml spec: Spark confs for the run, the default lakehouse.
         self.configuration: dict[str, str] = {}
-        self.storage: Path | None = None
+        self.storage: AnyPath | None = None
 
     def add_flow(self, flow: AppendFlow) -> AppendFlow:
         check_name(flow.name)

@@ -27,7 +27,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.offsets import DeltaOffset
@@ -35,6 +34,7 @@ from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.api import Pipeline
+from lakefeed.storage import AnyPath, as_path, write_bytes
 
 IDENTITY_FILE = "_lakefeed.json"
 
@@ -66,7 +66,7 @@ TABLE_BEHIND = register_code("TABLE_BEHIND", DataLossRiskError)
 SOURCE_RESET = register_code("SOURCE_RESET", DataLossRiskError)
 
 
-def read_identity(checkpoint: Path) -> Identity | None:
+def read_identity(checkpoint: AnyPath) -> Identity | None:
     path = checkpoint / IDENTITY_FILE
     if not path.is_file():
         return None
@@ -74,22 +74,19 @@ def read_identity(checkpoint: Path) -> Identity | None:
     return Identity(data["pipeline"], data["flow"], data["target"], list(data.get("stateful", [])))
 
 
-def write_identity(checkpoint: Path, identity: Identity) -> None:
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / (IDENTITY_FILE + ".tmp")
+def write_identity(checkpoint: AnyPath, identity: Identity) -> None:
     payload = {**asdict(identity), "fingerprint": identity.fingerprint}
-    tmp.write_text(json.dumps(payload, indent=2))
-    tmp.replace(checkpoint / IDENTITY_FILE)
+    write_bytes(str(checkpoint / IDENTITY_FILE), json.dumps(payload, indent=2).encode())
 
 
-def has_progress(checkpoint: Path) -> bool:
+def has_progress(checkpoint: AnyPath) -> bool:
     """True once Spark has planned at least one batch in this checkpoint."""
     offsets = checkpoint / "offsets"
     return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
 
 
 def check(
-    checkpoint: Path,
+    checkpoint: AnyPath,
     expected: Identity,
     target_has_rows: bool,
     full_refresh: bool = False,
@@ -138,7 +135,7 @@ def _short(operators: list[str], width: int = 120) -> str:
     return "; ".join(op if len(op) <= width else op[: width - 3] + "..." for op in operators)
 
 
-def last_committed_batch(checkpoint: Path) -> int | None:
+def last_committed_batch(checkpoint: AnyPath) -> int | None:
     """The newest batch Spark recorded as done (``commits/<batch>``), None before the first."""
     done = offset_log.batch_ids(checkpoint / "commits")
     return max(done) if done else None
@@ -152,7 +149,7 @@ class Flow:
     """A streaming flow as the version check sees it: its checkpoint and the tables it writes."""
 
     name: str
-    checkpoint: Path
+    checkpoint: AnyPath
     targets: tuple[str, ...]  # table names: the flow's own table (and its quarantine)
 
     @property
@@ -172,7 +169,7 @@ class Behind:
 
 def lakehouse_flows(
     pipeline: Pipeline, lakehouse: Lakehouse, sources: Mapping[str, list[tuple[str, dict]]]
-) -> tuple[list[Flow], dict[str, Path]]:
+) -> tuple[list[Flow], dict[str, AnyPath]]:
     """The pipeline's streaming flows (a table's own, or each of its append flows, with its own
     checkpoint and query id), and every Delta table they may write or read by name (the
     lakehouse's, and the Delta sources the flows name by path, by that path)."""
@@ -187,11 +184,11 @@ def lakehouse_flows(
     for fmt, options in (s for found in sources.values() for s in found):
         path = {k.lower(): v for k, v in options.items()}.get("path")
         if fmt.lower() == "delta" and path:
-            tables.setdefault(path, Path(path))
+            tables.setdefault(path, as_path(path))
     return flows, tables
 
 
-def delta_offsets(checkpoint: Path) -> list[dict]:
+def delta_offsets(checkpoint: AnyPath) -> list[dict]:
     """The Delta source offsets of the newest planned batch: where a restart resumes from.
 
     Spark's offset log file is ``v1``, a metadata line, then one line per source (``-`` for
@@ -212,7 +209,7 @@ def delta_offsets(checkpoint: Path) -> list[dict]:
 
 
 def tables_behind(
-    flows: Iterable[Flow], tables: Mapping[str, Path], skip: Iterable[str] = ()
+    flows: Iterable[Flow], tables: Mapping[str, AnyPath], skip: Iterable[str] = ()
 ) -> list[Behind]:
     """Every table behind a checkpoint of ``flows`` (other than ``skip``'s).
 
@@ -229,7 +226,7 @@ def tables_behind(
     return found
 
 
-def _targets_behind(flow: Flow, tables: Mapping[str, Path]) -> list[Behind]:
+def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
     last = last_committed_batch(flow.checkpoint)
     app_id = offset_log.query_id(flow.checkpoint)
     if last is None or app_id is None:
@@ -268,7 +265,9 @@ def _targets_behind(flow: Flow, tables: Mapping[str, Path]) -> list[Behind]:
     return found
 
 
-def _sources_behind(flow: Flow, tables: Mapping[str, Path], ids: Mapping[str, str]) -> list[Behind]:
+def _sources_behind(
+    flow: Flow, tables: Mapping[str, AnyPath], ids: Mapping[str, str]
+) -> list[Behind]:
     found = []
     for data in delta_offsets(flow.checkpoint):
         name = ids.get(str(data["reservoirId"]))
@@ -290,7 +289,7 @@ def _sources_behind(flow: Flow, tables: Mapping[str, Path], ids: Mapping[str, st
     return found
 
 
-def _table_ids(tables: Mapping[str, Path]) -> dict[str, str]:
+def _table_ids(tables: Mapping[str, AnyPath]) -> dict[str, str]:
     """Table id (Delta's ``metaData.id``, an offset's ``reservoirId``) to table name."""
     from deltalake import DeltaTable
 
@@ -302,7 +301,7 @@ def _table_ids(tables: Mapping[str, Path]) -> dict[str, str]:
 
 
 def refresh_closure(
-    flows: Iterable[Flow], tables: Mapping[str, Path], names: Iterable[str]
+    flows: Iterable[Flow], tables: Mapping[str, AnyPath], names: Iterable[str]
 ) -> list[str]:
     """Tables ``names`` and, transitively, the table of every flow whose checkpoint has read
     a table they reset (a table filled by append flows is reset with all of them).
@@ -327,7 +326,7 @@ def refresh_closure(
 
 
 def check_versions(
-    flows: Iterable[Flow], tables: Mapping[str, Path], refresh: Iterable[str]
+    flows: Iterable[Flow], tables: Mapping[str, AnyPath], refresh: Iterable[str]
 ) -> None:
     """Refuse a run that would lose rows, before anything starts (see the module docstring).
 
@@ -379,17 +378,15 @@ def _refresh_fix(needed: list[str], named: list[str]) -> str:
 FLOWS_FILE = "_lakefeed_flows.json"  # in the table folder (Delta ignores ``_`` files)
 
 
-def flows_started(table: Path) -> list[str]:
+def flows_started(table: AnyPath) -> list[str]:
     """The append flows that have started writing ``table`` (gone with the table)."""
     path = table / FLOWS_FILE
     return list(json.loads(path.read_text())) if path.is_file() else []
 
 
-def record_flow(table: Path, flow: str) -> None:
+def record_flow(table: AnyPath, flow: str) -> None:
     """Remember that ``flow`` writes ``table``: its checkpoint missing later is a loss, not a
     new flow starting from its source's beginning."""
     started = flows_started(table)
     if flow not in started:
-        tmp = table / (FLOWS_FILE + ".tmp")
-        tmp.write_text(json.dumps([*started, flow]))
-        tmp.replace(table / FLOWS_FILE)
+        write_bytes(str(table / FLOWS_FILE), json.dumps([*started, flow]).encode())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lakefeed.errors import CheckpointError
+from lakefeed.storage import AnyPath, Location, as_path, is_object_store
 
 
 @dataclass(frozen=True)
@@ -28,19 +28,19 @@ class Batch:
     """Each source's end offset (decoded JSON; None for "-"), in Spark's source order."""
 
 
-def query_id(checkpoint: str | Path) -> str | None:
+def query_id(checkpoint: Location) -> str | None:
     """The query id in ``<checkpoint>/metadata`` (written when the query first starts, kept
     across restarts): the app id sinks record with each batch so a replay is a no-op."""
     location = str(checkpoint)
-    if "://" in location or location.startswith("file:"):
+    if not is_object_store(location) and ("://" in location or location.startswith("file:")):
         location = unquote(urlparse(location).path)
-    path = Path(location) / "metadata"
+    path = as_path(location) / "metadata"
     if not path.is_file():
         return None
     return str(json.loads(path.read_text().splitlines()[0])["id"])
 
 
-def running_query_id(checkpoint: str | Path) -> str:
+def running_query_id(checkpoint: Location) -> str:
     """:func:`query_id` of a query that has started (a sink inside a batch asks this)."""
     found = query_id(checkpoint)
     if found is None:
@@ -51,13 +51,13 @@ def running_query_id(checkpoint: str | Path) -> str:
     return found
 
 
-def batch_ids(folder: Path) -> list[int]:
+def batch_ids(folder: AnyPath) -> list[int]:
     if not folder.is_dir():
         return []
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
-def read_batch(checkpoint: Path, batch_id: int) -> Batch | None:
+def read_batch(checkpoint: AnyPath, batch_id: int) -> Batch | None:
     """Batch ``batch_id`` of the offset log, None when the log no longer holds it."""
     path = checkpoint / "offsets" / str(batch_id)
     if not path.is_file():
@@ -73,13 +73,13 @@ def read_batch(checkpoint: Path, batch_id: int) -> Batch | None:
     return Batch(batch_id, int(metadata.get("batchWatermarkMs", 0)), offsets)
 
 
-def last_committed(checkpoint: Path) -> Batch | None:
+def last_committed(checkpoint: AnyPath) -> Batch | None:
     """The newest batch in the commit log (None: nothing committed yet)."""
     done = batch_ids(checkpoint / "commits")
     return read_batch(checkpoint, done[-1]) if done else None
 
 
-def source_count(checkpoint: Path) -> int | None:
+def source_count(checkpoint: AnyPath) -> int | None:
     """How many sources the newest planned batch recorded (None: no batch planned yet)."""
     planned = batch_ids(checkpoint / "offsets")
     batch = read_batch(checkpoint, planned[-1]) if planned else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.storage import AnyPath, as_path, is_object_store
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 FIELDS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries"}
@@ -26,7 +27,7 @@ INVALID = register_code("SPEC_INVALID", PipelineDefinitionError)
 @dataclass(frozen=True)
 class PipelineSpec:
     name: str
-    storage: Path
+    storage: AnyPath  # a local folder or an object-store URI (s3://...)
     configuration: dict[str, str] = field(default_factory=dict)
     files: tuple[Path, ...] = ()
 
@@ -55,10 +56,12 @@ def read_spec(path: Path) -> PipelineSpec:
     ):
         raise _invalid(path, "configuration must map strings to strings", "quote the values")
     root = path.parent.resolve()
-    storage = Path(str(data["storage"]).removeprefix("file://"))
+    storage = str(data["storage"])
+    if not is_object_store(storage):  # relative to the spec's folder, as spark-pipelines has it
+        storage = str(root / Path(storage.removeprefix("file://")))
     return PipelineSpec(
         name=str(data["name"]),
-        storage=storage if storage.is_absolute() else root / storage,
+        storage=as_path(storage),
         configuration=dict(configuration),
         files=tuple(f for entry in data.get("libraries") or [] for f in _files(path, entry)),
     )

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from lakefeed.errors import CheckpointError, register_code
+from lakefeed.storage import AnyPath, listing
 
 CORRUPT = register_code("CHECKPOINT_CORRUPT", CheckpointError)
 
@@ -27,7 +27,7 @@ _LOGS = ("offsets", "commits")
 _JSON_FILES = ("metadata", "_lakefeed.json")
 
 
-def clear_interrupted_start(checkpoint: Path) -> list[Path]:
+def clear_interrupted_start(checkpoint: AnyPath) -> list[AnyPath]:
     """Remove the temporary files of a first batch whose offsets never landed; return them.
 
     Only when ``offsets`` holds no batch at all: then nothing in ``offsets`` or ``commits`` can
@@ -40,23 +40,20 @@ def clear_interrupted_start(checkpoint: Path) -> list[Path]:
     removed = []
     for log in _LOGS:
         folder = checkpoint / log
-        for path in sorted(folder.glob(".*.tmp")) if folder.is_dir() else []:
+        for path in listing(folder, ".*.tmp"):
             path.unlink()
             removed.append(path)
     return removed
 
 
-def check_checkpoint_files(checkpoint: Path, flow: str, refresh: str) -> None:
+def check_checkpoint_files(checkpoint: AnyPath, flow: str, refresh: str) -> None:
     """Raise a permanent ``CHECKPOINT_CORRUPT`` error for the first unreadable file."""
     for name in _JSON_FILES:
         path = checkpoint / name
         if path.is_file() and _bad_json(path.read_bytes()):
             _corrupt(path, flow, refresh)
     for log in _LOGS:
-        folder = checkpoint / log
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.iterdir()):
+        for path in listing(checkpoint / log):
             if path.name.isdigit() and _bad_log_file(path.read_bytes()):
                 _corrupt(path, flow, refresh)
 
@@ -77,7 +74,7 @@ def _bad_log_file(data: bytes) -> bool:
     return len(lines) < 2 or not _VERSION.match(lines[0]) or _bad_json(lines[1].encode())
 
 
-def _corrupt(path: Path, flow: str, refresh: str) -> None:
+def _corrupt(path: AnyPath, flow: str, refresh: str) -> None:
     raise CheckpointError(
         f"flow {flow!r}: checkpoint file {path} is damaged (not what Spark wrote); the query "
         "cannot resume from it",

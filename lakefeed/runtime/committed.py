@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lakefeed.connectors import registry
 from lakefeed.errors import CheckpointError
 from lakefeed.pipeline.offset_log import Batch, last_committed, read_batch
+from lakefeed.storage import AnyPath
 
 
 @dataclass
@@ -36,7 +36,7 @@ class CommittedInput:
     _claimed: set[int] = field(default_factory=set)
 
     @classmethod
-    def of(cls, flow: str, checkpoint: Path) -> CommittedInput | None:
+    def of(cls, flow: str, checkpoint: AnyPath) -> CommittedInput | None:
         last = last_committed(checkpoint)
         if last is None:
             return None

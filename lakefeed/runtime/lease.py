@@ -40,6 +40,7 @@ from typing import Protocol
 from lakefeed.errors import LeaseError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
+from lakefeed.storage import AnyPath, ObjectPath
 
 log = get_logger(__name__)
 
@@ -122,6 +123,52 @@ class LocalLeaseStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@dataclass(frozen=True)
+class ObjectLeaseStore:
+    """A lease object in an S3 bucket, through :mod:`lakefeed.storage` (pyarrow's S3 client).
+
+    pyarrow cannot send S3's conditional headers, so each change reads, compares the version
+    token and writes, then reads back: two runs starting within the same second could both
+    pass the check, and the later write wins (the loser sees it at its next heartbeat and
+    stops). Exactly-once still holds then: each Delta commit is conditional (delta-rs puts log
+    files with ``If-None-Match``) and a replayed batch is skipped by its ``txn``.
+    """
+
+    path: ObjectPath
+
+    def create(self, content: bytes) -> bool:
+        if self.read() is not None:
+            return False
+        self.path.write_bytes(content)
+        return self.path.read_bytes() == content
+
+    def read(self) -> tuple[bytes, str] | None:
+        try:
+            content = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return content, _token(content)
+
+    def replace(self, token: str, content: bytes) -> bool:
+        found = self.read()
+        if found is None or found[1] != token:
+            return False
+        self.path.write_bytes(content)
+        return True
+
+    def delete(self, token: str) -> bool:
+        found = self.read()
+        if found is None or found[1] != token:
+            return False
+        self.path.unlink(missing_ok=True)
+        return True
+
+
+def lease_store(path: AnyPath) -> LeaseStore:
+    """The store for a lease at ``path``: a local file or an object in a bucket."""
+    return ObjectLeaseStore(path) if isinstance(path, ObjectPath) else LocalLeaseStore(path)
+
+
 def _token(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
@@ -182,7 +229,7 @@ def _refuse_if_live(holder: Holder | None, now: float, ttl: float, where: str) -
 def check_free(lakehouse: Lakehouse, ttl: float = TTL_S) -> None:
     """Refuse at once when a live run holds the lakehouse (e.g. before a Spark session starts);
     the run still takes the lease itself, this only answers sooner."""
-    found = LocalLeaseStore(lakehouse.lease_path).read()
+    found = lease_store(lakehouse.lease_path).read()
     if found is not None:
         _refuse_if_live(Holder.decode(found[0]), time.time(), ttl, str(lakehouse.root))
 
@@ -238,7 +285,7 @@ class Lease:
         pipeline: str,
         on_lost: Callable[[str], None] | None = None,
     ) -> Lease:
-        store = LocalLeaseStore(lakehouse.lease_path)
+        store = lease_store(lakehouse.lease_path)
         return cls(store, run_id, pipeline, where=str(lakehouse.root), on_lost=on_lost)
 
     def __enter__(self) -> Lease:

@@ -17,7 +17,6 @@ Stopping waits for the running micro-batch of each query to finish before ``stop
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 import threading
 import time
@@ -50,6 +49,7 @@ from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
+from lakefeed.storage import remove_tree
 
 log = get_logger(__name__)
 
@@ -267,9 +267,9 @@ class PipelineRunner:
         dataset = self.pipeline.datasets[name]
         targets = [name] + ([dataset.quarantine] if dataset.quarantine else [])
         for target in targets:
-            shutil.rmtree(self.lakehouse.table_path(target), ignore_errors=True)
+            remove_tree(str(self.lakehouse.table_path(target)))
         for flow in self.pipeline.flow_names(dataset):
-            shutil.rmtree(self.lakehouse.checkpoint_path(flow), ignore_errors=True)
+            remove_tree(str(self.lakehouse.checkpoint_path(flow)))
         self.events.emit(
             "flow_stop",
             f"{name}: reset for full refresh",
@@ -726,7 +726,7 @@ class PipelineRunner:
                 break
             self.refresh_view(dataset)
             for flow in self.pipeline.flow_names(dataset) if dataset.kind == "table" else ():
-                shutil.rmtree(self.lakehouse.checkpoint_path(flow), ignore_errors=True)
+                remove_tree(str(self.lakehouse.checkpoint_path(flow)))
             self.events.emit(
                 "flow_stop",
                 f"{dataset.name} backfilled",

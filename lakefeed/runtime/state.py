@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.errors import CheckpointError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
 from lakefeed.redact import redact
+from lakefeed.storage import AnyPath, total_size
 
 if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
     from pyspark.sql import Row, SparkSession
@@ -68,7 +68,7 @@ def known_flows(lakehouse: Lakehouse) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
-def flow_checkpoint(lakehouse: Lakehouse, flow: str) -> Path:
+def flow_checkpoint(lakehouse: Lakehouse, flow: str) -> AnyPath:
     """The checkpoint of ``flow``; an unknown flow is an error naming the known ones."""
     checkpoint = lakehouse.checkpoint_path(flow)
     if not checkpoint.is_dir():
@@ -127,7 +127,9 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def _operator(spark: SparkSession, checkpoint: Path, rows: list[Row], limit: int) -> OperatorState:
+def _operator(
+    spark: SparkSession, checkpoint: AnyPath, rows: list[Row], limit: int
+) -> OperatorState:
     first = rows[0]
     op_id = int(first["operatorId"])
     stores = [
@@ -147,7 +149,7 @@ def _operator(spark: SparkSession, checkpoint: Path, rows: list[Row], limit: int
 
 
 def _store(
-    spark: SparkSession, checkpoint: Path, op_id: int, store: str, batch: int, limit: int
+    spark: SparkSession, checkpoint: AnyPath, op_id: int, store: str, batch: int, limit: int
 ) -> StoreState:
     reader = (
         spark.read.format("statestore")
@@ -181,8 +183,8 @@ def _ttl(row: Row) -> list[dict[str, Any]]:
     ]
 
 
-def _bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+def _bytes(folder: AnyPath) -> int:
+    return total_size(str(folder))
 
 
 def _plain(value: Any) -> Any:

@@ -21,7 +21,6 @@ or removed flow) is left as it is: both are reported, neither blocks a run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -35,6 +34,7 @@ from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.results import FlowChange, FlowVerdict, UpgradePlan
 from lakefeed.runtime.runner import orphaned_rows
 from lakefeed.runtime.validate import FlowPlan, Validation, validate
+from lakefeed.storage import AnyPath
 
 # A checkpoint that is not this flow's can simply be moved away when the table holds nothing.
 _MOVABLE = {guard.FOREIGN, guard.OTHER_FLOW}
@@ -101,7 +101,7 @@ def _change(
 
 
 def _guard_refusal(
-    dataset: Dataset, flow: str, plan: FlowPlan, checkpoint: Path, rows: int, orphaned: bool
+    dataset: Dataset, flow: str, plan: FlowPlan, checkpoint: AnyPath, rows: int, orphaned: bool
 ) -> FlowChange | None:
     """The checkpoint guard's own answer, as ``run`` would give it before starting."""
     identity = guard.Identity("", flow, dataset.name, plan.facts.stateful)
@@ -129,7 +129,7 @@ def _refresh(name: str, reasons: list[str], rows: int) -> FlowChange:
 
 
 def _schema_changes(
-    spark: SparkSession, path: Path, columns: Mapping[str, str]
+    spark: SparkSession, path: AnyPath, columns: Mapping[str, str]
 ) -> tuple[list[str], list[str]]:
     """(breaking, compatible) differences between the new query's columns and the table's."""
     if not delta_table.exists(path):
@@ -170,7 +170,7 @@ def _mode_change(lakehouse: Lakehouse, name: str, mode: str | None) -> list[str]
     ]
 
 
-def _source_change(checkpoint: Path, plan: FlowPlan) -> list[str]:
+def _source_change(checkpoint: AnyPath, plan: FlowPlan) -> list[str]:
     """Spark cannot resume offsets recorded for another number of sources."""
     recorded = offset_log.source_count(checkpoint)
     if recorded is None or recorded == plan.facts.sources:
@@ -182,7 +182,7 @@ def _source_change(checkpoint: Path, plan: FlowPlan) -> list[str]:
 
 
 def _tables_no_longer_read(
-    checkpoint: Path, lakehouse: Lakehouse, reads: tuple[str, ...]
+    checkpoint: AnyPath, lakehouse: Lakehouse, reads: tuple[str, ...]
 ) -> list[str]:
     """Offsets recorded for a table the flow no longer reads would be applied to another one."""
     ids = {_table_id(lakehouse.table_path(n)): n for n in lakehouse.table_names()}
@@ -193,7 +193,7 @@ def _tables_no_longer_read(
     ]
 
 
-def _table_id(path: Path) -> str:
+def _table_id(path: AnyPath) -> str:
     from deltalake import DeltaTable
 
     return str(DeltaTable(str(path)).metadata().id)

@@ -84,6 +84,10 @@ def test_options_refuse_misspelt_and_invalid(tmp_path: Path) -> None:
         _opts(tmp_path, **{"cloudFiles.maxFilesPerTrigger": "0"})
     with pytest.raises(OptionError, match="schemaLocation"):
         _opts(tmp_path).require_schema_location()
+    with pytest.raises(OptionError, match="no file notification mode"):
+        _opts(tmp_path, **{"cloudFiles.useNotifications": "true"})
+    with pytest.raises(OptionError, match="does not list object storage yet"):
+        FileSourceOptions.parse({"path": "s3://landing/in", "cloudFiles.format": "json"})
     opts = _opts(
         tmp_path,
         **{"CLOUDFILES.SCHEMAEVOLUTIONMODE": "RESCUE", "cloudFiles.useNotifications": "false"},

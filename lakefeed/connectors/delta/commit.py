@@ -9,8 +9,6 @@ nobody listing the folder trips over them.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.connectors.delta.schema import (
@@ -181,7 +180,7 @@ def commit_stream_batch(
         for hook in AFTER_COMMIT:
             hook(spec.root, batch_id)
     keep = (
-        {os.path.normpath(os.path.join(spec.root, f.path)) for f in files}
+        {_norm(storage.join(spec.root, f.path)) for f in files}
         if not result.skipped
         else _committed_paths(spec.root, app_id, batch_id)
     )
@@ -195,16 +194,12 @@ def _committed_paths(root: str, app_id: str, batch_id: int, scan: int = 200) -> 
     if newest is None:
         return None
     for version in range(newest, max(-1, newest - scan), -1):
-        try:
-            with open(log.commit_path(root, version), encoding="utf-8") as handle:
-                actions = [json.loads(line) for line in handle if line.strip()]
-        except FileNotFoundError:
+        actions = log.commit_actions(root, version)
+        if actions is None:
             return None
         txns = [a["txn"] for a in actions if "txn" in a]
         if any(t.get("appId") == app_id and t.get("version") == batch_id for t in txns):
-            return {
-                os.path.normpath(local_path(root, a["add"]["path"])) for a in actions if "add" in a
-            }
+            return {_norm(local_path(root, a["add"]["path"])) for a in actions if "add" in a}
     return None
 
 
@@ -224,23 +219,21 @@ def remove_uncommitted(
     if keep is None:
         return 0
     tag = app_tag(app_id)
-    folders = {os.path.dirname(os.path.join(root, f.path)) for f in files} | {root}
-    folders |= {os.path.dirname(p) for p in keep}
+    folders = {storage.dirname(storage.join(root, f.path)) for f in files} | {root}
+    folders |= {storage.dirname(p) for p in keep}
     removed = 0
     for folder in folders:
         for path in _stream_files(folder, tag, batch_id):
-            if os.path.normpath(path) not in keep:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
-                    removed += 1
+            if _norm(path) not in keep and storage.remove(path):
+                removed += 1
     return removed
 
 
+def _norm(path: str) -> str:
+    """Local paths compared in normal form; object keys are compared as written."""
+    return path if storage.is_object_store(path) else os.path.normpath(path)
+
+
 def _stream_files(folder: str, tag: str, batch_id: int) -> list[str]:
-    found = []
-    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-        for entry in entries:
-            parsed = parse_stream_file(entry.name)
-            if parsed == (tag, batch_id):
-                found.append(entry.path)
-    return found
+    names = storage.list_names(folder)
+    return [storage.join(folder, n) for n in names if parse_stream_file(n) == (tag, batch_id)]

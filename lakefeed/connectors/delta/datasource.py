@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed import storage
 from lakefeed.connectors import packing
 from lakefeed.connectors.delta import changes, commit, log, offsets, pruning, spark_read
 from lakefeed.connectors.delta.files import (
@@ -81,11 +82,13 @@ def table_root(options: Mapping[str, str]) -> str:
         raise DeltaOptionError(
             "a Delta table path is needed: use .load(path), .save(path) or .start(path)"
         )
+    if storage.is_object_store(path):
+        return path.rstrip("/")
     if "://" in path:
         parsed = urlparse(path)
         if parsed.scheme != "file":
             raise DeltaOptionError(
-                f"only local paths are supported by lakefeed's Delta connector: {path}"
+                f"lakefeed's Delta connector takes local paths and s3:// or s3a:// URIs: {path}"
             )
         path = unquote(parsed.path)
     elif path.startswith("file:"):

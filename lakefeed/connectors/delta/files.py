@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefeed import storage
 from lakefeed.connectors.delta.stats import FileStats
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -46,11 +47,10 @@ def stream_file_prefix(app_id: str, batch_id: int) -> str:
 
 def stale_staging(root: str, older_than_s: float) -> list[str]:
     """Staging folders of writes whose driver died, older than ``older_than_s`` (for vacuum)."""
-    folder = os.path.join(root, STAGING)
+    folder = storage.join(root, STAGING)
     cutoff = time.time() - older_than_s
-    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-        return [e.path for e in entries if e.stat().st_mtime < cutoff]
-    return []
+    found = [storage.join(folder, name) for name in storage.list_names(folder)]
+    return [path for path in found if (storage.folder_mtime(path) or 0) < cutoff]
 
 
 def app_tag(app_id: str) -> str:
@@ -129,9 +129,11 @@ class _OpenFile:
     def __init__(self, root: str, relative: str, schema: pa.Schema, values: dict) -> None:
         self.relative = relative
         self.values = values
-        self.local = os.path.join(root, relative)
-        os.makedirs(os.path.dirname(self.local), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.local, schema, compression="snappy")
+        self.local = storage.join(root, relative)
+        fs, path = storage.filesystem(self.local)
+        if not storage.is_object_store(root):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.writer = pq.ParquetWriter(path, schema, compression="snappy", filesystem=fs)
         self.stats = FileStats(schema)
         self.pending: list[pa.Table] = []
         self.pending_rows = self.pending_bytes = 0
@@ -154,12 +156,11 @@ class _OpenFile:
     def close(self) -> WrittenFile:
         self.flush()
         self.writer.close()
-        info = os.stat(self.local)
         return WrittenFile(
             path=self.relative,
-            size=info.st_size,
+            size=storage.size(self.local),
             partition_values=self.values,
-            modification_time=int(info.st_mtime * 1000),
+            modification_time=now_ms(),
             stats=self.stats.to_json(),
             rows=self.stats.rows,
         )
@@ -221,8 +222,7 @@ class TableFileWriter:
         for handle in self.open.values():
             with contextlib.suppress(Exception):
                 handle.writer.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(handle.local)
+            storage.remove(handle.local)
         self.open.clear()
 
 
@@ -250,15 +250,17 @@ def write_batches(
 def remove_files(root: str, files: Sequence[WrittenFile]) -> None:
     """Delete written files that will not be (or were not) committed; gone already is fine."""
     for written in files:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(root, written.path))
+        storage.remove(storage.join(root, written.path))
 
 
 def local_path(root: str, log_path: str) -> str:
-    """The file-system path of a file the Delta log names (log paths are URL-encoded)."""
+    """The location of a file the Delta log names (log paths are URL-encoded; absolute ones are
+    URIs: ``file://`` becomes a local path, object-store URIs stay as they are)."""
+    if storage.is_object_store(log_path):
+        return unquote(log_path)
     if "://" in log_path:
         return unquote(log_path.split("://", 1)[1])
-    return os.path.join(root, unquote(log_path))
+    return storage.join(root, unquote(log_path))
 
 
 def batch_rows(metadata: pq.FileMetaData) -> int:
@@ -281,7 +283,8 @@ def read_file(
     target: pa.Schema,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file as batches of exactly ``target`` (Spark's Arrow schema)."""
-    parquet = pq.ParquetFile(local_path(root, log_path))
+    fs, path = storage.filesystem(local_path(root, log_path))
+    parquet = pq.ParquetFile(fs.open_input_file(path))
     present = set(parquet.schema_arrow.names)
     wanted = [f.name for f in target if f.name in present and f.name not in partition_values]
     produced = False

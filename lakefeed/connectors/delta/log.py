@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from lakefeed import storage
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.errors import DeltaError, register_code
 
@@ -53,42 +53,40 @@ class Commit:
 
 
 def commit_path(root: str, version: int) -> str:
-    return os.path.join(root, LOG_DIR, f"{version:020d}.json")
+    return storage.join(root, LOG_DIR, f"{version:020d}.json")
 
 
 def is_delta_table(root: str) -> bool:
-    return os.path.isdir(os.path.join(root, LOG_DIR)) and latest_version(root) is not None
+    return latest_version(root) is not None
 
 
 def latest_version(root: str) -> int | None:
     """Newest committed version, from a listing of the log folder (cheap enough per trigger)."""
     newest: int | None = None
+    for name in storage.list_names(storage.join(root, LOG_DIR)):
+        stem = name.split(".", 1)[0]
+        if stem.isdigit() and (name.endswith(".json") or ".checkpoint" in name):
+            version = int(stem)
+            newest = version if newest is None else max(newest, version)
+    return newest
+
+
+def commit_actions(root: str, version: int) -> list[dict[str, Any]] | None:
+    """The actions of the commit at ``version``; None when its file is gone (log cleanup)."""
     try:
-        entries = os.scandir(os.path.join(root, LOG_DIR))
+        text = storage.read_bytes(commit_path(root, version)).decode("utf-8")
     except FileNotFoundError:
         return None
-    with entries:
-        for entry in entries:
-            name = entry.name
-            stem = name.split(".", 1)[0]
-            if stem.isdigit() and (name.endswith(".json") or ".checkpoint" in name):
-                version = int(stem)
-                newest = version if newest is None else max(newest, version)
-    return newest
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def read_commit(root: str, version: int) -> Commit | None:
     """The commit at ``version``, or None when its JSON file is gone (log cleanup)."""
-    try:
-        with open(commit_path(root, version), encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
+    actions = commit_actions(root, version)
+    if actions is None:
         return None
     commit = Commit(version)
-    for line in lines:
-        if not line.strip():
-            continue
-        action: dict[str, Any] = json.loads(line)
+    for action in actions:
         if "add" in action and action["add"].get("dataChange", True):
             add = action["add"]
             commit.adds.append(

@@ -15,9 +15,6 @@ of it goes with ``vacuum``.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 
@@ -34,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakefeed import storage
 from lakefeed.connectors.delta import commit, log
 from lakefeed.connectors.delta.files import (
     NULL_PARTITION,
@@ -41,6 +39,7 @@ from lakefeed.connectors.delta.files import (
     WrittenFile,
     app_tag,
     escape_path_name,
+    now_ms,
     parse_partition_value,
     partition_string,
     remove_files,
@@ -114,7 +113,7 @@ class SparkFilesSink:
         staging = _staging_folder(self.spec.root, app_tag(app_id))
         files, schema = _write(frame, self.spec, staging, stream_file_prefix(app_id, batch_id))
         commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id)
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.remove_tree(staging)
 
 
 def write_batch(frame: DataFrame, spec: commit.WriteSpec, txn: tuple[str, int] | None) -> None:
@@ -136,7 +135,7 @@ def write_batch(frame: DataFrame, spec: commit.WriteSpec, txn: tuple[str, int] |
         remove_files(spec.root, files)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.remove_tree(staging)
 
 
 def _write(
@@ -153,7 +152,7 @@ def _write(
 
 
 def _staging_folder(root: str, tag: str) -> str:
-    return os.path.join(root, STAGING, f"{tag}-{uuid.uuid4().hex}")
+    return storage.join(root, STAGING, f"{tag}-{uuid.uuid4().hex}")
 
 
 def _committed(root: str, txn: tuple[str, int]) -> bool:
@@ -167,20 +166,20 @@ def _committed(root: str, txn: tuple[str, int]) -> bool:
 
 def _drop_staging(root: str, prefix: str) -> None:
     """Remove what an earlier attempt of this query left in staging (never others')."""
-    folder = os.path.join(root, STAGING)
-    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.name.startswith(prefix):
-                shutil.rmtree(entry.path, ignore_errors=True)
+    folder = storage.join(root, STAGING)
+    for name in storage.list_names(folder):
+        if name.startswith(prefix):
+            storage.remove_tree(storage.join(folder, name))
 
 
 def _adopt(
     root: str, staged: str, folders: Mapping[str, str | None], schema: pa.Schema, prefix: str
 ) -> WrittenFile | None:
     """Move one staged file into the table under its final name; None if empty."""
-    metadata = pq.read_metadata(staged)
+    fs, path = storage.filesystem(staged)
+    metadata = pq.read_metadata(path, filesystem=fs)
     if metadata.num_rows == 0:
-        os.remove(staged)
+        storage.remove(staged)
         return None
     values = {
         name: partition_string(parse_partition_value(text, schema.field(name).type))
@@ -190,16 +189,14 @@ def _adopt(
         f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}" for n, v in values.items()
     ]
     relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
-    target = os.path.join(root, relative)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.replace(staged, target)
-    info = os.stat(target)
+    target = storage.join(root, relative)
+    storage.move(staged, target)
     data = pa.schema([f for f in schema if f.name not in values])
     return WrittenFile(
         path=relative,
-        size=info.st_size,
+        size=storage.size(target),
         partition_values=values,
-        modification_time=int(info.st_mtime * 1000),
+        modification_time=now_ms(),
         stats=footer_stats(metadata, data),
         rows=metadata.num_rows,
     )
@@ -209,13 +206,13 @@ def _staged(staging: str) -> Iterator[tuple[str, dict[str, str | None]]]:
     """Data files Spark wrote under ``staging`` with the partition values of their folders."""
     from urllib.parse import unquote
 
-    for folder, dirs, names in os.walk(staging):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        relative = os.path.relpath(folder, staging)
+    for relative in storage.files_under(staging):
+        *folders, name = relative.split("/")
+        if any(p.startswith(("_", ".")) for p in relative.split("/")):
+            continue
         values: dict[str, str | None] = {}
-        for part in [] if relative == "." else relative.split(os.sep):
-            name, _, text = part.partition("=")
-            values[unquote(name)] = None if text == NULL_PARTITION else unquote(text)
-        for name in sorted(names):
-            if name.endswith(".parquet") and not name.startswith(("_", ".")):
-                yield os.path.join(folder, name), values
+        for part in folders:
+            key, _, text = part.partition("=")
+            values[unquote(key)] = None if text == NULL_PARTITION else unquote(text)
+        if name.endswith(".parquet"):
+            yield storage.join(staging, relative), values

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log
-from lakefeed.connectors.delta.files import stale_staging
+from lakefeed.connectors.delta.files import STAGING, stale_staging
+from lakefeed.storage import Location
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
 DEFAULT_RETENTION_HOURS = 168
@@ -51,12 +50,12 @@ class TableInfo:
     properties: dict[str, str] = field(default_factory=dict)
 
 
-def exists(path: str | Path) -> bool:
+def exists(path: Location) -> bool:
     """Whether ``path`` holds a Delta table (a ``_delta_log`` with at least one commit)."""
     return log.is_delta_table(str(path))
 
 
-def _open(path: str | Path) -> DeltaTable:
+def _open(path: Location) -> DeltaTable:
     if not exists(path):
         raise FileNotFoundError(f"{path} is not a Delta table (no _delta_log with commits)")
     return DeltaTable(str(path))
@@ -73,25 +72,25 @@ def rows_of(actions: pa.Table) -> int | None:
     return None if records.null_count else int(pc.sum(records).as_py() or 0)
 
 
-def row_count(path: str | Path) -> int | None:
+def row_count(path: Location) -> int | None:
     """Rows in the table's current version (0 when there is no table; see :func:`rows_of`)."""
     if not exists(path):
         return 0
     return rows_of(pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)))
 
 
-def has_rows(path: str | Path) -> bool:
+def has_rows(path: Location) -> bool:
     """Whether the table holds rows: an unknown count with files counts as rows."""
     rows = row_count(path)
     return rows is None or rows > 0
 
 
-def is_empty(path: str | Path) -> bool:
+def is_empty(path: Location) -> bool:
     """True when there is no table at ``path`` or its current version holds no rows."""
     return not has_rows(path)
 
 
-def info(path: str | Path) -> TableInfo:
+def info(path: Location) -> TableInfo:
     handle = _open(path)
     actions = pa.table(handle.get_add_actions(flatten=True))
     metadata = handle.metadata()
@@ -107,7 +106,7 @@ def info(path: str | Path) -> TableInfo:
     )
 
 
-def describe(path: str | Path, description: str | None, properties: dict[str, str]) -> bool:
+def describe(path: Location, description: str | None, properties: dict[str, str]) -> bool:
     """Give the table at ``path`` this description and these properties (Delta's
     ``metaData.description`` and ``configuration``, what ``COMMENT`` and ``TBLPROPERTIES`` set).
 
@@ -127,7 +126,7 @@ def describe(path: str | Path, description: str | None, properties: dict[str, st
     return bool(changed) or redescribe
 
 
-def rows_added(path: str | Path, after_version: int | None) -> int:
+def rows_added(path: Location, after_version: int | None) -> int:
     """Rows of the data files committed after ``after_version`` (None: since the table began),
     from the ``numRecords`` statistics of their ``add`` actions; no data file is read.
 
@@ -141,25 +140,20 @@ def rows_added(path: str | Path, after_version: int | None) -> int:
 
 
 def _commit_rows(root: str, version: int) -> int:
-    try:
-        with open(log.commit_path(root, version), encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
-        return 0
     rows = 0
-    for line in lines:
-        add = json.loads(line).get("add") if line.strip() else None
+    for action in log.commit_actions(root, version) or []:
+        add = action.get("add")
         if add and add.get("dataChange", True) and add.get("stats"):
             rows += int(json.loads(add["stats"]).get("numRecords") or 0)
     return rows
 
 
-def version(path: str | Path) -> int | None:
+def version(path: Location) -> int | None:
     """The table's newest version, or None when there is no table."""
     return log.latest_version(str(path))
 
 
-def history(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+def history(path: Location, limit: int | None = None) -> list[dict[str, Any]]:
     """Commits, newest first: version, timestamp (UTC datetime), operation, parameters, metrics."""
     entries = sorted(_open(path).history(limit), key=lambda e: -int(e["version"]))
     for entry in entries:
@@ -168,7 +162,7 @@ def history(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
 
 
 def optimize(
-    path: str | Path, target_size: int | None = None, partition_filters: list | None = None
+    path: Location, target_size: int | None = None, partition_filters: list | None = None
 ) -> dict[str, Any]:
     """Compact small files into bigger ones (a dataChange=false commit streams skip)."""
     return dict(
@@ -177,7 +171,7 @@ def optimize(
 
 
 def vacuum(
-    path: str | Path,
+    path: Location,
     retention_hours: float = DEFAULT_RETENTION_HOURS,
     dry_run: bool = True,
     force: bool = False,
@@ -204,11 +198,11 @@ def vacuum(
     staged = stale_staging(str(path), retention_hours * 3600)
     if not dry_run:
         for folder in staged:
-            shutil.rmtree(folder, ignore_errors=True)
-    return files + [os.path.relpath(folder, path) + "/" for folder in staged]
+            storage.remove_tree(folder)
+    return files + [f"{STAGING}/{storage.as_path(folder).name}/" for folder in staged]
 
 
-def truncate(path: str | Path) -> int | None:
+def truncate(path: Location) -> int | None:
     """Remove every row in one commit (full refresh), keeping schema and history.
 
     Returns the new version, or None when there is no table (nothing to reset).

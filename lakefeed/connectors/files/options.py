@@ -16,6 +16,7 @@ from typing import Any
 from lakefeed.connectors.files.globs import GlobError, PathMatcher
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError as LakefeedOptionError
+from lakefeed.storage import is_object_store
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
@@ -25,7 +26,7 @@ DEFAULT_MAX_FILES = 1000
 SAMPLE_FILES = "cloudFiles.schemaInference.sampleSize.numFiles"
 
 # Databricks options that only tune cloud notification services or validation: accepted and
-# ignored, so notebooks run unchanged on a plain folder.
+# ignored, so notebooks run unchanged on a plain folder (useNotifications only when false).
 _IGNORED = {
     "cloudfiles.usenotifications",
     "cloudfiles.validateoptions",
@@ -60,6 +61,14 @@ class OptionError(LakefeedOptionError):
 def local_path(raw: str) -> str:
     """An absolute local path: tasks may run with another working directory than the driver."""
     text = raw.removeprefix("file://") if raw.startswith("file:///") else raw.removeprefix("file:")
+    if is_object_store(text):
+        raise OptionError(
+            f"{raw!r}: lakefeed's cloudFiles does not list object storage yet (tables, "
+            "checkpoints and the event log may be on S3; landing folders and schema locations "
+            "may not)",
+            fix="land the files in a local or mounted folder, or keep this pipeline's lakehouse "
+            "local (its schema locations live under it)",
+        )
     if "://" in text:
         raise OptionError(f"{raw!r}: lakefeed's cloudFiles reads local or mounted folders only")
     return str(Path(text).expanduser().resolve())
@@ -103,6 +112,13 @@ class FileSourceOptions:
             raise OptionError(
                 f"unsupported option(s) {unknown}; lakefeed's cloudFiles supports: "
                 + ", ".join(sorted(k for k in _KNOWN if k not in _IGNORED))
+            )
+        if opts.flag("cloudFiles.useNotifications", False):
+            raise OptionError(
+                "cloudFiles.useNotifications=true: lakefeed has no file notification mode (no "
+                "SQS/SNS or Event Grid queue); it discovers new files by listing incrementally",
+                fix="drop cloudFiles.useNotifications (or set it to false): directory listing "
+                "finds the same files",
             )
         path = opts.get("path")
         if not path:

@@ -1,0 +1,325 @@
+"""Where lakefeed keeps files: a local folder or an S3 bucket, behind one small interface.
+
+Tables, checkpoints, schema locations, the event log and the lease may live on ``s3://`` /
+``s3a://`` URIs as well as local paths. Everything lakefeed itself reads or writes there (Delta
+data files written by tasks, Delta log files it reads, Spark's checkpoint files it checks, the
+lease) goes through this module; Spark's own checkpoint I/O goes through Hadoop's S3A (see
+:mod:`lakefeed.object_store`) and Delta commits through delta-rs's object store.
+
+Built on ``pyarrow.fs``: pyarrow is already on every driver and executor (the Arrow readers and
+writers need it), its ``S3FileSystem`` speaks the S3 REST API natively, and Parquet readers and
+writers take its streams, so a task writes a data file straight to S3 without a local copy.
+fsspec/s3fs would add a dependency for the same; delta-rs's object store has no Python file API.
+
+:func:`as_path` hands out a :class:`pathlib.Path` for a local location and an :class:`ObjectPath`
+(the part of ``Path``'s interface lakefeed uses) for an object-store one, so code that walks a
+checkpoint or a lakehouse works on both without asking which. Endpoint, region and credentials
+come from the standard AWS environment variables (``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), the ones delta-rs and
+S3A read too, so one setting serves all three.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from lakefeed.errors import ConfigError, register_code
+
+OBJECT_SCHEMES = ("s3", "s3a")
+MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)
+
+
+def is_object_store(location: str | os.PathLike[str] | ObjectPath) -> bool:
+    """Whether ``location`` is an ``s3://`` / ``s3a://`` URI (not a local path)."""
+    scheme, sep, _ = str(location).partition("://")
+    return bool(sep) and scheme.lower() in OBJECT_SCHEMES
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Endpoint and credentials from the standard AWS variables; None means the SDK default.
+    The secrets stay out of ``repr`` (and so out of any log line that prints the settings)."""
+
+    endpoint: str | None
+    region: str | None
+    access_key: str | None
+    secret_key: str | None = field(repr=False)
+    session_token: str | None = field(repr=False)
+
+    @classmethod
+    def from_env(cls) -> S3Settings:
+        env = os.environ
+        return cls(
+            endpoint=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            access_key=env.get("AWS_ACCESS_KEY_ID"),
+            secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=env.get("AWS_SESSION_TOKEN"),
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _s3(settings: S3Settings) -> pafs.S3FileSystem:
+    kwargs: dict[str, object] = {"region": settings.region or "us-east-1"}
+    if settings.endpoint:
+        url = urlparse(settings.endpoint)
+        kwargs |= {"endpoint_override": url.netloc or url.path, "scheme": url.scheme or "https"}
+    if settings.access_key and settings.secret_key:
+        kwargs |= {
+            "access_key": settings.access_key,
+            "secret_key": settings.secret_key,
+            "session_token": settings.session_token,
+        }
+    return pafs.S3FileSystem(**kwargs)
+
+
+def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """The file system holding ``location`` and the path inside it (``bucket/key`` on S3)."""
+    if is_object_store(location):
+        return _s3(S3Settings.from_env()), location.split("://", 1)[1].rstrip("/")
+    return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+def join(root: str, *parts: str) -> str:
+    """``root`` joined with ``parts`` (``/`` for URIs, the OS separator locally)."""
+    if is_object_store(root):
+        return "/".join([root.rstrip("/"), *(p.strip("/") for p in parts if p)])
+    return os.path.join(root, *parts)
+
+
+def dirname(location: str) -> str:
+    return location.rsplit("/", 1)[0] if is_object_store(location) else os.path.dirname(location)
+
+
+def exists(location: str) -> bool:
+    fs, path = filesystem(location)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def is_dir(location: str) -> bool:
+    fs, path = filesystem(location)
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def list_names(folder: str) -> list[str]:
+    """Names directly inside ``folder`` (empty when it does not exist)."""
+    fs, path = filesystem(folder)
+    selector = pafs.FileSelector(path, allow_not_found=True)
+    return [info.base_name for info in fs.get_file_info(selector)]
+
+
+def read_bytes(location: str) -> bytes:
+    """The content of a file; ``FileNotFoundError`` when it is not there (on S3 too)."""
+    fs, path = filesystem(location)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return bytes(stream.read())
+    except OSError as error:
+        if isinstance(error, FileNotFoundError) or "not found" in str(error).lower():
+            raise FileNotFoundError(location) from None
+        raise
+
+
+def write_bytes(location: str, data: bytes) -> None:
+    """Write a whole file. On S3 one PUT: readers see the old object or the new one, never
+    half; locally a temporary file renamed into place gives the same."""
+    fs, path = filesystem(location)
+    if is_object_store(location):
+        with fs.open_output_stream(path) as stream:
+            stream.write(data)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
+
+
+def remove(location: str) -> bool:
+    """Delete one file; False when it was not there."""
+    fs, path = filesystem(location)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        return False
+    except OSError as error:  # S3 reports a missing key as a plain OSError
+        if "not found" in str(error).lower() or "NoSuchKey" in str(error):
+            return False
+        raise
+    return True
+
+
+def remove_tree(location: str) -> None:
+    """Delete a folder and everything under it; gone already is fine."""
+    fs, path = filesystem(location)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+
+
+def total_size(location: str) -> int:
+    """Bytes of every file under a folder."""
+    fs, path = filesystem(location)
+    selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+    return sum(i.size or 0 for i in fs.get_file_info(selector) if i.type == pafs.FileType.File)
+
+
+def files_under(folder: str) -> list[str]:
+    """Paths (relative, ``/``-separated, sorted) of every file below ``folder``."""
+    fs, path = filesystem(folder)
+    selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+    infos = fs.get_file_info(selector)
+    return sorted(i.path[len(path) :].lstrip("/") for i in infos if i.type == pafs.FileType.File)
+
+
+def move(source: str, target: str) -> None:
+    """Move one file within one store (a rename locally, a server-side copy on S3)."""
+    fs, source_path = filesystem(source)
+    _, target_path = filesystem(target)
+    if not is_object_store(target):
+        os.makedirs(os.path.dirname(target_path), exist_ok=True)
+    fs.move(source_path, target_path)
+
+
+def folder_mtime(folder: str) -> float | None:
+    """When a folder last changed (epoch seconds), None when absent. A local folder has its own
+    time; an object-store prefix has none, so it is its newest object's."""
+    fs, path = filesystem(folder)
+    if not is_object_store(folder):
+        info = fs.get_file_info(path)
+        return info.mtime.timestamp() if info.mtime is not None else None
+    selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+    times = [i.mtime.timestamp() for i in fs.get_file_info(selector) if i.mtime is not None]
+    return max(times, default=None)
+
+
+def listing(folder: AnyPath, pattern: str = "*") -> list[AnyPath]:
+    """Entries of ``folder`` whose names match ``pattern``, sorted; empty when it is absent."""
+    if not folder.is_dir():
+        return []
+    found: list[AnyPath] = [p for p in folder.iterdir() if fnmatch.fnmatch(p.name, pattern)]
+    return sorted(found, key=str)
+
+
+def stamp(location: str) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a file, None when absent: a file rewritten in place
+    gets another stamp."""
+    fs, path = filesystem(location)
+    info = fs.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        return None
+    return int(info.size or 0), int(info.mtime_ns or 0)
+
+
+def size(location: str) -> int:
+    fs, path = filesystem(location)
+    return int(fs.get_file_info(path).size or 0)
+
+
+@dataclass(frozen=True)
+class ObjectPath:
+    """A key (or key prefix) in an object store, with the part of ``Path``'s interface lakefeed
+    uses: joining, names, listing, whole-file reads and writes. Folders are key prefixes: one
+    exists as soon as a key lives under it, and ``mkdir`` has nothing to do."""
+
+    uri: str
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __truediv__(self, part: str) -> ObjectPath:
+        return ObjectPath(join(self.uri, part))
+
+    @property
+    def name(self) -> str:
+        return self.uri.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> ObjectPath:
+        return ObjectPath(dirname(self.uri.rstrip("/")))
+
+    def with_name(self, name: str) -> ObjectPath:
+        return self.parent / name
+
+    def expanduser(self) -> ObjectPath:
+        return self
+
+    def resolve(self) -> ObjectPath:
+        return self
+
+    def exists(self) -> bool:
+        return exists(self.uri)
+
+    def is_dir(self) -> bool:
+        return is_dir(self.uri)
+
+    def is_file(self) -> bool:
+        fs, path = filesystem(self.uri)
+        return fs.get_file_info(path).type == pafs.FileType.File
+
+    def iterdir(self) -> Iterator[ObjectPath]:
+        return iter([self / name for name in list_names(self.uri)])
+
+    def glob(self, pattern: str) -> Iterator[ObjectPath]:
+        """Names in this folder matching ``pattern`` (one level, no ``**``)."""
+        return iter(p for p in self.iterdir() if fnmatch.fnmatch(p.name, pattern))
+
+    def read_bytes(self) -> bytes:
+        return read_bytes(self.uri)
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    def write_bytes(self, data: bytes) -> None:
+        write_bytes(self.uri, data)
+
+    def write_text(self, text: str, encoding: str = "utf-8") -> None:
+        write_bytes(self.uri, text.encode(encoding))
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        if not remove(self.uri) and not missing_ok:
+            raise FileNotFoundError(self.uri)
+
+    def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
+        """Nothing to do: a prefix exists once a key is written under it."""
+
+    def rename(self, target: Location) -> ObjectPath:
+        """Move every key under this prefix to ``target`` (copy, then delete: not atomic)."""
+        fs, source = filesystem(self.uri)
+        _, destination = filesystem(str(target))
+        selector = pafs.FileSelector(source, recursive=True)
+        for info in fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                fs.copy_file(info.path, destination + info.path[len(source) :])
+        remove_tree(self.uri)
+        return ObjectPath(str(target))
+
+
+AnyPath = Union[Path, ObjectPath]  # noqa: UP007 - a runtime alias
+Location = Union[str, os.PathLike[str], ObjectPath]  # noqa: UP007 - what functions taking a place accept
+
+
+def as_path(location: str | os.PathLike[str] | ObjectPath) -> AnyPath:
+    """A local ``Path`` (user-expanded, absolute) or an :class:`ObjectPath` for a URI."""
+    if isinstance(location, ObjectPath):
+        return location
+    text = str(location)
+    if is_object_store(text):
+        return ObjectPath(text.rstrip("/"))
+    if text.split("/", 1)[0].lower() in (f"{s}:" for s in OBJECT_SCHEMES):
+        raise ConfigError(
+            f"{text!r} looks like an s3:// URI that went through pathlib.Path (which folds '//')",
+            fix="pass the URI as a string, not as a Path",
+            code=MANGLED_URI,
+        )
+    if text.startswith("file:"):
+        text = urlparse(text).path
+    return Path(text).expanduser().resolve()

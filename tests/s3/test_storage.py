@@ -1,0 +1,126 @@
+"""Object storage without Spark: lakefeed's file layer, the lease and racing Delta commits on a
+real S3-API server; the S3A settings a session gets (and the refusal when offline)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lakefeed import s3a, storage
+from lakefeed.connectors.delta import commit, log, table
+from lakefeed.connectors.delta.files import STAGING, write_batches
+from lakefeed.errors import ConfigError, code_of
+from lakefeed.runtime.lease import lease_store
+from tests.support.s3 import MotoServer
+
+COMMITS_PER_WRITER = 6
+
+
+def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> None:
+    root = storage.as_path(f"s3://{moto.bucket()}/lh")
+    assert isinstance(root, storage.ObjectPath) and not root.exists()
+    (root / "checkpoints" / "a" / "offsets" / "0").write_text("v1\n{}")
+    (root / "checkpoints" / "a" / "offsets" / ".0.tmp").write_text("")
+    offsets = root / "checkpoints" / "a" / "offsets"
+    assert offsets.is_dir() and (offsets / "0").is_file()
+    assert [p.name for p in storage.listing(offsets)] == [".0.tmp", "0"]
+    assert [p.name for p in storage.listing(offsets, ".*.tmp")] == [".0.tmp"]
+    moved = (root / "checkpoints" / "a").rename(str(root / "checkpoints" / "b"))
+    assert (moved / "offsets" / "0").read_text() == "v1\n{}"
+    assert not (root / "checkpoints" / "a").exists()
+
+    store = lease_store(root / "_lakefeed_lease.json")
+    assert store.create(b"one") and not store.create(b"two")
+    found = store.read()
+    assert found is not None and found[0] == b"one"
+    assert not store.replace("stale-token", b"three")
+    assert store.replace(found[1], b"three")
+    again = store.read()
+    assert again is not None and again[0] == b"three"
+    assert not store.delete(found[1]) and store.delete(again[1]) and store.read() is None
+
+
+def _writer(args: tuple[str, str, dict[str, str]]) -> int:
+    """One writer process: COMMITS_PER_WRITER appends, each a Delta commit with its own txn."""
+    root, app_id, env = args
+    os.environ.update(env)
+    spec = commit.WriteSpec(root=root, mode="append", partition_by=())
+    for batch in range(COMMITS_PER_WRITER):
+        data = pa.record_batch({"writer": [app_id] * 10, "batch": [batch] * 10})
+        files = write_batches(root, iter([data]), (), f"part-{app_id}-{batch}-")
+        commit.commit_stream_batch(spec, files, data.schema, app_id, batch)
+    return COMMITS_PER_WRITER
+
+
+def test_two_writers_race_without_losing_a_commit(moto: MotoServer, s3_env: dict[str, str]) -> None:
+    root = f"s3://{moto.bucket()}/race"
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        done = pool.map(_writer, [(root, "writer-a", s3_env), (root, "writer-b", s3_env)])
+    assert done == [COMMITS_PER_WRITER] * 2
+    newest = log.latest_version(root)
+    # The table's creation may be one of the writers' commits or both raced to create it.
+    versions = [v for v in range(newest + 1) if log.commit_actions(root, v) is not None]
+    assert versions == list(range(newest + 1)), "a gap in the log"
+    for version in versions:  # every commit file is whole JSON
+        text = storage.read_bytes(log.commit_path(root, version)).decode()
+        assert all(json.loads(line) for line in text.splitlines() if line)
+    table = DeltaTable(root)
+    rows = table.to_pyarrow_table()
+    assert rows.num_rows == 2 * COMMITS_PER_WRITER * 10
+    for app_id in ("writer-a", "writer-b"):
+        assert table.transaction_version(app_id) == COMMITS_PER_WRITER - 1
+        mine = rows.filter(pa.compute.equal(rows["writer"], app_id))
+        assert sorted(set(mine["batch"].to_pylist())) == list(range(COMMITS_PER_WRITER))
+
+
+def test_s3a_settings_follow_the_aws_environment(
+    moto: MotoServer, s3_env: dict[str, str], tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3a, "cached", lambda ivy: True)
+    conf = s3a.spark_conf({"spark.hadoop.fs.s3a.path.style.access": "false"})
+    assert conf["spark.jars.packages"] == f"org.apache.hadoop:hadoop-aws:{s3a.hadoop_version()}"
+    assert conf["spark.hadoop.fs.s3.impl"] == s3a.S3A
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == moto.endpoint
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert "spark.hadoop.fs.s3a.path.style.access" not in conf  # the user's setting wins
+    assert s3_env["AWS_SECRET_ACCESS_KEY"] not in json.dumps(conf)  # S3A reads it from the env
+    own_jars = s3a.spark_conf({"spark.jars": "/jars/hadoop-aws-3.5.0.jar"})
+    assert "spark.jars.packages" not in own_jars
+
+
+def test_only_object_store_locations_add_s3a(tmp_path) -> None:
+    assert not s3a.uses_object_store([tmp_path, "lakehouse", "file:///tmp/lh"])
+    assert s3a.uses_object_store([tmp_path, "s3a://bucket/lh"])
+
+
+def test_offline_without_cached_jars_is_refused_naming_them(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3a, "MAVEN_CENTRAL", ("127.0.0.1", 9))  # nothing listens there
+    with pytest.raises(ConfigError) as refused:
+        s3a.spark_conf({"spark.jars.ivy": str(tmp_path / "ivy")})
+    assert code_of(refused.value) == s3a.JARS_UNAVAILABLE
+    assert "org.apache.hadoop:hadoop-aws:" in str(refused.value)
+    assert "spark.jars=" in str(refused.value)
+
+
+def test_vacuum_removes_a_dead_writes_staging_on_s3(
+    moto: MotoServer, s3_env: dict[str, str]
+) -> None:
+    root = f"s3://{moto.bucket()}/t"
+    data = pa.record_batch({"x": [1, 2]})
+    spec = commit.WriteSpec(root=root, mode="append", partition_by=())
+    commit.commit_files(spec, write_batches(root, iter([data]), (), "part-"), data.schema)
+    dead = storage.join(root, STAGING, "write-0123abcd")
+    storage.write_bytes(storage.join(dead, "part-00000.snappy.parquet"), b"half a file")
+    listed = table.vacuum(root, retention_hours=0, force=True, dry_run=True)
+    assert f"{STAGING}/write-0123abcd/" in listed and storage.exists(dead)
+    table.vacuum(root, retention_hours=0, force=True, dry_run=False)
+    assert not storage.exists(dead)
+    assert DeltaTable(root).to_pyarrow_table().num_rows == 2

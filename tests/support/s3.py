@@ -1,0 +1,88 @@
+"""A real S3-API server for the tests: moto's standalone server (PyPI ``moto[server]``) on
+127.0.0.1, in memory, started once and stopped by its pid.
+
+:func:`s3_env` is what a process needs to reach it: the standard AWS variables, which delta-rs,
+pyarrow (through :mod:`lakefeed.storage`) and Hadoop's S3A all read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class MotoServer:
+    def __init__(self, log: Path) -> None:
+        self.port = free_port()
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "lakefeed-test",
+            "AWS_SECRET_ACCESS_KEY": "lakefeed-test-secret",
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def start(self) -> MotoServer:
+        binary = shutil.which("moto_server", path=os.path.dirname(sys.executable))
+        if binary is None:
+            raise RuntimeError("moto_server is missing: pip install 'moto[server]' (lakefeed[dev])")
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [binary, "-H", "127.0.0.1", "-p", str(self.port)], stdout=out, stderr=out
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.2):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto_server did not start: {self.log.read_text()[-2000:]}")
+
+    def bucket(self, prefix: str = "lakefeed") -> str:
+        """A fresh bucket; its name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        url = self.endpoint.removeprefix("http://")
+        fs = pafs.S3FileSystem(
+            endpoint_override=url,
+            scheme="http",
+            access_key="lakefeed-test",
+            secret_key="lakefeed-test-secret",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
+        fs.create_dir(name)
+        return name
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

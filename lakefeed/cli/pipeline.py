@@ -46,12 +46,14 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
     return entry.load(list(paths), _conf(conf))
 
 
-def _spark(master: str | None, app: str, spark_conf: Sequence[str] = ()):  # noqa: ANN202
+def _spark(  # noqa: ANN202
+    master: str | None, app: str, spark_conf: Sequence[str] = (), remote: str | None = None
+):
     from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
-    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf)
+    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf, remote=remote)
     quiet_spark_failure_logs(spark)
     return spark
 
@@ -85,6 +87,12 @@ conf_opt = click.option(
 master_opt = click.option(
     "--master", default=None, help="Spark master: local[*] (default), spark://HOST:PORT, ..."
 )
+remote_opt = click.option(
+    "--remote",
+    default=None,
+    metavar="sc://HOST:PORT",
+    help="Run through this Spark Connect server (default: $SPARK_REMOTE when no --master).",
+)
 spark_conf_opt = click.option(
     "--spark-conf",
     "spark_conf",
@@ -99,6 +107,7 @@ spark_conf_opt = click.option(
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--mode",
@@ -136,6 +145,7 @@ def run(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     mode: str,
     trigger_interval: str,
@@ -158,7 +168,7 @@ def run(
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name, spark_conf)
+        spark = _spark(master, pipeline.name, spark_conf, remote)
         try:
             result = entry.run(
                 pipeline,
@@ -209,6 +219,7 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--json",
@@ -226,6 +237,7 @@ def validate(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     as_json: bool,
     check_connections: bool,
@@ -243,7 +255,7 @@ def validate(
         result = entry.validate(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf),
+            spark=_spark(master, pipeline.name, spark_conf, remote),
             check_connections=check_connections,
         )
     if as_json:
@@ -296,6 +308,7 @@ def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--no-run",
@@ -307,6 +320,7 @@ def verify(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     no_run: bool,
 ) -> None:
@@ -316,7 +330,7 @@ def verify(
         result = entry.verify(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf),
+            spark=_spark(master, pipeline.name, spark_conf, remote),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:

@@ -29,6 +29,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed import connect
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
@@ -174,6 +175,7 @@ class PipelineRunner:
             f"{self.options.mode} run of {self.pipeline.name}",
             details={
                 "mode": self.options.mode,
+                "spark": connect.session_facts(self.spark),
                 "graph": validation.graph.as_event(),
                 "output_modes": {n: p.output_mode for n, p in validation.flows.items()},
                 "warnings": validation.warnings,

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.connect import is_connect
 from lakefeed.errors import LakefeedError
 from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import Lakehouse
@@ -477,7 +478,8 @@ def demo(
     try:
         pipeline = _load([str(folder)], conf)
         spark = _spark(master, "demo")
-        spark.sparkContext.setLogLevel("ERROR")
+        if not is_connect(spark):  # SPARK_REMOTE: the server logs as it is configured
+            spark.sparkContext.setLogLevel("ERROR")
         view = DemoView(lakehouse)
         options = RunOptions(
             mode="continuous",

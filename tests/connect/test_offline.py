@@ -3,13 +3,18 @@ and ``--remote`` misuse is refused before any session starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 
 from lakefeed import connect
+from lakefeed.cli.main import cli
 from lakefeed.errors import ConfigError
 from lakefeed.observe.figures import Monitor
 from lakefeed.runtime.evaluate import _walk_text
 from lakefeed.runtime.plan_text import analyzed_tree, bracket_items
+from tests.pipeline.support import IOT
 from tests.support.cluster import free_port
 
 # explain(extended=True) of a windowed count over a deduplicated stream, from a Connect server
@@ -82,3 +87,13 @@ def test_status_says_where_a_run_ran_and_which_delta_reader_read() -> None:
     )
     shown = monitor.snapshot(0.0)["pipelines"][0]["spark"]
     assert shown == "Spark Connect sc://127.0.0.1:15002 · Delta reader python"
+
+
+def test_the_cli_refuses_remote_with_master_before_spark_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["run", str(IOT), "--lakehouse", str(tmp_path), "--remote", "sc://127.0.0.1:1",
+         "--master", "local[1]"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "CONNECT_AND_MASTER" in result.output

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from click.testing import CliRunner
 
+from lakefeed.cli.main import cli
 from lakefeed.lakehouse import Lakehouse
 from tests.cluster.test_standalone import ROWS, _commits, _conf_args
 from tests.pipeline.support import IOT, table
@@ -85,5 +87,5 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
     assert "equal" in verified.stdout
 
-    status = _lakefeed("status", "--lakehouse", str(lakehouse.root))
-    assert f"Spark Connect {server.url} · Delta reader python" in status.stdout, status.stdout
+    status = CliRunner().invoke(cli, ["status", "--lakehouse", str(lakehouse.root)])
+    assert f"Spark Connect {server.url} · Delta reader python" in status.output, status.output

@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from lakefeed.errors import ConfigError, register_code
@@ -36,6 +36,9 @@ UNREACHABLE = register_code("CONNECT_UNREACHABLE", ConfigError)
 UNSUPPORTED = register_code("CONNECT_UNSUPPORTED", ConfigError)
 BOTH_TARGETS = register_code("CONNECT_AND_MASTER", ConfigError)
 MISSING_CLIENT = register_code("CONNECT_CLIENT_MISSING", ConfigError)
+
+WORKER_LATE = "Python worker failed to connect back"
+T = TypeVar("T")
 
 PYTHON_READER = "python"
 PLANNED_READER = "jvm-planned"
@@ -146,6 +149,25 @@ def apply_conf(spark: Any, conf: Mapping[str, str]) -> list[str]:
     if fixed:
         log.info("Spark Connect: set at the server's start, not by lakefeed: %s", ", ".join(fixed))
     return fixed
+
+
+def start_query(start: Callable[[], T], attempts: int = 3) -> T:
+    """``start()`` a streaming query, again when the server's ``foreachBatch`` process was late.
+
+    Under Connect a ``foreachBatch`` function runs in a Python process the server starts for the
+    query, and Spark waits a fixed 10 s for it to connect back
+    (``PythonWorkerFactory.createSimpleWorker``); on a busy server importing pyspark's Connect
+    client there can take longer, and ``start()`` fails with :data:`WORKER_LATE` before the query
+    exists. Nothing ran, so starting again is safe; any other error is raised at once.
+    """
+    for attempt in range(1, attempts):
+        try:
+            return start()
+        except Exception as error:
+            if WORKER_LATE not in str(error):
+                raise
+            log.warning("the server's foreachBatch process was late (%d/%d)", attempt, attempts)
+    return start()
 
 
 def refuse(feature: str, why: str, fix: str) -> ConfigError:

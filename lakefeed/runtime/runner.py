@@ -416,7 +416,9 @@ class PipelineRunner:
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
         with flow_pool(self.spark, state.name):
-            query = self._write_stream(checked, state, mode, checkpoint, target, trigger)
+            query = connect.start_query(
+                lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
+            )
         self.events.emit(
             "flow_start",
             f"{state.name} started ({mode}, {trigger})",

@@ -97,3 +97,20 @@ def test_the_cli_refuses_remote_with_master_before_spark_starts(tmp_path: Path) 
     )  # fmt: skip
     assert result.exit_code == 2
     assert "CONNECT_AND_MASTER" in result.output
+
+
+def test_a_query_start_is_retried_only_when_the_servers_worker_was_late() -> None:
+    calls: list[int] = []
+
+    def late_twice() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError(f"SparkException: {connect.WORKER_LATE}.")
+        return "query"
+
+    assert connect.start_query(late_twice) == "query" and len(calls) == 3
+    with pytest.raises(ValueError):
+        connect.start_query(lambda: (_ for _ in ()).throw(ValueError("bad option")))
+    calls.clear()
+    with pytest.raises(RuntimeError):
+        connect.start_query(late_twice, attempts=2)  # the last attempt's error is raised

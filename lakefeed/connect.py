@@ -102,8 +102,12 @@ def check_client() -> None:
         ) from None
 
 
-def connect_session(url: str, app_name: str, conf: Mapping[str, str]) -> Any:
-    """A Connect session on ``url`` with ``conf`` applied where the server lets the client."""
+def connect_session(
+    url: str, app_name: str, conf: Mapping[str, str], given: Mapping[str, str] | None = None
+) -> Any:
+    """A Connect session on ``url`` with ``conf`` applied where the server lets the client;
+    a setting the user ``given`` (``--spark-conf``) that only the server's start can set is
+    warned about (lakefeed's own defaults only logged)."""
     check_client()
     check_server(url)
     from pyspark.sql import SparkSession
@@ -111,7 +115,12 @@ def connect_session(url: str, app_name: str, conf: Mapping[str, str]) -> Any:
     # pyspark's own builder (not the Connect class's) also switches pyspark.sql.functions and
     # friends to Connect for this process (SPARK_CONNECT_MODE_ENABLED).
     spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
-    apply_conf(spark, conf)
+    ignored = [key for key in apply_conf(spark, conf) if key in (given or {})]
+    if ignored:
+        log.warning(
+            "Spark Connect: %s can only be set when the server starts (ignored here)",
+            ", ".join(ignored),
+        )
     _keep_listener_alive(spark.client)
     return spark
 

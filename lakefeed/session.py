@@ -68,7 +68,7 @@ def spark_session(
     url = connect.remote_url(remote, master or (conf or {}).get("spark.master"))
     if url is not None:
         settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
-        return _ready(connect.connect_session(url, app_name, settings), compat)
+        return _ready(connect.connect_session(url, app_name, settings, conf), compat)
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -114,3 +114,26 @@ def test_a_query_start_is_retried_only_when_the_servers_worker_was_late() -> Non
     calls.clear()
     with pytest.raises(RuntimeError):
         connect.start_query(late_twice, attempts=2)  # the last attempt's error is raised
+
+
+class _Conf:
+    """A Connect session's ``conf``: session settings modifiable, ``spark.scheduler.*`` not."""
+
+    def __init__(self) -> None:
+        self.values = {"spark.scheduler.mode": "FIFO"}
+
+    def isModifiable(self, key: str) -> bool:  # noqa: N802 - pyspark's name
+        return key.startswith("spark.sql.")
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+def test_settings_only_the_server_start_sets_are_reported_not_failed() -> None:
+    spark = type("Session", (), {"conf": _Conf()})()
+    wanted = {"spark.sql.session.timeZone": "UTC", "spark.scheduler.mode": "FAIR"}
+    assert connect.apply_conf(spark, wanted) == ["spark.scheduler.mode"]
+    assert spark.conf.values["spark.sql.session.timeZone"] == "UTC"

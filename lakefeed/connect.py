@@ -11,12 +11,14 @@ JVM, no SparkContext and no Py4J. What that changes, in one place:
 - the planned Delta source (:mod:`lakefeed.jvm`) is planned over Py4J from the client, so it
   cannot run: Delta tables are read by the Python reader (:func:`delta_reader` says which);
 - settings the server fixes at start (``spark.scheduler.mode``, ``spark.jars``…) cannot be set
-  from the client: :func:`apply_conf` sets the session settings and logs the others;
-- features that inspect the analyzed plan over Py4J are refused with :data:`UNSUPPORTED`, which
-  names what is unavailable (see :func:`refuse`).
+  from the client: :func:`apply_conf` sets the session settings and reports the others;
+- what lakefeed reads from the analysed plan over Py4J it reads from the server's printed plan
+  (:mod:`lakefeed.runtime.plan_text`); ``foreachBatch`` starts are retried when the server's
+  Python process is late (:func:`start_query`).
 
 The StreamingQueryListener runs on the client in Connect (Spark 4), so the event log, the UI and
-``lakefeed status`` keep their progress figures.
+``lakefeed status`` keep their progress figures (:func:`_keep_listener_alive` works around a
+pyspark 4.3 client bug that would drop it). docs/cluster.md lists what changes for users.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from lakefeed.errors import ConfigError, register_code
 log = logging.getLogger(__name__)
 
 UNREACHABLE = register_code("CONNECT_UNREACHABLE", ConfigError)
-UNSUPPORTED = register_code("CONNECT_UNSUPPORTED", ConfigError)
 BOTH_TARGETS = register_code("CONNECT_AND_MASTER", ConfigError)
 MISSING_CLIENT = register_code("CONNECT_CLIENT_MISSING", ConfigError)
 
@@ -177,13 +178,6 @@ def start_query(start: Callable[[], T], attempts: int = 3) -> T:
                 raise
             log.warning("the server's foreachBatch process was late (%d/%d)", attempt, attempts)
     return start()
-
-
-def refuse(feature: str, why: str, fix: str) -> ConfigError:
-    """The error for a feature Spark Connect cannot serve (raise it before a query starts)."""
-    return ConfigError(
-        f"{feature} is unavailable through Spark Connect: {why}", fix=fix, code=UNSUPPORTED
-    )
 
 
 def session_facts(spark: Any) -> dict[str, str]:

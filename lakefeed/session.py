@@ -34,7 +34,7 @@ from contextvars import ContextVar
 
 from pyspark.sql import SparkSession
 
-from lakefeed import cluster, s3a
+from lakefeed import cluster, connect, s3a
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.spark_home import compiled_spark_home
@@ -64,13 +64,20 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
     compat: bool = True,
     storage: Iterable[object] = (),
+    remote: str | None = None,
 ) -> SparkSession:
     """Build (or reuse) a SparkSession with lakefeed's connectors registered.
 
     Safe to call repeatedly: Spark returns the running session and registration is idempotent.
     ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring);
     ``storage`` lists locations the session will use (S3 ones add S3A, see module docstring).
+    ``remote`` (or ``SPARK_REMOTE``, as in pyspark) is a Spark Connect server ``sc://HOST:PORT``
+    to run on instead of a driver in this process (see :mod:`lakefeed.connect`).
     """
+    url = connect.remote_url(remote, master or (conf or {}).get("spark.master"))
+    if url is not None:
+        settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
+        return _ready(connect.connect_session(url, app_name, settings, conf), compat)
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -103,6 +110,11 @@ def spark_session(
     if on_cluster:
         cluster.size_to_cluster(spark, conf or {})
         cluster.check_executors(spark)
+    return _ready(spark, compat)
+
+
+def _ready(spark: SparkSession, compat: bool) -> SparkSession:
+    """``spark`` with lakefeed's connectors registered (and the compatibility layer)."""
     served = register_connectors(spark)
     if compat:
         from lakefeed.connectors import compat as surface

@@ -55,12 +55,14 @@ def quiet_spark_failure_logs(spark: Any) -> None:
     """Silence Spark's stack-dumping log lines for failures lakefeed reports (not with --debug)."""
     if debugging():
         return
-    jvm = spark.sparkContext._jvm
+    # pyspark logs each analysis error with its JVM trace before raising it
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: the server's log4j configuration decides
+        return
     off = jvm.org.apache.logging.log4j.Level.toLevel("OFF")
     for name in _STACK_DUMPING_LOGGERS:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
-    # pyspark logs each analysis error with its JVM trace before raising it
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
 
 
 class FailureReporting(click.Group):

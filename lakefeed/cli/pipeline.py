@@ -18,6 +18,7 @@ from rich.table import Table
 
 from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.connect import is_connect
 from lakefeed.errors import LakefeedError
 from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
@@ -47,14 +48,20 @@ def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
 
 
 def _spark(  # noqa: ANN202
-    master: str | None, app: str, spark_conf: Sequence[str] = (), lakehouse: Lakehouse | None = None
+    master: str | None,
+    app: str,
+    spark_conf: Sequence[str] = (),
+    lakehouse: Lakehouse | None = None,
+    remote: str | None = None,
 ):
     from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
     storage = [lakehouse.root] if lakehouse is not None else []
-    spark = spark_session(app_name=f"lakefeed-{app}", master=master, conf=conf, storage=storage)
+    spark = spark_session(
+        app_name=f"lakefeed-{app}", master=master, conf=conf, storage=storage, remote=remote
+    )
     quiet_spark_failure_logs(spark)
     return spark
 
@@ -88,6 +95,12 @@ conf_opt = click.option(
 master_opt = click.option(
     "--master", default=None, help="Spark master: local[*] (default), spark://HOST:PORT, ..."
 )
+remote_opt = click.option(
+    "--remote",
+    default=None,
+    metavar="sc://HOST:PORT",
+    help="Run through this Spark Connect server (default: $SPARK_REMOTE when no --master).",
+)
 spark_conf_opt = click.option(
     "--spark-conf",
     "spark_conf",
@@ -102,6 +115,7 @@ spark_conf_opt = click.option(
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--mode",
@@ -139,6 +153,7 @@ def run(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     mode: str,
     trigger_interval: str,
@@ -161,7 +176,7 @@ def run(
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name, spark_conf, lakehouse)
+        spark = _spark(master, pipeline.name, spark_conf, lakehouse, remote)
         try:
             result = entry.run(
                 pipeline,
@@ -212,6 +227,7 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--json",
@@ -229,6 +245,7 @@ def validate(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     as_json: bool,
     check_connections: bool,
@@ -246,7 +263,13 @@ def validate(
         result = entry.validate(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf, Lakehouse.at(lakehouse_dir)),
+            spark=_spark(
+                master,
+                pipeline.name,
+                spark_conf,
+                entry.lakehouse_for(lakehouse_dir, pipeline),
+                remote,
+            ),
             check_connections=check_connections,
         )
     if as_json:
@@ -299,6 +322,7 @@ def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
 @lakehouse_opt
 @conf_opt
 @master_opt
+@remote_opt
 @spark_conf_opt
 @click.option(
     "--no-run",
@@ -310,6 +334,7 @@ def verify(
     lakehouse_dir: str,
     conf: tuple[str, ...],
     master: str | None,
+    remote: str | None,
     spark_conf: tuple[str, ...],
     no_run: bool,
 ) -> None:
@@ -319,7 +344,13 @@ def verify(
         result = entry.verify(
             pipeline,
             lakehouse=lakehouse_dir,
-            spark=_spark(master, pipeline.name, spark_conf, Lakehouse.at(lakehouse_dir)),
+            spark=_spark(
+                master,
+                pipeline.name,
+                spark_conf,
+                entry.lakehouse_for(lakehouse_dir, pipeline),
+                remote,
+            ),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:
@@ -466,7 +497,8 @@ def demo(
         pipeline = _load([str(folder)], conf)
         lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
         spark = _spark(master, "demo")
-        spark.sparkContext.setLogLevel("ERROR")
+        if not is_connect(spark):  # SPARK_REMOTE: the server logs as it is configured
+            spark.sparkContext.setLogLevel("ERROR")
         view = DemoView(lakehouse)
         options = RunOptions(
             mode="continuous",

@@ -56,10 +56,12 @@ def translate_merge_error(error: RsDeltaError) -> DeltaError | None:
 
 def source_alias(frame: DataFrame) -> str | None:
     """The alias given with ``source.alias("s")``, read from the analyzed plan."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        return None
-    plan = jdf.queryExecution().analyzed()
+    if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect: the client's plan
+        from pyspark.sql.connect.plan import SubqueryAlias
+
+        node = getattr(frame, "_plan", None)
+        return node._alias if isinstance(node, SubqueryAlias) else None
+    plan = frame._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() != "SubqueryAlias":
         return None
     return str(plan.alias())

@@ -14,6 +14,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from lakefeed.connect import describe
 from lakefeed.observe.figures import FlowStatus, Monitor, TableQuality, batch_figures, headline
 from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import event_record
@@ -173,6 +174,8 @@ def status_view(monitor: Monitor, now: float, tables: TableReader | None = None)
         if p.stop_reason:
             line.append(f"  stopped {_clock(p.stopped_at)} ({p.stop_reason})")
         parts.append(line)
+        if p.spark:
+            parts.append(Text(f"  spark: {describe(p.spark)}", style="dim"))
         if p.last_error:
             parts.append(Text(f"  error: {p.last_error}", style="red"))
     parts.append(flows_table(monitor, now))

@@ -8,7 +8,9 @@ per event.
 
 Event types and their ``details`` (a JSON object):
 
-- ``run_start``: ``{"mode", "graph": {"nodes": [{"name", "kind", ...}], "edges": [[src, dst]]}}``
+- ``run_start``: ``{"mode", "spark": {"api", "master" | "server", "delta_reader"}, "graph":
+  {"nodes": [{"name", "kind", ...}], "edges": [[src, dst]]}}`` (``spark``: where the queries ran
+  and which Delta source read, :func:`lakefeed.connect.session_facts`)
 - ``run_stop``: ``{"reason"}``
 - ``flow_start`` / ``flow_stop`` / ``flow_restart``: ``{"checkpoint", "target", "attempt"?}``;
   ``flow_start`` also ``"sources"``: what the flow's external sources are, e.g.

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lakefeed.connect import describe
 from lakefeed.connectors import registry
 
 BACKPRESSURE_BATCHES = 3
@@ -315,6 +316,7 @@ class PipelineStatus:
     name: str
     run_id: str | None = None
     mode: str | None = None
+    spark: dict[str, str] = field(default_factory=dict)  # lakefeed.connect.session_facts
     state: str = "unknown"
     started_at: float | None = None
     stopped_at: float | None = None
@@ -386,6 +388,7 @@ class Monitor:
     ) -> None:
         pipeline.run_id = event.get("run_id")
         pipeline.mode = details.get("mode")
+        pipeline.spark = details.get("spark") or {}
         pipeline.state = "running"
         pipeline.started_at = at
         pipeline.stopped_at = None
@@ -453,6 +456,7 @@ class Monitor:
                     "name": p.name,
                     "run_id": p.run_id,
                     "mode": p.mode,
+                    "spark": describe(p.spark) if p.spark else None,
                     "state": p.state,
                     "started_at": p.started_at,
                     "stopped_at": p.stopped_at,

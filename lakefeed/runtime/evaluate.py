@@ -29,6 +29,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
+from lakefeed.runtime import plan_text
 from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
@@ -235,9 +236,11 @@ def batch_plan(frame: DataFrame) -> DataFrame:
     no-op on batch. Nothing process-wide changes, so flows evaluated in other threads (continuous
     flows' ``foreachBatch``) are untouched; a frame without such nodes is returned as it is.
     """
-    jdf = getattr(frame, "_jdf", None)
-    if frame.isStreaming or jdf is None:  # Spark Connect plans are not rewritten here
+    if frame.isStreaming:
         return frame
+    if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect
+        return _connect_batch_plan(frame)
+    jdf = frame._jdf
     plan = jdf.queryExecution().analyzed()
     rewritten = _dedup_as_batch(plan, frame.sparkSession._jvm)
     if rewritten is plan:
@@ -248,6 +251,27 @@ def batch_plan(frame: DataFrame) -> DataFrame:
     return DataFrame(
         jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, rewritten), frame.sparkSession
     )
+
+
+def _connect_batch_plan(frame: DataFrame) -> DataFrame:
+    """:func:`batch_plan` for a Spark Connect frame: its client-side plan says which
+    ``Deduplicate`` nodes are within a watermark. The frame was made for this batch evaluation
+    alone, so its nodes are changed in place (plan ids, which columns refer to, stay)."""
+    from pyspark.sql.connect.plan import Deduplicate, LogicalPlan
+
+    seen: set[int] = set()
+    pending: list[object] = [frame._plan]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Deduplicate):
+            node.within_watermark = False
+        for value in vars(node).values():
+            values = value if isinstance(value, list | tuple) else [value]
+            pending.extend(v for v in values if isinstance(v, LogicalPlan))
+    return frame
 
 
 def _dedup_as_batch(node, jvm):  # noqa: ANN001, ANN202 - py4j objects
@@ -286,7 +310,11 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         return PlanFacts(streaming=False)
     names: list[str] = []
     stateful: list[str] = []
-    _walk(df._jdf.queryExecution().analyzed(), names, stateful)
+    if getattr(df.sparkSession, "_jvm", None) is None:  # Spark Connect: the printed plan
+        printed = df._explain_string(extended=True)  # type: ignore[operator]  # a Connect method
+        _walk_text(plan_text.analyzed_tree(printed), names, stateful)
+    else:
+        _walk(df._jdf.queryExecution().analyzed(), names, stateful)
     watermark = "EventTimeWatermark" in names
     return PlanFacts(
         streaming=True,
@@ -311,6 +339,17 @@ def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 
         _walk(children.apply(i), names, stateful)
 
 
+def _walk_text(root: plan_text.PlanNode, names: list[str], stateful: list[str]) -> None:
+    """:func:`_walk` over a printed plan (Spark Connect): the same names and strings."""
+    for node in root.walk():
+        names.append(node.name)
+        is_stream_join = node.name == "Join" and all(c.streaming for c in node.children)
+        if node.name in _STATEFUL or is_stream_join:
+            defined = [_IDS.sub("", d) for d in plan_text.key_definitions(node)]
+            keys = f" keys: {'; '.join(defined)}" if defined else ""
+            stateful.append(_IDS.sub("", node.text) + keys)
+
+
 def _seq(scala_seq) -> list:  # noqa: ANN001 - py4j Seq
     return [scala_seq.apply(i) for i in range(scala_seq.size())]
 
@@ -330,9 +369,11 @@ def _key_definitions(node) -> str:  # noqa: ANN001 - py4j object
 
 
 def spark_refusal(df: DataFrame, output_mode: str) -> str | None:
-    """Spark's own check of a streaming plan for ``output_mode``, before any query starts."""
-    jvm = df.sparkSession._jvm
-    assert jvm is not None
+    """Spark's own check of a streaming plan for ``output_mode``, before any query starts
+    (under Spark Connect the check has no client entry point: Spark makes it at start)."""
+    jvm = getattr(df.sparkSession, "_jvm", None)
+    if jvm is None:
+        return None
     checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
     modes = jvm.org.apache.spark.sql.streaming.OutputMode
     mode = {"append": modes.Append(), "complete": modes.Complete(), "update": modes.Update()}[

@@ -28,6 +28,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed import connect
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
@@ -174,6 +175,7 @@ class PipelineRunner:
             f"{self.options.mode} run of {self.pipeline.name}",
             details={
                 "mode": self.options.mode,
+                "spark": connect.session_facts(self.spark),
                 "graph": validation.graph.as_event(),
                 "output_modes": {n: p.output_mode for n, p in validation.flows.items()},
                 "warnings": validation.warnings,
@@ -414,7 +416,9 @@ class PipelineRunner:
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
         with flow_pool(self.spark, state.name):
-            query = self._write_stream(checked, state, mode, checkpoint, target, trigger)
+            query = connect.start_query(
+                lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
+            )
         self.events.emit(
             "flow_start",
             f"{state.name} started ({mode}, {trigger})",

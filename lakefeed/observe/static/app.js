@@ -88,7 +88,7 @@
     badge.textContent = p.state;
     badge.className = "badge state-" + p.state;
     const info = [p.run_id ? "run " + p.run_id.slice(0, 8) : null, p.mode && "mode " + p.mode,
-      p.started_at && "started " + clock(p.started_at),
+      p.spark, p.started_at && "started " + clock(p.started_at),
       p.stopped_at && "stopped " + clock(p.stopped_at) + (p.stop_reason ? " (" + p.stop_reason + ")" : "")];
     $("#pipeline-info").textContent = info.filter(Boolean).join(" · ");
     const pipelineError = p.last_error ? ["pipeline error: " + p.last_error] : [];

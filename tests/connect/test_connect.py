@@ -1,0 +1,91 @@
+"""lakefeed through a real Spark Connect server (pyspark's own jars, 127.0.0.1, ``local[2]``).
+
+lakefeed's process is only a gRPC client here: the queries, the Python data sources and every
+``foreachBatch`` body run in the server. One server serves the module; one pipeline run (killed
+once, then finished) serves every assertion.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from click.testing import CliRunner
+
+from lakefeed.cli.main import cli
+from lakefeed.lakehouse import Lakehouse
+from tests.cluster.test_standalone import ROWS, _commits, _conf_args
+from tests.pipeline.support import IOT, table
+from tests.support.connect import ConnectServer
+from tests.support.crash import run_with_kills
+
+pytestmark = [pytest.mark.connect, pytest.mark.crash]
+
+DRIVER = """
+import os
+from lakefeed.cli.main import cli
+
+final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
+cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--remote", {remote!r},
+     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
+     *{conf!r}])
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    running = ConnectServer(tmp_path_factory.mktemp("spark-connect")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _lakefeed(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.timeout(900)
+def test_a_client_killed_mid_stream_restarts_exactly_once(
+    server: ConnectServer, tmp_path: Path
+) -> None:
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        DRIVER.format(
+            iot=str(IOT), lakehouse=str(lakehouse.root), remote=server.url, conf=_conf_args()
+        )
+    )
+    report = run_with_kills(
+        [sys.executable, str(driver)],
+        workdir=tmp_path,
+        kills=1,
+        kill_when=lambda _: _commits(lakehouse.checkpoint_path("bronze_readings")) >= 1,
+        min_delay=300,
+        max_delay=300,
+        final_timeout=600,
+    )
+    assert report.kills == 1, server.tail()
+    bronze = table(lakehouse, "bronze_readings")
+    assert bronze.num_rows == ROWS
+    assert pc.count_distinct(bronze["offset"]).as_py() == ROWS
+
+    # the batch recompute, also through Connect, finds the stream's rows, no more, no less
+    verified = _lakefeed(
+        "verify", str(IOT), "--lakehouse", str(lakehouse.root), "--remote", server.url,
+        "--no-run", *_conf_args(),
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+    assert "equal" in verified.stdout
+
+    status = CliRunner().invoke(cli, ["status", "--lakehouse", str(lakehouse.root)])
+    assert f"Spark Connect {server.url} · Delta reader python" in status.output, status.output

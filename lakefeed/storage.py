@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,7 +139,7 @@ def write_bytes(location: str, data: bytes) -> None:
             stream.write(data)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.tmp"
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"  # unique per writer, thread or process
     with open(temporary, "wb") as handle:
         handle.write(data)
     os.replace(temporary, path)

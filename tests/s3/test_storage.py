@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -45,14 +46,17 @@ def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> Non
     assert not store.delete(found[1]) and store.delete(again[1]) and store.read() is None
 
 
-def _writer(args: tuple[str, str, dict[str, str]]) -> int:
-    """One writer process: COMMITS_PER_WRITER appends, each a Delta commit with its own txn."""
-    root, app_id, env = args
+def _writer(args: tuple[str, str, dict[str, str], float]) -> int:
+    """One writer process: COMMITS_PER_WRITER appends, each a Delta commit with its own txn.
+    Both writers start commit k at the same instant (``start + k`` seconds), so they race for
+    the same log version."""
+    root, app_id, env, start = args
     os.environ.update(env)
     spec = commit.WriteSpec(root=root, mode="append", partition_by=())
     for batch in range(COMMITS_PER_WRITER):
         data = pa.record_batch({"writer": [app_id] * 10, "batch": [batch] * 10})
         files = write_batches(root, iter([data]), (), f"part-{app_id}-{batch}-")
+        time.sleep(max(0.0, start + batch - time.time()))
         commit.commit_stream_batch(spec, files, data.schema, app_id, batch)
     return COMMITS_PER_WRITER
 
@@ -60,11 +64,13 @@ def _writer(args: tuple[str, str, dict[str, str]]) -> int:
 def test_two_writers_race_without_losing_a_commit(moto: MotoServer, s3_env: dict[str, str]) -> None:
     root = f"s3://{moto.bucket()}/race"
     context = multiprocessing.get_context("spawn")
+    DeltaTable.create(root, pa.schema({"writer": pa.string(), "batch": pa.int64()}))
+    start = time.time() + 8  # after both processes have imported pyarrow and deltalake
     with context.Pool(2) as pool:
-        done = pool.map(_writer, [(root, "writer-a", s3_env), (root, "writer-b", s3_env)])
+        done = pool.map(_writer, [(root, w, s3_env, start) for w in ("writer-a", "writer-b")])
     assert done == [COMMITS_PER_WRITER] * 2
     newest = log.latest_version(root)
-    # The table's creation may be one of the writers' commits or both raced to create it.
+    assert newest == 2 * COMMITS_PER_WRITER  # the create, then every commit of both writers
     versions = [v for v in range(newest + 1) if log.commit_actions(root, v) is not None]
     assert versions == list(range(newest + 1)), "a gap in the log"
     for version in versions:  # every commit file is whole JSON

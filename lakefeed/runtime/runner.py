@@ -29,6 +29,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed.cdc.apply import ApplyChanges
+from lakefeed.cdc.spec import state_table
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
@@ -263,9 +265,9 @@ class PipelineRunner:
             self.reset(name)
 
     def reset(self, name: str) -> None:
-        """Delete a table, its quarantine table and its checkpoint."""
+        """Delete a table, its quarantine or CDC state table and its checkpoints."""
         dataset = self.pipeline.datasets[name]
-        targets = [name] + ([dataset.quarantine] if dataset.quarantine else [])
+        targets = [name, *filter(None, (dataset.quarantine, dataset.cdc_state))]
         for target in targets:
             shutil.rmtree(self.lakehouse.table_path(target), ignore_errors=True)
         for flow in self.pipeline.flow_names(dataset):
@@ -440,13 +442,19 @@ class PipelineRunner:
         trigger: dict,
     ) -> StreamingQuery:
         dataset = state.dataset
-        if dataset.quarantine:
+        cdc = state.flow.cdc if state.flow is not None else None
+        body: Callable[[DataFrame, int], None] | None = None
+        if cdc is not None:
+            side = str(self.lakehouse.table_path(state_table(dataset.name)))
+            body = ApplyChanges(cdc, target, side, checkpoint)
+        elif dataset.quarantine:
             return self._quarantined(checked, state, mode, checkpoint, trigger)
-        if dataset.keys:
-            upsert = KeyedUpsert(target, dataset.keys, checkpoint)
+        elif dataset.keys:
+            body = KeyedUpsert(target, dataset.keys, checkpoint)
+        if body is not None:
             return (
                 checked.drop(*expect.flag_columns(dataset.expectations))
-                .writeStream.foreachBatch(upsert)
+                .writeStream.foreachBatch(body)
                 .queryName(state.name)
                 .outputMode(mode)
                 .option("checkpointLocation", checkpoint)

@@ -1,0 +1,254 @@
+"""The Spark side of AUTO CDC: the target's shape, and the ``foreachBatch`` applying a batch.
+
+Per micro-batch: the changes (``sequence_by`` evaluated, ``apply_as_deletes`` /
+``apply_as_truncates`` turned into an op), the target rows and state rows of the keys the batch
+touches, grouped by key and folded on the executors (``applyInArrow``, :mod:`lakefeed.cdc.fold`).
+The result (changed rows only) is checkpointed once, then MERGEd into the target and into its
+state table, each MERGE carrying the flow's ``txn`` (query id, batch id): a batch replayed after
+a crash skips what was committed, and the state a replay reads is the one before the batch
+until its own MERGE commits, so the replay folds to the same rows. Nothing is collected on the
+driver as Python rows; delta-rs receives each MERGE's source as Arrow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakefeed.cdc import fold
+from lakefeed.cdc.spec import END_AT, START_AT, AutoCdc
+from lakefeed.pipeline import offset_log
+
+TRUNCATE = "T"
+
+
+def expression(value: Any) -> Column:
+    """A condition or sequence given as SQL text or as a Column."""
+    return F.expr(value) if isinstance(value, str) else value
+
+
+def sequence_type(cdc: AutoCdc, changes: DataFrame) -> T.DataType:
+    return changes.select(expression(cdc.sequence_by)).schema.fields[0].dataType
+
+
+def target_schema(cdc: AutoCdc, changes: DataFrame) -> T.StructType:
+    """The target's columns: the chosen source columns, plus the SCD2 validity interval."""
+    fields = {f.name: f for f in changes.schema.fields}
+    schema = T.StructType([fields[c] for c in cdc.columns(changes.columns)])
+    if cdc.scd_type == 2:
+        seq = sequence_type(cdc, changes)
+        schema = schema.add(START_AT, seq).add(END_AT, seq)
+    return schema
+
+
+def target_frame(cdc: AutoCdc, changes: DataFrame) -> DataFrame:
+    """A frame shaped like the target (its rows are meaningless): what readers of the target
+    see when the pipeline is validated, and what the target is created with."""
+    columns = [F.col(f"`{c}`") for c in cdc.columns(changes.columns)]
+    if cdc.scd_type == 2:
+        seq = sequence_type(cdc, changes)
+        columns += [F.lit(None).cast(seq).alias(START_AT), F.lit(None).cast(seq).alias(END_AT)]
+    return changes.select(*columns)
+
+
+def _ops(cdc: AutoCdc) -> Column:
+    op = F.lit(fold.UPSERT)
+    if cdc.apply_as_deletes is not None:
+        op = F.when(F.coalesce(expression(cdc.apply_as_deletes), F.lit(False)), fold.DELETE)
+        op = op.otherwise(F.lit(fold.UPSERT))
+    if cdc.apply_as_truncates is not None:
+        truncate = F.coalesce(expression(cdc.apply_as_truncates), F.lit(False))
+        op = F.when(truncate, TRUNCATE).otherwise(op)
+    return op
+
+
+@dataclass
+class ApplyChanges:
+    """``foreachBatch`` body of an AUTO CDC flow into ``target`` (paths of Delta tables)."""
+
+    cdc: AutoCdc
+    target: str
+    state: str
+    checkpoint: str
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from lakefeed.delta import DeltaTable
+        from lakefeed.delta.tables import Txn
+
+        spark = batch.sparkSession
+        txn = Txn(offset_log.running_query_id(self.checkpoint), batch_id)
+        self._create_state(batch)
+        tables = [DeltaTable.forPath(spark, p) for p in (self.target, self.state)]
+        if all(txn.done(t._open()) for t in tables):
+            return  # a replay of a committed batch
+        output = self._fold(spark, batch).localCheckpoint(eager=True)
+        self._merge_target(tables[0], output, txn)
+        self._merge_state(tables[1], output, txn)
+
+    # ------------------------------------------------------------------ folding
+
+    def _layout(self, batch: DataFrame) -> tuple[list[str], T.StructType, T.DataType]:
+        columns = self.cdc.columns(batch.columns)
+        return columns, target_schema(self.cdc, batch), sequence_type(self.cdc, batch)
+
+    def _fold(self, spark: SparkSession, batch: DataFrame) -> DataFrame:
+        from lakefeed.delta import DeltaTable
+
+        columns, layout, seq = self._layout(batch)
+        keys = self.cdc.keys
+        changes = batch.select(
+            *[F.col(f"`{c}`") for c in columns],
+            _ops(self.cdc).alias(fold.OP),
+            expression(self.cdc.sequence_by).alias(fold.SEQ),
+        ).where(F.col(fold.SEQ).isNotNull())
+        truncate_at = self._truncate_at(changes)
+        if truncate_at is not None:
+            changes = changes.where(F.col(fold.OP) != TRUNCATE)
+        target = DeltaTable.forPath(spark, self.target).toDF()
+        state = DeltaTable.forPath(spark, self.state).toDF()
+        version = {fold.SEQ: F.col(START_AT)} if self.cdc.scd_type == 2 else {}
+        known = _in_layout(target, layout, seq, {fold.OP: F.lit(fold.ROW), **version})
+        known = known.unionByName(
+            _in_layout(state, layout, seq, {c: F.col(c) for c in _STATE}, fold.STATE)
+        )
+        if truncate_at is None:  # only the keys the batch touches
+            known = known.join(changes.select(*keys).distinct(), keys, "left_semi")
+        given = {c: F.col(c) for c in (fold.OP, fold.SEQ)}
+        union = _in_layout(changes, layout, seq, given).unionByName(known)
+        rules = fold.Rules(
+            keys=tuple(keys),
+            columns=tuple(columns),
+            scd_type=self.cdc.scd_type,
+            ignore_null_updates=self.cdc.ignore_null_updates,
+            tracked=tuple(self.cdc.tracked(columns)),
+            truncate_at=truncate_at,
+        )
+        out = _output_schema(layout, seq)
+        return union.groupBy(*keys).applyInArrow(_folder(rules, out), out)
+
+    def _truncate_at(self, changes: DataFrame) -> Any:
+        """The newest truncate's sequence in the batch (one value to the driver), or None."""
+        if self.cdc.apply_as_truncates is None:
+            return None
+        row = changes.where(F.col(fold.OP) == TRUNCATE).agg(F.max(fold.SEQ)).first()
+        return row[0] if row is not None else None
+
+    # ------------------------------------------------------------------ state table
+
+    def _create_state(self, batch: DataFrame) -> None:
+        """The state table, created empty before the first batch (keys, sequence, deletes)."""
+        from deltalake import DeltaTable as RsTable
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from lakefeed.connectors.delta import table as delta_table
+
+        if delta_table.exists(self.state):
+            return
+        schema = state_schema(self.cdc, batch)
+        arrow = to_arrow_schema(schema, timezone="UTC")
+        RsTable.create(self.state, schema=pa.schema([f.with_nullable(True) for f in arrow]))
+
+    # ------------------------------------------------------------------ merges
+
+    def _merge_target(self, target: Any, output: DataFrame, txn: Any) -> None:
+        columns = [c for c in output.columns if not c.startswith("__") or c in (START_AT, END_AT)]
+        columns = [c for c in columns if c in target.toDF().columns]
+        on = [*self.cdc.keys, *([START_AT] if self.cdc.scd_type == 2 else [])]
+        source = output.where(F.col(fold.ACTION) != fold.STATE).select(*columns, fold.ACTION)
+        values = {f"`{c}`": f"s.`{c}`" for c in columns}
+        (
+            target.alias("t")
+            .merge(source.alias("s"), " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in on))
+            .whenMatchedDelete(f"s.`{fold.ACTION}` = '{fold.DELETE}'")
+            .whenMatchedUpdate(set=values)
+            .whenNotMatchedInsert(f"s.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
+            .withTransaction(txn.app_id, txn.version)
+            .execute()
+        )
+
+    def _merge_state(self, state: Any, output: DataFrame, txn: Any) -> None:
+        source = output.where(F.col(fold.ACTION) == fold.STATE).select(
+            *self.cdc.keys, fold.SEQ, fold.DELETED, fold.DELETES
+        )
+        (
+            state.alias("t")
+            .merge(source.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.cdc.keys))
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .withTransaction(txn.app_id, txn.version)
+            .execute()
+        )
+
+
+_STATE = (fold.SEQ, fold.DELETED, fold.DELETES)
+
+
+def state_schema(cdc: AutoCdc, changes: DataFrame) -> T.StructType:
+    seq = sequence_type(cdc, changes)
+    keys = [changes.schema[k] for k in cdc.keys]
+    return T.StructType(
+        [
+            *keys,
+            T.StructField(fold.SEQ, seq),
+            T.StructField(fold.DELETED, T.BooleanType()),
+            T.StructField(fold.DELETES, T.ArrayType(seq)),
+        ]
+    )
+
+
+def _in_layout(
+    frame: DataFrame,
+    layout: T.StructType,
+    seq: T.DataType,
+    given: dict[str, Column],
+    op: str | None = None,
+) -> DataFrame:
+    """``frame`` as the fold's input rows: the target's columns (null where ``frame`` has none)
+    and the fold's own (``__op``, ``__seq``, ...), those not ``given`` null."""
+    types = {
+        fold.OP: T.StringType(),
+        fold.SEQ: seq,
+        fold.END: seq,
+        fold.DELETED: T.BooleanType(),
+        fold.DELETES: T.ArrayType(seq),
+    }
+    given = {fold.OP: F.lit(op), **given} if op is not None else given
+    return frame.select(
+        *[
+            F.col(f"`{f.name}`")
+            if f.name in frame.columns
+            else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in layout
+        ],
+        *[given.get(name, F.lit(None)).cast(kind).alias(name) for name, kind in types.items()],
+    )
+
+
+def _output_schema(target: T.StructType, seq: T.DataType) -> T.StructType:
+    return T.StructType(
+        [
+            *target.fields,
+            T.StructField(fold.ACTION, T.StringType()),
+            T.StructField(fold.SEQ, seq),
+            T.StructField(fold.DELETED, T.BooleanType()),
+            T.StructField(fold.DELETES, T.ArrayType(seq)),
+        ]
+    )
+
+
+def _folder(rules: fold.Rules, schema: T.StructType) -> Any:
+    """The ``applyInArrow`` function: Arrow in, :func:`fold.fold` on plain rows, Arrow out."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC")
+
+    def apply(table: pa.Table) -> pa.Table:
+        rows = fold.fold(table.to_pylist(), rules)
+        return pa.Table.from_pylist(rows, schema=arrow)
+
+    return apply

@@ -3,11 +3,12 @@
 Per micro-batch: the changes (``sequence_by`` evaluated, ``apply_as_deletes`` /
 ``apply_as_truncates`` turned into an op), the target rows and state rows of the keys the batch
 touches, grouped by key and folded on the executors (``applyInArrow``, :mod:`lakefeed.cdc.fold`).
-The result (changed rows only) is checkpointed once, then MERGEd into the target and into its
-state table, each MERGE carrying the flow's ``txn`` (query id, batch id): a batch replayed after
-a crash skips what was committed, and the state a replay reads is the one before the batch
-until its own MERGE commits, so the replay folds to the same rows. Nothing is collected on the
-driver as Python rows; delta-rs receives each MERGE's source as Arrow.
+The result (changed rows and state rows only) reaches the driver once, as Arrow (never as Python
+rows), and is MERGEd by delta-rs into the target, then into its state table, each MERGE carrying
+the flow's ``txn`` (query id, batch id). A batch replayed after a crash skips what was committed;
+until the state MERGE commits, the state a replay reads is the one before the batch, and the
+state rows a fold writes do not depend on the target, so a replay between the two MERGEs writes
+the same state.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -83,23 +85,24 @@ class ApplyChanges:
         spark = batch.sparkSession
         txn = Txn(offset_log.running_query_id(self.checkpoint), batch_id)
         self._create_state(batch)
-        tables = [DeltaTable.forPath(spark, p) for p in (self.target, self.state)]
-        if all(txn.done(t._open()) for t in tables):
+        target, state = (DeltaTable.forPath(spark, p) for p in (self.target, self.state))
+        if txn.done(target._open()) and txn.done(state._open()):
             return  # a replay of a committed batch
-        output = self._fold(spark, batch).localCheckpoint(eager=True)
-        self._merge_target(tables[0], output, txn)
-        self._merge_state(tables[1], output, txn)
+        layout = target_schema(self.cdc, batch)
+        folded = self._fold(spark, batch, layout).toArrow()  # the changed rows only
+        is_state = pc.equal(folded.column(fold.ACTION), fold.STATE)
+        rows = folded.filter(pc.invert(is_state)).select([*layout.fieldNames(), fold.ACTION])
+        states = folded.filter(is_state).select([*self.cdc.keys, *_STATE])
+        self._merge_target(target, rows, layout.fieldNames(), txn)
+        self._merge_state(state, states, txn)
 
     # ------------------------------------------------------------------ folding
 
-    def _layout(self, batch: DataFrame) -> tuple[list[str], T.StructType, T.DataType]:
-        columns = self.cdc.columns(batch.columns)
-        return columns, target_schema(self.cdc, batch), sequence_type(self.cdc, batch)
-
-    def _fold(self, spark: SparkSession, batch: DataFrame) -> DataFrame:
+    def _fold(self, spark: SparkSession, batch: DataFrame, layout: T.StructType) -> DataFrame:
+        """Each touched key's new rows and state, folded on the executors."""
         from lakefeed.delta import DeltaTable
 
-        columns, layout, seq = self._layout(batch)
+        columns, seq = self.cdc.columns(batch.columns), sequence_type(self.cdc, batch)
         keys = self.cdc.keys
         changes = batch.select(
             *[F.col(f"`{c}`") for c in columns],
@@ -155,34 +158,32 @@ class ApplyChanges:
 
     # ------------------------------------------------------------------ merges
 
-    def _merge_target(self, target: Any, output: DataFrame, txn: Any) -> None:
-        columns = [c for c in output.columns if not c.startswith("__") or c in (START_AT, END_AT)]
-        columns = [c for c in columns if c in target.toDF().columns]
+    def _merge_target(self, target: Any, rows: pa.Table, columns: list[str], txn: Any) -> None:
         on = [*self.cdc.keys, *([START_AT] if self.cdc.scd_type == 2 else [])]
-        source = output.where(F.col(fold.ACTION) != fold.STATE).select(*columns, fold.ACTION)
-        values = {f"`{c}`": f"s.`{c}`" for c in columns}
+        values = {f"`{c}`": f"source.`{c}`" for c in columns}
         (
-            target.alias("t")
-            .merge(source.alias("s"), " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in on))
-            .whenMatchedDelete(f"s.`{fold.ACTION}` = '{fold.DELETE}'")
+            target.alias("target")
+            .merge(rows, _matching(on))
+            .whenMatchedDelete(f"source.`{fold.ACTION}` = '{fold.DELETE}'")
             .whenMatchedUpdate(set=values)
-            .whenNotMatchedInsert(f"s.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
+            .whenNotMatchedInsert(f"source.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
             .withTransaction(txn.app_id, txn.version)
             .execute()
         )
 
-    def _merge_state(self, state: Any, output: DataFrame, txn: Any) -> None:
-        source = output.where(F.col(fold.ACTION) == fold.STATE).select(
-            *self.cdc.keys, fold.SEQ, fold.DELETED, fold.DELETES
-        )
+    def _merge_state(self, state: Any, states: pa.Table, txn: Any) -> None:
         (
-            state.alias("t")
-            .merge(source.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.cdc.keys))
+            state.alias("target")
+            .merge(states, _matching(self.cdc.keys))
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
             .withTransaction(txn.app_id, txn.version)
             .execute()
         )
+
+
+def _matching(columns: list[str]) -> str:
+    return " AND ".join(f"target.`{c}` <=> source.`{c}`" for c in columns)
 
 
 _STATE = (fold.SEQ, fold.DELETED, fold.DELETES)

@@ -34,6 +34,33 @@ def expression(value: Any) -> Column:
     return F.expr(value) if isinstance(value, str) else value
 
 
+def cdc_problems(cdc: AutoCdc, changes: DataFrame) -> list[str]:
+    """What ``lakefeed validate`` refuses before a query starts: names that are not columns of
+    the source, expressions that do not resolve, a sequence that cannot order."""
+    problems = cdc.column_problems(changes.columns)
+    for what, given in (
+        ("sequence_by", cdc.sequence_by),
+        ("apply_as_deletes", cdc.apply_as_deletes),
+        ("apply_as_truncates", cdc.apply_as_truncates),
+    ):
+        if given is None:
+            continue
+        try:
+            kind = changes.select(expression(given)).schema.fields[0].dataType
+        except Exception as error:  # Spark's analysis error, first line
+            first = str(error).strip().split("\n")[0][:300]
+            problems.append(f"{what} {given} does not resolve against {changes.columns}: {first}")
+            continue
+        if what == "sequence_by" and not isinstance(kind, T.AtomicType):
+            problems.append(
+                f"sequence_by {given} is a {kind.simpleString()}: use one orderable column "
+                "(a number, timestamp, date or string)"
+            )
+        elif what != "sequence_by" and not isinstance(kind, T.BooleanType):
+            problems.append(f"{what} {given} is a {kind.simpleString()}, not a condition")
+    return problems
+
+
 def sequence_type(cdc: AutoCdc, changes: DataFrame) -> T.DataType:
     return changes.select(expression(cdc.sequence_by)).schema.fields[0].dataType
 

@@ -126,16 +126,18 @@ class Pipeline:
             dataset.flows = []
         for flow in self.append_flows.values():
             target = self.datasets.get(flow.target)
+            writes = "applies changes to" if flow.cdc is not None else "appends to"
             if target is None:
                 problems.append(
-                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which is not "
+                    f"flow {flow.name!r} ({flow.source}) {writes} {flow.target!r}, which is not "
                     "declared: declare it with lf.create_streaming_table(...) or fix the name"
                 )
             elif not target.declared:
+                kind = "materialized view" if target.kind == "materialized_view" else "table"
                 problems.append(
-                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which "
-                    f"has its own query ({target.source}): declare the target with "
-                    "lf.create_streaming_table(...) and make its query an append flow too"
+                    f"flow {flow.name!r} ({flow.source}) {writes} {flow.target!r}, which "
+                    f"has its own query ({kind}, {target.source}): declare the target with "
+                    "lf.create_streaming_table(...) and make its query a flow too"
                 )
             elif flow.name in self.datasets:
                 problems.append(
@@ -463,7 +465,7 @@ def create_streaming_table(
             partition_cols=list(partition_cols or []),
             table_properties=_stringify(table_properties or {}),
             expectations=rules,
-            source=_caller(),
+            source=caller(),
             declared=True,
         )
     )
@@ -513,27 +515,38 @@ def create_auto_cdc_flow(
     is named ``name``, which names its checkpoint; by default ``<target>_cdc`` (DLT names it
     after the target, but here flows and datasets share names). See docs/cdc.md.
     """
-    where = _caller()
-    cdc = AutoCdc.declare(
-        where,
-        source=source,
-        keys=keys,
-        sequence_by=sequence_by,
-        ignore_null_updates=ignore_null_updates,
-        apply_as_deletes=apply_as_deletes,
-        apply_as_truncates=apply_as_truncates,
-        column_list=column_list,
-        except_column_list=except_column_list,
-        stored_as_scd_type=stored_as_scd_type,
-        track_history_column_list=track_history_column_list,
-        track_history_except_column_list=track_history_except_column_list,
+    current_pipeline().add_flow(
+        auto_cdc_flow(
+            caller(),
+            target,
+            name,
+            source=source,
+            keys=keys,
+            sequence_by=sequence_by,
+            ignore_null_updates=ignore_null_updates,
+            apply_as_deletes=apply_as_deletes,
+            apply_as_truncates=apply_as_truncates,
+            column_list=column_list,
+            except_column_list=except_column_list,
+            stored_as_scd_type=stored_as_scd_type,
+            track_history_column_list=track_history_column_list,
+            track_history_except_column_list=track_history_except_column_list,
+        )
     )
 
-    def changes() -> DataFrame:
-        return read_stream(source)
 
-    flow = AppendFlow(name or default_cdc_flow(target), target, changes, source=where, cdc=cdc)
-    current_pipeline().add_flow(flow)
+apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
+def auto_cdc_flow(where: str, target: str, name: str | None, **given: Any) -> AppendFlow:
+    """The flow ``create_auto_cdc_flow`` (or a SQL ``AUTO CDC`` statement at ``where``) adds:
+    it reads its source incrementally and applies the rows as changes."""
+    cdc = AutoCdc.declare(where, **given)
+
+    def changes() -> DataFrame:
+        return read_stream(cdc.source)
+
+    return AppendFlow(name or default_cdc_flow(target), target, changes, source=where, cdc=cdc)
 
 
 def default_cdc_flow(target: str) -> str:
@@ -548,7 +561,7 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
 
 
-def _caller() -> str:
+def caller() -> str:
     """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
     import sys
 

@@ -191,8 +191,51 @@ def _not_yet(function: str) -> Callable[..., None]:
     return refuse
 
 
-apply_changes = _not_yet("apply_changes")
-create_auto_cdc_flow = _not_yet("create_auto_cdc_flow")
+def create_auto_cdc_flow(
+    target: str,
+    source: str,
+    keys: list[Any],
+    sequence_by: Any,
+    ignore_null_updates: bool = False,
+    apply_as_deletes: Any = None,
+    apply_as_truncates: Any = None,
+    column_list: list[Any] | None = None,
+    except_column_list: list[Any] | None = None,
+    stored_as_scd_type: int | str = 1,
+    track_history_column_list: list[Any] | None = None,
+    track_history_except_column_list: list[Any] | None = None,
+    name: str | None = None,
+    once: bool = False,
+    flow_name: str | None = None,
+) -> None:
+    """DLT's ``dlt.create_auto_cdc_flow`` (``dlt.apply_changes``, whose flow is ``flow_name``):
+    :func:`lakefeed.create_auto_cdc_flow`."""
+    _refuse(
+        f"dlt.create_auto_cdc_flow(target={target!r})",
+        {"once": once},
+        "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
+    )
+    api.current_pipeline().add_flow(
+        api.auto_cdc_flow(
+            api.caller(),
+            target,
+            name or flow_name,
+            source=source,
+            keys=keys,
+            sequence_by=sequence_by,
+            ignore_null_updates=ignore_null_updates,
+            apply_as_deletes=apply_as_deletes,
+            apply_as_truncates=apply_as_truncates,
+            column_list=column_list,
+            except_column_list=except_column_list,
+            stored_as_scd_type=stored_as_scd_type,
+            track_history_column_list=track_history_column_list,
+            track_history_except_column_list=track_history_except_column_list,
+        )
+    )
+
+
+apply_changes = create_auto_cdc_flow
 apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot")
 create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow")
 create_sink = _not_yet("create_sink")

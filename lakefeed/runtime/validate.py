@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lakefeed.cdc.apply import cdc_problems
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import Graph, PipelineError
@@ -109,6 +110,18 @@ def _check_flows(dataset: Dataset, evaluator: Evaluator, result: Validation) -> 
         plan, choice = check_flow(dataset, frame)
         result.flows[flow.name] = replace(plan, name=flow.name)
         result.problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
+        if flow.cdc is not None:
+            problems = cdc_problems(flow.cdc, frame) + _cdc_target_problems(dataset)
+            result.problems.extend(f"AUTO CDC flow {flow.name!r}: {p}" for p in problems)
+
+
+def _cdc_target_problems(dataset: Dataset) -> list[str]:
+    if dataset.quarantine:
+        return [
+            f"target {dataset.name!r} has expect_or_drop rules, whose quarantine is append-only: "
+            "filter the changes in the source view, or use expect/expect_or_fail"
+        ]
+    return []
 
 
 def _check_expectations(dataset: Dataset, frame: DataFrame, result: Validation) -> None:

@@ -1,7 +1,9 @@
-"""AUTO CDC in a pipeline run: three targets of one randomized change stream against the model.
+"""AUTO CDC in a pipeline run: targets of one randomized change stream against the model.
 
-Several seeds share one stream (each seed its own keys) and one run: four fed batches, each its
-own micro-batch, so late changes meet what earlier batches wrote.
+The pipeline mixes lakefeed's API (``changes.py``), an unchanged DLT file (``dlt_cdc.py``,
+``dlt.apply_changes`` with Columns) and SQL (``cdc.sql``: ``APPLY CHANGES INTO`` and ``CREATE
+FLOW ... AS AUTO CDC INTO``). Several seeds share one stream (each seed its own keys) and one
+run: four fed batches, each its own micro-batch, so late changes meet what earlier batches wrote.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pyspark.sql import types as T
 from lakefeed.testing import PipelineTest
 from tests.cdc import model
 
-PIPELINE = Path(__file__).parent / "pipelines" / "cdc_pipeline.py"
+PIPELINE = Path(__file__).parent / "pipelines"
 SCHEMA = T.StructType(
     [
         T.StructField("id", T.LongType()),
@@ -38,9 +40,10 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineTest, 
     return pipe, batches
 
 
-def test_scd1_target_matches_the_model(run) -> None:
+@pytest.mark.parametrize("table", ["customers", "customers_sql"])
+def test_scd1_target_matches_the_model(run, table: str) -> None:
     pipe, batches = run
-    assert pipe.rows("customers", ["id"]) == model.scd1(batches)
+    assert pipe.rows(table, ["id"]) == model.scd1(batches)
 
 
 def test_scd1_ignoring_null_updates_matches_the_model(run) -> None:

@@ -23,7 +23,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed.cdc import fold
-from lakefeed.cdc.spec import END_AT, START_AT, AutoCdc
+from lakefeed.cdc.spec import END_AT, INVALID, START_AT, AutoCdc
+from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline import offset_log
 
 TRUNCATE = "T"
@@ -75,9 +76,15 @@ def target_schema(cdc: AutoCdc, changes: DataFrame) -> T.StructType:
     return schema
 
 
-def target_frame(cdc: AutoCdc, changes: DataFrame) -> DataFrame:
+def target_frame(cdc: AutoCdc, changes: DataFrame, flow: str = "") -> DataFrame:
     """A frame shaped like the target (its rows are meaningless): what readers of the target
-    see when the pipeline is validated, and what the target is created with."""
+    see when the pipeline is validated, and what the target is created with. A flow that
+    cannot apply its source is refused here, before any query (see :func:`cdc_problems`)."""
+    problems = cdc_problems(cdc, changes)
+    if problems:
+        raise PipelineDefinitionError(
+            f"AUTO CDC flow {flow!r} from {cdc.source!r}: " + "; ".join(problems), code=INVALID
+        )
     columns = [F.col(f"`{c}`") for c in cdc.columns(changes.columns)]
     if cdc.scd_type == 2:
         seq = sequence_type(cdc, changes)

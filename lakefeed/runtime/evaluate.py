@@ -351,4 +351,4 @@ def _shaped(flow: AppendFlow) -> DataFrame:
     """A flow's rows as its target holds them: an AUTO CDC flow's changes take the target's
     shape (readers of the table see its columns, not the change feed's)."""
     frame = flow.func()
-    return frame if flow.cdc is None else target_frame(flow.cdc, frame)
+    return frame if flow.cdc is None else target_frame(flow.cdc, frame, flow.name)

@@ -15,7 +15,7 @@ COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is except
 Change = dict[str, Any]
 
 
-def changes(seed: int, keys: int = 6, per_key: int = 8, batches: int = 4) -> list[list[Change]]:
+def changes(seed: int, keys: int = 6, per_key: int = 8, batches: int = 3) -> list[list[Change]]:
     """Change rows split into micro-batches; sequence numbers are unique per key."""
     rng = random.Random(seed)
     stream: list[tuple[float, Change]] = []

@@ -3,7 +3,7 @@
 The pipeline mixes lakefeed's API (``changes.py``), an unchanged DLT file (``dlt_cdc.py``,
 ``dlt.apply_changes`` with Columns) and SQL (``cdc.sql``: ``APPLY CHANGES INTO`` and ``CREATE
 FLOW ... AS AUTO CDC INTO``). Several seeds share one stream (each seed its own keys) and one
-run: four fed batches, each its own micro-batch, so late changes meet what earlier batches wrote.
+run: three fed batches, each its own micro-batch, so late changes meet what earlier batches wrote.
 """
 
 from __future__ import annotations

@@ -110,14 +110,16 @@ class ApplyChanges:
     cdc: AutoCdc
     target: str
     state: str
-    checkpoint: str
+    checkpoint: str | None  # the query's; None for a backfill, which names its ``app_id``
+    app_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from lakefeed.delta import DeltaTable
         from lakefeed.delta.tables import Txn
 
         spark = batch.sparkSession
-        txn = Txn(offset_log.running_query_id(self.checkpoint), batch_id)
+        app_id = self.app_id or offset_log.running_query_id(str(self.checkpoint))
+        txn = Txn(app_id, batch_id)
         self._create_state(batch)
         target, state = (DeltaTable.forPath(spark, p) for p in (self.target, self.state))
         if txn.done(target._open()) and txn.done(state._open()):

@@ -732,7 +732,10 @@ class PipelineRunner:
         for dataset in self._stored(validation):
             if self._stop.is_set():
                 break
-            self.refresh_view(dataset)
+            if dataset.cdc_state:
+                self._backfill_cdc(dataset)
+            else:
+                self.refresh_view(dataset)
             for flow in self.pipeline.flow_names(dataset) if dataset.kind == "table" else ():
                 shutil.rmtree(self.lakehouse.checkpoint_path(flow), ignore_errors=True)
             self.events.emit(
@@ -741,6 +744,27 @@ class PipelineRunner:
                 flow=dataset.name,
                 details={"target": dataset.name, "reason": "backfill"},
             )
+
+    def _backfill_cdc(self, dataset: Dataset) -> None:
+        """An AUTO CDC target rebuilt from all of its sources' changes, each flow's as one
+        batch into emptied tables (its own txn app id, so a rerun after a crash is a no-op)."""
+        assert dataset.cdc_state is not None
+        target = self.lakehouse.table_path(dataset.name)
+        side = self.lakehouse.table_path(dataset.cdc_state)
+        for path in (target, side):
+            shutil.rmtree(path, ignore_errors=True)
+        evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+        shaped = evaluator.evaluate(dataset.name)
+        if shaped is None:
+            raise PipelineError(list(evaluator.errors.values()) or [dataset.name])
+        self._create_if_missing(dataset, shaped)
+        for flow in dataset.flows:
+            frame = evaluator.evaluate_flow(flow)
+            if frame is None or flow.cdc is None:
+                raise PipelineError(list(evaluator.errors.values()) or [flow.name])
+            apply = ApplyChanges(flow.cdc, str(target), str(side), None, f"backfill-{flow.name}")
+            with flow_pool(self.spark, flow.name):
+                apply(frame, 0)
 
     # -- signals
 

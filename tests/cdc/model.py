@@ -11,6 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from deltalake import DeltaTable
+
+from lakefeed.lakehouse import Lakehouse
+
 COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is excepted)
 Change = dict[str, Any]
 
@@ -87,3 +91,9 @@ def scd2(batches: list[list[Change]], tracked: tuple[str, ...] = ("seq", "a", "b
             current = {**values, "__START_AT": change["seq"], "__END_AT": None}
             versions.append(current)
     return sorted(versions, key=lambda r: (r["id"], r["__START_AT"]))
+
+
+def rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:
+    """A target's rows as the model lists them."""
+    table = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
+    return table.sort_by([(c, "ascending") for c in order]).to_pylist()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 
 from lakefeed.lakehouse import Lakehouse
 from tests.cdc import model
@@ -41,11 +41,6 @@ def _commits(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
 
 
-def _rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:
-    table = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
-    return table.sort_by([(c, "ascending") for c in order]).to_pylist()
-
-
 @pytest.mark.crash
 @pytest.mark.timeout(900)
 def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
@@ -69,5 +64,5 @@ def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
         final_timeout=400,
     )
     assert report.kills == 1
-    assert _rows(lakehouse, "customers", ["id"]) == model.scd1(batches)
-    assert _rows(lakehouse, "customers_history", ["id", "__START_AT"]) == model.scd2(batches)
+    assert model.rows(lakehouse, "customers", ["id"]) == model.scd1(batches)
+    assert model.rows(lakehouse, "customers_history", ["id", "__START_AT"]) == model.scd2(batches)

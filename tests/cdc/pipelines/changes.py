@@ -6,7 +6,7 @@ import lakefeed as lf
 @lf.view
 def changes():
     # Replaced by the fed batches in tests (lakefeed.testing); the shape comes from the feed.
-    return lf.source("rate")
+    return lf.source("iot", totalRows=1)
 
 
 lf.create_streaming_table("customers")

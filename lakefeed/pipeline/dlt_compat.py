@@ -192,47 +192,17 @@ def _not_yet(function: str) -> Callable[..., None]:
 
 
 def create_auto_cdc_flow(
-    target: str,
-    source: str,
-    keys: list[Any],
-    sequence_by: Any,
-    ignore_null_updates: bool = False,
-    apply_as_deletes: Any = None,
-    apply_as_truncates: Any = None,
-    column_list: list[Any] | None = None,
-    except_column_list: list[Any] | None = None,
-    stored_as_scd_type: int | str = 1,
-    track_history_column_list: list[Any] | None = None,
-    track_history_except_column_list: list[Any] | None = None,
-    name: str | None = None,
-    once: bool = False,
-    flow_name: str | None = None,
+    *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
 ) -> None:
-    """DLT's ``dlt.create_auto_cdc_flow`` (``dlt.apply_changes``, whose flow is ``flow_name``):
-    :func:`lakefeed.create_auto_cdc_flow`."""
+    """DLT's ``dlt.create_auto_cdc_flow`` (and ``dlt.apply_changes``, whose flow name is
+    ``flow_name``): :func:`lakefeed.create_auto_cdc_flow`, same parameters."""
     _refuse(
-        f"dlt.create_auto_cdc_flow(target={target!r})",
+        "dlt.create_auto_cdc_flow",
         {"once": once},
         "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
     )
-    api.current_pipeline().add_flow(
-        api.auto_cdc_flow(
-            api.caller(),
-            target,
-            name or flow_name,
-            source=source,
-            keys=keys,
-            sequence_by=sequence_by,
-            ignore_null_updates=ignore_null_updates,
-            apply_as_deletes=apply_as_deletes,
-            apply_as_truncates=apply_as_truncates,
-            column_list=column_list,
-            except_column_list=except_column_list,
-            stored_as_scd_type=stored_as_scd_type,
-            track_history_column_list=track_history_column_list,
-            track_history_except_column_list=track_history_except_column_list,
-        )
-    )
+    kwargs["name"] = kwargs.get("name") or flow_name
+    api.create_auto_cdc_flow(*args, **kwargs)
 
 
 apply_changes = create_auto_cdc_flow

@@ -115,28 +115,18 @@ def add_sql(pipeline: Pipeline, flow: SqlFlow) -> None:
 
 
 def sql_dataset(flow: SqlFlow) -> Dataset:
-    if flow.declared:
-        return Dataset(
-            name=flow.name,
-            kind=flow.kind,
-            func=_no_query(flow.name),
-            comment=flow.comment,
-            partition_cols=flow.partition_cols,
-            table_properties=flow.table_properties,
-            expectations=flow.expectations,
-            source=flow.source,
-            declared=True,
-        )
+    """A SQL statement's dataset: its query, or none for a table its flows fill."""
     return Dataset(
         name=flow.name,
         kind=flow.kind,
-        func=lambda: run_sql_flow(flow),
+        func=_no_query(flow.name) if flow.declared else lambda: run_sql_flow(flow),
         comment=flow.comment,
         partition_cols=flow.partition_cols,
         table_properties=flow.table_properties,
         expectations=flow.expectations,
         source=flow.source,
-        sql=flow,
+        sql=None if flow.declared else flow,
+        declared=flow.declared,
     )
 
 

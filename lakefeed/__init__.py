@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import (
         append_flow,
+        apply_changes,
         config,
+        create_auto_cdc_flow,
         create_streaming_table,
         expect,
         expect_all,
@@ -48,7 +50,9 @@ if TYPE_CHECKING:
 
 _PIPELINE_API = [
     "append_flow",
+    "apply_changes",
     "config",
+    "create_auto_cdc_flow",
     "create_streaming_table",
     "expect",
     "expect_all",
@@ -106,7 +110,9 @@ __all__ = [
     "VerifyResult",
     "active_spark",
     "append_flow",
+    "apply_changes",
     "config",
+    "create_auto_cdc_flow",
     "create_streaming_table",
     "current_flow",
     "expect",

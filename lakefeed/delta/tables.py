@@ -211,8 +211,9 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ changing rows
 
-    def merge(self, source: DataFrame, condition: Condition) -> Any:
-        """A :class:`~lakefeed.delta.merge.DeltaMergeBuilder` for ``source`` on ``condition``."""
+    def merge(self, source: DataFrame | pa.Table, condition: Condition) -> Any:
+        """A :class:`~lakefeed.delta.merge.DeltaMergeBuilder` for ``source`` on ``condition``
+        (a DataFrame, or an Arrow table already on the driver, aliased ``source``)."""
         from lakefeed.delta.merge import DeltaMergeBuilder
 
         return DeltaMergeBuilder(self, source, condition)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors.registry import source_format
 from lakefeed.lakehouse import check_name
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
@@ -24,7 +25,7 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from lakefeed.pipeline.sql import SqlFlow
     from lakefeed.storage import AnyPath
@@ -63,6 +64,13 @@ class Dataset:
         return self.kind != "view"
 
     @property
+    def cdc_state(self) -> str | None:
+        """The side table of an AUTO CDC target (each key's newest sequence and deletes)."""
+        if any(flow.cdc is not None for flow in self.flows):
+            return state_table(self.name)
+        return None
+
+    @property
     def quarantine(self) -> str | None:
         """The side table for dropped rows, when the dataset has drop rules."""
         if any(rule.action is Action.DROP for rule in self.expectations) and self.stored:
@@ -85,6 +93,7 @@ class AppendFlow:
     once: bool = False
     comment: str | None = None
     source: str = ""
+    cdc: AutoCdc | None = None  # an AUTO CDC flow: its changes are applied, not appended
 
 
 class Pipeline:
@@ -118,16 +127,18 @@ class Pipeline:
             dataset.flows = []
         for flow in self.append_flows.values():
             target = self.datasets.get(flow.target)
+            writes = "applies changes to" if flow.cdc is not None else "appends to"
             if target is None:
                 problems.append(
-                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which is not "
+                    f"flow {flow.name!r} ({flow.source}) {writes} {flow.target!r}, which is not "
                     "declared: declare it with lf.create_streaming_table(...) or fix the name"
                 )
             elif not target.declared:
+                kind = "materialized view" if target.kind == "materialized_view" else "table"
                 problems.append(
-                    f"flow {flow.name!r} ({flow.source}) appends to {flow.target!r}, which "
-                    f"has its own query ({target.source}): declare the target with "
-                    "lf.create_streaming_table(...) and make its query an append flow too"
+                    f"flow {flow.name!r} ({flow.source}) {writes} {flow.target!r}, which "
+                    f"has its own query ({kind}, {target.source}): declare the target with "
+                    "lf.create_streaming_table(...) and make its query a flow too"
                 )
             elif flow.name in self.datasets:
                 problems.append(
@@ -136,6 +147,7 @@ class Pipeline:
                 )
             else:
                 target.flows.append(flow)
+        problems.extend(_mixed_cdc(d) for d in self.datasets.values() if _mixed_cdc(d))
         problems.extend(
             f"streaming table {d.name!r} ({d.source}) has no flow: add one with "
             f"@lf.append_flow(target={d.name!r})"
@@ -165,6 +177,25 @@ class Pipeline:
         dataset.kind = DatasetKind(dataset.kind)
         self.datasets[dataset.name] = dataset
         return dataset
+
+
+def _mixed_cdc(dataset: Dataset) -> str:
+    """A table is either appended to or kept by AUTO CDC flows that agree on how."""
+    cdc = [f for f in dataset.flows if f.cdc is not None]
+    if not cdc:
+        return ""
+    if len(cdc) < len(dataset.flows):
+        return (
+            f"streaming table {dataset.name!r} has both AUTO CDC and append flows: give the "
+            "appended rows their own table, or turn them into changes of the CDC source"
+        )
+    shapes = {(tuple(f.cdc.keys), f.cdc.scd_type) for f in cdc if f.cdc is not None}
+    if len(shapes) > 1:
+        return (
+            f"the AUTO CDC flows into {dataset.name!r} differ in keys or stored_as_scd_type: "
+            "declare the same keys and SCD type in each"
+        )
+    return ""
 
 
 class Resolver(Protocol):
@@ -435,7 +466,7 @@ def create_streaming_table(
             partition_cols=list(partition_cols or []),
             table_properties=_stringify(table_properties or {}),
             expectations=rules,
-            source=_caller(),
+            source=caller(),
             declared=True,
         )
     )
@@ -459,12 +490,79 @@ def append_flow(
     return register
 
 
+def create_auto_cdc_flow(
+    target: str,
+    source: str,
+    keys: list[str] | list[Column],
+    sequence_by: str | Column,
+    ignore_null_updates: bool = False,
+    apply_as_deletes: str | Column | None = None,
+    apply_as_truncates: str | Column | None = None,
+    column_list: list[str] | list[Column] | None = None,
+    except_column_list: list[str] | list[Column] | None = None,
+    stored_as_scd_type: int | str = 1,
+    track_history_column_list: list[str] | list[Column] | None = None,
+    track_history_except_column_list: list[str] | list[Column] | None = None,
+    name: str | None = None,
+) -> None:
+    """DLT's AUTO CDC: apply the change rows of dataset ``source`` to streaming table
+    ``target`` (declared with :func:`create_streaming_table`), exactly once per micro-batch.
+
+    Changes are ordered per key by ``sequence_by``; one no newer than what the target holds for
+    its key never overwrites it. ``apply_as_deletes``/``apply_as_truncates`` (SQL text or
+    Column) mark deletes and truncates; ``column_list``/``except_column_list`` choose the
+    target's columns. ``stored_as_scd_type=2`` keeps history: a version per change of the
+    tracked columns (``track_history_*``), valid from ``__START_AT`` to ``__END_AT``. The flow
+    is named ``name``, which names its checkpoint; by default ``<target>_cdc`` (DLT names it
+    after the target, but here flows and datasets share names). See docs/cdc.md.
+    """
+    current_pipeline().add_flow(
+        auto_cdc_flow(
+            caller(),
+            target,
+            name,
+            source=source,
+            keys=keys,
+            sequence_by=sequence_by,
+            ignore_null_updates=ignore_null_updates,
+            apply_as_deletes=apply_as_deletes,
+            apply_as_truncates=apply_as_truncates,
+            column_list=column_list,
+            except_column_list=except_column_list,
+            stored_as_scd_type=stored_as_scd_type,
+            track_history_column_list=track_history_column_list,
+            track_history_except_column_list=track_history_except_column_list,
+        )
+    )
+
+
+apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
+def auto_cdc_flow(where: str, target: str, name: str | None, **given: Any) -> AppendFlow:
+    """The flow ``create_auto_cdc_flow`` (or a SQL ``AUTO CDC`` statement at ``where``) adds:
+    it reads its source incrementally and applies the rows as changes."""
+    cdc = AutoCdc.declare(where, **given)
+
+    def changes() -> DataFrame:
+        return read_stream(cdc.source)
+
+    return AppendFlow(name or default_cdc_flow(target), target, changes, source=where, cdc=cdc)
+
+
+def default_cdc_flow(target: str) -> str:
+    return f"{target}_cdc"
+
+
+apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
 def _where(fn: Callable[..., Any]) -> str:
     code = getattr(fn, "__code__", None)
     return f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
 
 
-def _caller() -> str:
+def caller() -> str:
     """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
     import sys
 

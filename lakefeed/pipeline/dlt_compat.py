@@ -191,8 +191,21 @@ def _not_yet(function: str) -> Callable[..., None]:
     return refuse
 
 
-apply_changes = _not_yet("apply_changes")
-create_auto_cdc_flow = _not_yet("create_auto_cdc_flow")
+def create_auto_cdc_flow(
+    *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
+) -> None:
+    """DLT's ``dlt.create_auto_cdc_flow`` (and ``dlt.apply_changes``, whose flow name is
+    ``flow_name``): :func:`lakefeed.create_auto_cdc_flow`, same parameters."""
+    _refuse(
+        "dlt.create_auto_cdc_flow",
+        {"once": once},
+        "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
+    )
+    kwargs["name"] = kwargs.get("name") or flow_name
+    api.create_auto_cdc_flow(*args, **kwargs)
+
+
+apply_changes = create_auto_cdc_flow
 apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot")
 create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow")
 create_sink = _not_yet("create_sink")

@@ -5,14 +5,22 @@ from __future__ import annotations
 import importlib.util
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakefeed.connectors.delta import properties
 from lakefeed.errors import ConfigError
 from lakefeed.pipeline import dlt_compat, sdp
-from lakefeed.pipeline.api import Dataset, Pipeline, config_defaults, loading, read, read_stream
+from lakefeed.pipeline.api import (
+    Dataset,
+    Pipeline,
+    auto_cdc_flow,
+    config_defaults,
+    loading,
+    read,
+    read_stream,
+)
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
@@ -66,7 +74,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
             try:
                 if file.suffix == ".sql":
                     for flow in parse_sql_file(file):
-                        pipeline.add(sql_dataset(flow))
+                        add_sql(pipeline, flow)
                 else:
                     _exec_python(file)
             except PipelineError as error:
@@ -98,18 +106,35 @@ def _spec(paths: list[str | Path]) -> PipelineSpec | None:
     return read_spec(found[0]) if found else None
 
 
+def add_sql(pipeline: Pipeline, flow: SqlFlow) -> None:
+    """One SQL statement's dataset, AUTO CDC flow, or both."""
+    if flow.cdc is None or flow.declared:
+        pipeline.add(sql_dataset(flow))
+    if flow.cdc is not None:
+        pipeline.add_flow(auto_cdc_flow(flow.source, flow.name, flow.flow_name, **flow.cdc))
+
+
 def sql_dataset(flow: SqlFlow) -> Dataset:
+    """A SQL statement's dataset: its query, or none for a table its flows fill."""
     return Dataset(
         name=flow.name,
         kind=flow.kind,
-        func=lambda: run_sql_flow(flow),
+        func=_no_query(flow.name) if flow.declared else lambda: run_sql_flow(flow),
         comment=flow.comment,
         partition_cols=flow.partition_cols,
         table_properties=flow.table_properties,
         expectations=flow.expectations,
         source=flow.source,
-        sql=flow,
+        sql=None if flow.declared else flow,
+        declared=flow.declared,
     )
+
+
+def _no_query(name: str) -> Callable[[], DataFrame]:
+    def no_query() -> DataFrame:
+        raise PipelineError([f"streaming table {name!r} is filled by its flows"])
+
+    return no_query
 
 
 def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily

@@ -79,10 +79,7 @@ class LakefeedRegistry(GraphElementRegistry):
     def register_flow(self, flow: Flow) -> None:
         where = _where(flow.source_code_location)
         if flow.spark_conf:
-            _refuse(
-                f"flow {flow.name!r} ({where}): spark_conf",
-                "set Spark confs in the spec's configuration or with `lakefeed run --conf`",
-            )
+            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
         target = self.pipeline.datasets.get(flow.target)
         if target is not None and flow.name == flow.target and _has_no_query(target):
             # The dataset's own query (@dp.table / materialized_view / temporary_view)
@@ -92,16 +89,36 @@ class LakefeedRegistry(GraphElementRegistry):
         self.pipeline.add_flow(AppendFlow(flow.name, flow.target, flow.func, source=where))
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
-        _refuse(
-            f"create_auto_cdc_flow into {flow.target!r} ({_where(flow.source_code_location)})",
-            "apply the changes with a flow and lakefeed.delta.DeltaTable.merge for now",
+        """``dp.create_auto_cdc_flow``: its Spark Connect Columns back to SQL text. SDP names
+        an unnamed flow after its target; here flows and datasets share names, so such a flow
+        gets lakefeed's default (``<target>_cdc``)."""
+        where = _where(flow.source_code_location)
+        if flow.spark_conf:
+            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
+        self.pipeline.add_flow(
+            api.auto_cdc_flow(
+                where,
+                flow.target,
+                None if flow.name in (None, flow.target) else flow.name,
+                source=flow.source,
+                keys=[_sql(c) for c in flow.keys],
+                sequence_by=_sql(flow.sequence_by),
+                apply_as_deletes=_sql(flow.apply_as_deletes),
+                column_list=[_sql(c) for c in flow.column_list or []],
+                except_column_list=[_sql(c) for c in flow.except_column_list or []],
+                stored_as_scd_type=flow.stored_as_scd_type or 1,
+                track_history_column_list=[_sql(c) for c in flow.track_history_column_list or []],
+                track_history_except_column_list=[
+                    _sql(c) for c in flow.track_history_except_column_list or []
+                ],
+            )
         )
 
     def register_sql(self, sql_text: str, file_path: Any) -> None:
-        from lakefeed.pipeline.loader import sql_dataset
+        from lakefeed.pipeline.loader import add_sql
 
         for flow in parse_sql(sql_text, str(file_path)):
-            self.pipeline.add(sql_dataset(flow))
+            add_sql(self.pipeline, flow)
 
 
 @contextlib.contextmanager
@@ -110,6 +127,9 @@ def registering(pipeline: Pipeline) -> Iterator[None]:
     route_table_reads()
     with graph_element_registration_context(LakefeedRegistry(pipeline)):
         yield
+
+
+_CONF_FIX = "set Spark confs in the spec's configuration or with `lakefeed run --conf`"
 
 
 def _has_no_query(dataset: Dataset) -> bool:
@@ -146,6 +166,11 @@ def _check_table(output: Output, where: str) -> None:
 
 def _refuse(what: str, fix: str) -> NoReturn:
     raise PipelineDefinitionError(f"{what} not supported by lakefeed", fix=fix, code=UNSUPPORTED)
+
+
+def _sql(column: Any) -> Any:
+    """A Spark Connect Column as the SQL text it was written as (a name or an expression)."""
+    return None if column is None else str(getattr(column, "_expr", column))
 
 
 def _where(location: SourceCodeLocation) -> str:

@@ -13,6 +13,10 @@ Supported::
       AS query
     CREATE [OR REFRESH] MATERIALIZED VIEW name ... AS query
     CREATE [TEMPORARY] [LIVE] VIEW name ... AS query
+    CREATE [OR REFRESH] STREAMING TABLE name [...]           -- filled by flows
+    APPLY CHANGES INTO name FROM STREAM(source) KEYS (...) ...   -- AUTO CDC, see lakefeed.cdc.sql
+    CREATE FLOW flow AS AUTO CDC INTO name FROM STREAM(source) KEYS (...) ...
+    CREATE [OR REFRESH] STREAMING TABLE name FLOW AUTO CDC FROM STREAM(source) KEYS (...) ...
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from lakefeed.cdc.sql import parse_body
 from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
@@ -82,6 +88,9 @@ class SqlFlow:
     table_properties: dict[str, str] = field(default_factory=dict)
     path: str = "<sql>"  # the file, and the file's line where the query after AS starts
     query_line: int = 1
+    declared: bool = False  # a streaming table without a query: flows fill it
+    cdc: dict[str, Any] | None = None  # an AUTO CDC flow into ``name``: its arguments
+    flow_name: str | None = None  # CREATE FLOW's name
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
         """The query with each dataset reference replaced by its temporary view name."""
@@ -135,8 +144,14 @@ def split_statements(text: str) -> list[tuple[int, str]]:
 
 
 def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
-    head = _HEAD.match(statement)
     where = f"{source}:{line}: {statement.split(chr(10))[0][:80]!r}"
+    into = _INTO.match(statement)
+    if into is not None:  # APPLY CHANGES INTO / CREATE FLOW ... AS AUTO CDC INTO
+        flow = SqlFlow(into.group("target"), DatasetKind.STREAMING_TABLE, "", f"{source}:{line}")
+        flow.flow_name, flow.path = into.group("flow"), source
+        flow.cdc = _cdc_body(statement[into.end() :], where)
+        return flow
+    head = _HEAD.match(statement)
     if head is None:
         raise PipelineError(
             [
@@ -155,6 +170,16 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         _parse_constraints(rest[1:close], flow, where)
         rest = rest[close + 1 :].lstrip()
     rest = _parse_clauses(rest, flow)
+    if kind is DatasetKind.STREAMING_TABLE and not _AS.match(rest):
+        flow.declared = True  # filled by flows: ``FLOW AUTO CDC ...`` here, or others
+        auto = _FLOW_AUTO_CDC.match(rest)
+        if auto is not None:
+            flow.cdc = _cdc_body(rest[auto.end() :], where)
+        elif rest.strip():
+            raise PipelineError(
+                [f"{where}: expected AS <query> or FLOW AUTO CDC, found {rest[:40]!r}"]
+            )
+        return flow
     as_match = _AS.match(rest)
     if as_match is None:
         raise PipelineError(
@@ -168,6 +193,21 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         raise PipelineError([f"{where}: empty query after AS"])
     _collect_reads(flow)
     return flow
+
+
+_INTO = re.compile(
+    r"^\s*(?:APPLY\s+CHANGES|CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+AS\s+"
+    r"(?:AUTO\s+CDC|APPLY\s+CHANGES))\s+INTO\s+(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
+    re.IGNORECASE,
+)
+_FLOW_AUTO_CDC = re.compile(r"FLOW\s+AUTO\s+CDC\b", re.IGNORECASE)
+
+
+def _cdc_body(body: str, where: str) -> dict[str, Any]:
+    try:
+        return parse_body(body, where)
+    except PipelineDefinitionError as error:
+        raise PipelineError([str(error)]) from error
 
 
 def parse_sql(text: str, source: str = "<sql>") -> list[SqlFlow]:

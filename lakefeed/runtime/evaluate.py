@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from lakefeed.cdc.apply import target_frame
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.explain import explain
@@ -155,7 +156,7 @@ class Evaluator:
         """A table filled by append flows reads as all of them: ``once`` backfills only in batch
         (a stream cannot union a batch), unless the table has nothing else."""
         flows = [f for f in dataset.flows if self.mode == "batch" or not f.once] or dataset.flows
-        return union_all([flow.func() for flow in flows])
+        return union_all([_shaped(flow) for flow in flows])
 
     def _compute(self, name: str, func: Callable[[], DataFrame], where: str) -> DataFrame | None:
         if name in self.frames:
@@ -386,3 +387,10 @@ def spark_refusal(df: DataFrame, output_mode: str) -> str | None:
         match = re.search(r"\[[A-Z_.]+\][^\n]*", text)
         return match.group(0) if match else text.split("\n")[0]
     return None
+
+
+def _shaped(flow: AppendFlow) -> DataFrame:
+    """A flow's rows as its target holds them: an AUTO CDC flow's changes take the target's
+    shape (readers of the table see its columns, not the change feed's)."""
+    frame = flow.func()
+    return frame if flow.cdc is None else target_frame(flow.cdc, frame, flow.name)

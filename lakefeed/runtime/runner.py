@@ -29,6 +29,8 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed import connect
+from lakefeed.cdc.apply import ApplyChanges
+from lakefeed.cdc.spec import state_table
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
@@ -265,9 +267,9 @@ class PipelineRunner:
             self.reset(name)
 
     def reset(self, name: str) -> None:
-        """Delete a table, its quarantine table and its checkpoint."""
+        """Delete a table, its quarantine or CDC state table and its checkpoints."""
         dataset = self.pipeline.datasets[name]
-        targets = [name] + ([dataset.quarantine] if dataset.quarantine else [])
+        targets = [name, *filter(None, (dataset.quarantine, dataset.cdc_state))]
         for target in targets:
             remove_tree(str(self.lakehouse.table_path(target)))
         for flow in self.pipeline.flow_names(dataset):
@@ -444,13 +446,19 @@ class PipelineRunner:
         trigger: dict,
     ) -> StreamingQuery:
         dataset = state.dataset
-        if dataset.quarantine:
+        cdc = state.flow.cdc if state.flow is not None else None
+        body: Callable[[DataFrame, int], None] | None = None
+        if cdc is not None:
+            side = str(self.lakehouse.table_path(state_table(dataset.name)))
+            body = ApplyChanges(cdc, target, side, checkpoint)
+        elif dataset.quarantine:
             return self._quarantined(checked, state, mode, checkpoint, trigger)
-        if dataset.keys:
-            upsert = KeyedUpsert(target, dataset.keys, checkpoint)
+        elif dataset.keys:
+            body = KeyedUpsert(target, dataset.keys, checkpoint)
+        if body is not None:
             return (
                 checked.drop(*expect.flag_columns(dataset.expectations))
-                .writeStream.foreachBatch(upsert)
+                .writeStream.foreachBatch(body)
                 .queryName(state.name)
                 .outputMode(mode)
                 .option("checkpointLocation", checkpoint)
@@ -728,7 +736,10 @@ class PipelineRunner:
         for dataset in self._stored(validation):
             if self._stop.is_set():
                 break
-            self.refresh_view(dataset)
+            if dataset.cdc_state:
+                self._backfill_cdc(dataset)
+            else:
+                self.refresh_view(dataset)
             for flow in self.pipeline.flow_names(dataset) if dataset.kind == "table" else ():
                 remove_tree(str(self.lakehouse.checkpoint_path(flow)))
             self.events.emit(
@@ -737,6 +748,27 @@ class PipelineRunner:
                 flow=dataset.name,
                 details={"target": dataset.name, "reason": "backfill"},
             )
+
+    def _backfill_cdc(self, dataset: Dataset) -> None:
+        """An AUTO CDC target rebuilt from all of its sources' changes, each flow's as one
+        batch into emptied tables (its own txn app id, so a rerun after a crash is a no-op)."""
+        assert dataset.cdc_state is not None
+        target = self.lakehouse.table_path(dataset.name)
+        side = self.lakehouse.table_path(dataset.cdc_state)
+        for path in (target, side):
+            remove_tree(str(path))
+        evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+        shaped = evaluator.evaluate(dataset.name)
+        if shaped is None:
+            raise PipelineError(list(evaluator.errors.values()) or [dataset.name])
+        self._create_if_missing(dataset, shaped)
+        for flow in dataset.flows:
+            frame = evaluator.evaluate_flow(flow)
+            if frame is None or flow.cdc is None:
+                raise PipelineError(list(evaluator.errors.values()) or [flow.name])
+            apply = ApplyChanges(flow.cdc, str(target), str(side), None, f"backfill-{flow.name}")
+            with flow_pool(self.spark, flow.name):
+                apply(frame, 0)
 
     # -- signals
 

@@ -109,6 +109,18 @@ def _check_flows(dataset: Dataset, evaluator: Evaluator, result: Validation) -> 
         plan, choice = check_flow(dataset, frame)
         result.flows[flow.name] = replace(plan, name=flow.name)
         result.problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
+        if flow.cdc is not None:  # its columns were checked when its target was evaluated
+            problems = _cdc_target_problems(dataset)
+            result.problems.extend(f"AUTO CDC flow {flow.name!r}: {p}" for p in problems)
+
+
+def _cdc_target_problems(dataset: Dataset) -> list[str]:
+    if dataset.quarantine:
+        return [
+            f"target {dataset.name!r} has expect_or_drop rules, whose quarantine is append-only: "
+            "filter the changes in the source view, or use expect/expect_or_fail"
+        ]
+    return []
 
 
 def _check_expectations(dataset: Dataset, frame: DataFrame, result: Validation) -> None:

@@ -69,6 +69,9 @@ def compare_table(
     validation: Validation,
     name: str,
 ) -> TableComparison:
+    if pipeline.datasets[name].cdc_state:
+        note = "an AUTO CDC target is not compared with a batch recompute yet (docs/cdc.md)"
+        return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
     plan = validation.flows.get(name)
     streaming = plan is not None and plan.facts.streaming
     parts = _committed(pipeline, lakehouse, name) if streaming else [(name, None)]

@@ -108,8 +108,10 @@ def test_the_shim_is_dlt_only_while_loading(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('dlt.apply_changes(target="t", source="s", keys=["id"])', "dlt.apply_changes is not yet"),
-        ('dlt.create_auto_cdc_flow(target="t")', "create_auto_cdc_flow is not yet"),
+        (
+            'dlt.apply_changes(target="t", source="s", keys=["id"], sequence_by="s", once=True)',
+            "once not supported",
+        ),
         (
             '@dlt.table(spark_conf={"a": "b"}, path="/x")\ndef t():\n    return None',
             "path, spark_conf not supported",

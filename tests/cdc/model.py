@@ -1,0 +1,99 @@
+"""A plain-Python model of an AUTO CDC target, and randomized change streams to check against.
+
+The model applies every change in order, with no batches and no state table: SCD1 keeps per
+key the newest row and ignores a change no newer than the newest seen (deletes included); SCD2
+folds all changes of a key, sorted by sequence, into versions. Streams have duplicates,
+out-of-order arrival across batches, deletes, re-inserts and nulls.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from deltalake import DeltaTable
+
+from lakefeed.lakehouse import Lakehouse
+
+COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is excepted)
+Change = dict[str, Any]
+
+
+def changes(seed: int, keys: int = 6, per_key: int = 8, batches: int = 3) -> list[list[Change]]:
+    """Change rows split into micro-batches; sequence numbers are unique per key."""
+    rng = random.Random(seed)
+    stream: list[tuple[float, Change]] = []
+    for key in range(seed * 100, seed * 100 + keys):
+        seq = 0
+        for position in range(per_key):
+            seq += rng.randint(1, 3)
+            op = "DELETE" if rng.random() < 0.2 else "UPSERT"
+            change = {
+                "id": key,
+                "seq": seq,
+                "op": op,
+                "a": None if op == "DELETE" or rng.random() < 0.3 else rng.randint(0, 3),
+                "b": None if op == "DELETE" or rng.random() < 0.3 else rng.choice("xyz"),
+            }
+            arrival = position + rng.uniform(-3, 3)  # out of order across batches
+            stream.append((arrival, change))
+            if rng.random() < 0.15:  # a re-sent duplicate, maybe in another batch
+                stream.append((arrival + rng.uniform(0, 4), dict(change)))
+    stream.sort(key=lambda item: item[0])
+    size = -(-len(stream) // batches)
+    return [[c for _, c in stream[i : i + size]] for i in range(0, len(stream), size)]
+
+
+def _order(change: Change) -> tuple[Any, bool]:
+    return (change["seq"], change["op"] == "DELETE")
+
+
+def scd1(batches: list[list[Change]], ignore_null_updates: bool = False) -> list[dict]:
+    rows: dict[Any, dict] = {}
+    newest: dict[Any, Any] = {}
+    for batch in batches:
+        for change in sorted(batch, key=_order):
+            key = change["id"]
+            if key in newest and change["seq"] <= newest[key]:
+                continue
+            newest[key] = change["seq"]
+            if change["op"] == "DELETE":
+                rows.pop(key, None)
+                continue
+            before = rows.get(key)
+            rows[key] = {
+                c: before[c]
+                if ignore_null_updates and before is not None and change[c] is None
+                else change[c]
+                for c in COLUMNS
+            }
+    return sorted(rows.values(), key=lambda r: r["id"])
+
+
+def scd2(batches: list[list[Change]], tracked: tuple[str, ...] = ("seq", "a", "b")) -> list[dict]:
+    by_key: dict[Any, dict[tuple, Change]] = {}
+    for change in (c for batch in batches for c in batch):
+        by_key.setdefault(change["id"], {}).setdefault((change["seq"], change["op"]), change)
+    versions: list[dict] = []
+    for key_changes in by_key.values():
+        current: dict | None = None
+        for change in sorted(key_changes.values(), key=_order):
+            if change["op"] == "DELETE":
+                if current is not None:
+                    current["__END_AT"], current = change["seq"], None
+                continue
+            values = {c: change[c] for c in COLUMNS}
+            if current is not None and all(current[c] == values[c] for c in tracked):
+                current.update(values)
+                continue
+            if current is not None:
+                current["__END_AT"] = change["seq"]
+            current = {**values, "__START_AT": change["seq"], "__END_AT": None}
+            versions.append(current)
+    return sorted(versions, key=lambda r: (r["id"], r["__START_AT"]))
+
+
+def rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:
+    """A target's rows as the model lists them."""
+    table = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
+    return table.sort_by([(c, "ascending") for c in order]).to_pylist()

@@ -1,0 +1,68 @@
+"""kill -9 of ``lakefeed run`` while an AUTO CDC flow applies a change stream, restart: the
+SCD1 target equals the model of every change applied once (each MERGE carries the flow's txn; a
+kill between the target's and the state table's MERGE is replayed into the same rows). SCD2
+shares the machinery; the pipeline test covers its semantics."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakefeed.lakehouse import Lakehouse
+from tests.cdc import model
+from tests.support.crash import run_with_kills
+
+PIPELINE = Path(__file__).parent / "pipelines_crash.py"
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("seq", pa.int64()),
+        ("op", pa.string()),
+        ("a", pa.int64()),
+        ("b", pa.string()),
+    ]
+)
+DRIVER = """
+import os
+from lakefeed.cli.main import cli
+
+final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
+cli(["run", {pipeline!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
+     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
+     "--max-restarts", "30", "--conf", "cdc.changes={changes}"], standalone_mode=True)
+"""
+
+
+def _commits(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(900)
+def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
+    batches = model.changes(seed=11, keys=8, per_key=5, batches=5)
+    changes = tmp_path / "changes"
+    for batch in batches:  # one commit, one file: one micro-batch each, also after a restart
+        write_deltalake(str(changes), pa.Table.from_pylist(batch, schema=SCHEMA), mode="append")
+    lakehouse = Lakehouse.at(tmp_path / "lakehouse")
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        DRIVER.format(pipeline=str(PIPELINE), lakehouse=str(lakehouse.root), changes=changes)
+    )
+    watched = lakehouse.checkpoint_path("customers_cdc")
+    report = run_with_kills(
+        [sys.executable, str(driver)],
+        workdir=tmp_path,
+        kills=1,
+        kill_when=lambda _: _commits(watched) >= 2,
+        min_delay=120,
+        max_delay=180,
+        final_timeout=400,
+    )
+    assert report.kills == 1
+    assert model.rows(lakehouse, "customers", ["id"]) == model.scd1(batches)

@@ -13,6 +13,7 @@ One evaluator per purpose:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
+from lakefeed.runtime.late import keeping_late
 
 if TYPE_CHECKING:
     from lakefeed.runtime.committed import CommittedInput
@@ -163,7 +165,7 @@ class Evaluator:
         self._stack.append(name)
         self.reads.setdefault(name, [])
         try:
-            with resolving(self), flow_context(name, self.lakehouse):
+            with resolving(self), flow_context(name, self.lakehouse), self._late_split(name):
                 frame = func()
         except _Abort:
             if len(self._stack) > 1:
@@ -188,6 +190,14 @@ class Evaluator:
             frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
+
+    def _late_split(self, name: str) -> contextlib.AbstractContextManager:
+        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""
+        dataset = self.pipeline.datasets.get(name)
+        if self.mode != "stream" or dataset is None or dataset.late_table is None:
+            return contextlib.nullcontext()
+        late_table = str(self.lakehouse.table_path(dataset.late_table))
+        return keeping_late(name, str(self.lakehouse.checkpoint_path(name)), late_table)
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:

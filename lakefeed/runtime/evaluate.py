@@ -307,6 +307,18 @@ def plan_facts(df: DataFrame) -> PlanFacts:
     )
 
 
+def watermarks(df: DataFrame) -> list[tuple[str, str]]:
+    """``(event-time column, delay)`` of each ``withWatermark`` in the plan, outermost first."""
+    found: list[tuple[str, str]] = []
+    pending = [df._jdf.queryExecution().analyzed()]
+    while pending:
+        node = pending.pop()
+        if node.nodeName() == "EventTimeWatermark":
+            found.append((str(node.eventTime().name()), str(node.delay().toString())))
+        pending.extend(reversed(_seq(node.children())))
+    return found
+
+
 def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 - py4j object
     name = node.nodeName()
     names.append(name)

@@ -9,7 +9,7 @@ the operator and reach the table by another path:
 1. while the flow function runs, ``withWatermark`` is wrapped so that its input first goes
    through :func:`split_late` (``mapInArrow``): on the executors, rows with ``event_time <=``
    the previous batch's watermark (read from the checkpoint's offset log, written before the
-   batch runs) are staged as Parquet under ``<late table>/_lakefeed_staging/<batch>/``, one file
+   batch runs) are staged as Parquet under ``<late table>/_lakefeed_late_rows/<batch>/``, one file
    per input partition (a retried or replayed task writes the same file again), and the rest go
    on. Removing rows below the watermark changes no event-time maximum, so the watermark stays
    the one Spark would have computed;
@@ -39,7 +39,7 @@ from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
 
-STAGING = "_lakefeed_staging"
+STAGING = "_lakefeed_late_rows"
 
 BatchWriter = Callable[[DataFrame, int], None]
 

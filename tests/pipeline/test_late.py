@@ -3,16 +3,21 @@ batch, and with ``late_rows="keep"`` the same rows kept in ``silver_readings_lat
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 
+from lakefeed.cli.main import cli
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.console import late_cell
 from lakefeed.observe.event_log import read_events
 from lakefeed.observe.figures import Monitor
+from lakefeed.runtime.advise import advise_watermark, lateness, recommend_delay, state_estimate
 from lakefeed.runtime.late import late_mask
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import IOT, IOT_CONF, load, table
@@ -86,6 +91,50 @@ def test_kept_late_rows_are_exactly_the_dropped_ones(runs: dict[str, Lakehouse])
     flow = next(f for f in monitor(runs["keep"]).flows() if f.name == "silver_readings")
     assert flow.kept_late_total == lost
     assert late_cell(flow).endswith(f"(+{lost:,} kept)")
+
+
+# silver's input is bronze, whose event time is inside the JSON payload.
+EVENT_TIME = "from_json(value, 'event_time timestamp').event_time"
+
+
+@pytest.mark.spark
+def test_advice_lands_within_the_generators_lateness(spark, runs: dict[str, Lakehouse]) -> None:
+    pipeline = load([IOT], LATE_CONF)
+    advice = {
+        share: advise_watermark(
+            spark, pipeline, runs["drop"], "silver_readings", share, event_time=EVENT_TIME
+        )
+        for share in (80.0, 99.9)
+    }
+    # 90% of rows lag at most outOfOrderSeconds (5 s); the late 10% up to maxLateSeconds (300 s).
+    assert advice[80.0].delay_seconds <= 6
+    assert 5 < advice[99.9].delay_seconds <= 300
+    assert advice[99.9].inputs == ("bronze_readings",) and advice[99.9].current_delay
+    assert advice[99.9].rows > 500  # every parsable bronze row
+    assert 0.9 < advice[99.9].on_time_with_current < 1.0  # the 2 minutes lose some
+    out = CliRunner().invoke(
+        cli,
+        ["advise", "watermark", "silver_readings", str(IOT), "--json"]
+        + ["--lakehouse", str(runs["drop"].root), "--event-time", EVENT_TIME]
+        + ["--key", "device_id", "--window", "5 minutes", "--completeness", "99.9"]
+        + [arg for key, value in LATE_CONF.items() for arg in ("--conf", f"{key}={value}")],
+    )
+    assert out.exit_code == 0, out.output
+    found = json.loads(out.output)
+    assert found["delay_seconds"] == advice[99.9].delay_seconds
+    # 8 devices (and the malformed rows' empty one), each with 2 five-minute windows open.
+    assert found["state_basis"].endswith("keys x 2 windows open") and found["state_rows"] >= 16
+
+
+def test_lateness_counts_from_the_commits_before() -> None:
+    commits = [np.array([10.0, 12.0]), np.array([11.0, 2.0, np.nan]), np.array([20.0])]
+    assert lateness(commits).tolist() == [0.0, 0.0, 1.0, 10.0, 0.0]
+    late = np.array([0.0] * 98 + [3.5, 250.0])
+    assert recommend_delay(late, 98.0) == 0
+    assert recommend_delay(late, 99.0) == 4
+    assert recommend_delay(late, 99.9) == 251
+    assert state_estimate(2.0, 120, None, None) == (240, "2 rows/s x 120 s")
+    assert state_estimate(2.0, 120, 8, 300.0)[0] == 8 * 2
 
 
 def test_late_mask_is_sparks_predicate() -> None:

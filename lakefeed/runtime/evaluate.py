@@ -286,6 +286,7 @@ _STATEFUL = {
     "TransformWithState",
     "TransformWithStateInPySpark",
 }
+_JOIN = re.compile(r"\W*Join\b")  # Spark may mark the node's string ('~Join LeftOuter, ...')
 _IDS = re.compile(r"#\d+L?|-T\d+ms")
 
 
@@ -303,6 +304,7 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         watermark=watermark,
         stateful=stateful,
         unbounded_dedup="Deduplicate" in names and not watermark,
+        stream_join=any(_JOIN.match(s) for s in stateful),
         sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
     )
 

@@ -4,7 +4,9 @@ Both streams come from the built-in ``iot`` generator (seeded, no external syste
 twice with the same seed: each generated event is an impression of ad ``device_id``; the second
 run, started ``adclicks.clickDelay`` later, replays the same events as clicks, of which a hash
 keeps ``adclicks.clickRate`` percent. A click happens between 0 and ``clickDelay`` seconds after
-its impression (a hash again) and arrives after it, as a click log would.
+its impression (a hash again) and arrives after it, as a click log would. ``impressions`` and
+``clicks`` parse the generated messages (a real pipeline would keep raw bronze tables first:
+see ``examples/iot``).
 
 gold joins each impression to its click when the click comes within ``adclicks.clickWindow``
 (a *time bound*: without it Spark would keep every impression in state for ever). It is a
@@ -57,7 +59,7 @@ def click_delay() -> int:
 
 
 def read_options() -> dict[str, str]:
-    """How many files of each silver table a gold batch reads (default: all that wait)."""
+    """How many files of each input table a gold batch reads (default: all that wait)."""
     files = lf.config("adclicks.maxFilesPerTrigger")
     return {"maxFilesPerTrigger": files} if files else {}
 
@@ -66,19 +68,11 @@ def watermark() -> str:
     return lf.config("adclicks.watermark", "1 minute")
 
 
-@lf.table(comment="raw ad impressions as generated")
-def bronze_impressions():
-    return lf.source("iot", **generator_options())
-
-
-@lf.table(comment="raw ad clicks: the impressions' events, clickDelay later")
-def bronze_clicks():
-    return lf.source("iot", **generator_options(click_delay()))
-
-
 @lf.table(comment="one row per impression: id, ad, time")
-def silver_impressions():
-    raw = lf.read_stream("bronze_impressions").select(F.from_json("value", PAYLOAD_DDL).alias("r"))
+def impressions():
+    raw = lf.source("iot", **generator_options()).select(
+        F.from_json("value", PAYLOAD_DDL).alias("r")
+    )
     return raw.select(
         F.col("r.event_id").alias("impression_id"),
         F.col("r.device_id").alias("ad_id"),
@@ -87,8 +81,9 @@ def silver_impressions():
 
 
 @lf.table(comment="one row per click: the impression clicked and when")
-def silver_clicks():
-    raw = lf.read_stream("bronze_clicks").select(F.from_json("value", PAYLOAD_DDL).alias("r"))
+def clicks():
+    generated = lf.source("iot", **generator_options(click_delay()))
+    raw = generated.select(F.from_json("value", PAYLOAD_DDL).alias("r"))
     rate = int(lf.config("adclicks.clickRate", "20"))
     # The generator's event time here is the impression's plus clickDelay: pull the click
     # back by a hash-chosen 0..clickDelay seconds, so it lands after the impression.
@@ -104,12 +99,10 @@ def silver_clicks():
 @lf.table(comment="impressions with their click (or none, once none can come)")
 def gold_ad_clicks():
     bound = lf.config("adclicks.clickWindow", "2 minutes")
-    impressions = lf.read_stream("silver_impressions", **read_options()).withWatermark(
+    impressions = lf.read_stream("impressions", **read_options()).withWatermark(
         "impression_time", watermark()
     )
-    clicks = lf.read_stream("silver_clicks", **read_options()).withWatermark(
-        "click_time", watermark()
-    )
+    clicks = lf.read_stream("clicks", **read_options()).withWatermark("click_time", watermark())
     joined = impressions.join(
         clicks,
         F.expr(

@@ -23,7 +23,6 @@ CONF = {
     "adclicks.startTime": "2026-01-01T00:00:00Z",
     "adclicks.seed": "11",
     "adclicks.clickRate": "30",
-    "adclicks.maxFilesPerTrigger": "2",
 }
 BOUND = timedelta(minutes=2)
 
@@ -44,10 +43,10 @@ def expected(ads: Lakehouse) -> tuple[set[tuple], int]:
     watermark_ms = offset_log.last_committed(ads.checkpoint_path("gold_ad_clicks")).watermark_ms
     clicks = {
         (c["click_impression_id"], c["click_ad_id"]): c["click_time"]
-        for c in table(ads, "silver_clicks").to_pylist()
+        for c in table(ads, "clicks").to_pylist()
     }
     rows, waiting = set(), 0
-    for i in table(ads, "silver_impressions").to_pylist():
+    for i in table(ads, "impressions").to_pylist():
         start = i["impression_time"]
         click = clicks.get((i["impression_id"], i["ad_id"]))
         if click is not None and not start <= click <= start + BOUND:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +18,11 @@ from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.console import late_cell
 from lakefeed.observe.event_log import read_events
 from lakefeed.observe.figures import Monitor
+from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.advise import advise_watermark, lateness, recommend_delay, state_estimate
 from lakefeed.runtime.late import late_mask
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
-from tests.pipeline.support import IOT, IOT_CONF, load, table
+from tests.pipeline.support import IOT, IOT_CONF, load, table, write
 
 # 600 rows over 5 minutes, 10% lagging up to 5 minutes behind, silver reading one bronze batch
 # (two files) at a time: its 2-minute watermark moves between batches, so late rows meet it.
@@ -135,6 +137,12 @@ def test_lateness_counts_from_the_commits_before() -> None:
     assert recommend_delay(late, 99.9) == 251
     assert state_estimate(2.0, 120, None, None) == (240, "2 rows/s x 120 s")
     assert state_estimate(2.0, 120, 8, 300.0)[0] == 8 * 2
+
+
+def test_unknown_late_rows_value_is_refused(tmp_path: Path) -> None:
+    flow = "import lakefeed as lf\n@lf.table(late_rows='maybe')\ndef t():\n    pass\n"
+    with pytest.raises(PipelineError, match=r"'t': late_rows must be one of \('drop', 'keep'\)"):
+        load([write(tmp_path / "p", {"p.py": flow})])
 
 
 def test_late_mask_is_sparks_predicate() -> None:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
+from lakefeed import entry
 from lakefeed.cli.main import cli
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.console import late_cell
@@ -143,6 +144,23 @@ def test_unknown_late_rows_value_is_refused(tmp_path: Path) -> None:
     flow = "import lakefeed as lf\n@lf.table(late_rows='maybe')\ndef t():\n    pass\n"
     with pytest.raises(PipelineError, match=r"'t': late_rows must be one of \('drop', 'keep'\)"):
         load([write(tmp_path / "p", {"p.py": flow})])
+
+
+@pytest.mark.spark
+def test_keep_without_a_stateful_watermark_is_refused(spark, tmp_path: Path) -> None:
+    flow = (
+        "import lakefeed as lf\n"
+        "@lf.table(late_rows='keep')\n"
+        "def t():\n"
+        "    return lf.source('rate').withWatermark('timestamp', '1 minute')\n"
+    )
+    result = entry.validate(
+        write(tmp_path / "p", {"p.py": flow}), lakehouse=tmp_path / "lh", spark=spark
+    )
+    assert not result.ok
+    assert any(
+        "late_rows='keep' needs a withWatermark before an aggregation" in p for p in result.problems
+    )
 
 
 def test_late_mask_is_sparks_predicate() -> None:

@@ -12,11 +12,15 @@ its first closed windows), as a triggered pipeline over a real source would; a c
 catches up on that backlog and then follows the clock. Late readings (``iot.lateRate``, 0 by
 default) arrive after silver's watermark has passed them: the stream drops them, as it should,
 and a batch recompute cannot know which, so ``lakefeed verify`` counts them as differences.
+``lakefeed status`` shows how many each flow dropped; with ``iot.lateRows=keep`` silver keeps
+them in ``silver_readings_late`` instead (``@lf.table(late_rows="keep")``).
 
 Configuration (``lakefeed run ... --conf key=value``): ``iot.rowsPerSecond``, ``iot.devices``,
 ``iot.totalRows`` (stop the generator after that many rows), ``iot.startTime``,
 ``iot.backlogSeconds``, ``iot.seed``, ``iot.lateRate``, ``iot.duplicateRate``,
-``iot.malformedRate``, ``iot.maxRowsPerTrigger``.
+``iot.malformedRate``, ``iot.maxRowsPerTrigger``; ``iot.lateRows`` (drop or keep) and
+``iot.silverMaxFilesPerTrigger`` (how many bronze files a silver batch reads: a triggered run
+then replays the backlog in batches, as a continuous run meets it, so late rows show).
 """
 
 from pyspark.sql import functions as F
@@ -39,6 +43,11 @@ GENERATOR_OPTIONS = (
 )
 
 
+def bronze_read_options() -> dict[str, str]:
+    files = lf.config("iot.silverMaxFilesPerTrigger")
+    return {"maxFilesPerTrigger": files} if files else {}
+
+
 def generator_options() -> dict[str, str]:
     options = {"rowsPerSecond": "500", "devices": "50", "backlogSeconds": "600", "lateRate": "0"}
     for name in GENERATOR_OPTIONS:
@@ -59,13 +68,16 @@ def bronze_readings():
 
 # Silver holds only payload fields: a re-sent duplicate differs from its original in offset and
 # ingest_time alone, so without them the row kept by dedup is the same in stream and batch.
-@lf.table(comment="parsed, validated and deduplicated readings")
+@lf.table(
+    comment="parsed, validated and deduplicated readings",
+    late_rows=lf.config("iot.lateRows") or "drop",
+)
 @lf.expect_or_drop("valid_json", "event_id IS NOT NULL")
 @lf.expect_or_drop("has_device", "device_id IS NOT NULL AND device_id <> ''")
 @lf.expect_or_drop("temp_in_range", "temperature BETWEEN -60 AND 150")
 @lf.expect("battery_ok", "battery >= 10")  # a percentage: warn on a low battery
 def silver_readings():
-    parsed = lf.read_stream("bronze_readings").select(
+    parsed = lf.read_stream("bronze_readings", **bronze_read_options()).select(
         F.from_json("value", PAYLOAD_DDL).alias("r"), "offset", "ingest_time", "value"
     )
     return (

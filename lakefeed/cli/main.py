@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lakefeed.cli.pipeline",
     "lakefeed.cli.table",
     "lakefeed.cli.state",
+    "lakefeed.cli.advise",
 )
 
 

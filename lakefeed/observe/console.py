@@ -114,11 +114,17 @@ def flows_table(monitor: Monitor, now: float) -> Table:
             seconds(last.watermark_delay_s if last else None),
             number(last.state_rows if last else None),
             size(last.state_memory_bytes if last else None),
-            number(flow.dropped_late_total),
+            late_cell(flow),
             number(last.kafka_lag if last else None),
             Text("backpressure", style="bold yellow") if flow.backpressure else "",
         )
     return table
+
+
+def late_cell(flow: FlowStatus) -> str:
+    """Rows dropped as late, and those kept in ``<table>_late`` when the flow keeps them."""
+    dropped = number(flow.dropped_late_total)
+    return f"{dropped} (+{number(flow.kept_late_total)} kept)" if flow.kept_late_total else dropped
 
 
 def quality_table(monitor: Monitor, tables: TableReader | None = None) -> Table | None:

@@ -22,6 +22,9 @@ Event types and their ``details`` (a JSON object):
   "quarantined"}``
 - ``file_skipped``: ``{"path", "size", "mtime_ms", "error", "batch_id"}``: a file source skipped
   an unreadable file (``ignoreCorruptFiles``/``ignoreMissingFiles``)
+- ``late_rows``: ``{"batch_id", "kept", "table"}``: a ``late_rows="keep"`` flow wrote the rows
+  too late for its watermark to ``table`` (rows a flow drops are in its ``flow_progress``,
+  ``stateOperators[].numRowsDroppedByWatermark``)
 - ``error``: ``{"error", "traceback"}``
 
 The event log is for observing only: a log that cannot be written (a damaged ``_delta_log``, a
@@ -139,6 +142,7 @@ EVENT_TYPES = frozenset(
         "flow_progress",
         "expectations",
         "file_skipped",
+        "late_rows",
         "error",
     }
 )

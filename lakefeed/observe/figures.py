@@ -13,7 +13,9 @@ Definitions (each from one ``flow_progress``, i.e. Spark's ``StreamingQueryProgr
   (trigger ``timestamp`` + batch duration): how far the flow's output trails its input.
 - *watermark delay*: batch ``timestamp`` − ``eventTime.watermark`` (Spark's initial epoch-0
   watermark counts as "none yet").
-- *state rows / memory / rows dropped as late*: sums over ``stateOperators``.
+- *state rows / memory / rows dropped as late*: sums over ``stateOperators``; rows kept as late
+  (``late_rows="keep"``) from ``late_rows`` events (Spark counts them nowhere: they leave
+  before the stateful operator).
 - *Kafka lag*: ``lakefeed.kafka_lag`` when the runtime put it there, else the sum over the
   sources of the ``kafka_lag`` figure their connectors read from the progress
   (:func:`lakefeed.connectors.registry.progress_figures`).
@@ -209,6 +211,8 @@ class FlowStatus:
     batches: int = 0
     input_rows_total: int = 0
     dropped_late_total: int = 0
+    #: rows too late for the watermark written to ``<table>_late`` (``late_rows="keep"``)
+    kept_late_total: int = 0
     pressure_streak: int = 0
     last: BatchFigures | None = None
     #: ``description`` of each source in the latest progress (what the flow reads)
@@ -262,6 +266,7 @@ class FlowStatus:
             "batches": self.batches,
             "input_rows_total": self.input_rows_total,
             "dropped_late_total": self.dropped_late_total,
+            "kept_late_total": self.kept_late_total,
             "backpressure": self.backpressure,
             "pressure_streak": self.pressure_streak,
             "last": self.last.as_dict() if self.last else None,
@@ -376,6 +381,8 @@ class Monitor:
             if table not in pipeline.tables:
                 pipeline.tables[table] = TableQuality(pipeline.name, table)
             pipeline.tables[table].add(details)
+        elif kind == "late_rows" and event.get("flow"):
+            pipeline.flow(event["flow"]).kept_late_total += int(details.get("kept") or 0)
         elif kind == "error":
             pipeline.last_error = headline(str(details.get("error") or event.get("message")))
         if event.get("flow") and kind in _FLOW_STATES:

@@ -41,6 +41,11 @@ _FLOW_COUNTERS: tuple[tuple[str, str, Callable[[FlowStatus], float]], ...] = (
         "Rows dropped as too late by stateful operators",
         lambda f: f.dropped_late_total,
     ),
+    (
+        "rows_kept_late",
+        "Rows too late for the watermark kept in <table>_late (late_rows='keep')",
+        lambda f: f.kept_late_total,
+    ),
     ("restarts", "Automatic restarts", lambda f: f.restarts),
 )
 

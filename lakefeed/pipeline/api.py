@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 KINDS = tuple(choices(DatasetKind))
 OUTPUT_MODES = ("append", "complete", "update")
+LATE_ROWS = ("drop", "keep")
+LATE_SUFFIX = "_late"
 
 # A flow function keeps its own type through every decorator (``@lf.table`` returns it as is).
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,6 +60,8 @@ class Dataset:
     flows: list[AppendFlow] = field(default_factory=list)
     # Upsert keys: each micro-batch is MERGEd on them (update mode into Delta).
     keys: list[str] = field(default_factory=list)
+    # "keep": rows a stateful operator would drop as too late go to ``<name>_late``.
+    late_rows: str = "drop"
 
     @property
     def stored(self) -> bool:
@@ -76,6 +80,16 @@ class Dataset:
         if any(rule.action is Action.DROP for rule in self.expectations) and self.stored:
             return quarantine_table(self.name)
         return None
+
+    @property
+    def late_table(self) -> str | None:
+        """The side table for rows too late for the watermark, when the flow keeps them."""
+        return f"{self.name}{LATE_SUFFIX}" if self.late_rows == "keep" else None
+
+    @property
+    def side_tables(self) -> list[str]:
+        """Tables written by this dataset's flows besides its own (reset and compacted with it)."""
+        return [t for t in (self.quarantine, self.late_table, self.cdc_state) if t]
 
 
 @dataclass
@@ -320,6 +334,9 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
         output_mode = kwargs.get("output_mode")
         if output_mode is not None and output_mode not in OUTPUT_MODES:
             raise PipelineError([f"{name!r}: output_mode must be one of {OUTPUT_MODES}"])
+        late_rows = kwargs.get("late_rows") or "drop"
+        if late_rows not in LATE_ROWS:
+            raise PipelineError([f"{name!r}: late_rows must be one of {LATE_ROWS}"])
         where = _where(fn)
         dataset = Dataset(
             name=name,
@@ -332,6 +349,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
             output_mode=output_mode,
             source=where,
             keys=list(kwargs.get("keys") or []),
+            late_rows=late_rows,
         )
         current_pipeline().add(dataset)
         fn.__dict__["__lakefeed_dataset__"] = dataset
@@ -353,6 +371,7 @@ def table(
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
     keys: list[str] | None = None,
+    late_rows: str = "drop",
 ) -> Callable[[F], F]: ...
 def table(
     func: F | None = None,
@@ -364,6 +383,7 @@ def table(
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
     keys: list[str] | None = None,
+    late_rows: str = "drop",
 ) -> F | Callable[[F], F]:
     """A streaming table: the function returns a DataFrame read with ``read_stream``/``source``.
 
@@ -372,6 +392,9 @@ def table(
     rows (an aggregate's changed groups: update mode) are MERGEd on those columns, exactly once.
     ``comment`` and ``table_properties`` are written to the Delta table (its description and
     ``metaData.configuration``), as ``COMMENT`` and ``TBLPROPERTIES`` are in SQL.
+    ``late_rows="keep"`` writes the rows the flow's watermark makes too late (which its stateful
+    operator would drop, and Spark counts as ``numRowsDroppedByWatermark``) to ``<name>_late``,
+    exactly once, instead of losing them.
     """
     return _declare(
         DatasetKind.STREAMING_TABLE,
@@ -382,6 +405,7 @@ def table(
         table_properties=table_properties,
         output_mode=output_mode,
         keys=keys,
+        late_rows=late_rows,
     )
 
 

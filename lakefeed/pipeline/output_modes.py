@@ -31,6 +31,7 @@ class PlanFacts:
     watermark: bool = False
     stateful: list[str] = field(default_factory=list)
     unbounded_dedup: bool = False
+    stream_join: bool = False  # a join of two streams: its outer rows wait for the watermark
     sources: int = 0  # streaming relations read; Spark resumes a checkpoint only with as many
 
 

@@ -13,6 +13,7 @@ One evaluator per purpose:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.runtime import plan_text
+from lakefeed.runtime.late import keeping_late
 from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
@@ -166,7 +168,12 @@ class Evaluator:
         self._stack.append(name)
         self.reads.setdefault(name, [])
         try:
-            with resolving(self), evaluating_on(self.spark), flow_context(name, self.lakehouse):
+            with (
+                resolving(self),
+                evaluating_on(self.spark),
+                flow_context(name, self.lakehouse),
+                self._late_split(name),
+            ):
                 frame = func()
         except _Abort:
             if len(self._stack) > 1:
@@ -191,6 +198,14 @@ class Evaluator:
             frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
+
+    def _late_split(self, name: str) -> contextlib.AbstractContextManager:
+        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""
+        dataset = self.pipeline.datasets.get(name)
+        if self.mode != "stream" or dataset is None or dataset.late_table is None:
+            return contextlib.nullcontext()
+        late_table = str(self.lakehouse.table_path(dataset.late_table))
+        return keeping_late(name, str(self.lakehouse.checkpoint_path(name)), late_table)
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
@@ -302,6 +317,7 @@ _STATEFUL = {
     "TransformWithState",
     "TransformWithStateInPySpark",
 }
+_JOIN = re.compile(r"\W*Join\b")  # Spark may mark the node's string ('~Join LeftOuter, ...')
 _IDS = re.compile(r"#\d+L?|-T\d+ms")
 
 
@@ -323,8 +339,21 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         watermark=watermark,
         stateful=stateful,
         unbounded_dedup="Deduplicate" in names and not watermark,
+        stream_join=any(_JOIN.match(s) for s in stateful),
         sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
     )
+
+
+def watermarks(df: DataFrame) -> list[tuple[str, str]]:
+    """``(event-time column, delay)`` of each ``withWatermark`` in the plan, outermost first."""
+    found: list[tuple[str, str]] = []
+    pending = [df._jdf.queryExecution().analyzed()]
+    while pending:
+        node = pending.pop()
+        if node.nodeName() == "EventTimeWatermark":
+            found.append((str(node.eventTime().name()), str(node.delay().toString())))
+        pending.extend(reversed(_seq(node.children())))
+    return found
 
 
 def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 - py4j object

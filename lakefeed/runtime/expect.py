@@ -114,15 +114,32 @@ class QuarantineWriter:
         batch.persist()
         try:
             good = kept_rows(batch, self.rules)
-            _write(good, self.target, mode, app_id, batch_id, self.partition_cols)
-            _write(dropped_rows(batch, self.rules), self.quarantine, mode, app_id, batch_id, [])
+            write_batch(good, self.target, mode, app_id, batch_id, self.partition_cols)
+            dropped = dropped_rows(batch, self.rules)
+            write_batch(dropped, self.quarantine, mode, app_id, batch_id, [])
         finally:
             batch.unpersist()
 
 
-def _write(
+@dataclass
+class TableWriter:
+    """``foreachBatch`` body writing the batch to its table alone (wrapped by other writers)."""
+
+    target: str
+    checkpoint: str
+    partition_cols: list[str]
+    output_mode: str
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        app_id = offset_log.running_query_id(self.checkpoint)
+        mode = "overwrite" if self.output_mode == "complete" else "append"
+        write_batch(batch, self.target, mode, app_id, batch_id, self.partition_cols)
+
+
+def write_batch(
     df: DataFrame, path: str, mode: str, app_id: str, batch_id: int, partition_cols: list[str]
 ) -> None:
+    """One batch to a Delta table, idempotent by (query id, batch id)."""
     from lakefeed.connectors import delta
 
     delta.write(

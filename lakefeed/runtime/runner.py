@@ -46,6 +46,7 @@ from lakefeed.runtime import expect
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
+from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
@@ -267,9 +268,10 @@ class PipelineRunner:
             self.reset(name)
 
     def reset(self, name: str) -> None:
-        """Delete a table, its quarantine or CDC state table and its checkpoints."""
+        """Delete a table, its side tables (quarantine, late rows, CDC state) and its
+        checkpoints."""
         dataset = self.pipeline.datasets[name]
-        targets = [name, *filter(None, (dataset.quarantine, dataset.cdc_state))]
+        targets = [name, *dataset.side_tables]
         for target in targets:
             remove_tree(str(self.lakehouse.table_path(target)))
         for flow in self.pipeline.flow_names(dataset):
@@ -446,64 +448,60 @@ class PipelineRunner:
         trigger: dict,
     ) -> StreamingQuery:
         dataset = state.dataset
-        cdc = state.flow.cdc if state.flow is not None else None
-        body: Callable[[DataFrame, int], None] | None = None
-        if cdc is not None:
-            side = str(self.lakehouse.table_path(state_table(dataset.name)))
-            body = ApplyChanges(cdc, target, side, checkpoint)
-        elif dataset.quarantine:
-            return self._quarantined(checked, state, mode, checkpoint, trigger)
-        elif dataset.keys:
-            body = KeyedUpsert(target, dataset.keys, checkpoint)
-        if body is not None:
-            return (
-                checked.drop(*expect.flag_columns(dataset.expectations))
-                .writeStream.foreachBatch(body)
-                .queryName(state.name)
-                .outputMode(mode)
-                .option("checkpointLocation", checkpoint)
-                .trigger(**trigger)
-                .start()
+        rules = dataset.expectations
+        writer = self._batch_writer(state, mode, checkpoint, target)
+        if writer is None:
+            return delta.write_stream(
+                checked.drop(*expect.flag_columns(rules)),
+                target,
+                checkpoint,
+                output_mode=mode,
+                partition_by=dataset.partition_cols,
+                query_name=state.name,
+                trigger=trigger,
+                mergeSchema="true",
             )
-        return delta.write_stream(
-            checked.drop(*expect.flag_columns(dataset.expectations)),
-            target,
-            checkpoint,
-            output_mode=mode,
-            partition_by=dataset.partition_cols,
-            query_name=state.name,
-            trigger=trigger,
-            mergeSchema="true",
+        # the quarantine writer splits on the rule flags; every other body gets plain rows
+        split = dataset.quarantine and (state.flow is None or state.flow.cdc is None)
+        rows = checked if split else checked.drop(*expect.flag_columns(rules))
+        return (
+            rows.writeStream.foreachBatch(writer)
+            .queryName(state.name)
+            .outputMode(mode)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
         )
 
-    def _quarantined(
-        self,
-        checked: DataFrame,
-        state: FlowState,
-        mode: str,
-        checkpoint: str,
-        trigger: dict,
-    ) -> StreamingQuery:
-        """A flow with drop rules: kept rows to its table, dropped rows to its quarantine."""
+    def _batch_writer(
+        self, state: FlowState, mode: str, checkpoint: str, target: str
+    ) -> Callable[[DataFrame, int], None] | None:
+        """The ``foreachBatch`` body of a flow that needs one; None: the Delta stream sink."""
         dataset = state.dataset
-        assert dataset.quarantine is not None
-        rules = dataset.expectations
-        writer = checked.writeStream.foreachBatch(
-            expect.QuarantineWriter(
-                rules,
-                str(self.lakehouse.table_path(dataset.name)),
+        cdc = state.flow.cdc if state.flow is not None else None
+        writer: Callable[[DataFrame, int], None] | None = None
+        if cdc is not None:
+            side = str(self.lakehouse.table_path(state_table(dataset.name)))
+            writer = ApplyChanges(cdc, target, side, checkpoint)
+        elif dataset.quarantine:
+            writer = expect.QuarantineWriter(
+                dataset.expectations,
+                target,
                 str(self.lakehouse.table_path(dataset.quarantine)),
                 checkpoint,
                 dataset.partition_cols,
                 complete=mode == "complete",
             )
-        )
-        return (
-            writer.queryName(state.name)
-            .outputMode(mode)
-            .option("checkpointLocation", checkpoint)
-            .trigger(**trigger)
-            .start()
+        elif dataset.keys:
+            writer = KeyedUpsert(target, dataset.keys, checkpoint)
+        if dataset.late_table is None:
+            return writer
+        return LateRowsWriter(
+            writer or expect.TableWriter(target, checkpoint, dataset.partition_cols, mode),
+            str(self.lakehouse.table_path(dataset.late_table)),
+            checkpoint,
+            dataset.name,
+            self.events,
         )
 
     def _triggered(self, validation: Validation) -> None:
@@ -561,10 +559,10 @@ class PipelineRunner:
             compactor.stop()
 
     def _compactor(self, flows: Iterable[FlowState]) -> AutoCompactor:
-        """Compacts the flows' tables (and quarantines): in the background while they run, or
+        """Compacts the flows' tables (and side tables): in the background while they run, or
         once after a triggered flow ended."""
-        names = [n for s in flows for n in (s.dataset.name, s.dataset.quarantine)]
-        paths = [str(self.lakehouse.table_path(n)) for n in names if n]
+        names = [n for s in flows for n in (s.dataset.name, *s.dataset.side_tables)]
+        paths = [str(self.lakehouse.table_path(n)) for n in names]
         policy = Policy.from_conf(lambda key: self.spark.conf.get(key, None))
         return AutoCompactor(paths, policy, self.options.compact_interval)
 

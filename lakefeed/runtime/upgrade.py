@@ -50,7 +50,7 @@ def plan_upgrade(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) 
         if flow in validation.flows
     ]
     changes = _with_readers(pipeline, lakehouse, validation, changes)
-    written = {t for d in pipeline.datasets.values() for t in (d.name, d.quarantine) if t}
+    written = {t for d in pipeline.datasets.values() for t in (d.name, *d.side_tables)}
     written |= {f for d in pipeline.datasets.values() for f in pipeline.flow_names(d)}
     orphans = sorted(_stored_names(lakehouse) - written)
     changes += [

@@ -64,6 +64,13 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
             f"{dataset.name!r}: a table with keys cannot have expect_or_drop rules yet (its "
             "quarantine is append-only); filter the rows in the flow, or use expect/expect_or_fail"
         )
+    stateful_watermark = facts.watermark and facts.stateful and not facts.stream_join
+    if dataset.late_table and not stateful_watermark:
+        choice.problems.append(
+            f"{dataset.name!r}: late_rows='keep' needs a withWatermark before an aggregation or "
+            "dropDuplicates (the rows they would drop are the late ones; a stream-stream join's "
+            "depend on its time bounds): remove late_rows, or add the watermark"
+        )
     for what, names in (("partition column", dataset.partition_cols), ("key", dataset.keys)):
         for column in names:
             if column not in frame.columns:

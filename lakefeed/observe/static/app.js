@@ -173,7 +173,9 @@
     ["watermark_delay_s", (f) => secs(f.last && f.last.watermark_delay_s)],
     ["state_rows", (f) => num(f.last && f.last.state_rows)],
     ["state_memory_bytes", (f) => bytes(f.last && f.last.state_memory_bytes)],
-    ["dropped_late_total", (f) => num(f.dropped_late_total)],
+    ["dropped_late_total", (f) =>
+      f.kept_late_total ? `${num(f.dropped_late_total)} (+${num(f.kept_late_total)} kept)`
+                        : num(f.dropped_late_total)],
     ["kafka_lag", (f) => num(f.last && f.last.kafka_lag)],
   ];
 

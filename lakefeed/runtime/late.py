@@ -1,0 +1,159 @@
+"""Keep rows too late for a flow's watermark in ``<table>_late`` instead of losing them.
+
+Why this shape: a stateful operator (aggregation, dedup) silently drops an input row whose event
+time is at or before the watermark of the *previous* batch (Spark keeps one watermark for late
+rows and another, the current one, for evicting state) and reports only the count,
+``numRowsDroppedByWatermark``. A query has one sink, so the late rows must leave the plan before
+the operator and reach the table by another path:
+
+1. while the flow function runs, ``withWatermark`` is wrapped so that its input first goes
+   through :func:`split_late` (``mapInArrow``): on the executors, rows with ``event_time <=``
+   the previous batch's watermark (read from the checkpoint's offset log, written before the
+   batch runs) are staged as Parquet under ``<late table>/_lakefeed_late_rows/<batch>/``, one file
+   per input partition (a retried or replayed task writes the same file again), and the rest go
+   on. Removing rows below the watermark changes no event-time maximum, so the watermark stays
+   the one Spark would have computed;
+2. :class:`LateRowsWriter` (``foreachBatch``) writes the batch to the table as before, then
+   commits the staged rows to ``<table>_late`` with ``txnAppId``/``txnVersion`` = (query id,
+   batch id), as quarantine rows are: a replayed batch commits them once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+from lakefeed.observe.event_log import EventLog
+from lakefeed.pipeline import offset_log
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime import expect
+
+STAGING = "_lakefeed_late_rows"
+
+BatchWriter = Callable[[DataFrame, int], None]
+
+
+def staging_dir(late_table: str | Path, batch_id: int) -> Path:
+    return Path(late_table) / STAGING / str(batch_id)
+
+
+def late_mask(event_time: pa.Array, watermark_ms: int) -> pa.Array:
+    """Spark's late-row predicate ``event_time <= watermark``; NULL is never late."""
+    unit = pa.timestamp("us", tz=getattr(event_time.type, "tz", None))
+    limit = pa.scalar(watermark_ms * 1000, unit)
+    return pc.fill_null(pc.less_equal(event_time.cast(limit.type), limit), False)
+
+
+def current_watermark_ms(checkpoint: str) -> tuple[int, int]:
+    """(batch id, watermark for late rows) of the batch running now: the newest planned batch
+    of the offset log, and the watermark the batch before it recorded (0 for the first)."""
+    planned = offset_log.batch_ids(Path(checkpoint) / "offsets")
+    if not planned:
+        raise RuntimeError(f"{checkpoint} has no planned batch: is a query running on it?")
+    previous = offset_log.read_batch(Path(checkpoint), planned[-1] - 1)
+    return planned[-1], previous.watermark_ms if previous is not None else 0
+
+
+def split_late(df: DataFrame, column: str, checkpoint: str, late_table: str) -> DataFrame:
+    """``df`` without its too-late rows, which are staged for :class:`LateRowsWriter`."""
+
+    def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        batch_id, watermark_ms = current_watermark_ms(checkpoint)
+        late: list[pa.RecordBatch] = []
+        for batch in batches:
+            mask = late_mask(batch.column(column), watermark_ms)
+            late.append(batch.filter(mask))
+            yield batch.filter(pc.invert(mask))
+        rows = pa.Table.from_batches(late) if late else None
+        if rows is not None and rows.num_rows:
+            partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
+            _stage(rows, staging_dir(late_table, batch_id) / f"part-{partition:05d}.parquet")
+
+    return df.mapInArrow(split, df.schema)
+
+
+def _stage(rows: pa.Table, path: Path) -> None:
+    """Write atomically: a retried task replaces its file whole, never leaves half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    pq.write_table(rows, partial)
+    os.replace(partial, path)
+
+
+@contextlib.contextmanager
+def keeping_late(flow: str, checkpoint: str, late_table: str) -> Iterator[None]:
+    """While a flow function runs, its ``withWatermark`` first splits off the late rows.
+
+    Exactly one watermark per flow: without one nothing is ever late, and a join's late rows
+    depend on its time bounds, not on one watermark. (Classic PySpark: the DataFrame class
+    that a Spark Connect session returns is not wrapped.)
+    """
+    original = ClassicDataFrame.withWatermark
+    calls: list[str] = []
+
+    def with_watermark(self: DataFrame, eventTime: str, delayThreshold: str) -> DataFrame:  # noqa: N803
+        calls.append(eventTime)
+        if len(calls) > 1:
+            raise _refusal(flow, "this flow sets several (a join?)")
+        kept = split_late(self, eventTime, checkpoint, late_table)
+        return original(kept, eventTime, delayThreshold)  # type: ignore[arg-type]
+
+    ClassicDataFrame.withWatermark = with_watermark  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ClassicDataFrame.withWatermark = original  # type: ignore[method-assign]
+    if not calls:
+        raise _refusal(flow, "this flow sets none, so no row is ever late")
+
+
+def _refusal(flow: str, problem: str) -> PipelineError:
+    return PipelineError(
+        [f"{flow!r}: late_rows='keep' splits the input of one withWatermark, and {problem}"],
+        fix="remove late_rows='keep', or give the flow one withWatermark before its aggregation",
+    )
+
+
+@dataclass
+class LateRowsWriter:
+    """``foreachBatch`` body: the flow's own write, then its staged late rows, once.
+
+    A batch without late rows commits nothing to ``<table>_late`` (the table appears with the
+    first late row); one with late rows commits them with the batch's transaction id.
+    """
+
+    write: BatchWriter
+    late_table: str
+    checkpoint: str
+    flow: str
+    events: EventLog
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self.write(batch, batch_id)  # runs the plan: the batch's late rows are staged now
+        staged = staging_dir(self.late_table, batch_id)
+        files = sorted(str(p) for p in staged.glob("part-*.parquet"))
+        if files:
+            late = batch.sparkSession.read.parquet(*files)
+            app_id = offset_log.running_query_id(self.checkpoint)
+            expect.write_batch(late, self.late_table, "append", app_id, batch_id, [])
+            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            self.events.emit(
+                "late_rows",
+                f"batch {batch_id}: {rows} rows too late for the watermark kept",
+                flow=self.flow,
+                details={"batch_id": batch_id, "kept": rows, "table": Path(self.late_table).name},
+            )
+        shutil.rmtree(staged, ignore_errors=True)

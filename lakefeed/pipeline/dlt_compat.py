@@ -50,6 +50,7 @@ __all__ = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
+    "foreach_batch_sink",
     "materialized_view",
     "read",
     "read_stream",
@@ -178,13 +179,19 @@ def append_flow(
     return api.append_flow(target=target, name=name, once=once, comment=comment)
 
 
-def _not_yet(function: str) -> Callable[..., None]:
+_SNAPSHOT_FIX = (
+    "write the changes with a flow and lakefeed.delta.DeltaTable.merge in foreachBatch for now"
+)
+_SINK_FIX = (
+    "make it a @dlt.table and stream that table to the outside system from your own job "
+    "(spark.readStream.table(...).writeStream.foreachBatch(...)) for now"
+)
+
+
+def _not_yet(function: str, fix: str) -> Callable[..., None]:
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise PipelineDefinitionError(
-            f"dlt.{function} is not yet supported by lakefeed",
-            fix="write the changes with a flow and lakefeed.delta.DeltaTable.merge in "
-            "foreachBatch for now",
-            code=UNSUPPORTED,
+            f"dlt.{function} is not yet supported by lakefeed", fix=fix, code=UNSUPPORTED
         )
 
     refuse.__name__ = function
@@ -206,9 +213,10 @@ def create_auto_cdc_flow(
 
 
 apply_changes = create_auto_cdc_flow
-apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot")
-create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow")
-create_sink = _not_yet("create_sink")
+apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot", _SNAPSHOT_FIX)
+create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow", _SNAPSHOT_FIX)
+create_sink = _not_yet("create_sink", _SINK_FIX)
+foreach_batch_sink = _not_yet("foreach_batch_sink", _SINK_FIX)
 
 
 @contextlib.contextmanager

@@ -260,16 +260,11 @@ def validate(
     except PipelineError:  # a result that lists the load problems, without starting Spark
         result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf))
     else:
+        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
         result = entry.validate(
             pipeline,
-            lakehouse=lakehouse_dir,
-            spark=_spark(
-                master,
-                pipeline.name,
-                spark_conf,
-                entry.lakehouse_for(lakehouse_dir, pipeline),
-                remote,
-            ),
+            lakehouse=lakehouse,
+            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote),
             check_connections=check_connections,
         )
     if as_json:
@@ -341,16 +336,11 @@ def verify(
     """Compare each streaming table with a batch recompute over the same input."""
     try:
         pipeline = _load(paths, conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
         result = entry.verify(
             pipeline,
-            lakehouse=lakehouse_dir,
-            spark=_spark(
-                master,
-                pipeline.name,
-                spark_conf,
-                entry.lakehouse_for(lakehouse_dir, pipeline),
-                remote,
-            ),
+            lakehouse=lakehouse,
+            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:

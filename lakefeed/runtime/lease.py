@@ -88,11 +88,7 @@ class LocalLeaseStore:
             temporary.unlink()
 
     def read(self) -> tuple[bytes, str] | None:
-        try:
-            content = self.path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return content, _token(content)
+        return _read(self.path)
 
     def replace(self, token: str, content: bytes) -> bool:
         with self._locked():
@@ -143,11 +139,7 @@ class ObjectLeaseStore:
         return self.path.read_bytes() == content
 
     def read(self) -> tuple[bytes, str] | None:
-        try:
-            content = self.path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return content, _token(content)
+        return _read(self.path)
 
     def replace(self, token: str, content: bytes) -> bool:
         found = self.read()
@@ -171,6 +163,15 @@ def lease_store(path: AnyPath) -> LeaseStore:
 
 def _token(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
+
+
+def _read(path: AnyPath) -> tuple[bytes, str] | None:
+    """A lease's content and version token, None when there is none (either store)."""
+    try:
+        content = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return content, _token(content)
 
 
 @dataclass(frozen=True)

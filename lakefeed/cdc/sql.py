@@ -21,6 +21,7 @@ from typing import Any
 
 from lakefeed.cdc.spec import INVALID
 from lakefeed.errors import PipelineDefinitionError
+from lakefeed.pipeline.sql_text import top_level
 
 _SOURCE = re.compile(
     r"\s*FROM\s+(?:STREAM\s*\(\s*(?:LIVE\.)?(?P<a>\w+)\s*\)|STREAM\s+(?:LIVE\.)?(?P<b>\w+)|"
@@ -53,7 +54,7 @@ def parse_body(body: str, where: str) -> dict[str, Any]:
         raise _bad(where, f"expected FROM source, found {body.strip()[:40]!r}")
     given: dict[str, Any] = {"source": found.group("a") or found.group("b") or found.group("c")}
     rest = body[found.end() :]
-    clauses = [m for m in _CLAUSE.finditer(rest) if _top_level(rest, m.start())]
+    clauses = [m for m in _CLAUSE.finditer(rest) if top_level(rest, m.start())]
     if rest.strip() and (not clauses or rest[: clauses[0].start()].strip()):
         raise _bad(where, f"cannot read {rest.strip()[:40]!r}")
     for clause, following in zip(clauses, [*clauses[1:], None], strict=True):
@@ -96,18 +97,3 @@ def _names(text: str, where: str, word: str) -> list[str]:
     if not all(re.fullmatch(r"\w+", n) for n in names):
         raise _bad(where, f"{word} {text!r}: expected a list of column names")
     return names
-
-
-def _top_level(text: str, at: int) -> bool:
-    """Whether position ``at`` is outside quotes and parentheses."""
-    depth, quote = 0, ""
-    for ch in text[:at]:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-    return depth == 0 and not quote

@@ -32,6 +32,7 @@ from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
+from lakefeed.pipeline.sql_text import matching_paren
 
 KINDS = {
     "STREAMING TABLE": DatasetKind.STREAMING_TABLE,
@@ -164,7 +165,7 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     flow.path = source
     rest = statement[head.end() :]
     if rest.startswith("("):
-        close = _matching_paren(rest)
+        close = matching_paren(rest)
         if close < 0:
             raise PipelineError([f"{where}: unbalanced parenthesis in the column/constraint list"])
         _parse_constraints(rest[1:close], flow, where)
@@ -228,27 +229,11 @@ def parse_sql_file(path: str | Path) -> list[SqlFlow]:
     return parse_sql(path.read_text(), source=str(path))
 
 
-def _matching_paren(text: str) -> int:
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
 def _parse_constraints(body: str, flow: SqlFlow, where: str) -> None:
     pos = 0
     while body[pos:].strip():
         head = _CONSTRAINT.match(body, pos)
-        close = _matching_paren(body[head.end() :]) if head else -1
+        close = matching_paren(body[head.end() :]) if head else -1
         if head is None or close < 0:
             raise PipelineError(
                 [

@@ -141,19 +141,14 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
     from lakefeed.session import active_spark
 
-    frames: dict[tuple[str, bool], DataFrame] = {
-        (name, True): read_stream(name) for name in flow.stream_reads
-    }
+    spark = active_spark()  # the runner's while it evaluates: where the temp views are made
+    views: dict[tuple[str, bool], str] = {}
+    for name in flow.stream_reads:
+        views[(name, True)] = _temp_view(read_stream(name), flow.name, name, "s")
     for name in flow.batch_reads:
         df = _read_if_defined(name)
         if df is not None:
-            frames[(name, False)] = df
-    # Temp views belong to one session: query on the session the reads were made on (the
-    # runner's), not whichever session happens to be active on this thread.
-    spark = next(iter(frames.values())).sparkSession if frames else active_spark()
-    views = {
-        key: _temp_view(df, flow.name, key[0], "s" if key[1] else "b") for key, df in frames.items()
-    }
+            views[(name, False)] = _temp_view(df, flow.name, name, "b")
     try:
         return spark.sql(flow.render(views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line

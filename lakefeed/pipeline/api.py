@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from lakefeed.cdc import snapshot
+from lakefeed.cdc.snapshot import SnapshotFunction, Snapshots
 from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors.registry import source_format
 from lakefeed.lakehouse import check_name
@@ -108,6 +110,12 @@ class AppendFlow:
     comment: str | None = None
     source: str = ""
     cdc: AutoCdc | None = None  # an AUTO CDC flow: its changes are applied, not appended
+    snapshots: Snapshots | None = None  # AUTO CDC FROM SNAPSHOT: where its snapshots come from
+
+    @property
+    def batch(self) -> bool:
+        """Run by the runner as batches of its own, not as a streaming query."""
+        return self.once or self.snapshots is not None
 
 
 class Pipeline:
@@ -202,6 +210,12 @@ def _mixed_cdc(dataset: Dataset) -> str:
         return (
             f"streaming table {dataset.name!r} has both AUTO CDC and append flows: give the "
             "appended rows their own table, or turn them into changes of the CDC source"
+        )
+    if len(dataset.flows) > 1 and any(f.snapshots is not None for f in dataset.flows):
+        return (
+            f"streaming table {dataset.name!r} has an AUTO CDC FROM SNAPSHOT flow and others: "
+            "a snapshot flow keeps its target equal to its snapshots, so it must be the only "
+            "flow into it (as in DLT)"
         )
     shapes = {(tuple(f.cdc.keys), f.cdc.scd_type) for f in cdc if f.cdc is not None}
     if len(shapes) > 1:
@@ -578,7 +592,52 @@ def default_cdc_flow(target: str) -> str:
     return f"{target}_cdc"
 
 
-apply_changes = create_auto_cdc_flow  # DLT's older name
+def create_auto_cdc_from_snapshot_flow(
+    target: str,
+    source: str | SnapshotFunction,
+    keys: list[str] | list[Column],
+    stored_as_scd_type: int | str = 1,
+    track_history_column_list: list[str] | list[Column] | None = None,
+    track_history_except_column_list: list[str] | list[Column] | None = None,
+    name: str | None = None,
+) -> None:
+    """DLT's AUTO CDC FROM SNAPSHOT: keep streaming table ``target`` equal to the newest full
+    snapshot of ``source``, as SCD type 1 (current rows) or 2 (a version per snapshot that
+    changed a row's tracked columns, ``__START_AT``/``__END_AT`` being snapshot versions).
+
+    ``source`` is a table or view of the pipeline, read whole on each update, or a function
+    ``(latest_snapshot_version) -> (DataFrame, version) | None`` asked, from the version
+    applied last (None at first), for the next snapshot until it answers None; versions are
+    increasing integers. Keys missing from a snapshot are deleted (SCD1) or closed (SCD2). Each
+    snapshot is applied once: its version is the ``txn`` of the commits applying it. The flow
+    is named ``name``, by default ``<target>_snapshot_cdc``. See docs/cdc.md.
+    """
+    where = caller()
+    cdc = snapshot.declare(
+        where,
+        source,
+        keys=keys,
+        stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list,
+    )
+    snapshots = (
+        Snapshots(lambda latest: (read(source), (latest or 0) + 1), once_per_update=True)
+        if isinstance(source, str)
+        else Snapshots(source)
+    )
+    flow = AppendFlow(
+        name or f"{target}_snapshot_cdc",
+        target,
+        snapshots.shape,
+        source=where,
+        cdc=cdc,
+        snapshots=snapshots,
+    )
+    current_pipeline().add_flow(flow)
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow  # DLT's older name
 
 
 def _where(fn: Callable[..., Any]) -> str:

@@ -179,9 +179,6 @@ def append_flow(
     return api.append_flow(target=target, name=name, once=once, comment=comment)
 
 
-_SNAPSHOT_FIX = (
-    "write the changes with a flow and lakefeed.delta.DeltaTable.merge in foreachBatch for now"
-)
 _SINK_FIX = (
     "make it a @dlt.table and stream that table to the outside system from your own job "
     "(spark.readStream.table(...).writeStream.foreachBatch(...)) for now"
@@ -213,8 +210,23 @@ def create_auto_cdc_flow(
 
 
 apply_changes = create_auto_cdc_flow
-apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot", _SNAPSHOT_FIX)
-create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow", _SNAPSHOT_FIX)
+
+
+def create_auto_cdc_from_snapshot_flow(
+    *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
+) -> None:
+    """DLT's ``dlt.create_auto_cdc_from_snapshot_flow`` (and ``dlt.apply_changes_from_snapshot``):
+    :func:`lakefeed.create_auto_cdc_from_snapshot_flow`, same parameters."""
+    _refuse(
+        "dlt.create_auto_cdc_from_snapshot_flow",
+        {"once": once},
+        "remove once=True: a snapshot flow applies each new snapshot on every update",
+    )
+    kwargs["name"] = kwargs.get("name") or flow_name
+    api.create_auto_cdc_from_snapshot_flow(*args, **kwargs)
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow
 create_sink = _not_yet("create_sink", _SINK_FIX)
 foreach_batch_sink = _not_yet("foreach_batch_sink", _SINK_FIX)
 

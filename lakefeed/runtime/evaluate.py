@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -155,9 +155,9 @@ class Evaluator:
         return self._compute(name, body, dataset.source)
 
     def _union(self, dataset: Dataset) -> DataFrame:
-        """A table filled by append flows reads as all of them: ``once`` backfills only in batch
-        (a stream cannot union a batch), unless the table has nothing else."""
-        flows = [f for f in dataset.flows if self.mode == "batch" or not f.once] or dataset.flows
+        """A table filled by append flows reads as all of them: ``once`` backfills and snapshot
+        flows only in batch (a stream cannot union a batch), unless the table has nothing else."""
+        flows = [f for f in dataset.flows if self.mode == "batch" or not f.batch] or dataset.flows
         return union_all([_shaped(flow) for flow in flows])
 
     def _compute(self, name: str, func: Callable[[], DataFrame], where: str) -> DataFrame | None:
@@ -165,28 +165,20 @@ class Evaluator:
             return self.frames[name]
         if name in self.errors:
             raise _Abort(name)
-        self._stack.append(name)
-        self.reads.setdefault(name, [])
+        nested = bool(self._stack)
         try:
-            with (
-                resolving(self),
-                evaluating_on(self.spark),
-                flow_context(name, self.lakehouse),
-                self._late_split(name),
-            ):
+            with self.inside(name), self._late_split(name):
                 frame = func()
         except _Abort:
-            if len(self._stack) > 1:
+            if nested:
                 raise
             return None
         except Exception as error:  # a user's flow function: report, never crash validate
             self.errors[name] = _describe(name, where, error)
             self.causes[name] = error
-            if len(self._stack) > 1:
+            if nested:
                 raise _Abort(name) from error
             return None
-        finally:
-            self._stack.pop()
         if not isinstance(frame, DataFrame):
             self.errors[name] = (
                 f"{name!r} ({where}) returned {type(frame).__name__}, not a DataFrame"
@@ -198,6 +190,18 @@ class Evaluator:
             frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
+
+    @contextlib.contextmanager
+    def inside(self, name: str) -> Iterator[None]:
+        """``lf.read`` and the like resolved as in flow ``name``: for evaluating its function,
+        and for code the runner calls itself (a snapshot flow's source function)."""
+        self._stack.append(name)
+        self.reads.setdefault(name, [])
+        try:
+            with resolving(self), evaluating_on(self.spark), flow_context(name, self.lakehouse):
+                yield
+        finally:
+            self._stack.pop()
 
     def _late_split(self, name: str) -> contextlib.AbstractContextManager:
         """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""

@@ -30,6 +30,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed import connect
 from lakefeed.cdc.apply import ApplyChanges
+from lakefeed.cdc.snapshot import ApplySnapshots, snapshot_app_id
 from lakefeed.cdc.spec import state_table
 from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
@@ -314,7 +315,7 @@ class PipelineRunner:
         """One query, plan and checkpoint guard per streaming append flow into ``dataset``."""
         problems: list[str] = []
         for flow in dataset.flows:
-            if flow.once:
+            if flow.batch:
                 continue
             frame = streams.evaluate_flow(flow)
             if frame is None:
@@ -349,6 +350,29 @@ class PipelineRunner:
                 flow=flow.name,
                 details={"target": dataset.name, "reason": "once"},
             )
+
+    def _run_snapshot_flows(self, dataset: Dataset) -> None:
+        """AUTO CDC FROM SNAPSHOT flows: each new snapshot applied once (the function called
+        as the flow's own code, so ``lf.read`` resolves; see :mod:`lakefeed.cdc.snapshot`)."""
+        target = str(self.lakehouse.table_path(dataset.name))
+        side = str(self.lakehouse.table_path(state_table(dataset.name)))
+        for flow in dataset.flows:
+            if flow.snapshots is None or flow.cdc is None:
+                continue
+            evaluator = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
+            apply = ApplySnapshots(
+                flow.cdc, flow.snapshots, target, side, snapshot_app_id(flow.name)
+            )
+            with evaluator.inside(flow.name), flow_pool(self.spark, flow.name):
+                applied = apply()
+            if applied:
+                self.events.emit(
+                    "flow_stop",
+                    f"{flow.name}: snapshot(s) {', '.join(map(str, applied))} applied to "
+                    f"{dataset.name}",
+                    flow=flow.name,
+                    details={"target": dataset.name, "reason": "snapshot", "versions": applied},
+                )
 
     def _create_if_missing(self, dataset: Dataset, frame: DataFrame) -> None:
         """Readers of a table resolve its schema at start: create it empty beforehand.
@@ -513,6 +537,7 @@ class PipelineRunner:
                 self.refresh_view(dataset)
                 continue
             self._run_once_flows(dataset)
+            self._run_snapshot_flows(dataset)
             for state in self._states(dataset):
                 if not self._until_done(state, trigger):
                     return  # stopping: _stop_all lets the running batch finish
@@ -550,6 +575,7 @@ class PipelineRunner:
         for dataset in self._stored(validation):
             if dataset.declared:
                 self._run_once_flows(dataset)
+                self._run_snapshot_flows(dataset)
         for state in self.flows.values():
             _settle(self._start(state, trigger))
         compactor = self._compactor(self.flows.values()).start()
@@ -570,6 +596,7 @@ class PipelineRunner:
         deadline = time.monotonic() + self.options.duration if self.options.duration else None
         next_refresh = time.monotonic() + self.options.refresh_interval
         views = [d for d in self._stored(validation) if d.kind == "materialized_view"]
+        snapshots = [d for d in self._stored(validation) if any(f.snapshots for f in d.flows)]
         while not self._stop.is_set():
             self._stop.wait(0.5)
             now = time.monotonic()
@@ -586,12 +613,18 @@ class PipelineRunner:
                     self._restart(state, trigger)
             if self.flows and all(s.failed for s in self.flows.values()):
                 self.request_stop("every flow failed")
-            if views and now >= next_refresh:
-                for view in views:
-                    self.refresh_view(view)
+            if (views or snapshots) and now >= next_refresh:
+                self._refresh(snapshots, views)
                 next_refresh = now + self.options.refresh_interval
             self._tick()
         self._stop_all()
+        self._refresh(snapshots, views)
+
+    def _refresh(self, snapshots: list[Dataset], views: list[Dataset]) -> None:
+        """What a continuous run redoes every ``refresh_interval``: new snapshots of snapshot
+        flows, then materialized views (which may read their targets)."""
+        for dataset in snapshots:
+            self._run_snapshot_flows(dataset)
         for view in views:
             self.refresh_view(view)
 
@@ -760,7 +793,10 @@ class PipelineRunner:
         if shaped is None:
             raise PipelineError(list(evaluator.errors.values()) or [dataset.name])
         self._create_if_missing(dataset, shaped)
+        self._run_snapshot_flows(dataset)  # tables emptied: every snapshot again, from None
         for flow in dataset.flows:
+            if flow.snapshots is not None:
+                continue
             frame = evaluator.evaluate_flow(flow)
             if frame is None or flow.cdc is None:
                 raise PipelineError(list(evaluator.errors.values()) or [flow.name])

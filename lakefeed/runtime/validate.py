@@ -45,6 +45,11 @@ class Validation:
 def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice]:
     """Output mode, then Spark's own streaming checks for that mode."""
     facts = plan_facts(frame)
+    if dataset.declared and dataset.flows and all(f.batch for f in dataset.flows):
+        # filled by its flows' own batches only (once appends, snapshots applied as MERGEs)
+        mode = "update" if any(f.snapshots for f in dataset.flows) else "append"
+        columns = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        return FlowPlan(dataset.name, dataset.kind, mode, facts, columns), ModeChoice(mode)
     choice = choose_output_mode(
         dataset.name, dataset.kind, facts, dataset.output_mode, dataset.keys
     )
@@ -107,18 +112,20 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
 
 
 def _check_flows(dataset: Dataset, evaluator: Evaluator, result: Validation) -> None:
-    """Each append flow on its own (a ``once`` flow too): it evaluates, and a streaming flow
-    gets its own plan, as it runs as its own query."""
+    """Each append flow on its own (``once`` and snapshot flows too): it evaluates, and a
+    streaming flow gets its own plan, as it runs as its own query."""
     for flow in dataset.flows:
         frame = evaluator.evaluate_flow(flow)
-        if frame is None or flow.once:
+        if frame is None:
             continue  # why it failed is among the graph's problems or the evaluator's errors
-        plan, choice = check_flow(dataset, frame)
-        result.flows[flow.name] = replace(plan, name=flow.name)
-        result.problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
         if flow.cdc is not None:  # its columns were checked when its target was evaluated
             problems = _cdc_target_problems(dataset)
             result.problems.extend(f"AUTO CDC flow {flow.name!r}: {p}" for p in problems)
+        if flow.batch:
+            continue
+        plan, choice = check_flow(dataset, frame)
+        result.flows[flow.name] = replace(plan, name=flow.name)
+        result.problems.extend(f"flow {flow.name!r}: {p}" for p in choice.problems)
 
 
 def _cdc_target_problems(dataset: Dataset) -> list[str]:

@@ -13,6 +13,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from lakefeed.cdc import fold
+from lakefeed.cdc.spec import END_AT, START_AT
 from lakefeed.lakehouse import Lakehouse
 
 COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is excepted)
@@ -91,6 +93,32 @@ def scd2(batches: list[list[Change]], tracked: tuple[str, ...] = ("seq", "a", "b
             current = {**values, "__START_AT": change["seq"], "__END_AT": None}
             versions.append(current)
     return sorted(versions, key=lambda r: (r["id"], r["__START_AT"]))
+
+
+def fold_batches(batches: list[list[dict]], rules: fold.Rules) -> list[dict]:
+    """What ``lakefeed.cdc.apply`` does with Spark, on dicts: group by key, fold, upsert."""
+    target: dict[tuple, dict] = {}  # (id, start) -> row
+    state: dict[Any, dict] = {}
+    for batch in batches:
+        changes = [
+            {**c, fold.OP: fold.DELETE if c["op"] == "DELETE" else fold.UPSERT, fold.SEQ: c["seq"]}
+            for c in batch
+        ]
+        for key in {c["id"] for c in changes}:
+            rows = [c for c in changes if c["id"] == key]
+            rows += [{**r, fold.OP: fold.ROW} for (k, _), r in target.items() if k == key]
+            rows += [{**state[key], fold.OP: fold.STATE}] if key in state else []
+            for out in fold.fold(rows, rules):
+                action = out.pop(fold.ACTION)
+                if action == fold.STATE:
+                    state[key] = out
+                    continue
+                at = (key, out.get(START_AT))
+                if action == fold.DELETE:
+                    del target[at]
+                else:
+                    target[at] = {c: out[c] for c in (*rules.columns, START_AT, END_AT) if c in out}
+    return sorted(target.values(), key=lambda r: (r["id"], r.get(START_AT) or 0))
 
 
 def rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:

@@ -3,40 +3,11 @@ Spark: many seeds in milliseconds)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, START_AT
 from tests.cdc import model
-
-
-def _apply(batches: list[list[dict]], rules: fold.Rules) -> list[dict]:
-    """What ``lakefeed.cdc.apply`` does with Spark, on dicts: group by key, fold, upsert."""
-    target: dict[tuple, dict] = {}  # (id, start) -> row
-    state: dict[Any, dict] = {}
-    for batch in batches:
-        changes = [
-            {**c, fold.OP: fold.DELETE if c["op"] == "DELETE" else fold.UPSERT, fold.SEQ: c["seq"]}
-            for c in batch
-        ]
-        for key in {c["id"] for c in changes}:
-            rows = [c for c in changes if c["id"] == key]
-            rows += [{**r, fold.OP: fold.ROW} for (k, _), r in target.items() if k == key]
-            rows += [{**state[key], fold.OP: fold.STATE}] if key in state else []
-            for out in fold.fold(rows, rules):
-                action = out.pop(fold.ACTION)
-                if action == fold.STATE:
-                    state[key] = out
-                    continue
-                at = (key, out.get(START_AT))
-                if action == fold.DELETE:
-                    del target[at]
-                else:
-                    target[at] = {c: out[c] for c in (*rules.columns, START_AT, END_AT) if c in out}
-    return sorted(target.values(), key=lambda r: (r["id"], r.get(START_AT) or 0))
-
 
 SEEDS = range(40)
 
@@ -46,14 +17,14 @@ def test_scd1_matches_the_model(ignore_null_updates: bool) -> None:
     rules = fold.Rules(("id",), model.COLUMNS, 1, ignore_null_updates)
     for seed in SEEDS:
         batches = model.changes(seed)
-        assert _apply(batches, rules) == model.scd1(batches, ignore_null_updates), seed
+        assert model.fold_batches(batches, rules) == model.scd1(batches, ignore_null_updates), seed
 
 
 def test_scd2_matches_the_model() -> None:
     rules = fold.Rules(("id",), model.COLUMNS, 2, tracked=("seq", "a", "b"))
     for seed in SEEDS:
         batches = model.changes(seed)
-        assert _apply(batches, rules) == model.scd2(batches), seed
+        assert model.fold_batches(batches, rules) == model.scd2(batches), seed
 
 
 def test_scd2_untracked_changes_update_the_version_in_place() -> None:
@@ -63,8 +34,8 @@ def test_scd2_untracked_changes_update_the_version_in_place() -> None:
         [{"id": 1, "seq": 2, "op": "UPSERT", "a": 1, "b": "y"}],  # b only: same version
         [{"id": 1, "seq": 3, "op": "UPSERT", "a": 2, "b": "y"}],  # a: a new version
     ]
-    assert _apply(batches, rules) == model.scd2(batches, tracked=("a",))
-    assert [(r["b"], r[START_AT], r[END_AT]) for r in _apply(batches, rules)] == [
+    assert model.fold_batches(batches, rules) == model.scd2(batches, tracked=("a",))
+    assert [(r["b"], r[START_AT], r[END_AT]) for r in model.fold_batches(batches, rules)] == [
         ("y", 1, 3),
         ("y", 3, None),
     ]

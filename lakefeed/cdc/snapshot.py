@@ -1,0 +1,181 @@
+"""AUTO CDC FROM SNAPSHOT (DLT's ``create_auto_cdc_from_snapshot_flow`` /
+``apply_changes_from_snapshot``): full snapshots of a source turned into changes of a target.
+
+A snapshot comes from a dataset of the pipeline, read whole once per update (versions 1, 2, ...
+counted by the flow), or from the user's function ``(latest_snapshot_version) -> (DataFrame,
+version) | None``, called with the newest version applied (None at first) until it returns
+None. Each snapshot becomes change rows at sequence ``version``: every row an upsert, and a
+delete for each key that is live in the state table and missing from the snapshot. Those rows
+go through AUTO CDC's own ``foreachBatch`` (:class:`~lakefeed.cdc.apply.ApplyChanges`, with
+``sequence_by`` the version), so the SCD1/SCD2 rules of :mod:`lakefeed.cdc.fold` decide what
+changed (an unchanged row writes nothing to the target), and the version is the ``txn`` version
+of the commits applying it: a rerun after a crash asks for the snapshot after the one applied
+last, and a snapshot is never applied twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakefeed.cdc import fold
+from lakefeed.cdc.spec import INVALID, AutoCdc
+from lakefeed.errors import PipelineDefinitionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+VERSION = "__snapshot_version"
+OP = "__snapshot_op"
+SnapshotFunction = Callable[[Any], "tuple[DataFrame, int] | None"]
+
+
+def declare(where: str, source: str | SnapshotFunction, **given: Any) -> AutoCdc:
+    """The AUTO CDC flow a snapshot flow runs as: its change rows carry the version and op."""
+    if not isinstance(source, str) and not callable(source):
+        raise PipelineDefinitionError(
+            f"AUTO CDC FROM SNAPSHOT ({where}): source {source!r} is neither a dataset name "
+            "nor a function",
+            fix="pass the name of a table or view, or a function (latest_snapshot_version) -> "
+            "(DataFrame, version) or None",
+            code=INVALID,
+        )
+    name = source if isinstance(source, str) else f"{getattr(source, '__name__', 'source')}()"
+    return AutoCdc.declare(
+        where,
+        source=name,
+        sequence_by=VERSION,
+        apply_as_deletes=f"`{OP}` = 'D'",
+        except_column_list=[VERSION, OP],
+        **given,
+    )
+
+
+@dataclass(frozen=True)
+class Snapshots:
+    """Where a snapshot flow's snapshots come from, and the rule their versions follow: the
+    user's function, or (``once_per_update``) one reading a dataset whole, asked once."""
+
+    source: SnapshotFunction
+    once_per_update: bool = False
+
+    def next(self, latest: int | None) -> tuple[DataFrame, int] | None:
+        """The snapshot after version ``latest`` and its version, or None."""
+        got = self.source(latest)
+        if got is None:
+            return None
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise _refused(f"the snapshot function returned {type(got).__name__}")
+        frame, version = got
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise _refused(f"snapshot version {version!r} is not an integer")
+        if latest is not None and version <= latest:
+            raise _refused(f"snapshot version {version} is not newer than {latest}, applied last")
+        return frame, version
+
+    def shape(self) -> DataFrame:
+        """Change rows shaped like this flow's (no rows): what validation derives the target's
+        columns from. A function is asked for its first snapshot (lazily read)."""
+        got = self.next(None)
+        if got is None:
+            raise _refused("the snapshot function returned None for the first snapshot")
+        return with_change_columns(got[0], got[1], "U").limit(0)
+
+
+def _refused(what: str) -> PipelineDefinitionError:
+    return PipelineDefinitionError(
+        f"AUTO CDC FROM SNAPSHOT: {what}",
+        fix="return (DataFrame, version) with an integer version larger than "
+        "latest_snapshot_version (None at first), or None when there is no newer snapshot",
+        code=INVALID,
+    )
+
+
+def with_change_columns(frame: DataFrame, version: int, op: str) -> DataFrame:
+    """``frame``'s rows as changes ``op`` (``U``/``D``) at sequence ``version``."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumns({VERSION: F.lit(version).cast("long"), OP: F.lit(op)})
+
+
+def changes(snapshot: DataFrame, state: DataFrame | None, cdc: AutoCdc, version: int) -> DataFrame:
+    """The snapshot as change rows: every row an upsert (``U``; the fold leaves unchanged rows
+    alone), and a delete (``D``) for each key the state holds as live that the snapshot lacks.
+
+    Built from the snapshot and the state table only, never the target: the state is committed
+    after the target, so a snapshot replayed after a crash between the two gives the same rows
+    (see :mod:`lakefeed.cdc.apply`)."""
+    from pyspark.sql import functions as F
+
+    upserts = with_change_columns(snapshot, version, "U")
+    if state is None:
+        return upserts
+    live = state.where(~F.coalesce(F.col(fold.DELETED), F.lit(False))).select(*cdc.keys)
+    gone = live.join(snapshot.select(*cdc.keys), cdc.keys, "left_anti")
+    gone = gone.select(
+        *[
+            F.col(f"`{f.name}`")
+            if f.name in cdc.keys
+            else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in snapshot.schema.fields
+        ]
+    )
+    return upserts.unionByName(with_change_columns(gone, version, "D"))
+
+
+def snapshot_app_id(flow: str) -> str:
+    """The ``txn`` app id of a snapshot flow's commits (the same in a backfill, which empties
+    the tables first, so the versions start over)."""
+    return f"lakefeed-snapshot-{flow}"
+
+
+@dataclass
+class ApplySnapshots:
+    """Applies a snapshot flow's new snapshots to ``target`` (Delta table paths), exactly once:
+    each as one :class:`ApplyChanges` batch whose ``txn`` version is the snapshot's."""
+
+    cdc: AutoCdc
+    snapshots: Snapshots
+    target: str
+    state: str
+    app_id: str
+
+    def __call__(self) -> list[int]:
+        """Apply every snapshot newer than the last one applied; the versions applied."""
+        from lakefeed.cdc.apply import ApplyChanges
+
+        applied: list[int] = []
+        latest = self.latest()
+        while True:
+            got = self.snapshots.next(latest)
+            if got is None:
+                break
+            snapshot, latest = got
+            rows = changes(snapshot, self._state(snapshot.sparkSession), self.cdc, latest)
+            ApplyChanges(self.cdc, self.target, self.state, None, self.app_id)(rows, latest)
+            applied.append(latest)
+            if self.snapshots.once_per_update:
+                break
+        return applied
+
+    def latest(self) -> int | None:
+        """The newest snapshot version applied (None: none yet), as the state table's ``txn``
+        has it: it commits last, so a snapshot the target holds but the state does not is
+        applied again (the target's commit is skipped, the state's made). An empty snapshot of
+        an empty target commits nothing; the loop moves past it in memory."""
+        from deltalake import DeltaTable as RsTable
+
+        from lakefeed.connectors.delta import table as delta_table
+
+        if not delta_table.exists(self.state):
+            return None
+        return RsTable(self.state).transaction_version(self.app_id)
+
+    def _state(self, spark: SparkSession) -> DataFrame | None:
+        from lakefeed.connectors.delta import table as delta_table
+        from lakefeed.delta import DeltaTable
+
+        if not delta_table.exists(self.state):
+            return None
+        return DeltaTable.forPath(spark, self.state).toDF()

@@ -1,0 +1,34 @@
+"""AUTO CDC FROM SNAPSHOT with a snapshot function: three versions of a small customers table
+(a changed row, a deleted key, a new key, a re-inserted key), kept as SCD1 and as SCD2; the
+DLT spelling for the SCD2 target."""
+
+import dlt
+
+import lakefeed as lf
+
+SNAPSHOTS = {
+    1: [(1, "ann", "DE"), (2, "bob", "FR"), (3, "cy", "NL")],
+    2: [(1, "ann", "PL"), (3, "cy", "NL"), (4, "dee", "SE")],  # 1 moved, 2 gone, 4 new
+    3: [(1, "ann", "PL"), (2, "bob", "US"), (4, "dee", "SE")],  # 2 back, 3 gone
+}
+
+
+def next_snapshot(latest_snapshot_version):
+    version = (latest_snapshot_version or 0) + 1
+    if version not in SNAPSHOTS:
+        return None
+    rows = SNAPSHOTS[version]
+    return spark.createDataFrame(rows, "id BIGINT, name STRING, country STRING"), version  # noqa: F821
+
+
+lf.create_streaming_table("customers")
+lf.create_auto_cdc_from_snapshot_flow(target="customers", source=next_snapshot, keys=["id"])
+
+dlt.create_streaming_table("customers_history")
+dlt.apply_changes_from_snapshot(
+    target="customers_history",
+    source=next_snapshot,
+    keys=["id"],
+    stored_as_scd_type=2,
+    track_history_except_column_list=["name"],
+)

@@ -1,0 +1,65 @@
+"""AUTO CDC FROM SNAPSHOT in a pipeline run: three snapshot versions from a function, applied
+as SCD1 and SCD2 in one update; a second update applies nothing again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import lakefeed as lf
+from lakefeed.cdc.snapshot import snapshot_app_id
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline.kinds import RunMode
+from tests.cdc import model
+from tests.pipeline.support import load
+
+PIPELINE = Path(__file__).parent / "snapshot_pipeline"
+
+
+@pytest.fixture(scope="module")
+def lakehouse(spark, tmp_path_factory: pytest.TempPathFactory) -> Lakehouse:
+    lakehouse = Lakehouse.at(tmp_path_factory.mktemp("snapshots") / "lakehouse")
+    result = lf.run(load([PIPELINE]), lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
+    assert result.ok, result
+    return lakehouse
+
+
+@pytest.mark.spark
+def test_scd1_holds_the_newest_snapshot(lakehouse: Lakehouse) -> None:
+    assert model.rows(lakehouse, "customers", ["id"]) == [
+        {"id": 1, "name": "ann", "country": "PL"},
+        {"id": 2, "name": "bob", "country": "US"},
+        {"id": 4, "name": "dee", "country": "SE"},
+    ]
+
+
+@pytest.mark.spark
+def test_scd2_has_a_version_per_snapshot_change(lakehouse: Lakehouse) -> None:
+    history = model.rows(lakehouse, "customers_history", ["id", "__START_AT"])
+    assert [(r["id"], r["country"], r["__START_AT"], r["__END_AT"]) for r in history] == [
+        (1, "DE", 1, 2),
+        (1, "PL", 2, None),
+        (2, "FR", 1, 2),  # missing from snapshot 2: closed
+        (2, "US", 3, None),  # back in snapshot 3: a new version
+        (3, "NL", 1, 3),
+        (4, "SE", 2, None),
+    ]
+
+
+@pytest.mark.spark
+def test_a_second_update_applies_nothing_again(spark, lakehouse: Lakehouse) -> None:
+    from deltalake import DeltaTable
+
+    paths = [str(lakehouse.table_path(t)) for t in ("customers", "customers_history")]
+    before = [DeltaTable(p).version() for p in paths]
+    result = lf.run(load([PIPELINE]), lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
+    assert result.ok, result
+    assert [DeltaTable(p).version() for p in paths] == before
+    versions = [
+        DeltaTable(p).transaction_version(snapshot_app_id(f))
+        for p, f in zip(
+            paths, ("customers_snapshot_cdc", "customers_history_snapshot_cdc"), strict=True
+        )
+    ]
+    assert versions == [3, 3]  # the last snapshot applied, recorded in the target's commits

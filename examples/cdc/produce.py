@@ -13,9 +13,11 @@ deleted and created again under the same id, and after each delete a tombstone (
 value, as Debezium sends for log compaction). Delivery is at-least-once and not in commit
 order: some events are sent twice (a connector restart re-sends them) and some neighbours
 swap places, which is what the pipeline's ``sequence_by`` (the LSN) has to put right.
-The same ``--seed`` always gives the same events::
+The same ``--seed`` always gives the same events (sending them again changes nothing
+downstream); ``--rounds`` sends more business every ``--interval`` seconds, for a continuous
+run to pick up::
 
-    python examples/cdc/produce.py -b 127.0.0.1:9092 --seed 7
+    python examples/cdc/produce.py -b 127.0.0.1:9092 --seed 7 [--rounds 5 --interval 10]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +68,7 @@ class Shop:
     lsn: int = 1_000
     clock_ms: int = START_MS
     log: list[Event] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)  # the log's length at each round's end
 
     def commit(self, table: str, op: str, key: int, after: Row | None) -> None:
         """Apply one change and log its event (and a tombstone after a delete)."""
@@ -136,24 +140,30 @@ def _step(shop: Shop, rng: random.Random, next_ids: dict[str, int], deleted: lis
         shop.commit("customers", "c", key, _customer(rng, key))
 
 
-def simulate(seed: int = 7, customers: int = 12, orders: int = 30) -> Shop:
+def simulate(seed: int = 7, customers: int = 12, orders: int = 30, rounds: int = 1) -> Shop:
     """The shop's changes in commit order (``shop.log``) and its final rows (``shop.rows``):
-    an initial snapshot of ``customers`` rows, then business until ``orders`` orders exist,
+    an initial snapshot of ``customers`` rows, then ``rounds`` rounds of business, each until
+    ``orders`` more orders exist (``shop.rounds``: where each round ends in the log), the last
     ending with customer 1 deleted and created again."""
     rng = random.Random(seed)
     shop = Shop(rng)
     for key in range(1, customers + 1):
         shop.commit("customers", "r", key, _customer(rng, key))
     next_ids, deleted = {"customers": customers, "orders": 0}, []
-    while next_ids["orders"] < orders:
-        _step(shop, rng, next_ids, deleted)
+    for round_ in range(1, rounds + 1):
+        while next_ids["orders"] < orders * round_:
+            _step(shop, rng, next_ids, deleted)
+        shop.rounds.append(len(shop.log))
     if 1 in shop.rows["customers"]:
         shop.commit("customers", "d", 1, None)
     shop.commit("customers", "c", 1, _customer(rng, 1))
+    shop.rounds[-1] = len(shop.log)
     return shop
 
 
-def delivered(log: list[Event], seed: int = 7, duplicates: float = 0.05, swaps: float = 0.05):
+def delivered(
+    log: list[Event], seed: int = 7, duplicates: float = 0.05, swaps: float = 0.05
+) -> list[Event]:
     """The order Kafka receives ``log`` in: some events twice, some neighbours swapped."""
     rng = random.Random(seed + 1)
     sent: list[Event] = []
@@ -201,18 +211,25 @@ def main() -> None:
     parser.add_argument("-b", "--bootstrap-servers", default="127.0.0.1:9092")
     parser.add_argument("--seed", type=int, default=7, help="same seed, same events")
     parser.add_argument("--customers", type=int, default=12, help="rows of the initial snapshot")
-    parser.add_argument("--orders", type=int, default=30, help="orders to create")
+    parser.add_argument("--orders", type=int, default=30, help="orders created per round")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of business to send")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between rounds")
     parser.add_argument("--partitions", type=int, default=1, help="partitions per new topic")
     parser.add_argument("--print", action="store_true", help="print the messages, send nothing")
     args = parser.parse_args()
-    shop = simulate(args.seed, args.customers, args.orders)
-    events = delivered(shop.log, args.seed)
-    if args.print:
-        for event in events:
-            print(event.topic, *event.message())
-        return
-    sent = send(events, args.bootstrap_servers, args.partitions)
-    print(f"{sent} change events sent to {', '.join(TOPICS.values())}")
+    shop = simulate(args.seed, args.customers, args.orders, args.rounds)
+    start = 0
+    for number, end in enumerate(shop.rounds, 1):
+        events = delivered(shop.log[start:end], args.seed + number)
+        start = end
+        if args.print:
+            for event in events:
+                print(event.topic, *event.message())
+            continue
+        if number > 1:
+            time.sleep(args.interval)
+        sent = send(events, args.bootstrap_servers, args.partitions)
+        print(f"round {number}: {sent} change events sent to {', '.join(TOPICS.values())}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 - ``continuous``: every streaming table runs at once with a ``processingTime`` trigger until
   SIGINT/SIGTERM or ``duration``; a failed flow restarts with exponential backoff while the
-  others keep running; materialized views refresh every ``refresh_interval`` and at the end.
+  others keep running; snapshot flows (AUTO CDC FROM SNAPSHOT) apply new snapshots and
+  materialized views refresh every ``refresh_interval`` and at the end.
 - ``available-now``: flow by flow in dependency order, each with ``trigger(availableNow=True)``
   (everything present, in rate-limited batches), then stops.
 - ``once``: like available-now but one micro-batch per flow (``trigger(once=True)``, which

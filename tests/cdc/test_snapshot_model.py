@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from lakefeed.cdc import fold
+from lakefeed.cdc.snapshot import Snapshots
 from lakefeed.cdc.spec import END_AT, START_AT
+from lakefeed.errors import PipelineDefinitionError
 from tests.cdc import model
 
 Snapshot = dict[int, dict]  # key -> row
@@ -76,3 +80,18 @@ def test_an_unchanged_snapshot_changes_nothing() -> None:
     snapshots = _snapshots(3)
     repeated = [*snapshots, snapshots[-1], snapshots[-1]]
     assert model.fold_batches(_changes(repeated), rules) == _history(snapshots)
+
+
+@pytest.mark.parametrize(
+    ("answer", "latest", "why"),
+    [
+        ((None, "2026-01-01"), None, "is not an integer"),
+        ((None, 2), 2, "is not newer than 2"),
+        ([None, 3], None, "returned list"),
+    ],
+)
+def test_a_wrong_snapshot_answer_is_refused(answer: object, latest: int | None, why: str) -> None:
+    snapshots = Snapshots(lambda _latest: answer)
+    with pytest.raises(PipelineDefinitionError, match=why) as refused:
+        snapshots.next(latest)
+    assert refused.value.code == "CDC_INVALID"

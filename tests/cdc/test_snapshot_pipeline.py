@@ -1,5 +1,6 @@
 """AUTO CDC FROM SNAPSHOT in a pipeline run: three snapshot versions from a function, applied
-as SCD1 and SCD2 in one update; a second update applies nothing again."""
+as SCD1 and SCD2 in one update, a second update applies nothing again; a view read whole, one
+snapshot per update."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ PIPELINE = Path(__file__).parent / "snapshot_pipeline"
 @pytest.fixture(scope="module")
 def lakehouse(spark, tmp_path_factory: pytest.TempPathFactory) -> Lakehouse:
     lakehouse = Lakehouse.at(tmp_path_factory.mktemp("snapshots") / "lakehouse")
-    result = lf.run(load([PIPELINE]), lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
+    pipeline = load([PIPELINE], {"snapshot.export": "2"})
+    result = lf.run(pipeline, lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
     assert result.ok, result
     return lakehouse
 
@@ -48,12 +50,22 @@ def test_scd2_has_a_version_per_snapshot_change(lakehouse: Lakehouse) -> None:
 
 
 @pytest.mark.spark
+def test_a_view_is_read_whole_as_snapshot_1(lakehouse: Lakehouse) -> None:
+    assert model.rows(lakehouse, "customers_exported", ["id"]) == [
+        {"id": 1, "name": "ann", "country": "PL"},
+        {"id": 3, "name": "cy", "country": "NL"},
+        {"id": 4, "name": "dee", "country": "SE"},
+    ]
+
+
+@pytest.mark.spark
 def test_a_second_update_applies_nothing_again(spark, lakehouse: Lakehouse) -> None:
     from deltalake import DeltaTable
 
     paths = [str(lakehouse.table_path(t)) for t in ("customers", "customers_history")]
     before = [DeltaTable(p).version() for p in paths]
-    result = lf.run(load([PIPELINE]), lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
+    pipeline = load([PIPELINE], {"snapshot.export": "3"})
+    result = lf.run(pipeline, lakehouse=lakehouse, spark=spark, mode=RunMode.AVAILABLE_NOW)
     assert result.ok, result
     assert [DeltaTable(p).version() for p in paths] == before
     versions = [
@@ -63,3 +75,11 @@ def test_a_second_update_applies_nothing_again(spark, lakehouse: Lakehouse) -> N
         )
     ]
     assert versions == [3, 3]  # the last snapshot applied, recorded in the target's commits
+    # the view's snapshot is read again: version 2 of that flow, with the view's new rows
+    assert model.rows(lakehouse, "customers_exported", ["id"]) == [
+        {"id": 1, "name": "ann", "country": "PL"},
+        {"id": 2, "name": "bob", "country": "US"},
+        {"id": 4, "name": "dee", "country": "SE"},
+    ]
+    exported = DeltaTable(str(lakehouse.table_path("customers_exported")))
+    assert exported.transaction_version(snapshot_app_id("customers_exported_snapshot_cdc")) == 2

@@ -1,6 +1,6 @@
 """AUTO CDC FROM SNAPSHOT with a snapshot function: three versions of a small customers table
-(a changed row, a deleted key, a new key, a re-inserted key), kept as SCD1 and as SCD2; the
-DLT spelling for the SCD2 target."""
+(a changed row, a deleted key, a new key, a re-inserted key), kept as SCD1 and as SCD2 (the DLT
+spelling); and from a view read whole, the snapshot configuration ``snapshot.export`` picks."""
 
 import dlt
 
@@ -13,12 +13,15 @@ SNAPSHOTS = {
 }
 
 
+SCHEMA = "id BIGINT, name STRING, country STRING"
+
+
 def next_snapshot(latest_snapshot_version):
     version = (latest_snapshot_version or 0) + 1
     if version not in SNAPSHOTS:
         return None
     rows = SNAPSHOTS[version]
-    return spark.createDataFrame(rows, "id BIGINT, name STRING, country STRING"), version  # noqa: F821
+    return spark.createDataFrame(rows, SCHEMA), version  # noqa: F821
 
 
 lf.create_streaming_table("customers")
@@ -31,4 +34,15 @@ dlt.apply_changes_from_snapshot(
     keys=["id"],
     stored_as_scd_type=2,
     track_history_except_column_list=["name"],
+)
+
+
+@lf.view
+def customers_export():
+    return spark.createDataFrame(SNAPSHOTS[int(lf.config("snapshot.export", "1"))], SCHEMA)  # noqa: F821
+
+
+lf.create_streaming_table("customers_exported")
+lf.create_auto_cdc_from_snapshot_flow(
+    target="customers_exported", source="customers_export", keys=["id"]
 )

@@ -10,8 +10,9 @@ of order change nothing: ``customers`` holds each customer's current row (SCD ty
 ``orders`` the current orders. ``customer_orders`` joins each order to its customer as the
 customer is now (a materialized view, recomputed each update).
 
-Configuration (``spark-pipeline.yml``, or ``--conf key=value``): ``cdc.bootstrap``,
-``cdc.customersTopic``, ``cdc.ordersTopic``. ``produce.py`` feeds the topics; see README.md.
+Configuration (``spark-pipeline.yml``, or ``--conf key=value``): ``cdc.bootstrap`` (default
+127.0.0.1:9092), ``cdc.customersTopic`` (shop.public.customers), ``cdc.ordersTopic``
+(shop.public.orders). ``produce.py`` feeds the topics; see README.md.
 """
 
 from pyspark.sql import functions as F
@@ -28,7 +29,10 @@ ORDER = "order_id BIGINT, customer_id BIGINT, amount DOUBLE, status STRING"
 
 @lf.table(comment="Debezium change events as they arrived, exactly once per Kafka offset")
 def bronze_changes():
-    topics = [lf.config("cdc.customersTopic"), lf.config("cdc.ordersTopic")]
+    topics = [
+        lf.config("cdc.customersTopic", "shop.public.customers"),
+        lf.config("cdc.ordersTopic", "shop.public.orders"),
+    ]
     records = lf.read_kafka(
         topics,
         bootstrap_servers=lf.config("cdc.bootstrap", "127.0.0.1:9092"),

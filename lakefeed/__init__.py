@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         apply_changes,
         config,
         create_auto_cdc_flow,
+        create_sink,
         create_streaming_table,
         expect,
         expect_all,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         expect_all_or_fail,
         expect_or_drop,
         expect_or_fail,
+        foreach_batch_sink,
         materialized_view,
         read,
         read_stream,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed.pipeline.sinks import BatchContext, current_batch
     from lakefeed.results import (
         FlowStatus,
         FlowVerdict,
@@ -53,6 +56,7 @@ _PIPELINE_API = [
     "apply_changes",
     "config",
     "create_auto_cdc_flow",
+    "create_sink",
     "create_streaming_table",
     "expect",
     "expect_all",
@@ -60,6 +64,7 @@ _PIPELINE_API = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
+    "foreach_batch_sink",
     "materialized_view",
     "read",
     "read_stream",
@@ -92,11 +97,14 @@ _HOMES: dict[str, str] = {
     "current_flow": "lakefeed.pipeline.context",
     "PipelineError": "lakefeed.pipeline.graph",
     "load_pipeline": "lakefeed.pipeline.loader",
+    "BatchContext": "lakefeed.pipeline.sinks",
+    "current_batch": "lakefeed.pipeline.sinks",
     "active_spark": "lakefeed.session",
     "spark_session": "lakefeed.session",
 }
 
 __all__ = [
+    "BatchContext",
     "DatasetKind",
     "FlowContext",
     "FlowStatus",
@@ -113,7 +121,9 @@ __all__ = [
     "apply_changes",
     "config",
     "create_auto_cdc_flow",
+    "create_sink",
     "create_streaming_table",
+    "current_batch",
     "current_flow",
     "expect",
     "expect_all",
@@ -121,6 +131,7 @@ __all__ = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
+    "foreach_batch_sink",
     "load_pipeline",
     "materialized_view",
     "plan",

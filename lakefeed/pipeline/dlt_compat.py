@@ -182,10 +182,6 @@ def append_flow(
 _SNAPSHOT_FIX = (
     "write the changes with a flow and lakefeed.delta.DeltaTable.merge in foreachBatch for now"
 )
-_SINK_FIX = (
-    "make it a @dlt.table and stream that table to the outside system from your own job "
-    "(spark.readStream.table(...).writeStream.foreachBatch(...)) for now"
-)
 
 
 def _not_yet(function: str, fix: str) -> Callable[..., None]:
@@ -215,8 +211,8 @@ def create_auto_cdc_flow(
 apply_changes = create_auto_cdc_flow
 apply_changes_from_snapshot = _not_yet("apply_changes_from_snapshot", _SNAPSHOT_FIX)
 create_auto_cdc_from_snapshot_flow = _not_yet("create_auto_cdc_from_snapshot_flow", _SNAPSHOT_FIX)
-create_sink = _not_yet("create_sink", _SINK_FIX)
-foreach_batch_sink = _not_yet("foreach_batch_sink", _SINK_FIX)
+create_sink = api.create_sink  # DLT's signature: (name, format, options)
+foreach_batch_sink = api.foreach_batch_sink  # @dlt.foreach_batch_sink(name=...)
 
 
 @contextlib.contextmanager

@@ -154,10 +154,22 @@ def _check_postgres(sink: Sink) -> None:
         check_name(key, "key column")
 
 
+_FILE_FORMATS = {"parquet", "json", "csv", "orc", "text", "avro", "xml"}
+
+
+def _check_spark(sink: Sink) -> None:
+    if sink.format.lower() in _FILE_FORMATS and not sink.option("path"):
+        raise ConfigError(
+            f"a {sink.format} sink needs the option path (Spark's file sink writes there)",
+            fix='e.g. {"path": "/data/exports/readings"}',
+        )
+
+
 _CHECKS: dict[str, Callable[[Sink], None]] = {
     "kafka": _check_kafka,
     "delta": _check_delta,
     "postgres": _check_postgres,
+    SPARK: _check_spark,
 }
 
 

@@ -410,8 +410,8 @@ class PipelineRunner:
         dataset = state.dataset
         if state.attempts:  # a restart: its files may have been damaged since the first guard
             check_checkpoint_files(
-                self.lakehouse.checkpoint_path(dataset.name),
-                dataset.name,
+                self.lakehouse.checkpoint_path(state.name),
+                state.name,
                 f"lakefeed run PIPELINE --full-refresh {dataset.name}",
             )
         frame, state.frame = state.frame, None

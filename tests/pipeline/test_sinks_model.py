@@ -79,6 +79,7 @@ def test_sinks_are_datasets_of_their_own_kind_filled_by_append_flows(tmp_path: P
         ('lf.create_sink("s", "iot")', "SINK_FORMAT", "is a lakefeed source, not a sink"),
         ('lf.create_sink("s", "kafka", {"topic": "t"})', "SINK_OPTION", "bootstrap.servers"),
         ('lf.create_sink("s", "delta")', "SINK_OPTION", "exactly one of the options path"),
+        ('lf.create_sink("s", "parquet")', "SINK_OPTION", "needs the option path"),
         ('lf.create_sink("s", "postgres", {"url": "postgresql://db"})', "SINK_OPTION", "dbtable"),
         ('lf.create_sink("s", "delta", {"tableName": "t"})', "SINK_FLOW", "a dataset of this"),
     ],

@@ -250,12 +250,8 @@ class PipelineRunner:
         guard.check_versions(flows, tables, self._refresh_names(validation))
 
     def _refresh_names(self, validation: Validation) -> list[str]:
-        names = (
-            [d.name for d in self._outputs(validation)]
-            if self.options.full_refresh_all
-            else list(self.options.full_refresh)
-        )
         outputs = [d.name for d in self._outputs(validation)]
+        names = outputs if self.options.full_refresh_all else list(self.options.full_refresh)
         problems = [
             f"--full-refresh {n}: no such table or sink in this pipeline ({', '.join(outputs)})"
             for n in names

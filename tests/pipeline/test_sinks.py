@@ -21,10 +21,12 @@ from lakefeed.connectors.kafka.client import BrokerView
 from lakefeed.connectors.kafka.consume import read_range
 from lakefeed.connectors.kafka.offsets import OffsetRange
 from lakefeed.connectors.kafka.options import parse_source_options
+from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
+from lakefeed.pipeline import guard
 from tests.kafka.broker import Tansu
-from tests.pipeline.support import write
+from tests.pipeline.support import load, write
 
 pytestmark = pytest.mark.kafka
 
@@ -127,7 +129,13 @@ def runs(spark, postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             assert result.ok, result
             seen.append(_sinks(root, url, broker.bootstrap))
         plan = lf.plan(folder, lakehouse=lakehouse, conf=conf, spark=spark)
-        yield {"seen": seen, "lakehouse": lakehouse, "root": root, "plan": plan}
+        yield {
+            "seen": seen,
+            "lakehouse": lakehouse,
+            "plan": plan,
+            "folder": folder,
+            "conf": conf,
+        }
     finally:
         broker.stop()
 
@@ -173,6 +181,18 @@ def test_plan_keeps_the_sink_flows_of_unchanged_code(runs: dict[str, Any]) -> No
     assert verdicts == dict.fromkeys(
         ("readings", "to_audit", "to_counts", "to_export", "to_topic"), "keep"
     )
+
+
+def test_a_full_refresh_of_a_table_takes_the_sink_flows_that_read_it(
+    runs: dict[str, Any],
+) -> None:
+    lakehouse: Lakehouse = runs["lakehouse"]
+    flows, tables = guard.lakehouse_flows(load([runs["folder"]], runs["conf"]), lakehouse, {})
+    guard.check_versions(flows, tables, [])  # nothing behind: the sinks' flows are in step
+    with pytest.raises(DataLossRiskError) as error:
+        guard.check_versions(flows, tables, ["readings"])
+    named = str(error.value).rsplit("--full-refresh ", 1)[1].split("`")[0].split(",")
+    assert sorted(named) == ["audit", "counts", "export", "readings", "topic"]
 
 
 def test_sinks_are_sinks_in_the_graph_and_the_event_log(runs: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         config,
         create_auto_cdc_flow,
         create_auto_cdc_from_snapshot_flow,
+        create_sink,
         create_streaming_table,
         expect,
         expect_all,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         expect_all_or_fail,
         expect_or_drop,
         expect_or_fail,
+        foreach_batch_sink,
         materialized_view,
         read,
         read_stream,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed.pipeline.sinks import BatchContext, current_batch
     from lakefeed.results import (
         FlowStatus,
         FlowVerdict,
@@ -57,6 +60,7 @@ _PIPELINE_API = [
     "config",
     "create_auto_cdc_flow",
     "create_auto_cdc_from_snapshot_flow",
+    "create_sink",
     "create_streaming_table",
     "expect",
     "expect_all",
@@ -64,6 +68,7 @@ _PIPELINE_API = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
+    "foreach_batch_sink",
     "materialized_view",
     "read",
     "read_stream",
@@ -96,11 +101,14 @@ _HOMES: dict[str, str] = {
     "current_flow": "lakefeed.pipeline.context",
     "PipelineError": "lakefeed.pipeline.graph",
     "load_pipeline": "lakefeed.pipeline.loader",
+    "BatchContext": "lakefeed.pipeline.sinks",
+    "current_batch": "lakefeed.pipeline.sinks",
     "active_spark": "lakefeed.session",
     "spark_session": "lakefeed.session",
 }
 
 __all__ = [
+    "BatchContext",
     "DatasetKind",
     "FlowContext",
     "FlowStatus",
@@ -119,7 +127,9 @@ __all__ = [
     "config",
     "create_auto_cdc_flow",
     "create_auto_cdc_from_snapshot_flow",
+    "create_sink",
     "create_streaming_table",
+    "current_batch",
     "current_flow",
     "expect",
     "expect_all",
@@ -127,6 +137,7 @@ __all__ = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
+    "foreach_batch_sink",
     "load_pipeline",
     "materialized_view",
     "plan",

@@ -30,6 +30,7 @@ from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, RunMode
 from lakefeed.pipeline.loader import default_name, load_pipeline
+from lakefeed.pipeline.sinks import Sink
 from lakefeed.results import (
     DatasetInfo,
     Edge,
@@ -37,6 +38,7 @@ from lakefeed.results import (
     FlowResult,
     FlowStatus,
     RunResult,
+    SinkInfo,
     UpgradePlan,
     ValidationResult,
     VerifyResult,
@@ -254,6 +256,13 @@ def _run_result(
     )
 
 
+def _sink_info(sink: Sink | None) -> SinkInfo | None:
+    """A sink for the JSON document: never its secrets."""
+    if sink is None:
+        return None
+    return SinkInfo(sink.format, sink.describe(), sink.shown_options)
+
+
 def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResult:
     graph = check.graph
     broken = bool(graph.problems())
@@ -268,6 +277,7 @@ def _validation_result(pipeline: Pipeline, check: Validation) -> ValidationResul
             table_properties=dict(dataset.table_properties),
             expectations=tuple(rule.name for rule in dataset.expectations),
             reads=graph.nodes[name].reads if name in graph.nodes else (),
+            sink=_sink_info(dataset.sink),
         )
         for name, dataset in pipeline.datasets.items()
     )

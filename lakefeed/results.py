@@ -70,8 +70,17 @@ class RunResult:
 
 
 @dataclass(frozen=True)
+class SinkInfo:
+    """Where a sink writes: its format, a description and its options, secrets masked."""
+
+    format: str
+    description: str
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
-    """A dataset as declared: what it is and how it is stored."""
+    """A dataset as declared: what it is and how it is stored (a sink: where it writes)."""
 
     name: str
     kind: DatasetKind
@@ -81,6 +90,7 @@ class DatasetInfo:
     table_properties: dict[str, str] = field(default_factory=dict)
     expectations: tuple[str, ...] = ()  # rule names
     reads: tuple[str, ...] = ()
+    sink: SinkInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,7 @@ class ValidationResult:
                     "table_properties": dict(d.table_properties),
                     "expectations": list(d.expectations),
                     "reads": list(d.reads),
+                    "sink": _sink_dict(d.sink),
                 }
                 for d in self.datasets
             ],
@@ -161,6 +172,12 @@ class ValidationResult:
                 for c in self.connections
             ],
         }
+
+
+def _sink_dict(sink: SinkInfo | None) -> dict[str, Any] | None:
+    if sink is None:
+        return None
+    return {"format": sink.format, "description": sink.description, "options": sink.options}
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,22 @@ def flows_table(monitor: Monitor, now: float) -> Table:
     return table
 
 
+def sinks_table(monitor: Monitor) -> Table | None:
+    """One row per flow writing a sink: where it writes and the rows it handed over."""
+    flows = [f for f in monitor.flows() if f.sink]
+    if not flows:
+        return None
+    table = Table(title="sinks", title_justify="left", expand=False)
+    for header in ("pipeline", "sink", "flow", "writes to"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("rows", justify="right", no_wrap=True)
+    for flow in flows:
+        table.add_row(
+            flow.pipeline, flow.sink, flow.name, flow.target or "?", number(flow.sink_rows_total)
+        )
+    return table
+
+
 def late_cell(flow: FlowStatus) -> str:
     """Rows dropped as late, and those kept in ``<table>_late`` when the flow keeps them."""
     dropped = number(flow.dropped_late_total)
@@ -185,6 +201,9 @@ def status_view(monitor: Monitor, now: float, tables: TableReader | None = None)
         if p.last_error:
             parts.append(Text(f"  error: {p.last_error}", style="red"))
     parts.append(flows_table(monitor, now))
+    sinks = sinks_table(monitor)
+    if sinks is not None:
+        parts.append(sinks)
     for flow in monitor.flows():
         if flow.state == "failed":
             parts.append(Text(f"flow {flow.name} failed: {flow.error}", style="bold red"))

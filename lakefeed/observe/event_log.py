@@ -25,6 +25,9 @@ Event types and their ``details`` (a JSON object):
 - ``late_rows``: ``{"batch_id", "kept", "table"}``: a ``late_rows="keep"`` flow wrote the rows
   too late for its watermark to ``table`` (rows a flow drops are in its ``flow_progress``,
   ``stateOperators[].numRowsDroppedByWatermark``)
+- ``sink_batch``: ``{"batch_id", "sink", "rows"}``: a flow handed ``rows`` rows of a batch to
+  sink ``sink`` (``lf.create_sink`` / ``lf.foreach_batch_sink``; a replayed batch the sink
+  recognises writes none of them again)
 - ``error``: ``{"error", "traceback"}``
 
 The event log is for observing only: a log that cannot be written (a damaged ``_delta_log``, a
@@ -143,6 +146,7 @@ EVENT_TYPES = frozenset(
         "expectations",
         "file_skipped",
         "late_rows",
+        "sink_batch",
         "error",
     }
 )

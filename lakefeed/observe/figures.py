@@ -213,6 +213,9 @@ class FlowStatus:
     dropped_late_total: int = 0
     #: rows too late for the watermark written to ``<table>_late`` (``late_rows="keep"``)
     kept_late_total: int = 0
+    #: the sink the flow writes (``lf.create_sink``), and the rows its batches handed to it
+    sink: str | None = None
+    sink_rows_total: int = 0
     pressure_streak: int = 0
     last: BatchFigures | None = None
     #: ``description`` of each source in the latest progress (what the flow reads)
@@ -267,6 +270,8 @@ class FlowStatus:
             "input_rows_total": self.input_rows_total,
             "dropped_late_total": self.dropped_late_total,
             "kept_late_total": self.kept_late_total,
+            "sink": self.sink,
+            "sink_rows_total": self.sink_rows_total,
             "backpressure": self.backpressure,
             "pressure_streak": self.pressure_streak,
             "last": self.last.as_dict() if self.last else None,
@@ -383,6 +388,8 @@ class Monitor:
             pipeline.tables[table].add(details)
         elif kind == "late_rows" and event.get("flow"):
             pipeline.flow(event["flow"]).kept_late_total += int(details.get("kept") or 0)
+        elif kind == "sink_batch" and event.get("flow"):
+            pipeline.flow(event["flow"]).sink_rows_total += int(details.get("rows") or 0)
         elif kind == "error":
             pipeline.last_error = headline(str(details.get("error") or event.get("message")))
         if event.get("flow") and kind in _FLOW_STATES:
@@ -435,6 +442,7 @@ class Monitor:
         elif kind in ("flow_start", "flow_restart"):
             flow.error = None
             flow.target = details.get("target") or flow.target
+            flow.sink = details.get("sink") or flow.sink
             flow.restarts += kind == "flow_restart"
             flow.source_names = [str(s) for s in details.get("sources") or flow.source_names]
         elif kind == "flow_progress":

@@ -25,6 +25,7 @@ from lakefeed.lakehouse import check_name
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
+from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -64,10 +65,11 @@ class Dataset:
     keys: list[str] = field(default_factory=list)
     # "keep": rows a stateful operator would drop as too late go to ``<name>_late``.
     late_rows: str = "drop"
+    sink: Sink | None = None  # a sink's format and options (kind "sink")
 
     @property
     def stored(self) -> bool:
-        return self.kind != "view"
+        return self.kind not in ("view", "sink")
 
     @property
     def cdc_state(self) -> str | None:
@@ -169,13 +171,18 @@ class Pipeline:
                 )
             else:
                 target.flows.append(flow)
+                problems.extend(_sink_flow_problems(target, flow))
         problems.extend(_mixed_cdc(d) for d in self.datasets.values() if _mixed_cdc(d))
         problems.extend(
-            f"streaming table {d.name!r} ({d.source}) has no flow: add one with "
+            f"{_what(d)} {d.name!r} ({d.source}) has no flow: add one with "
             f"@lf.append_flow(target={d.name!r})"
             for d in self.datasets.values()
             if d.declared and not d.flows
         )
+        for dataset in self.datasets.values():
+            if dataset.sink is not None:
+                problems.extend(dataset.sink.problems(dataset.name))
+                problems.extend(_writes_own_table(self, dataset.name, dataset.sink))
         return problems
 
     def flow_names(self, dataset: Dataset) -> list[str]:
@@ -199,6 +206,50 @@ class Pipeline:
         dataset.kind = DatasetKind(dataset.kind)
         self.datasets[dataset.name] = dataset
         return dataset
+
+
+def _what(dataset: Dataset) -> str:
+    return "sink" if dataset.kind == "sink" else "streaming table"
+
+
+def _sink_flow_problems(target: Dataset, flow: AppendFlow) -> list[str]:
+    """A sink takes streaming append flows (DLT's rule): no AUTO CDC, no one-off batch."""
+    if target.kind != "sink":
+        return []
+    if flow.cdc is not None:
+        return [
+            problem(
+                f"AUTO CDC flow {flow.name!r} ({flow.source}) targets sink {target.name!r}",
+                "apply the changes to a streaming table, and stream that table to the sink "
+                "with an append flow",
+                SINK_FLOW,
+            )
+        ]
+    if flow.once:
+        return [
+            problem(
+                f"flow {flow.name!r} ({flow.source}) into sink {target.name!r} has once=True: "
+                "a one-off batch backfill cannot be replayed safely into a sink",
+                "remove once=True: a sink takes streaming flows",
+                SINK_FLOW,
+            )
+        ]
+    return []
+
+
+def _writes_own_table(pipeline: Pipeline, name: str, sink: Sink) -> list[str]:
+    """A Delta sink by ``tableName`` must not be a table the pipeline's own flows write."""
+    table = sink.option("tableName") if sink.kind == "delta" else None
+    if table is None or table.split(".")[-1] not in pipeline.datasets:
+        return []
+    return [
+        problem(
+            f"sink {name!r} writes {table!r}, a dataset of this pipeline",
+            f"add an @lf.append_flow(target={table!r}) to fill the table, or give the sink "
+            "a table outside the pipeline",
+            SINK_FLOW,
+        )
+    ]
 
 
 def _mixed_cdc(dataset: Dataset) -> str:
@@ -526,6 +577,52 @@ def append_flow(
         return fn
 
     return register
+
+
+def _declare_sink(name: str, sink: Sink, where: str) -> None:
+    def no_query() -> DataFrame:
+        raise PipelineError([f"sink {name!r} is written by its append flows"])
+
+    current_pipeline().add(
+        Dataset(name, DatasetKind.SINK, no_query, source=where, declared=True, sink=sink)
+    )
+
+
+def create_sink(name: str, format: str, options: Mapping[str, Any] | None = None) -> None:  # noqa: A002 - DLT's parameter name
+    """Declare sink ``name`` (DLT/SDP's ``create_sink``): ``@append_flow(target=name)`` flows
+    stream into it; nothing of it is stored in the lakehouse but those flows' checkpoints.
+
+    ``format``: ``"kafka"`` (``kafka.bootstrap.servers``, ``topic`` and the other options of
+    Spark's Kafka sink; at-least-once, as Spark's), ``"delta"`` (``path`` or ``tableName``;
+    exactly once by the flow's Delta ``txn``), ``"postgres"`` (``url``, ``dbtable`` and
+    ``keys`` to upsert on, comma-separated; exactly once by its commit table), or any format
+    Spark writes, its options passed to Spark's writer as they are. A full refresh resets the
+    flows' checkpoints and leaves the sink's data alone, as in DLT.
+    """
+    _declare_sink(name, Sink(format, _stringify(options or {})), caller())
+
+
+@overload
+def foreach_batch_sink(func: F, /) -> F: ...
+@overload
+def foreach_batch_sink(func: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+def foreach_batch_sink(
+    func: F | None = None, /, *, name: str | None = None
+) -> F | Callable[[F], F]:
+    """A sink whose flows call the decorated ``function(df, batch_id)`` for each micro-batch
+    (DLT's ``foreach_batch_sink``; the sink is named ``name`` or after the function).
+
+    Exactly once is the function's job, as with Spark's ``foreachBatch``: a batch is replayed
+    after a crash with the same id. :func:`lakefeed.current_batch` gives the flow's query id
+    (stable across restarts) and the batch id to record with each write, e.g.
+    ``DeltaTable.merge(...).withTransaction(app_id, batch_id)``.
+    """
+
+    def register(fn: F) -> F:
+        _declare_sink(name or fn.__name__, Sink(FOREACH_BATCH, func=fn), _where(fn))
+        return fn
+
+    return register(func) if func is not None else register
 
 
 def create_auto_cdc_flow(

@@ -179,22 +179,6 @@ def append_flow(
     return api.append_flow(target=target, name=name, once=once, comment=comment)
 
 
-_SINK_FIX = (
-    "make it a @dlt.table and stream that table to the outside system from your own job "
-    "(spark.readStream.table(...).writeStream.foreachBatch(...)) for now"
-)
-
-
-def _not_yet(function: str, fix: str) -> Callable[..., None]:
-    def refuse(*_args: Any, **_kwargs: Any) -> None:
-        raise PipelineDefinitionError(
-            f"dlt.{function} is not yet supported by lakefeed", fix=fix, code=UNSUPPORTED
-        )
-
-    refuse.__name__ = function
-    return refuse
-
-
 def create_auto_cdc_flow(
     *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
 ) -> None:
@@ -227,8 +211,8 @@ def create_auto_cdc_from_snapshot_flow(
 
 
 apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow
-create_sink = _not_yet("create_sink", _SINK_FIX)
-foreach_batch_sink = _not_yet("foreach_batch_sink", _SINK_FIX)
+create_sink = api.create_sink  # DLT's signature: (name, format, options)
+foreach_batch_sink = api.foreach_batch_sink  # @dlt.foreach_batch_sink(name=...)
 
 
 @contextlib.contextmanager

@@ -151,6 +151,7 @@ class Flow:
     name: str
     checkpoint: AnyPath
     targets: tuple[str, ...]  # table names: the flow's own table (and its quarantine)
+    sink: bool = False  # writes a sink (``targets``: its name), no table of the lakehouse
 
     @property
     def table(self) -> str:
@@ -174,13 +175,18 @@ def lakehouse_flows(
     checkpoint and query id), and every Delta table they may write or read by name (the
     lakehouse's, and the Delta sources the flows name by path, by that path)."""
     flows = [
-        Flow(name, lakehouse.checkpoint_path(name), tuple(filter(None, (d.name, d.quarantine))))
+        Flow(
+            name,
+            lakehouse.checkpoint_path(name),
+            tuple(filter(None, (d.name, d.quarantine))),
+            sink=d.kind == "sink",
+        )
         for d in pipeline.datasets.values()
-        if d.kind == "table"
+        if d.kind in ("table", "sink")
         for name in pipeline.flow_names(d)
     ]
     tables = {n: lakehouse.table_path(n) for n in lakehouse.table_names()}
-    tables |= {t: lakehouse.table_path(t) for f in flows for t in f.targets}
+    tables |= {t: lakehouse.table_path(t) for f in flows if not f.sink for t in f.targets}
     for fmt, options in (s for found in sources.values() for s in found):
         path = {k.lower(): v for k, v in options.items()}.get("path")
         if fmt.lower() == "delta" and path:
@@ -227,6 +233,8 @@ def tables_behind(
 
 
 def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
+    if flow.sink:  # what a sink holds is the sink's own business (its txn, commit table)
+        return []
     last = last_committed_batch(flow.checkpoint)
     app_id = offset_log.query_id(flow.checkpoint)
     if last is None or app_id is None:

@@ -11,11 +11,12 @@ from enum import StrEnum
 
 
 class DatasetKind(StrEnum):
-    """What a pipeline dataset is (DLT/SDP's three kinds)."""
+    """What a pipeline dataset is (DLT/SDP's three kinds, and their sinks)."""
 
     STREAMING_TABLE = "table"  # @lf.table / CREATE STREAMING TABLE: appended to incrementally
     MATERIALIZED_VIEW = "materialized_view"  # recomputed in batch on each refresh
     VIEW = "view"  # a named DataFrame, inlined into its readers, never stored
+    SINK = "sink"  # outside the lakehouse (create_sink / foreach_batch_sink): written, never read
 
 
 class RunMode(StrEnum):

@@ -25,7 +25,13 @@ from pyspark.pipelines.graph_element_registry import (
     GraphElementRegistry,
     graph_element_registration_context,
 )
-from pyspark.pipelines.output import MaterializedView, Output, StreamingTable, TemporaryView
+from pyspark.pipelines.output import (
+    MaterializedView,
+    Output,
+    Sink,
+    StreamingTable,
+    TemporaryView,
+)
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 from pyspark.sql.readwriter import DataFrameReader
@@ -35,6 +41,7 @@ from lakefeed.errors import PipelineDefinitionError, register_code
 from lakefeed.pipeline import api
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expectations
 from lakefeed.pipeline.kinds import DatasetKind
+from lakefeed.pipeline.sinks import Sink as LakefeedSink
 from lakefeed.pipeline.sql import parse_sql
 
 UNSUPPORTED = register_code("SDP_UNSUPPORTED", PipelineDefinitionError)
@@ -54,12 +61,25 @@ class LakefeedRegistry(GraphElementRegistry):
 
     def register_output(self, output: Output) -> None:
         where = _where(output.source_code_location)
+        if isinstance(output, Sink):  # dp.create_sink: lakefeed's own sinks
+            sink = LakefeedSink(output.format, api.stringify(output.options or {}))
+            self.pipeline.add(
+                Dataset(
+                    output.name,
+                    DatasetKind.SINK,
+                    _no_query(output.name),
+                    comment=output.comment,
+                    source=where,
+                    declared=True,
+                    sink=sink,
+                )
+            )
+            return
         kind = _KINDS.get(type(output))
-        if kind is None:  # a Sink: lakefeed writes only the lakehouse's Delta tables
+        if kind is None:
             _refuse(
                 f"{type(output).__name__} {output.name!r} ({where})",
-                "lakefeed writes pipeline tables only: write to the outside system from a "
-                "flow of your own (foreachBatch) reading the table",
+                "declare a table, materialized view, temporary view or sink",
             )
         if kind is not DatasetKind.VIEW:
             _check_table(output, where)
@@ -81,7 +101,8 @@ class LakefeedRegistry(GraphElementRegistry):
         if flow.spark_conf:
             _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
         target = self.pipeline.datasets.get(flow.target)
-        if target is not None and flow.name == flow.target and _has_no_query(target):
+        own = target is not None and target.sink is None and flow.name == flow.target
+        if own and target is not None and _has_no_query(target):
             # The dataset's own query (@dp.table / materialized_view / temporary_view)
             target.func, target.declared, target.source = flow.func, False, where
             target.expectations = list(reversed(pending_expectations(flow.func)))

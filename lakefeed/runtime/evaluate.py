@@ -31,6 +31,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
+from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime import plan_text
 from lakefeed.runtime.late import keeping_late
 from lakefeed.session import evaluating_on
@@ -77,7 +78,8 @@ class Evaluator:
 
     def evaluate_all(self) -> Graph:
         for name, dataset in self.pipeline.datasets.items():
-            self.evaluate(name)
+            if dataset.kind != "sink":  # a sink is only its flows
+                self.evaluate(name)
             for flow in dataset.flows:
                 self.evaluate_flow(flow)
         return self.graph()
@@ -102,6 +104,9 @@ class Evaluator:
         target = self.pipeline.datasets.get(name)
         if target is None or name in self._stack:
             raise _Abort(name)  # unknown reference or cycle: the graph reports both
+        if target.kind == "sink":
+            self.errors.setdefault(reader, read_refusal(reader, name))
+            raise _Abort(name)
         if streaming and target.kind == "materialized_view" and self.mode != "batch":
             self.errors.setdefault(
                 reader,

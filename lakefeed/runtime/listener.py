@@ -11,6 +11,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
+from lakefeed.runtime.sinks import OBSERVATION as SINK_OBSERVATION
 from lakefeed.runtime.skipped import report_skipped_files
 
 log = get_logger(__name__)
@@ -43,6 +44,7 @@ class ProgressListener(StreamingQueryListener):
         self.flows: set[str] = set()
         # External sources per flow (from the evaluator), for skipped-file events.
         self.sources: dict[str, list[tuple[str, dict[str, str]]]] = {}
+        self.sinks: dict[str, str] = {}  # flow -> the sink it writes
         self._recorded: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
@@ -83,6 +85,7 @@ class ProgressListener(StreamingQueryListener):
             details=details,
         )
         report_skipped_files(self.events, flow, self.sources.get(flow, []), progress.batchId)
+        self._sink_rows(flow, progress)
         observed = (progress.observedMetrics or {}).get(OBSERVATION_NAME)
         rules = self.rules.get(flow) or []
         if observed is not None and rules:
@@ -93,3 +96,17 @@ class ProgressListener(StreamingQueryListener):
                 flow=flow,
                 details=expectation_event(flow, rules, progress.batchId, metrics),
             )
+
+    def _sink_rows(self, flow: str, progress) -> None:  # noqa: ANN001
+        """``sink_batch``: the rows a batch of a sink flow handed its sink."""
+        sink = self.sinks.get(flow)
+        observed = (progress.observedMetrics or {}).get(SINK_OBSERVATION)
+        if sink is None or observed is None:
+            return
+        rows = int(observed.asDict().get("rows") or 0)
+        self.events.emit(
+            "sink_batch",
+            f"batch {progress.batchId}: {rows} rows to sink {sink}",
+            flow=flow,
+            details={"batch_id": int(progress.batchId), "sink": sink, "rows": rows},
+        )

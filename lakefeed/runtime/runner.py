@@ -52,6 +52,7 @@ from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
+from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
@@ -207,6 +208,9 @@ class PipelineRunner:
                 self._prepare(validation)
                 listener.flows = set(self.flows)
                 listener.sources = {n: s.sources for n, s in self.flows.items()}
+                listener.sinks = {
+                    n: s.dataset.name for n, s in self.flows.items() if s.dataset.sink
+                }
                 if self.options.mode == "continuous":
                     self._continuous(validation)
                 else:
@@ -238,26 +242,22 @@ class PipelineRunner:
 
     # -- preparation
 
-    def _stored(self, validation: Validation) -> list[Dataset]:
-        return [
-            self.pipeline.datasets[n] for n in validation.order if self.pipeline.datasets[n].stored
-        ]
+    def _outputs(self, validation: Validation) -> list[Dataset]:
+        """What the run writes, in dependency order: stored datasets and sinks."""
+        datasets = [self.pipeline.datasets[n] for n in validation.order]
+        return [d for d in datasets if d.stored or d.sink is not None]
 
     def _check_versions(self, validation: Validation) -> None:
         flows, tables = guard.lakehouse_flows(self.pipeline, self.lakehouse, validation.sources)
         guard.check_versions(flows, tables, self._refresh_names(validation))
 
     def _refresh_names(self, validation: Validation) -> list[str]:
-        names = (
-            [d.name for d in self._stored(validation)]
-            if self.options.full_refresh_all
-            else list(self.options.full_refresh)
-        )
+        outputs = [d.name for d in self._outputs(validation)]
+        names = outputs if self.options.full_refresh_all else list(self.options.full_refresh)
         problems = [
-            f"--full-refresh {n}: no such table in this pipeline (tables: "
-            f"{', '.join(d.name for d in self._stored(validation))})"
+            f"--full-refresh {n}: no such table or sink in this pipeline ({', '.join(outputs)})"
             for n in names
-            if n not in self.pipeline.datasets or not self.pipeline.datasets[n].stored
+            if n not in outputs
         ]
         if problems:
             raise PipelineError(problems)
@@ -271,7 +271,7 @@ class PipelineRunner:
 
     def reset(self, name: str) -> None:
         """Delete a table, its side tables (quarantine, late rows, CDC state) and its
-        checkpoints."""
+        checkpoints; of a sink, its flows' checkpoints (its data stays, as in DLT)."""
         dataset = self.pipeline.datasets[name]
         targets = [name, *dataset.side_tables]
         for target in targets:
@@ -291,7 +291,10 @@ class PipelineRunner:
         streams = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
         batches = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
         problems: list[str] = []
-        for dataset in self._stored(validation):
+        for dataset in self._outputs(validation):
+            if dataset.sink is not None:
+                problems.extend(self._prepare_flows(dataset, streams))
+                continue
             evaluator = streams if dataset.kind == "table" else batches
             frame = evaluator.evaluate(dataset.name)
             if frame is None:
@@ -415,7 +418,7 @@ class PipelineRunner:
         except (guard.GuardError, CheckpointError) as error:
             return [str(error)]
         guard.write_identity(checkpoint, identity)
-        if dataset.declared:
+        if dataset.declared and dataset.stored:
             guard.record_flow(self.lakehouse.table_path(dataset.name), flow)
         return []
 
@@ -428,8 +431,8 @@ class PipelineRunner:
         dataset = state.dataset
         if state.attempts:  # a restart: its files may have been damaged since the first guard
             check_checkpoint_files(
-                self.lakehouse.checkpoint_path(dataset.name),
-                dataset.name,
+                self.lakehouse.checkpoint_path(state.name),
+                state.name,
                 f"lakefeed run PIPELINE --full-refresh {dataset.name}",
             )
         frame, state.frame = state.frame, None
@@ -442,7 +445,8 @@ class PipelineRunner:
         rules = dataset.expectations
         checked = expect.with_flags(frame, rules, dataset.name)
         checkpoint = str(self.lakehouse.checkpoint_path(state.name))
-        target = str(self.lakehouse.table_path(dataset.name))
+        sink = dataset.sink
+        target = sink.describe() if sink else str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
         with flow_pool(self.spark, state.name):
             query = connect.start_query(
@@ -458,6 +462,7 @@ class PipelineRunner:
                 "attempt": state.attempts,
                 "output_mode": mode,
                 "sources": [registry.describe(fmt, opts) for fmt, opts in state.sources],
+                **({"sink": dataset.name} if sink else {}),
             },
         )
         state.query = query
@@ -473,6 +478,9 @@ class PipelineRunner:
         trigger: dict,
     ) -> StreamingQuery:
         dataset = state.dataset
+        if dataset.sink is not None:
+            query = SinkQuery(dataset.name, dataset.sink, state.name, checkpoint, mode, trigger)
+            return query.start(checked, self.lakehouse)
         rules = dataset.expectations
         writer = self._batch_writer(state, mode, checkpoint, target)
         if writer is None:
@@ -531,7 +539,7 @@ class PipelineRunner:
 
     def _triggered(self, validation: Validation) -> None:
         trigger = {"once": True} if self.options.mode == "once" else {"availableNow": True}
-        for dataset in self._stored(validation):
+        for dataset in self._outputs(validation):
             if self._stop.is_set():
                 break
             if dataset.kind == "materialized_view":
@@ -573,7 +581,7 @@ class PipelineRunner:
 
     def _continuous(self, validation: Validation) -> None:
         trigger = {"processingTime": self.options.trigger_interval}
-        for dataset in self._stored(validation):
+        for dataset in self._outputs(validation):
             if dataset.declared:
                 self._run_once_flows(dataset)
                 self._run_snapshot_flows(dataset)
@@ -588,7 +596,8 @@ class PipelineRunner:
     def _compactor(self, flows: Iterable[FlowState]) -> AutoCompactor:
         """Compacts the flows' tables (and side tables): in the background while they run, or
         once after a triggered flow ended."""
-        names = [n for s in flows for n in (s.dataset.name, *s.dataset.side_tables)]
+        stored = [s.dataset for s in flows if s.dataset.stored]
+        names = [n for d in stored for n in (d.name, *d.side_tables)]
         paths = [str(self.lakehouse.table_path(n)) for n in names]
         policy = Policy.from_conf(lambda key: self.spark.conf.get(key, None))
         return AutoCompactor(paths, policy, self.options.compact_interval)
@@ -596,8 +605,8 @@ class PipelineRunner:
     def _supervise(self, validation: Validation, trigger: dict) -> None:
         deadline = time.monotonic() + self.options.duration if self.options.duration else None
         next_refresh = time.monotonic() + self.options.refresh_interval
-        views = [d for d in self._stored(validation) if d.kind == "materialized_view"]
-        snapshots = [d for d in self._stored(validation) if any(f.snapshots for f in d.flows)]
+        views = [d for d in self._outputs(validation) if d.kind == "materialized_view"]
+        snapshots = [d for d in self._outputs(validation) if any(f.snapshots for f in d.flows)]
         while not self._stop.is_set():
             self._stop.wait(0.5)
             now = time.monotonic()
@@ -765,9 +774,12 @@ class PipelineRunner:
             )
 
     def _backfill(self, validation: Validation) -> None:
-        for dataset in self._stored(validation):
+        for dataset in self._outputs(validation):
             if self._stop.is_set():
                 break
+            if dataset.sink is not None:
+                log.warning(f"sink {dataset.name!r} is written by streaming runs only: skipped")
+                continue
             if dataset.cdc_state:
                 self._backfill_cdc(dataset)
             else:

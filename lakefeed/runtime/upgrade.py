@@ -75,7 +75,7 @@ def _change(
 ) -> FlowChange:
     """The verdict for flow ``name`` (the dataset's own, or one of its append flows)."""
     plan = validation.flows[name]
-    if dataset.kind != "table":
+    if dataset.kind not in ("table", "sink"):  # a sink's flows stream, as a table's do
         return FlowChange(name, FlowVerdict.RECOMPUTE, (), "all of its input, on every run")
     checkpoint = lakehouse.checkpoint_path(name)
     path = lakehouse.table_path(dataset.name)

@@ -7,10 +7,13 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline import sinks
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.pipeline.graph import Graph, PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
+from lakefeed.pipeline.sinks import Sink
+from lakefeed.runtime import sinks as sink_writers
 from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
 
 
@@ -45,6 +48,8 @@ class Validation:
 def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice]:
     """Output mode, then Spark's own streaming checks for that mode."""
     facts = plan_facts(frame)
+    if dataset.sink is not None:
+        return _check_sink_flow(dataset, dataset.sink, frame, facts)
     if dataset.declared and dataset.flows and all(f.batch for f in dataset.flows):
         # filled by its flows' own batches only (once appends, snapshots applied as MERGEs)
         mode = "update" if any(f.snapshots for f in dataset.flows) else "append"
@@ -86,6 +91,24 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
     return plan, choice
 
 
+def _check_sink_flow(
+    dataset: Dataset, sink: Sink, frame: DataFrame, facts: PlanFacts
+) -> tuple[FlowPlan, ModeChoice]:
+    """A flow into a sink: its output mode, Spark's checks for it, and what the sink needs of
+    the flow's columns (or of the session: a format Spark can write)."""
+    choice = sinks.output_mode(dataset.name, sink, facts)
+    columns = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    problems = list(choice.problems)
+    if choice.mode is not None:
+        refusal = spark_refusal(frame, choice.mode)
+        if refusal is not None:
+            problems.append(f"Spark refuses this query in {choice.mode} mode: {refusal}")
+        problems.extend(sink_writers.frame_problems(dataset.name, sink, frame))
+    mode = choice.mode if not problems else None
+    plan = FlowPlan(dataset.name, dataset.kind, mode, facts, columns)
+    return plan, ModeChoice(mode, problems, choice.warnings)
+
+
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
     for key, value in pipeline.configuration.items():  # a spec's Spark confs
         spark.conf.set(key, value)
@@ -99,6 +122,9 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
     result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
     result.sources, result.causes = evaluator.sources, evaluator.causes
     for name, dataset in pipeline.datasets.items():
+        if dataset.kind == "sink":  # nothing of its own to plan: its flows write it
+            _check_flows(dataset, evaluator, result)
+            continue
         frame = evaluator.frames.get(name)
         if frame is None or dataset.kind == "view":
             continue

@@ -207,3 +207,23 @@ def test_headline_of_a_foreach_batch_failure_is_its_cause() -> None:
 
 def test_headline_of_a_bare_proxy_error_keeps_it() -> None:
     assert headline(PROXY_ERROR.split("Traceback")[0]).startswith("An exception was raised")
+
+
+def test_sink_flows_add_up_the_rows_they_handed_their_sink():
+    from rich.console import Console
+
+    from lakefeed.observe.console import status_view
+
+    monitor = fold(
+        event("run_start", T0, mode="available-now"),
+        event("flow_start", T0, "to_topic", target="Kafka topic alerts", sink="alerts"),
+        event("sink_batch", T0, "to_topic", batch_id=0, sink="alerts", rows=30),
+        event("sink_batch", T0, "to_topic", batch_id=1, sink="alerts", rows=12),
+    )
+    flow = monitor.pipelines["iot"].flows["to_topic"]
+    assert (flow.sink, flow.sink_rows_total) == ("alerts", 42)
+    assert flow.as_dict(0.0)["sink"] == "alerts"
+    console = Console(width=200, record=True)
+    console.print(status_view(monitor, 0.0))
+    text = console.export_text()
+    assert "sinks" in text and "Kafka topic alerts" in text and "42" in text

@@ -116,11 +116,6 @@ def test_the_shim_is_dlt_only_while_loading(tmp_path: Path) -> None:
             '@dlt.table(spark_conf={"a": "b"}, path="/x")\ndef t():\n    return None',
             "path, spark_conf not supported",
         ),
-        (
-            '@dlt.foreach_batch_sink(name="out")\ndef out(df, batch_id):\n    pass',
-            "dlt.foreach_batch_sink is not yet supported",
-        ),
-        ('dlt.create_sink("out", "kafka", {})', "dlt.create_sink is not yet supported"),
     ],
 )
 def test_what_lakefeed_cannot_honour_is_refused(tmp_path: Path, text: str, problem: str) -> None:

@@ -97,7 +97,6 @@ def test_a_spec_folder_runs_as_spark_pipelines_would(spark, tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("text", "refused"),
     [
-        ('dp.create_sink("out", "kafka", {})\n', "Sink 'out'"),
         (
             "@dp.table(cluster_by=['id'])\ndef t():\n    return None\n",
             "'t' (",

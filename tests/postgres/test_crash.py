@@ -1,4 +1,5 @@
-"""Exactly-once into PostgreSQL under kill -9: the sink's stream killed and restarted."""
+"""Exactly-once into PostgreSQL under kill -9: a pipeline's ``postgres`` sink flow killed and
+restarted (the driver runs ``lf.run`` on a pipeline with ``lf.create_sink``)."""
 
 from __future__ import annotations
 

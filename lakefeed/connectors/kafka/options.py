@@ -344,7 +344,8 @@ _SOURCE_OPTIONS = (
     "fetchOffset.timeoutMs",
     "groupIdPrefix",
 )
-_SINK_OPTIONS = ("topic", "checkpointLocation", "path", "producer.flushTimeoutMs")
+# queryName: Spark hands a query's name to its sink as an option.
+_SINK_OPTIONS = ("topic", "checkpointLocation", "path", "queryName", "producer.flushTimeoutMs")
 _SPARK_SPELLING = {name.lower(): name for name in _SOURCE_OPTIONS + _SINK_OPTIONS}
 
 

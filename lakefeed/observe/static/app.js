@@ -161,7 +161,8 @@
     if (flow) {
       return { running: "#1f9d55", failed: "#d63939", stopped: "#8a93a6" }[flow.state] || "#d99a06";
     }
-    return { source: "#2f6fde", table: "#138a8a", view: "#7d5fb2" }[node.kind] || "#98a2b8";
+    return { source: "#2f6fde", table: "#138a8a", view: "#7d5fb2", sink: "#c2571a" }[node.kind]
+      || "#98a2b8";
   }
 
   const FLOW_COLUMNS = [

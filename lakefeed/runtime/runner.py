@@ -51,6 +51,7 @@ from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.skipped import report_skipped_files
+from lakefeed.runtime.timers import triggered_start
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 from lakefeed.storage import remove_tree
@@ -419,7 +420,7 @@ class PipelineRunner:
         checkpoint = str(self.lakehouse.checkpoint_path(state.name))
         target = str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        with flow_pool(self.spark, state.name):
+        with flow_pool(self.spark, state.name), triggered_start(self.spark, frame, trigger):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
             )

@@ -35,7 +35,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from lakefeed.errors import ConfigError, register_code
+from lakefeed.errors import CheckpointError, ConfigError, register_code
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
 from lakefeed.observe.graph import layout, with_sources
@@ -43,12 +43,15 @@ from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
 from lakefeed.redact import redact_text
+from lakefeed.runtime.state import flow_checkpoint, inspect_state
 from lakefeed.storage import Location
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MIN_TOKEN_CHARS = 16
+STATE_POOL = "lakefeed-ui-state"  # the state reader's Spark jobs wait for no flow, nor it for them
+STATE_CACHE_SECONDS = 5.0
 WEAK_TOKEN = register_code("UI_TOKEN", ConfigError)
 
 log = get_logger(__name__)
@@ -143,8 +146,11 @@ class UIApi:
     """The JSON endpoints; one instance per server, shared by its request threads."""
 
     def __init__(self, lakehouse: Lakehouse) -> None:
+        self.lakehouse = lakehouse
         self.live = LiveMonitor(lakehouse.event_log_path)
         self.tables = TableReader(lakehouse)
+        self._state_lock = threading.Lock()  # one state read at a time; the others get its answer
+        self._state_cache: dict[tuple[str, int], tuple[float, dict[str, Any]]] = {}
 
     async def index(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -190,6 +196,41 @@ class UIApi:
                 points=_int(request, "points", 500),
             )
         )
+
+    def flow_state(self, request: Request) -> Response:
+        """What ``lakefeed state FLOW`` shows, as JSON (404 for a flow without a checkpoint)."""
+        flow = request.path_params["flow"]
+        limit = min(_int(request, "limit", 5), 50)
+        try:
+            flow_checkpoint(self.lakehouse, flow)
+        except CheckpointError as error:
+            return JSONResponse({"error": redact_text(str(error))}, status_code=404)
+        with self._state_lock:
+            cached = self._state_cache.get((flow, limit))
+            if cached is None or time.monotonic() - cached[0] > STATE_CACHE_SECONDS:
+                cached = (time.monotonic(), self._read_state(flow, limit))
+                self._state_cache[(flow, limit)] = cached
+        return JSONResponse(cached[1])
+
+    def _read_state(self, flow: str, limit: int) -> dict[str, Any]:
+        """Spark's state readers on the checkpoint (read-only), in their own scheduler pool. A
+        checkpoint a batch is writing right now may not read yet: the answer says so."""
+        from lakefeed.runtime.pools import flow_pool  # Spark loads on the first state request
+        from lakefeed.session import spark_session
+
+        spark = spark_session(app_name="lakefeed-ui")  # the running pipeline's, if any
+        try:
+            with flow_pool(spark, STATE_POOL):
+                return inspect_state(spark, self.lakehouse, flow, limit).to_json()
+        except Exception as error:  # noqa: BLE001 - a partial checkpoint is a normal moment
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return {
+                "flow": flow,
+                "operators": [],
+                "error": redact_text(f"the state of {flow} cannot be read now: {first}"),
+                "fix": "retry in a moment (a batch may be writing it), or run: "
+                f"lakefeed state {flow}",
+            }
 
     def metrics(self, request: Request) -> Response:
         body = render_metrics(self.live.refresh)
@@ -239,6 +280,7 @@ def create_app(lakehouse: Lakehouse, token: str | None = None) -> ASGIApp:
             Route("/favicon.ico", lambda request: Response(status_code=204)),
             Route("/api/state", api.state),
             Route("/api/events", api.events),
+            Route("/api/state/{flow}", api.flow_state),
             Route("/api/tables", api.table_list),
             Route("/api/tables/{name}", api.table),
             Route("/api/tables/{name}/chart", api.chart),

@@ -54,6 +54,7 @@ from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
+from lakefeed.runtime.timers import triggered_start
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 from lakefeed.storage import remove_tree
@@ -448,7 +449,7 @@ class PipelineRunner:
         sink = dataset.sink
         target = sink.describe() if sink else str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        with flow_pool(self.spark, state.name):
+        with flow_pool(self.spark, state.name), triggered_start(self.spark, frame, trigger):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
             )

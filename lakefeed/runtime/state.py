@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state 
     from pyspark.sql import Row, SparkSession
 
 UNKNOWN_FLOW = register_code("STATE_UNKNOWN_FLOW", CheckpointError)
+TIMER = "TimerState"  # Spark's stateVariableType of a transformWithState operator's timers
+TIMERS = "timers"  # the store name shown for those timers
 
 
 @dataclass
@@ -133,8 +135,9 @@ def _operator(
     first = rows[0]
     op_id = int(first["operatorId"])
     stores = [
-        _store(spark, checkpoint, op_id, row["stateStoreName"], int(row["maxBatchId"]), limit)
+        _store(spark, checkpoint, op_id, name, options, int(row["maxBatchId"]), limit)
         for row in rows
+        for name, options in _store_reads(row)
     ]
     return OperatorState(
         operator_id=op_id,
@@ -144,30 +147,56 @@ def _operator(
         max_batch=int(first["maxBatchId"]),
         bytes_on_disk=_bytes(checkpoint / "state" / str(op_id)),
         stores=stores,
-        ttl=_ttl(first),
+        ttl=[
+            {"variable": v.get("stateName"), "ttl_enabled": v.get("ttlEnabled")}
+            for v in _variables(first)
+            if v.get("stateVariableType") != TIMER
+        ],
     )
 
 
+def _store_reads(row: Row) -> list[tuple[str, dict[str, str]]]:
+    """(name shown, reader options) per store of a metadata row. transformWithState keeps each
+    state variable, and the timers, in a column family of one store: Spark's reader wants the
+    variable's name (``stateVarName``) or ``readRegisteredTimers``, not the store's."""
+    variables = _variables(row)
+    if not variables:
+        return [(row["stateStoreName"], {"storeName": row["stateStoreName"]})]
+    reads = [(TIMERS, {"readRegisteredTimers": "true"})] if _has_timers(variables) else []
+    names = [str(v.get("stateName")) for v in variables if v.get("stateVariableType") != TIMER]
+    return [(name, {"stateVarName": name}) for name in names] + reads
+
+
+def _has_timers(variables: list[dict[str, Any]]) -> bool:
+    return any(v.get("stateVariableType") == TIMER for v in variables)
+
+
 def _store(
-    spark: SparkSession, checkpoint: AnyPath, op_id: int, store: str, batch: int, limit: int
+    spark: SparkSession,
+    checkpoint: AnyPath,
+    op_id: int,
+    name: str,
+    options: dict[str, str],
+    batch: int,
+    limit: int,
 ) -> StoreState:
     reader = (
         spark.read.format("statestore")
         .option("operatorId", op_id)
-        .option("storeName", store)
         .option("batchId", batch)
+        .options(**options)
     )
     try:
         frame = reader.load(str(checkpoint))
         count = frame.count()
         sample = [_plain(r.asDict(recursive=True)) for r in frame.limit(limit).collect()]
     except Exception as error:  # noqa: BLE001 - one unreadable store must not hide the others
-        return StoreState(store, None, error=str(error).splitlines()[0])
-    return StoreState(store, count, sample)
+        return StoreState(name, None, error=str(error).splitlines()[0])
+    return StoreState(name, count, sample)
 
 
-def _ttl(row: Row) -> list[dict[str, Any]]:
-    """TTL settings of transformWithState variables, from the operator's properties."""
+def _variables(row: Row) -> list[dict[str, Any]]:
+    """transformWithState's state variables (name, type, TTL), from the operator's properties."""
     raw = row.asDict().get("operatorProperties")
     if not raw:
         return []
@@ -176,11 +205,7 @@ def _ttl(row: Row) -> list[dict[str, Any]]:
     except (TypeError, ValueError):
         return []
     variables = props.get("stateVariables", []) if isinstance(props, dict) else []
-    return [
-        {"variable": v.get("stateName"), "ttl_enabled": v.get("ttlEnabled")}
-        for v in variables
-        if isinstance(v, dict)
-    ]
+    return [v for v in variables if isinstance(v, dict)]
 
 
 def _bytes(folder: AnyPath) -> int:

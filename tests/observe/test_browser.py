@@ -142,6 +142,18 @@ def test_ui_follows_a_running_pipeline(live_pipeline, browser, artifacts):
         # expectation counts for the quarantining table
         page.wait_for_selector('#quality tr[data-table="readings"][data-rule="temp_in_range"]')
 
+        # a click on the stateful flow reads its state while it runs (a batch writing the
+        # checkpoint at that moment gives the documented retry message instead)
+        page.click('#flows tr[data-flow="readings"]')
+        page.wait_for_selector(
+            "#flow-state .operator, #state-error:not([hidden])", timeout=PIPELINE_WAIT
+        )
+        if page.locator("#state-error").is_hidden():
+            assert page.locator("#flow-state .operator").count() == 1
+            assert "keys" in page.locator("#flow-state").inner_text()
+        else:
+            assert "cannot be read now" in page.locator("#state-error").inner_text()
+
         # the live table view: average temperature per 10 seconds, growing as batches commit
         page.select_option("#chart-bucket", "10")
         page.wait_for_function(

@@ -220,6 +220,48 @@
   function selectFlow(name) {
     ui.flow = name;
     refreshState();
+    refreshFlowState();
+  }
+
+  // ---- flow state (Spark's state stores, read from the checkpoint on request) ---------------
+  const OPERATOR_FIELDS = [
+    ["partitions", (o) => o.partitions], ["batches", (o) => `${o.min_batch}..${o.max_batch}`],
+    ["bytes on disk", (o) => bytes(o.bytes_on_disk)], ["memory (last batch)", (o) => bytes(o.memory_used_bytes)],
+    ["rows dropped by watermark (last batch)", (o) => num(o.rows_dropped_by_watermark)],
+    ["TTL", (o) => o.ttl.map((t) => `${t.variable}: ${t.ttl_enabled ? "on" : "off"}`).join(", ") || "–"],
+  ];
+
+  function renderOperator(op) {
+    const facts = OPERATOR_FIELDS.map(([label, show]) => el("tr", {}, el("td", {}, label), el("td", {}, show(op))));
+    const stores = op.stores.map((s) => el("tr", { "data-store": s.name },
+      el("td", {}, "store " + s.name),
+      el("td", {}, s.error ? `unreadable: ${s.error}` : `${num(s.keys)} keys`,
+        ...s.sample.map((row) => el("pre", {}, JSON.stringify(row))))));
+    return el("div", { class: "operator", "data-operator": op.name },
+      el("h3", {}, `operator ${op.operator_id}: ${op.name}`),
+      el("table", { class: "grid small state-grid" }, el("tbody", {}, ...facts, ...stores)));
+  }
+
+  let flowStateBusy = false;
+  async function refreshFlowState() {
+    const flow = ui.flow;
+    $("#state-flow").textContent = flow || "";
+    if (!flow || flowStateBusy) return;
+    flowStateBusy = true;
+    const host = $("#flow-state");
+    host.replaceChildren(el("p", { class: "muted" }, `reading the state of ${flow}…`));
+    try {
+      const found = await getJSON(`api/state/${encodeURIComponent(flow)}?limit=3`);
+      if (flow !== ui.flow) return;
+      showBanner($("#state-error"), found.error ? `${found.error}. ${found.fix || ""}` : "");
+      host.replaceChildren(...(found.operators.length ? found.operators.map(renderOperator)
+        : [el("p", { class: "muted" }, found.error ? "" : `flow ${flow} keeps no state (no stateful operator)`)]));
+    } catch (e) {
+      showBanner($("#state-error"), e.message);
+      host.replaceChildren();
+    } finally {
+      flowStateBusy = false;
+    }
   }
 
   // ---- charts -------------------------------------------------------------------------------
@@ -418,6 +460,7 @@
 
   $("#pipeline-select").addEventListener("change", (e) => { ui.pipeline = e.target.value; ui.flowChartsKey = null; refreshState(); });
   $("#flow-select").addEventListener("change", (e) => selectFlow(e.target.value));
+  $("#state-refresh").addEventListener("click", refreshFlowState);
   $("#table-select").addEventListener("change", (e) => {
     ui.table = e.target.value; ui.wantedTable = null; ui.time = ui.measure = null; refreshTable();
   });

@@ -24,7 +24,7 @@ from lakefeed.lakehouse import Lakehouse
 from tests.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster, free_port
-from tests.support.crash import run_with_kills
+from tests.support.crash import DRIVER_JVM, run_with_kills
 from tests.support.verify import conf_args
 
 ROWS = 600
@@ -52,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _lakefeed(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],

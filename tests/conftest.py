@@ -17,13 +17,16 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the ``spark`` or ``postgres`` fixture are marked so without saying so."""
+    """Tests that use the ``spark``, ``postgres`` or ``broker`` fixture are marked so without
+    saying so."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
         if "postgres" in fixtures:
             item.add_marker(pytest.mark.postgres)
+        if "broker" in fixtures:
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +70,15 @@ def postgres() -> Iterator:
     server = Postgres().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One tansu broker per test session on a free 127.0.0.1 port, stopped by PID (Kafka and
+    cluster tests share it). Each test creates its own topic (``broker.create_topic()``), so
+    tests never see each other's messages."""
+    from tests.kafka.broker import Tansu
+
+    tansu = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
+    yield tansu
+    tansu.stop()

@@ -21,9 +21,11 @@ import pytest
 from lakefeed.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, parse_spark_conf
 from lakefeed.errors import ConfigError
 from lakefeed.lakehouse import Lakehouse
+from tests.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster, free_port
-from tests.support.crash import run_with_kills
+from tests.support.crash import DRIVER_JVM, run_with_kills
+from tests.support.verify import conf_args
 
 ROWS = 600
 CONF = {
@@ -35,6 +37,9 @@ CONF = {
     "iot.seed": "3",
     "iot.maxRowsPerTrigger": "150",
 }
+# A Kafka → Delta flow beside the IoT pipeline: 2,000 messages, 4 micro-batches of 500.
+KAFKA_FLOW = Path(__file__).with_name("kafka_pipeline.py")
+MESSAGES = 2000
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _lakefeed(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],
@@ -55,10 +60,6 @@ def _lakefeed(*args: str, log: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-
-
-def _conf_args() -> list[str]:
-    return [arg for key, value in CONF.items() for arg in ("--conf", f"{key}={value}")]
 
 
 def _commits(checkpoint: Path) -> int:
@@ -79,24 +80,39 @@ def test_an_unreachable_master_is_refused_before_spark_starts() -> None:
     assert refused.value.code == UNREACHABLE
 
 
+def _wait_for_a_commit(checkpoint: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 600
+    while _commits(checkpoint) < 1:
+        assert proc.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, f"no batch committed in {checkpoint}"
+        time.sleep(0.2)
+
+
 @pytest.mark.cluster
 @pytest.mark.crash
 @pytest.mark.timeout(900)
-def test_iot_on_the_cluster_survives_a_killed_worker(cluster: Cluster, tmp_path: Path) -> None:
+def test_iot_and_kafka_on_the_cluster_survive_killed_workers(
+    cluster: Cluster, broker: Tansu, tmp_path: Path
+) -> None:
+    topic = broker.create_topic(2)
+    values = [f"m{i}" for i in range(MESSAGES)]
+    broker.produce(topic, values, keys=[str(i) for i in range(MESSAGES)])
+    kafka = {"kafka.bootstrap": broker.bootstrap, "kafka.topic": topic}
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
     log = tmp_path / "driver.log"
+    # verify runs the flows one after the other (available-now), then compares each with batch
     proc = _lakefeed(
-        "verify", str(IOT), "--lakehouse", str(lakehouse.root), "--master", cluster.url,
-        *("--spark-conf", "spark.executor.memory=512m"), *_conf_args(), log=log,
+        "verify", str(IOT), str(KAFKA_FLOW), "--lakehouse", str(lakehouse.root),
+        "--master", cluster.url, *("--spark-conf", "spark.executor.memory=512m"),
+        *conf_args({**CONF, **kafka, "kafka.maxOffsetsPerTrigger": "500"}), log=log,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 600
-        while _commits(lakehouse.checkpoint_path("bronze_readings")) < 1:
-            assert proc.poll() is None, log.read_text()[-4000:]
-            assert time.monotonic() < deadline, "no batch committed"
-            time.sleep(0.2)
-        cluster.kill_worker(0)  # kill -9 mid-stream: its executor and Python workers die too
-        cluster.add_worker()
+        # kill -9 a worker mid-stream in each (its executor and Python workers die too); the
+        # master starts the application an executor on the worker that replaces it
+        for victim, flow in enumerate(("bronze_readings", "kafka_messages")):
+            _wait_for_a_commit(lakehouse.checkpoint_path(flow), proc, log)
+            cluster.kill_worker(victim)
+            cluster.add_worker()
         assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
     finally:
         if proc.poll() is None:
@@ -105,6 +121,9 @@ def test_iot_on_the_cluster_survives_a_killed_worker(cluster: Cluster, tmp_path:
     bronze = table(lakehouse, "bronze_readings")
     assert bronze.num_rows == ROWS
     assert pc.count_distinct(bronze["offset"]).as_py() == ROWS
+    messages = table(lakehouse, "kafka_messages").to_pylist()
+    assert len({(m["partition"], m["offset"]) for m in messages}) == len(messages) == MESSAGES
+    assert sorted(m["value"] for m in messages) == sorted(values)
     # sized to the cluster's two executor cores, not the local default (4)
     offsets = (lakehouse.checkpoint_path("silver_readings") / "offsets" / "0").read_text()
     assert json.loads(offsets.splitlines()[1])["conf"]["spark.sql.shuffle.partitions"] == "2"
@@ -131,7 +150,7 @@ def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
     driver = tmp_path / "driver.py"
     driver.write_text(
         DRIVER.format(
-            iot=str(IOT), lakehouse=str(lakehouse.root), master=cluster.url, conf=_conf_args()
+            iot=str(IOT), lakehouse=str(lakehouse.root), master=cluster.url, conf=conf_args(CONF)
         )
     )
     bronze_checkpoint = lakehouse.checkpoint_path("bronze_readings")

@@ -17,7 +17,7 @@ from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
 from lakefeed.runtime.verify import verify
 from tests.pipeline.support import IOT, IOT_CONF, load, table
-from tests.support.crash import run_with_kills
+from tests.support.crash import DRIVER_JVM, run_with_kills
 
 CONF = {**IOT_CONF, "iot.maxRowsPerTrigger": "250"}
 
@@ -78,7 +78,7 @@ def test_sigterm_stops_after_the_running_batch(tmp_path: Path) -> None:
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER.format(iot=str(IOT), lakehouse=str(lakehouse.root), conf=CONF))
     log = (tmp_path / "run.log").open("wb")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(
         [sys.executable, str(driver)],
         stdout=log,

@@ -19,6 +19,7 @@ from lakefeed.errors import LeaseError, code_of
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.runtime.lease import Holder, Lease, LocalLeaseStore, check_free
 from tests.pipeline.support import IOT, IOT_CONF
+from tests.support.crash import DRIVER_JVM
 
 
 def _lease(lakehouse: Lakehouse, run_id: str, **kwargs: object) -> Lease:
@@ -145,7 +146,7 @@ def test_two_real_runs_one_refused_then_a_killed_holder_is_taken_over(tmp_path: 
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER.format(iot=str(IOT), lakehouse=str(lakehouse.root), conf=IOT_CONF))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
 
     def run(mode: str, log: str, **kwargs: object) -> subprocess.Popen[bytes]:
         with (tmp_path / log).open("wb") as out:

@@ -25,7 +25,6 @@ from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
 from lakefeed.pipeline import guard
-from tests.kafka.broker import Tansu
 from tests.pipeline.support import load, write
 
 pytestmark = pytest.mark.kafka
@@ -38,7 +37,7 @@ lf.create_sink("export", "delta", {"path": lf.config("test.export")})
 lf.create_sink("counts", "postgres", {"url": lf.config("test.url"), "dbtable": "device_counts",
                                       "keys": "device_id"})
 lf.create_sink("topic", "kafka", {"kafka.bootstrap.servers": lf.config("test.kafka"),
-                                  "topic": "readings"})
+                                  "topic": lf.config("test.topic")})
 
 
 @lf.table
@@ -106,53 +105,49 @@ def reads_a_sink():
 
 
 @pytest.fixture(scope="module")
-def runs(spark, postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:  # noqa: ANN001
+def runs(
+    spark,  # noqa: ANN001
+    postgres,  # noqa: ANN001
+    broker,  # noqa: ANN001
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Any]]:
     """Two available-now runs; what the sinks held after each."""
     root = tmp_path_factory.mktemp("sinks")
     url = postgres.create_database()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE device_counts (device_id text PRIMARY KEY, readings bigint)")
-    broker = Tansu(root / "tansu.log").start()
-    broker.create_topic(1, "readings")
+    topic = broker.create_topic(1)
     conf = {
         "test.export": str(root / "export"),
         "test.audit": str(root / "audit"),
         "test.url": url,
         "test.kafka": broker.bootstrap,
+        "test.topic": topic,
     }
     folder = write(root / "p", {"sinks.py": PIPELINE})
     lakehouse = Lakehouse.at(root / "lh")
     seen = []
-    try:
-        for _ in range(2):
-            result = lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark)
-            assert result.ok, result
-            seen.append(_sinks(root, url, broker.bootstrap))
-        plan = lf.plan(folder, lakehouse=lakehouse, conf=conf, spark=spark)
-        yield {
-            "seen": seen,
-            "lakehouse": lakehouse,
-            "plan": plan,
-            "folder": folder,
-            "conf": conf,
-        }
-    finally:
-        broker.stop()
+    for _ in range(2):
+        result = lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark)
+        assert result.ok, result
+        seen.append(_sinks(root, url, broker.bootstrap, topic))
+    plan = lf.plan(folder, lakehouse=lakehouse, conf=conf, spark=spark)
+    yield {"seen": seen, "lakehouse": lakehouse, "plan": plan, "folder": folder, "conf": conf}
 
 
-def _sinks(root: Path, url: str, kafka: str) -> dict[str, Any]:
+def _sinks(root: Path, url: str, kafka: str, topic_name: str) -> dict[str, Any]:
     export, audit = DeltaTable(str(root / "export")), DeltaTable(str(root / "audit"))
     with psycopg.connect(url) as conn:
         counts = dict(conn.execute("SELECT device_id, readings FROM device_counts").fetchall())
     options = parse_source_options(
-        {"kafka.bootstrap.servers": kafka, "subscribe": "readings"}, batch=True
+        {"kafka.bootstrap.servers": kafka, "subscribe": topic_name}, batch=True
     )
     view = BrokerView(options)
     try:
         ((_, end),) = view.watermarks(view.partitions()).values()
     finally:
         view.close()
-    topic = pa.Table.from_batches(list(read_range(options, OffsetRange("readings", 0, 0, end))))
+    topic = pa.Table.from_batches(list(read_range(options, OffsetRange(topic_name, 0, 0, end))))
     return {
         "export": sorted(export.to_pyarrow_table()["offset"].to_pylist()),
         "audit": sorted(audit.to_pyarrow_table().to_pylist(), key=lambda r: r["offset"]),

@@ -1,4 +1,5 @@
-"""Yahoo Streaming Benchmark: lakefeed vs a plain PySpark job vs PyFlink, in one run.
+"""Yahoo Streaming Benchmark: lakefeed vs a plain PySpark job vs PyFlink, in one run, and the
+machine's physical limit (the same query in pyarrow on all cores, ``arrow``).
 
 Generates the events once (JSON files, and a Kafka topic for the lakefeed Kafka leg), runs each
 implementation as its own process several times in rotating order, checks every output against
@@ -38,7 +39,8 @@ from bench.ysb.harness import (
 )
 
 PIPELINE = ROOT / "bench" / "ysb" / "pipeline.py"
-LEGS = ("lakefeed", "pyspark", "flink", "lakefeed-kafka")
+LEGS = ("lakefeed", "pyspark", "flink", "lakefeed-kafka", "arrow")
+ALL_WINDOWS = ("flink", "arrow")  # legs that emit every window (Spark's last ones stay open)
 TOPIC = "ad-events"
 CAMPAIGNS = "campaigns/campaigns.json"
 
@@ -74,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                 log = out / "logs" / f"{leg}-{repeat}.log"
                 run = run_leg(leg, argv_, log, args.timeout, _ysb_env(leg, args, inputs, bootstrap))
                 if run.error is None:
-                    _score(run.figures, spec.events, reference, None if leg == "flink" else closed)
+                    _score(
+                        run.figures, spec.events, reference, None if leg in ALL_WINDOWS else closed
+                    )
                 _print_run(repeat, run)
                 runs.append(run)
     summary = _summarise(runs, legs, spec, args)
@@ -98,8 +102,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--reader",
         choices=("spark", "python"),
-        default="spark",
-        help="lakefeed leg's cloudFiles reader (option lakefeed.reader)",
+        default=None,
+        help="force the lakefeed leg's cloudFiles reader (option lakefeed.reader; default: "
+        "none, lakefeed chooses as it does for a user)",
     )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb")
     p.add_argument("--chart", type=Path, default=None, help="write a PNG chart here")
@@ -177,6 +182,8 @@ def _argv(
     max_files = ["--max-files", str(args.max_files)]
     if leg == "pyspark":
         return [sys.executable, "-m", "bench.ysb.pyspark_job", *files, *common, *max_files]
+    if leg == "arrow":
+        return [sys.executable, "-m", "bench.ysb.arrow_job", *files, *common]
     if leg == "flink":
         if flink_python is None:
             return None
@@ -196,11 +203,9 @@ def _ysb_env(
         per_batch = args.max_files * args.events // args.files
         env.update(YSB_BOOTSTRAP=str(bootstrap), YSB_TOPIC=TOPIC, YSB_MAX_OFFSETS=str(per_batch))
     else:
-        env.update(
-            YSB_INPUT=str(inputs / "events"),
-            YSB_MAX_FILES=str(args.max_files),
-            YSB_READER=args.reader,
-        )
+        env.update(YSB_INPUT=str(inputs / "events"), YSB_MAX_FILES=str(args.max_files))
+        if args.reader is not None:
+            env.update(YSB_READER=args.reader)
     return env
 
 
@@ -284,12 +289,14 @@ def _summarise(
 
 
 def _ratios(per_leg: dict[str, Any]) -> dict[str, float]:
-    """lakefeed over each baseline, on medians; also on streaming time for PySpark."""
+    """lakefeed over each baseline and the physical limit, on medians; also on streaming time
+    for PySpark."""
     lakefeed = per_leg.get("lakefeed", {})
     ratios = {}
     for other, key in (
         ("pyspark", "median_events_per_s"),
         ("flink", "median_events_per_s"),
+        ("arrow", "median_events_per_s"),
         ("pyspark", "median_stream_events_per_s"),
     ):
         mine, theirs = lakefeed.get(key), per_leg.get(other, {}).get(key)

@@ -364,24 +364,24 @@ def planned_stream(
     schema the user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
     from lakefeed.jvm import bridge
 
+    early = spark_read.ahead(options, bridge.available(spark))
+    if early is not None:
+        _chosen(options, early)
+        return None
     source = CloudFilesDataSource(options)
     if fixed is None:
         schema = source.schema()
     else:
         schema = fixed if isinstance(fixed, StructType) else parse_ddl(fixed)
     reader = source.streamReader(schema)
-    choice = spark_read.choose(reader.plan, options, bridge.available(spark))
+    choice = spark_read.choose(reader.plan, options)
     reason = spark_read.refusal(reader.plan)
     if choice.reader == "spark" and reason is not None:
         raise OptionError(
             f"{bridge.READER_OPTION}=spark cannot read this cloudFiles stream: {reason} "
             f"(or drop {bridge.READER_OPTION} to keep lakefeed's reader)"
         )
-    _choices[source.opts.require_schema_location()] = choice
-    log.info(
-        "cloudFiles reader chosen",
-        extra={"path": source.opts.path, "reader": choice.reader, "why": choice.why},
-    )
+    _chosen(options, choice)
     if choice.reader == "python":
         return None
     return bridge.planned_stream(
@@ -394,6 +394,16 @@ def planned_stream(
 
 _choices: dict[str, spark_read.ReaderChoice] = {}
 """The reader each stream of this process was given, by schema location (one per stream)."""
+
+
+def _chosen(options: Mapping[str, str], choice: spark_read.ReaderChoice) -> None:
+    location = schema_location_of(options)
+    if location:
+        _choices[location] = choice
+    log.info(
+        "cloudFiles reader chosen",
+        extra={"path": options.get("path"), "reader": choice.reader, "why": choice.why},
+    )
 
 
 def reader_choice(options: Mapping[str, str]) -> spark_read.ReaderChoice | None:

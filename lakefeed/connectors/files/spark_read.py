@@ -52,21 +52,25 @@ def refusal(plan: ReadPlan) -> str | None:
     return None
 
 
-def choose(plan: ReadPlan, options: Mapping[str, str], spark_available: bool) -> ReaderChoice:
-    """Spark's reader unless the options ask for lakefeed's, the stream needs something only
-    lakefeed's reader does, or the session cannot plan streams (Spark Connect, no jar).
-
-    An explicit ``lakefeed.reader=spark`` that cannot be honoured is the caller's to refuse."""
-    asked = Options(options).choice(READER_OPTION, ("spark", "python"))
-    if asked == "python":
+def ahead(options: Mapping[str, str], spark_available: bool) -> ReaderChoice | None:
+    """The choice made before the stream's schema is known (nothing is read for it): lakefeed's
+    reader when asked for, or when the session cannot plan streams (Spark Connect, no jar);
+    None: :func:`choose` decides from the stream's plan."""
+    if Options(options).choice(READER_OPTION, ("spark", "python")) == "python":
         return ReaderChoice("python", f"{READER_OPTION}=python")
-    reason = refusal(plan)
-    if asked == "spark":
-        return ReaderChoice("spark", f"{READER_OPTION}=spark")
-    if reason is not None:
-        return ReaderChoice("python", reason)
     if not spark_available:
         return ReaderChoice("python", "this session cannot plan streams (Spark Connect or no jar)")
+    return None
+
+
+def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:
+    """Spark's reader unless the stream needs something only lakefeed's reader does. An explicit
+    ``lakefeed.reader=spark`` is kept even then: the caller refuses it with :func:`refusal`."""
+    if Options(options).choice(READER_OPTION, ("spark", "python")) == "spark":
+        return ReaderChoice("spark", f"{READER_OPTION}=spark")
+    reason = refusal(plan)
+    if reason is not None:
+        return ReaderChoice("python", reason)
     return ReaderChoice("spark", "the default: nothing here needs lakefeed's reader")
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from bench.ysb import protocol
 
 
-def run(args: argparse.Namespace) -> float:
-    """Run the pipeline into ``work/lakehouse``; the job time in seconds. Fails loudly."""
+def run(args: argparse.Namespace) -> tuple[float, float]:
+    """Run the pipeline into ``work/lakehouse``; the job time in seconds and when it started
+    (epoch). Fails loudly."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.loader import load_pipeline
@@ -42,26 +43,28 @@ def run(args: argparse.Namespace) -> float:
     options = RunOptions(mode=args.mode, trigger_interval=args.trigger_interval)
     if args.warmup:
         run_pipeline(loaded, Lakehouse.at(args.work / "warmup-lakehouse"), spark, options)
-    started = time.perf_counter()
+    started_at, started = time.time(), time.perf_counter()
     result = run_pipeline(loaded, Lakehouse.at(args.work / "lakehouse"), spark, options)
     elapsed = time.perf_counter() - started
     spark.stop()
     if not result.ok:
         raise SystemExit(f"lakefeed run failed: {result.failed} ({result.reason})")
-    return elapsed
+    return elapsed, started_at
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
-    elapsed = run(args)
+    elapsed, started_at = run(args)
     lakehouse = args.work / "lakehouse"
     from lakefeed.observe.event_log import read_events
 
-    events = read_events(lakehouse / "event_log", event_types=["flow_progress"])
-    progress = [e["details"] for e in events if e["details"]]
+    events = read_events(lakehouse / "event_log")
+    progress = [e["details"] for e in events if e["event_type"] == "flow_progress" and e["details"]]
     protocol.emit(
         elapsed_s=elapsed,
         stream_s=protocol.stream_seconds(progress),
+        first_batch_s=protocol.first_batch_after(progress, started_at),
+        startup_s=_startup(events, started_at),
         output=str(lakehouse / "tables" / args.table),
         format="delta",
         durations_ms=protocol.sum_durations(progress),
@@ -69,6 +72,17 @@ def main(argv: list[str] | None = None) -> None:
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(0)
+
+
+def _startup(events: list[dict], started_at: float) -> dict[str, float]:
+    """Seconds from the job's start to the first event of each kind before the first batch
+    (``run_start``: validated; ``flow_start``: the query started)."""
+    firsts: dict[str, float] = {}
+    for event in events:
+        kind = event["event_type"]
+        if kind in ("run_start", "flow_start") and kind not in firsts:
+            firsts[kind] = round(event["timestamp"].timestamp() - started_at, 3)
+    return firsts
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

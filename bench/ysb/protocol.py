@@ -41,6 +41,13 @@ def stream_seconds(progresses: Iterable[Mapping[str, Any]]) -> float | None:
     return max(end for _, end in spans) - min(start for start, _ in spans)
 
 
+def first_batch_after(progresses: Iterable[Mapping[str, Any]], started: float) -> float | None:
+    """Seconds from ``started`` (epoch) to the first micro-batch's start: what a job does
+    before its first batch (query start; for lakefeed also loading checks and validation)."""
+    starts = [_epoch(str(progress["timestamp"])) for progress in progresses]
+    return min(starts) - started if starts else None
+
+
 def _epoch(timestamp: str) -> float:
     """Spark's progress timestamps look like ``2026-11-22T01:35:06.112Z``."""
     from datetime import datetime

@@ -6,8 +6,8 @@ nothing:
 
 - ``YSB_CAMPAIGNS``: the ad → campaign JSON file;
 - ``YSB_INPUT`` + ``YSB_MAX_FILES``: the landing folder and files per micro-batch, and
-  ``YSB_READER``: ``spark`` (default: Spark's JSON reader parses each batch) or ``python``
-  (lakefeed's own reader, with rescued data and file metadata when asked for), or
+  optionally ``YSB_READER`` to force ``lakefeed.reader`` (``spark`` or ``python``); unset, the
+  stream gets lakefeed's defaults as a user does (Spark's JSON reader, ``_metadata`` kept), or
 - ``YSB_BOOTSTRAP`` + ``YSB_TOPIC`` + ``YSB_MAX_OFFSETS``: the Kafka topic.
 """
 
@@ -32,17 +32,11 @@ def events() -> DataFrame:
             os.environ["YSB_TOPIC"], bootstrap_servers=os.environ["YSB_BOOTSTRAP"], **options
         )
         return raw.select(*query.parse_value(F.col("value")))
+    options = {"cloudFiles.maxFilesPerTrigger": os.environ.get("YSB_MAX_FILES", "8")}
+    if os.environ.get("YSB_READER"):
+        options["lakefeed.reader"] = os.environ["YSB_READER"]
     files = lf.read_files(
-        os.environ["YSB_INPUT"],
-        format="json",
-        schema=query.EVENT_SCHEMA,
-        # No lineage needed here; Spark's own _metadata costs nothing unless selected, ours
-        # is a real column a Python source cannot prune (~10% of this narrow stream).
-        includeMetadata=False,
-        **{
-            "cloudFiles.maxFilesPerTrigger": os.environ.get("YSB_MAX_FILES", "8"),
-            "lakefeed.reader": os.environ.get("YSB_READER", "spark"),
-        },
+        os.environ["YSB_INPUT"], format="json", schema=query.EVENT_SCHEMA, **options
     )
     return files.select(*query.EVENT_FIELDS)
 

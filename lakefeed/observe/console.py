@@ -205,6 +205,8 @@ def status_view(monitor: Monitor, now: float, tables: TableReader | None = None)
     if sinks is not None:
         parts.append(sinks)
     for flow in monitor.flows():
+        if flow.source_names:  # what it reads, e.g. which reader parses a landing folder and why
+            parts.append(Text(f"flow {flow.name} reads {'; '.join(flow.source_names)}", "dim"))
         if flow.state == "failed":
             parts.append(Text(f"flow {flow.name} failed: {flow.error}", style="bold red"))
         elif flow.backpressure:

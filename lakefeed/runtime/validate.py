@@ -35,6 +35,8 @@ class Validation:
     # each flow's outside sources: (format, options with "path"), for --check-connections
     sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
     causes: dict[str, BaseException] = field(default_factory=dict)  # behind problems, if any
+    # each dataset's DataFrame as validated: a run starts a root table's query from it
+    frames: dict[str, DataFrame] = field(default_factory=dict)
 
     @property
     def order(self) -> list[str]:
@@ -121,6 +123,7 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
     graph = evaluator.graph()
     result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
     result.sources, result.causes = evaluator.sources, evaluator.causes
+    result.frames = evaluator.frames
     for name, dataset in pipeline.datasets.items():
         if dataset.kind == "sink":  # nothing of its own to plan: its flows write it
             _check_flows(dataset, evaluator, result)

@@ -52,13 +52,15 @@ def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
     """The Kafka leg shares its source with the latency script, whose smoke run covers it."""
     tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1", "--warmup"]
     chart = tmp_path / "ysb.png"
-    legs = "lakefeed,pyspark"
+    legs = "lakefeed,pyspark,arrow"  # arrow: the physical limit, pyarrow on all cores
     _script("bench.ysb.run", *tiny, "--legs", legs, "--out", str(tmp_path), "--chart", str(chart))
     summary = json.loads((tmp_path / "results.json").read_text())
     for leg in legs.split(","):
         assert summary["legs"][leg]["correct"], summary["legs"][leg]
         assert summary["legs"][leg]["median_events_per_s"] > 0
     assert summary["ratios"]["lakefeed/pyspark"] > 0
+    assert summary["ratios"]["lakefeed/arrow"] > 0
+    assert summary["legs"]["lakefeed"]["first_batch_s"][0] > 0
     assert chart.stat().st_size > 1000
 
 

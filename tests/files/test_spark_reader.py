@@ -1,7 +1,8 @@
-"""cloudFiles with ``lakefeed.reader=spark``: planned in Python, parsed by Spark's own reader.
+"""cloudFiles read by Spark's own reader (the default), planned in Python.
 
-The same discovery, limits and cleanup as lakefeed's reader, so the same rows per batch; a
-record that does not fit fails the batch; what only lakefeed's reader can do is refused.
+The same discovery, limits and cleanup as lakefeed's reader, so the same rows per batch and the
+same ``_metadata``; a record that does not fit fails the batch; what only lakefeed's reader can
+do keeps it by default and is refused with ``lakefeed.reader=spark``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pyspark.errors import StreamingQueryException
 
 from lakefeed.connectors.files import read_files
 from lakefeed.connectors.files.options import OptionError
+from lakefeed.connectors.files.source import reader_choice
 from tests.files.test_stream import _drain, _land
 
 SCHEMA = "id BIGINT, kind STRING, at TIMESTAMP, score DOUBLE"
@@ -62,6 +64,22 @@ def test_spark_reader_streams_what_lakefeeds_reader_streams(spark, tmp_path) -> 
     views = _reader(spark, land, tmp_path / "s1", "spark").where("kind = 'view'").select("id")
     assert [r["id"] for rows in _drain(views, tmp_path / "cp1").values() for r in rows] == [99]
 
+    # _metadata by default from Spark's hidden column: what lakefeed's reader gives, the path
+    # included (Spark has it as a URI, file:/a%20b%2Bc).
+    _land(land / "a b+c", "f 1+2.json", [{"id": 100, "kind": "view"}])
+
+    def metadata(location: str, **options: str) -> list[tuple]:
+        opts = {"cloudFiles.schemaLocation": str(tmp_path / location), **options}
+        frame = read_files(str(land), schema=SCHEMA, **opts)
+        assert reader_choice(opts) is not None
+        rows = _drain(frame, tmp_path / f"cp-{location}").values()
+        return sorted((r["id"], r["_metadata"]) for batch in rows for r in batch)
+
+    native_meta = metadata("m1")
+    assert reader_choice({"cloudFiles.schemaLocation": str(tmp_path / "m1")}).reader == "spark"
+    assert native_meta == metadata("m2", **{"lakefeed.reader": "python"})
+    assert native_meta[-1][1]["file_path"] == str(land / "a b+c" / "f 1+2.json")
+
 
 def test_spark_reader_csv_and_clean_source(spark, tmp_path) -> None:
     land = tmp_path / "land"
@@ -93,12 +111,6 @@ def test_spark_reader_fails_bad_records_and_refuses_what_it_cannot_do(spark, tmp
     with pytest.raises(StreamingQueryException, match="MALFORMED_RECORD|FAILED_READ_FILE"):
         _drain(_reader(spark, land, tmp_path / "s", "spark"), tmp_path / "cp")
 
-    with pytest.raises(OptionError, match="_metadata column: set includeMetadata=false"):
-        read_files(  # a schema given here still gets _metadata (.schema() fixes it exactly)
-            str(land),
-            schema=SCHEMA,
-            **{"cloudFiles.schemaLocation": str(tmp_path / "s2"), "lakefeed.reader": "spark"},
-        )
     with pytest.raises(OptionError, match="rescued-data column"):
         (
             spark.readStream.format("cloudFiles")

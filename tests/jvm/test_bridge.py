@@ -12,7 +12,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
 )
 
-from lakefeed.connectors.files.spark_read import refusal
+from lakefeed.connectors.files.spark_read import ahead, choose, refusal
 from lakefeed.jvm.bridge import _limit, _text
 from tests.files.test_core import _opts, _plan
 
@@ -34,10 +34,25 @@ def test_spark_reads_only_what_it_can_read_as_lakefeed_would(tmp_path: Path) -> 
     opts = _opts(tmp_path)
     assert refusal(_plan(opts, "id BIGINT", tmp_path, "none", None, False)) is None
     assert "rescued-data" in str(refusal(_plan(opts, "id BIGINT", tmp_path, "none")))
-    assert "includeMetadata" in str(refusal(_plan(opts, "id BIGINT", tmp_path, "none", None)))
+    assert refusal(_plan(opts, "id BIGINT", tmp_path, "none", None)) is None  # Spark's _metadata
     evolving = _plan(opts, "id BIGINT", tmp_path, "addNewColumns", None, False)
     assert "addNewColumns" in str(refusal(evolving))
     skipping = _opts(tmp_path, ignoreCorruptFiles="true")
     assert "ignoreCorrupt" in str(
         refusal(_plan(skipping, "id BIGINT", tmp_path, "none", None, False))
     )
+
+
+def test_spark_reads_by_default_unless_the_stream_needs_lakefeeds_reader(tmp_path: Path) -> None:
+    opts = _opts(tmp_path)
+    plain = _plan(opts, "id BIGINT", tmp_path, "none", None)
+    assert ahead({}, spark_available=True) is None  # decided by the plan
+    assert choose(plain, {}).reader == "spark" and "the default" in str(choose(plain, {}))
+    forced = ahead({"LAKEFEED.reader": "Python"}, spark_available=True)
+    assert forced is not None and forced.reader == "python"
+    no_jar = ahead({}, spark_available=False)
+    assert no_jar is not None and no_jar.reader == "python" and "Spark Connect" in no_jar.why
+    rescued = _plan(opts, "id BIGINT", tmp_path, "none")
+    assert "rescued-data" in str(choose(rescued, {}))
+    # An explicit spark is kept: the source refuses it with the reason (see source.py).
+    assert choose(rescued, {"lakefeed.reader": "spark"}).reader == "spark"

@@ -27,7 +27,8 @@ def write_run(lakehouse) -> None:
     now = datetime.now(UTC)
     with EventLog(lakehouse.event_log_path, "iot", flush_interval=60) as log:
         log.emit("run_start", "run", details={"mode": "available-now", "graph": GRAPH})
-        log.emit("flow_start", "bronze", flow="bronze")
+        sources = ["landing folder /in, read by Spark's reader (the default: ...)"]
+        log.emit("flow_start", "bronze", flow="bronze", details={"sources": sources})
         log.emit(
             "flow_progress",
             "batch",
@@ -62,6 +63,7 @@ def test_status_prints_flow_figures_and_errors(lakehouse):
     for figure in ("1234", "5678", "200 ms", "15.0k"):
         assert figure in bronze
     assert "flow gold failed: OOM" in out
+    assert "flow bronze reads landing folder /in, read by Spark's reader" in out
     assert "1 failed" in out  # expectations table: fail rule
     assert "3 rows in bronze_quarantine" in out
 

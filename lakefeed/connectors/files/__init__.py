@@ -17,6 +17,7 @@ from lakefeed.connectors.files.source import (
     CloudFilesDataSource,
     claim_skipped,
     planned_stream,
+    reader_choice,
     skipped_files,
 )
 from lakefeed.connectors.options import Options
@@ -44,9 +45,17 @@ def read_stream(
     spark: SparkSession, path: str, schema: StructType | str | None = None, **options: str
 ) -> DataFrame:
     """``spark.readStream.format("cloudFiles").load(path)`` as lakefeed's runtime calls it: the
-    stream planned in Python and read by Spark's readers when asked (``lakefeed.reader=spark``),
-    else the Python data source. Needs no patched pyspark method."""
+    stream planned in Python and read by Spark's readers unless it needs lakefeed's Python
+    reader (or ``lakefeed.reader=python`` asks for it). Needs no patched pyspark method."""
     return CONNECTOR.read(spark, path, options, streaming=True, schema=schema)
+
+
+def _describe(options: Mapping[str, str]) -> str:
+    """The landing folder and, once the stream is made, which reader parses its files and why
+    (shown in the ``flow_start`` event and ``lakefeed status``)."""
+    where = f"landing folder {options.get('path', '?')}"
+    choice = reader_choice(options)
+    return where if choice is None else f"{where}, read by {choice}"
 
 
 def _pipeline_defaults(schema_path: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -78,7 +87,7 @@ CONNECTOR = Connector(
     formats=("cloudFiles",),
     aliases=("files",),
     register=register,
-    describe=lambda options: f"landing folder {options.get('path', '?')}",
+    describe=_describe,
     pipeline_defaults=_pipeline_defaults,
     batch_events=_skipped_events,
     planned_stream=planned_stream,

@@ -359,12 +359,14 @@ class CloudFilesDataSource(DataSource):
 def planned_stream(
     spark: SparkSession, options: Mapping[str, str], fixed: StructType | str | None = None
 ) -> DataFrame | None:
-    """``readStream.format("cloudFiles")`` read by Spark's own reader when the options ask for
-    it (``lakefeed.reader=spark``); None: lakefeed's Python reader. ``fixed`` is a schema the
-    user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
+    """``readStream.format("cloudFiles")`` read by Spark's own reader unless the stream needs
+    lakefeed's (see :func:`spark_read.choose`); None: lakefeed's Python reader. ``fixed`` is a
+    schema the user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
     from lakefeed.jvm import bridge
 
-    if not bridge.spark_reads(spark, options, default="python"):
+    early = spark_read.ahead(options, bridge.available(spark))
+    if early is not None:
+        _chosen(options, early)
         return None
     source = CloudFilesDataSource(options)
     if fixed is None:
@@ -372,18 +374,43 @@ def planned_stream(
     else:
         schema = fixed if isinstance(fixed, StructType) else parse_ddl(fixed)
     reader = source.streamReader(schema)
+    choice = spark_read.choose(reader.plan, options)
     reason = spark_read.refusal(reader.plan)
-    if reason is not None:
+    if choice.reader == "spark" and reason is not None:
         raise OptionError(
             f"{bridge.READER_OPTION}=spark cannot read this cloudFiles stream: {reason} "
             f"(or drop {bridge.READER_OPTION} to keep lakefeed's reader)"
         )
+    _chosen(options, choice)
+    if choice.reader == "python":
+        return None
     return bridge.planned_stream(
         spark,
         lambda: source.streamReader(schema),
         schema,
         description=f"CloudFilesSource[{source.opts.path}]",
     )
+
+
+_choices: dict[str, spark_read.ReaderChoice] = {}
+"""The reader each stream of this process was given, by schema location (one per stream)."""
+
+
+def _chosen(options: Mapping[str, str], choice: spark_read.ReaderChoice) -> None:
+    location = schema_location_of(options)
+    if location:
+        _choices[location] = choice
+    log.info(
+        "cloudFiles reader chosen",
+        extra={"path": options.get("path"), "reader": choice.reader, "why": choice.why},
+    )
+
+
+def reader_choice(options: Mapping[str, str]) -> spark_read.ReaderChoice | None:
+    """Which reader parses the files of the stream with ``options`` and why (None: no stream
+    with them was made in this process yet): for the flow's ``flow_start`` event."""
+    location = schema_location_of(options)
+    return _choices.get(location) if location else None
 
 
 def _user_rescue_column(schema: StructType, wanted: str | None) -> str | None:

@@ -1,20 +1,41 @@
 """Landed files read by Spark's own JSON, CSV or Parquet reader, for a stream planned in Python.
 
-With ``lakefeed.reader=spark`` the cloudFiles stream keeps its discovery, file log, limits and
-cleanup in Python (see :mod:`lakefeed.jvm`), and hands each batch's files to Spark's reader,
-which parses only the columns the query uses, drops filtered rows while parsing and starts no
-Python worker. Its rules are Spark's: a malformed record or a value of the wrong type fails
-the batch (mode ``FAILFAST``, never a silent null). It takes no part in what lakefeed's reader
-adds, so a stream that needs any of that is refused rather than quietly losing it.
+The cloudFiles stream keeps its discovery, file log, limits and cleanup in Python (see
+:mod:`lakefeed.jvm`) and, by default, hands each batch's files to Spark's reader, which parses
+only the columns the query uses, drops filtered rows while parsing and starts no Python worker.
+Its rules are Spark's: a malformed record or a value of the wrong type fails the batch (mode
+``FAILFAST``, never a silent null). The ``_metadata`` column comes from Spark's own hidden file
+metadata, free unless selected. What Spark's parsers cannot give as lakefeed's reader does
+(rescued data: Spark 4.3's JSON and CSV readers only know ``columnNameOfCorruptRecord``, the
+whole record, and drop unknown fields; schema evolution; skipped-file records) keeps lakefeed's
+reader by default and is refused when ``lakefeed.reader=spark`` is asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakefeed.connectors.files.plan import ReadPlan
+from lakefeed.connectors.files.schemas import METADATA_COLUMN, METADATA_TYPE
+from lakefeed.connectors.options import Options
+from lakefeed.jvm.bridge import READER_OPTION
+
+
+@dataclass(frozen=True)
+class ReaderChoice:
+    """Which reader parses a stream's files (``spark`` or ``python``) and why, for the log,
+    the flow's events and ``lakefeed status``."""
+
+    reader: str
+    why: str
+
+    def __str__(self) -> str:
+        name = "Spark's reader" if self.reader == "spark" else "lakefeed's reader"
+        return f"{name} ({self.why})"
 
 
 def refusal(plan: ReadPlan) -> str | None:
@@ -24,13 +45,33 @@ def refusal(plan: ReadPlan) -> str | None:
         return (
             f"it has a rescued-data column ({plan.rescue_column}): give a fixed schema without one"
         )
-    if plan.include_metadata:
-        return "it has the _metadata column: set includeMetadata=false"
     if plan.evolution_mode != "none":
         return f"schemaEvolutionMode {plan.evolution_mode} needs lakefeed's reader"
     if opts.ignore_corrupt_files or opts.ignore_missing_files:
         return "skipped files are recorded by lakefeed's reader only (ignoreCorrupt/MissingFiles)"
     return None
+
+
+def ahead(options: Mapping[str, str], spark_available: bool) -> ReaderChoice | None:
+    """The choice made before the stream's schema is known (nothing is read for it): lakefeed's
+    reader when asked for, or when the session cannot plan streams (Spark Connect, no jar);
+    None: :func:`choose` decides from the stream's plan."""
+    if Options(options).choice(READER_OPTION, ("spark", "python")) == "python":
+        return ReaderChoice("python", f"{READER_OPTION}=python")
+    if not spark_available:
+        return ReaderChoice("python", "this session cannot plan streams (Spark Connect or no jar)")
+    return None
+
+
+def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:
+    """Spark's reader unless the stream needs something only lakefeed's reader does. An explicit
+    ``lakefeed.reader=spark`` is kept even then: the caller refuses it with :func:`refusal`."""
+    if Options(options).choice(READER_OPTION, ("spark", "python")) == "spark":
+        return ReaderChoice("spark", f"{READER_OPTION}=spark")
+    reason = refusal(plan)
+    if reason is not None:
+        return ReaderChoice("python", reason)
+    return ReaderChoice("spark", "the default: nothing here needs lakefeed's reader")
 
 
 def files_frame(spark: SparkSession, paths: Sequence[str], plan: ReadPlan) -> DataFrame:
@@ -52,4 +93,23 @@ def files_frame(spark: SparkSession, paths: Sequence[str], plan: ReadPlan) -> Da
             multiLine=str(opts.multi_line).lower(),
             **({"escape": opts.escape} if opts.escape is not None else {}),
         )
-    return reader.load(list(paths))
+    frame = reader.load(list(paths))
+    if not plan.include_metadata:
+        return frame
+    return frame.select(*plan.data_schema.names, _file_metadata().alias(METADATA_COLUMN))
+
+
+def _file_metadata() -> Column:
+    """lakefeed's ``_metadata`` struct from Spark's hidden one: the same fields, with the file
+    path as the file log has it and the name decoded (Spark gives ``file:/a%20b`` and ``a%20b``
+    for ``/a b``)."""
+    path = _decoded("file_path", F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", ""))
+    name = _decoded("file_name", F.col("_metadata.file_name"))
+    rest = [F.col(f"_metadata.{field}").alias(field) for field in METADATA_TYPE.names[2:]]
+    return F.struct(path, name, *rest)
+
+
+def _decoded(field: str, encoded: Column) -> Column:
+    """``encoded`` (URI-escaped, where '+' is itself) decoded, non-null as the type says."""
+    plain = F.url_decode(F.replace(encoded, F.lit("+"), F.lit("%2B")))  # else '+' reads as ' '
+    return F.coalesce(plain, F.col(f"_metadata.{field}")).alias(field)

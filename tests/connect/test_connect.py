@@ -18,10 +18,11 @@ from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
 from lakefeed.lakehouse import Lakehouse
-from tests.cluster.test_standalone import ROWS, _commits, _conf_args
+from tests.cluster.test_standalone import CONF, ROWS, _commits
 from tests.pipeline.support import IOT, table
 from tests.support.connect import ConnectServer
 from tests.support.crash import run_with_kills
+from tests.support.verify import conf_args
 
 pytestmark = [pytest.mark.connect, pytest.mark.crash]
 
@@ -62,7 +63,7 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
     driver = tmp_path / "driver.py"
     driver.write_text(
         DRIVER.format(
-            iot=str(IOT), lakehouse=str(lakehouse.root), remote=server.url, conf=_conf_args()
+            iot=str(IOT), lakehouse=str(lakehouse.root), remote=server.url, conf=conf_args(CONF)
         )
     )
     report = run_with_kills(
@@ -82,7 +83,7 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
     # the batch recompute, also through Connect, finds the stream's rows, no more, no less
     verified = _lakefeed(
         "verify", str(IOT), "--lakehouse", str(lakehouse.root), "--remote", server.url,
-        "--no-run", *_conf_args(),
+        "--no-run", *conf_args(CONF),
     )  # fmt: skip
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
     assert "equal" in verified.stdout

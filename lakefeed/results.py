@@ -137,20 +137,7 @@ class ValidationResult:
             "format": VALIDATION_FORMAT,
             "pipeline": self.pipeline,
             "valid": self.ok,
-            "datasets": [
-                {
-                    "name": d.name,
-                    "kind": d.kind.value,
-                    "source": d.source,
-                    "comment": d.comment,
-                    "partition_cols": list(d.partition_cols),
-                    "table_properties": dict(d.table_properties),
-                    "expectations": list(d.expectations),
-                    "reads": list(d.reads),
-                    "sink": _sink_dict(d.sink),
-                }
-                for d in self.datasets
-            ],
+            "datasets": [_dataset_dict(d) for d in self.datasets],
             "flows": [
                 {
                     "name": f.name,
@@ -174,10 +161,26 @@ class ValidationResult:
         }
 
 
-def _sink_dict(sink: SinkInfo | None) -> dict[str, Any] | None:
-    if sink is None:
-        return None
-    return {"format": sink.format, "description": sink.description, "options": sink.options}
+def _dataset_dict(d: DatasetInfo) -> dict[str, Any]:
+    """A dataset of ``validate --json``; only a sink has the ``sink`` key (its format and
+    options, secrets masked), so the documents of sink-less pipelines keep their keys."""
+    doc: dict[str, Any] = {
+        "name": d.name,
+        "kind": d.kind.value,
+        "source": d.source,
+        "comment": d.comment,
+        "partition_cols": list(d.partition_cols),
+        "table_properties": dict(d.table_properties),
+        "expectations": list(d.expectations),
+        "reads": list(d.reads),
+    }
+    if (sink := d.sink) is not None:
+        doc["sink"] = {
+            "format": sink.format,
+            "description": sink.description,
+            "options": sink.options,
+        }
+    return doc
 
 
 @dataclass(frozen=True)

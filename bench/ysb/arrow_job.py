@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,12 +71,7 @@ def _file_counts(path: str, campaigns_path: str) -> pa.Table:
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", type=Path, required=True)
-    p.add_argument("--campaigns", type=Path, required=True)
-    p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--cores", type=int, default=2)
-    p.add_argument("--warmup", action="store_true", help="run the job once before measuring")
+    p = protocol.job_arguments(__doc__.splitlines()[0])
     return p.parse_args(argv)
 
 

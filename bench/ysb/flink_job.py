@@ -89,12 +89,7 @@ def _campaigns(path: Path) -> dict[str, str]:
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", type=Path, required=True)
-    p.add_argument("--campaigns", type=Path, required=True)
-    p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--cores", type=int, default=2)
-    p.add_argument("--warmup", action="store_true", help="run the job once before measuring")
+    p = protocol.job_arguments(__doc__.splitlines()[0])
     return p.parse_args(argv)
 
 

@@ -5,11 +5,25 @@ Stdlib only: the PyFlink leg imports it from its own virtual environment.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 PREFIX = "BENCH-RESULT "
+
+
+def job_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments every job leg takes (the runner passes the same to each); a leg adds its
+    own before parsing."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--input", type=Path, required=True)
+    p.add_argument("--campaigns", type=Path, required=True)
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--warmup", action="store_true", help="run the job once before measuring")
+    return p
 
 
 def emit(**figures: Any) -> None:

@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.ysb import protocol, query
@@ -78,14 +77,9 @@ def _run(spark: Any, args: argparse.Namespace, prefix: str) -> tuple[float, floa
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", type=Path, required=True)
-    p.add_argument("--campaigns", type=Path, required=True)
-    p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--cores", type=int, default=2)
+    p = protocol.job_arguments(__doc__.splitlines()[0])
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--max-files", type=int, default=8)
-    p.add_argument("--warmup", action="store_true", help="run the job once before measuring")
     return p.parse_args(argv)
 
 

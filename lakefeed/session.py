@@ -26,10 +26,10 @@ own runtime does not need it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 from pyspark.sql import SparkSession
@@ -37,6 +37,7 @@ from pyspark.sql import SparkSession
 from lakefeed import cluster, connect, s3a
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
+from lakefeed.scoped import bound
 from lakefeed.spark_home import compiled_spark_home
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -133,14 +134,9 @@ def _with_lakefeed_jar(settings: Mapping[str, str]) -> str:
 _EVALUATING: ContextVar[SparkSession | None] = ContextVar("lakefeed_session", default=None)
 
 
-@contextlib.contextmanager
-def evaluating_on(spark: SparkSession) -> Iterator[SparkSession]:
+def evaluating_on(spark: SparkSession) -> AbstractContextManager[SparkSession]:
     """Flow functions evaluated inside this block get ``spark`` from :func:`active_spark`."""
-    token = _EVALUATING.set(spark)
-    try:
-        yield spark
-    finally:
-        _EVALUATING.reset(token)
+    return bound(_EVALUATING, spark)
 
 
 def active_spark() -> SparkSession:

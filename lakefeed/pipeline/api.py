@@ -10,8 +10,8 @@ the function, which is how one flow function serves every run mode.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
 from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
+from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -299,23 +300,14 @@ def current_pipeline() -> Pipeline:
     return _LOADING.get() or _DEFAULT
 
 
-@contextlib.contextmanager
-def loading(pipeline: Pipeline) -> Iterator[Pipeline]:
+def loading(pipeline: Pipeline) -> AbstractContextManager[Pipeline]:
     """Decorators evaluated inside this block register into ``pipeline``."""
-    token = _LOADING.set(pipeline)
-    try:
-        yield pipeline
-    finally:
-        _LOADING.reset(token)
+    return bound(_LOADING, pipeline)
 
 
-@contextlib.contextmanager
-def resolving(resolver: Resolver) -> Iterator[None]:
-    token = _RESOLVER.set(resolver)
-    try:
-        yield
-    finally:
-        _RESOLVER.reset(token)
+def resolving(resolver: Resolver) -> AbstractContextManager[Resolver]:
+    """``lf.read``/``lf.read_stream`` in this block resolve through ``resolver``."""
+    return bound(_RESOLVER, resolver)
 
 
 def current_resolver() -> Resolver:

@@ -7,12 +7,12 @@ current flow while it calls a flow function; connectors ask :func:`current_flow`
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.scoped import bound
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,6 @@ def current_flow() -> FlowContext | None:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def flow_context(name: str, lakehouse: Lakehouse) -> Iterator[FlowContext]:
+def flow_context(name: str, lakehouse: Lakehouse) -> AbstractContextManager[FlowContext]:
     """Make ``name`` the current flow for the duration of the ``with`` block."""
-    ctx = FlowContext(name, lakehouse)
-    token = _CURRENT.set(ctx)
-    try:
-        yield ctx
-    finally:
-        _CURRENT.reset(token)
+    return bound(_CURRENT, FlowContext(name, lakehouse))

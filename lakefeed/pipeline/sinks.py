@@ -15,8 +15,8 @@ batch it is writing, so the function can make its writes idempotent (e.g. a Delt
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from lakefeed.connectors.registry import find
 from lakefeed.errors import ConfigError, LakefeedError, PipelineDefinitionError, register_code
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.redact import redact, redact_text
+from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -252,11 +253,6 @@ def current_batch() -> BatchContext:
     return batch
 
 
-@contextlib.contextmanager
-def writing(batch: BatchContext) -> Iterator[BatchContext]:
+def writing(batch: BatchContext) -> AbstractContextManager[BatchContext]:
     """Make ``batch`` the current one while a sink function runs."""
-    token = _BATCH.set(batch)
-    try:
-        yield batch
-    finally:
-        _BATCH.reset(token)
+    return bound(_BATCH, batch)

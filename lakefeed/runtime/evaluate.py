@@ -336,11 +336,12 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         return PlanFacts(streaming=False)
     names: list[str] = []
     stateful: list[str] = []
+    time_modes: list[str] = []  # of transformWithState operators (none read under Connect)
     if getattr(df.sparkSession, "_jvm", None) is None:  # Spark Connect: the printed plan
         printed = df._explain_string(extended=True)  # type: ignore[operator]  # a Connect method
         _walk_text(plan_text.analyzed_tree(printed), names, stateful)
     else:
-        _walk(df._jdf.queryExecution().analyzed(), names, stateful)
+        _walk(df._jdf.queryExecution().analyzed(), names, stateful, time_modes)
     watermark = "EventTimeWatermark" in names
     return PlanFacts(
         streaming=True,
@@ -350,6 +351,7 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         unbounded_dedup="Deduplicate" in names and not watermark,
         stream_join=any(_JOIN.match(s) for s in stateful),
         sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
+        processing_time_timers=any("ProcessingTime" in mode for mode in time_modes),
     )
 
 
@@ -365,9 +367,11 @@ def watermarks(df: DataFrame) -> list[tuple[str, str]]:
     return found
 
 
-def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 - py4j object
+def _walk(node, names: list[str], stateful: list[str], time_modes: list[str]) -> None:  # noqa: ANN001 - py4j object
     name = node.nodeName()
     names.append(name)
+    if "TransformWithState" in name:
+        time_modes.append(str(node.timeMode()))
     is_stream_join = name == "Join" and all(
         node.children().apply(i).isStreaming() for i in range(node.children().size())
     )
@@ -375,7 +379,7 @@ def _walk(node, names: list[str], stateful: list[str]) -> None:  # noqa: ANN001 
         stateful.append(_IDS.sub("", node.simpleString(50)) + _key_definitions(node))
     children = node.children()
     for i in range(children.size()):
-        _walk(children.apply(i), names, stateful)
+        _walk(children.apply(i), names, stateful, time_modes)
 
 
 def _walk_text(root: plan_text.PlanNode, names: list[str], stateful: list[str]) -> None:

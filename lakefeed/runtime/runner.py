@@ -476,7 +476,10 @@ class PipelineRunner:
         sink = dataset.sink
         target = sink.describe() if sink else str(self.lakehouse.table_path(dataset.name))
         mode = state.plan.output_mode or "append"
-        with flow_pool(self.spark, state.name), triggered_start(self.spark, frame, trigger):
+        with (
+            flow_pool(self.spark, state.name),
+            triggered_start(self.spark, state.plan.facts, trigger),
+        ):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
             )

@@ -13,33 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
+
+from lakefeed.pipeline.output_modes import PlanFacts
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
-def has_processing_time_timers(frame: DataFrame) -> bool:
-    """Whether the plan holds a ``transformWithState`` operator in processing-time mode."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:  # Spark Connect: no JVM plan to look at
-        return False
-    stack: list[Any] = [jdf.queryExecution().logical()]
-    while stack:
-        node = stack.pop()
-        if "TransformWithState" in node.nodeName() and "ProcessingTime" in str(node.timeMode()):
-            return True
-        children = node.children()
-        stack.extend(children.apply(i) for i in range(children.size()))
-    return False
-
-
 @contextmanager
-def triggered_start(spark: SparkSession, frame: DataFrame, trigger: dict) -> Iterator[None]:
+def triggered_start(spark: SparkSession, facts: PlanFacts, trigger: dict) -> Iterator[None]:
     """Start a triggered query whose processing-time timers would keep it running forever
-    without no-data batches; the session's setting is restored afterwards."""
-    if "processingTime" in trigger or not has_processing_time_timers(frame):
+    without no-data batches (``facts``: its plan's, walked once at validation, see
+    :func:`lakefeed.runtime.evaluate.plan_facts`); the session's setting is restored afterwards."""
+    if "processingTime" in trigger or not facts.processing_time_timers:
         yield
         return
     previous = spark.conf.get(NO_DATA_BATCHES, None)

@@ -89,3 +89,27 @@ def stats(created_ms: np.ndarray, latency_ms: np.ndarray, since_ms: float) -> La
         early_p50_ms=float(np.median(measured[:fifth])),
         late_p50_ms=float(np.median(measured[-fifth:])),
     )
+
+
+PHASES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets")
+"""The parts of a micro-batch Spark times (``durationMs``): finding new offsets, planning, the
+source's batch, running it and writing the sink (the Delta commit), the offset log, the commit
+log."""
+
+
+def batch_breakdown(progresses: list[dict], since_ms: float) -> dict[str, float]:
+    """Mean milliseconds per phase of the batches that started at or after ``since_ms`` (epoch
+    ms), with ``batches`` and ``triggerExecution`` (the whole batch) — where a batch's time goes.
+    """
+    from datetime import datetime
+
+    def started_ms(p: dict) -> float:
+        return datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+
+    timed = [p["durationMs"] for p in progresses
+             if p.get("numInputRows") and started_ms(p) >= since_ms]  # fmt: skip
+    breakdown: dict[str, float] = {"batches": float(len(timed))}
+    for phase in ("triggerExecution", *PHASES):
+        values = [d.get(phase, 0) for d in timed]
+        breakdown[phase] = float(np.mean(values)) if values else float("nan")
+    return breakdown

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.latency.measure import committed_rows, row_latencies_ms, stats
+from bench.latency.measure import PHASES, batch_breakdown, committed_rows, row_latencies_ms, stats
 from bench.ysb import broker
 from bench.ysb import events as ev
 from bench.ysb.harness import (
@@ -60,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     with broker.tansu(out / "logs" / "tansu.log") as bootstrap:
         for trigger in args.triggers.split(","):
             for rate in rates:
-                result = _one(args, bootstrap, campaigns_file, templates, trigger, rate)
-                results.append(result)
-                _print(result)
+                for repeat in range(1, args.repeats + 1):
+                    result = _one(args, bootstrap, campaigns_file, templates, trigger, rate, repeat)
+                    results.append(result)
+                    _print(result)
     summary = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(),
@@ -88,6 +89,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--triggers", default="default,shortest", help=f"comma list of {list(TRIGGERS)}")
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=1, help="runs per trigger and rate")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of each run not measured")
     p.add_argument("--drain-timeout", type=float, default=60.0)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "latency")
@@ -113,8 +115,9 @@ def _one(
     templates: list[tuple[str, str, bool]],
     trigger: str,
     rate: int,
+    repeat: int,
 ) -> dict[str, Any]:
-    name = f"{trigger}-{rate}"
+    name = f"{trigger}-{rate}-{repeat}"
     topic, work = f"lat-{name}", fresh_dir(args.out / "work" / name)
     broker.create_topic(bootstrap, topic, args.partitions)
     table = work / "lakehouse" / "tables" / TABLE
@@ -132,6 +135,7 @@ def _one(
     s = stats(created, latency, measured_from_ms)
     return {
         "trigger": trigger,
+        "repeat": repeat,
         "trigger_interval": TRIGGERS[trigger],
         "rate": rate,
         "achieved_rate": int(rate * args.duration / produce_s),
@@ -140,8 +144,17 @@ def _one(
         "drained": drained,
         "sustained": drained and not s.falling_behind,
         "load": load_average(),
+        "batch_ms": batch_breakdown(_progresses(work), measured_from_ms),
         **asdict(s),
     }
+
+
+def _progresses(work: Path) -> list[dict[str, Any]]:
+    """The gold flow's query progresses, from the pipeline's event log."""
+    from lakefeed.observe.event_log import read_events
+
+    events = read_events(work / "lakehouse" / "event_log", event_types=["flow_progress"])
+    return [e["details"] for e in events]
 
 
 def _start_pipeline(
@@ -253,15 +266,20 @@ def _print(r: dict[str, Any]) -> None:
           f"{r['p95_ms']:7.0f} ms  p99 {r['p99_ms']:7.0f} ms  rows {r['rows_in_gold']:,}/"
           f"{r['expected_views']:,}  {'sustained' if r['sustained'] else 'FELL BEHIND'}  "
           f"(load {r['load']:.1f})", flush=True)  # fmt: skip
+    b = r["batch_ms"]
+    phases = "  ".join(f"{phase} {b[phase]:.0f}" for phase in PHASES)
+    print(f"      {b['batches']:.0f} batches, mean ms: batch {b['triggerExecution']:.0f} = "
+          f"{phases}", flush=True)  # fmt: skip
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    print("\n| trigger | rate (events/s) | p50 ms | p95 ms | p99 ms | sustained |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print("\n| trigger | rate (events/s) | run | p50 ms | p95 ms | p99 ms | batch ms | sustained |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in summary["runs"]:
         print(
-            f"| {r['trigger']} (`{r['trigger_interval']}`) | {r['rate']:,} | {r['p50_ms']:.0f} "
-            f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {'yes' if r['sustained'] else 'no'} |"
+            f"| {r['trigger']} (`{r['trigger_interval']}`) | {r['rate']:,} | {r['repeat']} "
+            f"| {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} "
+            f"| {r['batch_ms']['triggerExecution']:.0f} | {'yes' if r['sustained'] else 'no'} |"
         )
     for trigger, rate in summary["max_sustained"].items():
         print(f"highest rate sustained, {trigger} trigger: {rate:,} events/s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pytest
 
-from bench.latency.measure import committed_rows, row_latencies_ms, stats
+from bench.latency.measure import batch_breakdown, committed_rows, row_latencies_ms, stats
 from bench.nexmark import generate as nexmark
 from bench.ysb import events as ev
 from bench.ysb import protocol
@@ -97,6 +98,20 @@ def test_growing_latency_means_falling_behind() -> None:
     assert not steady.falling_behind
     assert growing.falling_behind
     assert stats(created, np.full(1000, 200.0), since_ms=10**9).rows == 0
+
+
+def test_batch_breakdown_averages_the_measured_batches() -> None:
+    def progress(second: int, rows: int, add_batch: int) -> dict:
+        stamp = f"2026-11-25T10:00:{second:02d}.000Z"
+        timing = {"triggerExecution": add_batch + 50, "addBatch": add_batch, "walCommit": 20}
+        return {"timestamp": stamp, "numInputRows": rows, "durationMs": timing}
+
+    since = datetime(2026, 11, 25, 10, 0, 5, tzinfo=UTC).timestamp() * 1000
+    warm, empty = progress(1, 10, 900), progress(7, 0, 5)
+    b = batch_breakdown([warm, progress(6, 10, 300), empty, progress(8, 5, 500)], since)
+    assert b["batches"] == 2  # the warm-up batch and the empty one are not counted
+    assert (b["addBatch"], b["triggerExecution"], b["walCommit"]) == (400, 450, 20)
+    assert b["commitOffsets"] == 0
 
 
 def test_nexmark_proportions_and_expected_rows() -> None:

@@ -83,6 +83,7 @@ def test_latency_script_measures_rows_in_gold(tmp_path: Path) -> None:
     (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert run["drained"] and run["rows_in_gold"] >= run["expected_views"] > 0
     assert 0 < run["p50_ms"] <= run["p99_ms"] < 300_000
+    assert run["batch_ms"]["batches"] >= 1 and run["batch_ms"]["addBatch"] > 0
 
 
 def test_nexmark_queries_produce_their_rows(tmp_path: Path) -> None:

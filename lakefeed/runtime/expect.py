@@ -98,30 +98,6 @@ def dropped_rows(df: DataFrame, rules: list[Expectation]) -> DataFrame:
 
 
 @dataclass
-class QuarantineWriter:
-    """``foreachBatch`` body: kept rows to the table, dropped rows to the quarantine table."""
-
-    rules: list[Expectation]
-    target: str
-    quarantine: str
-    checkpoint: str
-    partition_cols: list[str]
-    complete: bool
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        app_id = offset_log.running_query_id(self.checkpoint)
-        mode = "overwrite" if self.complete else "append"
-        batch.persist()
-        try:
-            good = kept_rows(batch, self.rules)
-            write_batch(good, self.target, mode, app_id, batch_id, self.partition_cols)
-            dropped = dropped_rows(batch, self.rules)
-            write_batch(dropped, self.quarantine, mode, app_id, batch_id, [])
-        finally:
-            batch.unpersist()
-
-
-@dataclass
 class TableWriter:
     """``foreachBatch`` body writing the batch to its table alone (wrapped by other writers)."""
 
@@ -131,9 +107,35 @@ class TableWriter:
     output_mode: str
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        app_id = offset_log.running_query_id(self.checkpoint)
+        self.write(batch, batch_id, offset_log.running_query_id(self.checkpoint))
+
+    def write(self, df: DataFrame, batch_id: int, app_id: str, side: str | None = None) -> None:
+        """Rows of batch ``batch_id`` to the table (or to a ``side`` table, unpartitioned) in
+        the flow's output mode: a complete-mode flow replaces what it wrote before."""
         mode = "overwrite" if self.output_mode == "complete" else "append"
-        write_batch(batch, self.target, mode, app_id, batch_id, self.partition_cols)
+        if side is None:
+            write_batch(df, self.target, mode, app_id, batch_id, self.partition_cols)
+        else:
+            write_batch(df, side, mode, app_id, batch_id, [])
+
+
+@dataclass
+class QuarantineWriter:
+    """``foreachBatch`` body: kept rows to the table, dropped rows to the quarantine table."""
+
+    table: TableWriter
+    rules: list[Expectation]
+    quarantine: str
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        app_id = offset_log.running_query_id(self.table.checkpoint)
+        batch.persist()
+        try:
+            self.table.write(kept_rows(batch, self.rules), batch_id, app_id)
+            dropped = dropped_rows(batch, self.rules)
+            self.table.write(dropped, batch_id, app_id, side=self.quarantine)
+        finally:
+            batch.unpersist()
 
 
 def write_batch(

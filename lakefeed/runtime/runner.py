@@ -544,24 +544,19 @@ class PipelineRunner:
         dataset = state.dataset
         cdc = state.flow.cdc if state.flow is not None else None
         writer: Callable[[DataFrame, int], None] | None = None
+        table = expect.TableWriter(target, checkpoint, dataset.partition_cols, mode)
         if cdc is not None:
             side = str(self.lakehouse.table_path(state_table(dataset.name)))
             writer = ApplyChanges(cdc, target, side, checkpoint)
         elif dataset.quarantine:
-            writer = expect.QuarantineWriter(
-                dataset.expectations,
-                target,
-                str(self.lakehouse.table_path(dataset.quarantine)),
-                checkpoint,
-                dataset.partition_cols,
-                complete=mode == "complete",
-            )
+            quarantine = str(self.lakehouse.table_path(dataset.quarantine))
+            writer = expect.QuarantineWriter(table, dataset.expectations, quarantine)
         elif dataset.keys:
             writer = KeyedUpsert(target, dataset.keys, checkpoint)
         if dataset.late_table is None:
             return writer
         return LateRowsWriter(
-            writer or expect.TableWriter(target, checkpoint, dataset.partition_cols, mode),
+            writer or table,
             str(self.lakehouse.table_path(dataset.late_table)),
             checkpoint,
             dataset.name,

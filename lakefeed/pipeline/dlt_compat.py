@@ -179,37 +179,34 @@ def append_flow(
     return api.append_flow(target=target, name=name, once=once, comment=comment)
 
 
-def create_auto_cdc_flow(
-    *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
-) -> None:
-    """DLT's ``dlt.create_auto_cdc_flow`` (and ``dlt.apply_changes``, whose flow name is
-    ``flow_name``): :func:`lakefeed.create_auto_cdc_flow`, same parameters."""
-    _refuse(
-        "dlt.create_auto_cdc_flow",
-        {"once": once},
-        "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
-    )
-    kwargs["name"] = kwargs.get("name") or flow_name
-    api.create_auto_cdc_flow(*args, **kwargs)
+def _cdc_flow(name: str, flow: Callable[..., None], fix: str) -> Callable[..., None]:
+    """DLT's ``dlt.<name>``: lakefeed's function of that name with the same parameters, but
+    ``once=True`` refused and DLT's ``flow_name`` (``apply_changes``' spelling) taken as
+    ``name``."""
+
+    def dlt_flow(
+        *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
+    ) -> None:
+        _refuse(f"dlt.{name}", {"once": once}, fix)
+        kwargs["name"] = kwargs.get("name") or flow_name
+        flow(*args, **kwargs)
+
+    dlt_flow.__name__ = dlt_flow.__qualname__ = name
+    dlt_flow.__doc__ = f"DLT's ``dlt.{name}``: :func:`lakefeed.{name}`, same parameters."
+    return dlt_flow
 
 
+create_auto_cdc_flow = _cdc_flow(
+    "create_auto_cdc_flow",
+    api.create_auto_cdc_flow,
+    "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
+)
 apply_changes = create_auto_cdc_flow
-
-
-def create_auto_cdc_from_snapshot_flow(
-    *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
-) -> None:
-    """DLT's ``dlt.create_auto_cdc_from_snapshot_flow`` (and ``dlt.apply_changes_from_snapshot``):
-    :func:`lakefeed.create_auto_cdc_from_snapshot_flow`, same parameters."""
-    _refuse(
-        "dlt.create_auto_cdc_from_snapshot_flow",
-        {"once": once},
-        "remove once=True: a snapshot flow applies each new snapshot on every update",
-    )
-    kwargs["name"] = kwargs.get("name") or flow_name
-    api.create_auto_cdc_from_snapshot_flow(*args, **kwargs)
-
-
+create_auto_cdc_from_snapshot_flow = _cdc_flow(
+    "create_auto_cdc_from_snapshot_flow",
+    api.create_auto_cdc_from_snapshot_flow,
+    "remove once=True: a snapshot flow applies each new snapshot on every update",
+)
 apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow
 create_sink = api.create_sink  # DLT's signature: (name, format, options)
 foreach_batch_sink = api.foreach_batch_sink  # @dlt.foreach_batch_sink(name=...)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector
+from lakefeed.connectors.delta.pipeline_sink import DeltaSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,6 +76,7 @@ CONNECTOR = Connector(
     planned_stream=_planned_stream,
     planned_read=_planned_read,
     committed_input=_committed_input,
+    sink=DeltaSink(),
 )
 
 

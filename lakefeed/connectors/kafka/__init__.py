@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector
+from lakefeed.connectors.kafka.pipeline_sink import KafkaSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -118,6 +119,7 @@ CONNECTOR = Connector(
     describe=describe,
     progress_figures=progress_figures,
     committed_input=_committed_input,
+    sink=KafkaSink(),
 )
 
 __all__ = ["CONNECTOR", "NAME", "read_kafka", "register"]

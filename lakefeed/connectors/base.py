@@ -183,9 +183,10 @@ class Connector:
     """``read.format(...).load()`` read by Spark's own readers, when it can be."""
     committed_input: CommittedInput | None = None
     """How ``lakefeed verify`` bounds a batch read to what a stream's checkpoint committed."""
-    check_connection: Callable[[Mapping[str, str]], Reached] | None = None
+    check_connection: Callable[[Mapping[str, str]], Reached | None] | None = None
     """Whether a source's outside system answers (brokers, a table), from its options with
-    ``path``, without starting a query. None: a source with a path is checked as a folder."""
+    ``path``, without starting a query (None back: nothing to check). Without it, a source with
+    a path is checked as a folder."""
     sink: ConnectorSink | None = None
     """Its sink side; None when it only reads (a pipeline sink cannot use its formats)."""
 

@@ -165,3 +165,35 @@ def test_session_and_connectors_import_in_either_order() -> None:
     code = "import sys, lakefeed.connectors.registry; print('pyspark' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_check_connections_asks_each_sources_connector(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed.runtime.connections import check_connections
+
+    table, landing = tmp_path / "t", tmp_path / "landing"
+    write_deltalake(str(table), pa.table({"x": [1]}))
+    landing.mkdir()
+    sources = {
+        "f": [
+            ("delta", {"path": str(table)}),
+            ("DELTA", {"PATH": str(landing)}),
+            ("cloudFiles", {"path": str(landing)}),
+            ("parquet", {"path": str(tmp_path / "none")}),
+            ("lakefeed_iot", {"rowsPerSecond": "5"}),  # nothing outside to ask
+        ]
+    }
+    checks = [(c.target.split()[0], c.ok, c.detail) for c in check_connections(sources)]
+    assert checks == [
+        ("delta", True, "table at version 0"),
+        (
+            "delta",
+            False,
+            f"no Delta table at {landing} (a folder without _delta_log there): "
+            "check the path, or create the table first",
+        ),
+        ("path", True, "exists"),
+        ("path", False, f"{tmp_path / 'none'} does not exist: create it, or fix the path"),
+    ]

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +32,10 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakefeed import storage
+from lakefeed.connectors.base import Reached
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.files import STAGING, stale_staging
+from lakefeed.connectors.options import Options
 from lakefeed.storage import Location
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
@@ -212,3 +216,19 @@ def truncate(path: Location) -> int | None:
     handle = _open(path)
     handle.delete()
     return DeltaTable(str(path)).version()
+
+
+def reachable(options: Mapping[str, str]) -> Reached | None:
+    """Whether a Delta source's table (option ``path``) exists, for ``validate
+    --check-connections``; None without a path (nothing to check)."""
+    from lakefeed.connectors.files.options import local_path
+
+    path = Options(options).get("path")
+    if path is None:
+        return None
+    where = local_path(path)
+    if DeltaTable.is_deltatable(where):
+        return Reached(f"delta {path}", True, f"table at version {DeltaTable(where).version()}")
+    fix = "check the path, or create the table first" if os.path.exists(where) else "check the path"
+    found = "a folder without _delta_log" if os.path.exists(where) else "nothing"
+    return Reached(f"delta {path}", False, f"no Delta table at {path} ({found} there): {fix}")

@@ -18,6 +18,7 @@ Example::
         register=register,
         describe=lambda options: "Kafka topics " + options["subscribe"],
         progress_figures=kafka_figures,  # {"kafka_lag": 42} from one source's progress
+        sink=KafkaSink(),  # what lf.create_sink("alerts", "kafka", {...}) writes with
     )
 
 This module imports nothing of Spark, so the event-log readers (UI, ``lakefeed status``) and the

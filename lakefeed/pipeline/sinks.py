@@ -68,7 +68,7 @@ class Sink:
         return connector.name if connector is not None else SPARK
 
     @property
-    def writer(self) -> ConnectorSink | None:
+    def connector_sink(self) -> ConnectorSink | None:
         """The connector sink side that writes it; None for a function or a Spark format (or a
         connector that only reads: refused by :meth:`problems`)."""
         return sink_for(self.format) if self.func is None else None
@@ -80,12 +80,14 @@ class Sink:
     @property
     def keys(self) -> list[str]:
         """The columns its connector upserts on (the PostgreSQL sink's ``keys`` option)."""
-        return self.writer.keys(self.options) if self.writer is not None else []
+        side = self.connector_sink
+        return side.keys(self.options) if side is not None else []
 
     @property
     def table(self) -> str | None:
         """The lakehouse table it writes by name (a Delta sink's ``tableName``), if any."""
-        return self.writer.table(self.options) if self.writer is not None else None
+        side = self.connector_sink
+        return side.table(self.options) if side is not None else None
 
     @property
     def upserts(self) -> bool:
@@ -101,14 +103,16 @@ class Sink:
         """A human name without secrets, e.g. 'Kafka topic alerts'."""
         if self.func is not None:
             return f"foreach_batch {getattr(self.func, '__name__', 'function')}()"
-        if self.writer is not None:
-            return self.writer.describe(self.options)
+        side = self.connector_sink
+        if side is not None:
+            return side.describe(self.options)
         path = self.option("path")
         return f"{self.format} {redact_text(path)}" if path else self.format
 
     def problems(self, name: str) -> list[str]:
         """Misuse found from the declaration alone: an unknown format, a missing option."""
-        if self.kind not in (FOREACH_BATCH, SPARK) and self.writer is None:
+        side = self.connector_sink
+        if self.kind not in (FOREACH_BATCH, SPARK) and side is None:
             return [
                 problem(
                     f"sink {name!r}: format {self.format!r} is a lakefeed source, not a sink",
@@ -118,8 +122,8 @@ class Sink:
                 )
             ]
         try:
-            if self.writer is not None:
-                self.writer.check(self.options)
+            if side is not None:
+                side.check(self.options)
             elif self.kind == SPARK:
                 _check_spark(self)
         except LakefeedError as error:

@@ -43,8 +43,9 @@ _STREAM_ONLY = {"memory", "console", "noop", "foreach", "foreachbatch"}
 def frame_problems(name: str, sink: Sink, frame: DataFrame) -> list[str]:
     """What the sink cannot take from a flow of these columns, or a format Spark lacks."""
     try:
-        if sink.writer is not None:
-            sink.writer.frame_problems(sink.options, frame.schema)
+        side = sink.connector_sink
+        if side is not None:
+            side.frame_problems(sink.options, frame.schema)
     except LakefeedError as error:
         return [problem(f"sink {name!r}: {error.message}", error.fix or "", SINK_OPTION)]
     if sink.kind == SPARK and spark_writes(frame.sparkSession, sink.format) is False:
@@ -93,9 +94,9 @@ class SinkQuery:
 
     def start(self, frame: DataFrame, lakehouse: Lakehouse) -> StreamingQuery:
         counted = frame.observe(OBSERVATION, F.count(F.lit(1)).alias("rows"))
-        writer = self.sink.writer
-        if writer is not None:
-            return writer.write_stream(
+        side = self.sink.connector_sink
+        if side is not None:
+            return side.write_stream(
                 counted,
                 self.sink.options,
                 self.checkpoint,

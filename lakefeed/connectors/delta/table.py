@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,16 +218,18 @@ def truncate(path: Location) -> int | None:
 
 
 def reachable(options: Mapping[str, str]) -> Reached | None:
-    """Whether a Delta source's table (option ``path``) exists, for ``validate
-    --check-connections``; None without a path (nothing to check)."""
+    """Whether a Delta source's table (option ``path``, local or object storage) exists, for
+    ``validate --check-connections``; None without a path (nothing to check)."""
     from lakefeed.connectors.files.options import local_path
 
     path = Options(options).get("path")
     if path is None:
         return None
-    where = local_path(path)
-    if DeltaTable.is_deltatable(where):
-        return Reached(f"delta {path}", True, f"table at version {DeltaTable(where).version()}")
-    fix = "check the path, or create the table first" if os.path.exists(where) else "check the path"
-    found = "a folder without _delta_log" if os.path.exists(where) else "nothing"
+    where = path if storage.is_object_store(path) else local_path(path)
+    version = log.latest_version(where)
+    if version is not None:
+        return Reached(f"delta {path}", True, f"table at version {version}")
+    there = storage.exists(where)
+    fix = "check the path, or create the table first" if there else "check the path"
+    found = "a folder without _delta_log" if there else "nothing"
     return Reached(f"delta {path}", False, f"no Delta table at {path} ({found} there): {fix}")

@@ -18,20 +18,26 @@ Example::
         register=register,
         describe=lambda options: "Kafka topics " + options["subscribe"],
         progress_figures=kafka_figures,  # {"kafka_lag": 42} from one source's progress
+        sink=KafkaSink(),  # what lf.create_sink("alerts", "kafka", {...}) writes with
     )
 
-This module imports nothing of Spark, so the event-log readers (UI, ``lakefeed status``) can use
-it without a session.
+This module imports nothing of Spark, so the event-log readers (UI, ``lakefeed status``) and the
+Spark-free pipeline model can use it without a session.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+    from pyspark.sql.types import StructType
+
+    from lakefeed.lakehouse import Lakehouse
 
 CommittedInput = Callable[[Mapping[str, str], Any, Any], "dict[str, str] | None"]
 """(a stream's options, its end offset of the last committed batch, its first batch's end) ->
@@ -50,6 +56,90 @@ class ConnectorEvent:
     message: str
     level: str = "INFO"
     details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """Whether the outside system of one source answers, as ``lakefeed validate
+    --check-connections`` reports it (e.g. ``Reached("kafka h:9092", True, "brokers answer")``)."""
+
+    target: str
+    ok: bool
+    detail: str
+
+
+class ConnectorSink(ABC):
+    """The sink side of a connector: how a pipeline sink in one of its formats
+    (``lf.create_sink("alerts", "kafka", {...})``, DLT's and SDP's ``create_sink``) is checked,
+    named and written.
+
+    When each method runs tells what it may use: :meth:`check`, :meth:`keys`, :meth:`table` and
+    :meth:`describe` run while the pipeline is loaded, without Spark; :meth:`frame_problems` when
+    validation has the flow's DataFrame; :meth:`write_stream` when the runner starts the flow's
+    query. Implementations import Spark and their client libraries inside those methods, so a
+    connector's declaration stays cheap to import. ``options`` are the sink's as the user gave
+    them (look them up in any case, through :class:`~lakefeed.connectors.options.Options`).
+
+    Exactly-once is the product: :meth:`write_stream` commits each batch with the query's id
+    and batch id where the target can keep them (Delta's ``txn``, a commit table), so a replayed
+    batch changes nothing; a target that cannot (Kafka) is at-least-once, as Spark's writer is,
+    and its module says so.
+    """
+
+    @abstractmethod
+    def describe(self, options: Mapping[str, str]) -> str:
+        """A human name without secrets, e.g. 'Kafka topic alerts'."""
+
+    def check(self, options: Mapping[str, str]) -> None:
+        """Refuse options it cannot write with: a LakefeedError naming the option and the fix."""
+        return None  # takes any options unless it says otherwise
+
+    def keys(self, options: Mapping[str, str]) -> list[str]:
+        """The columns it upserts on (a batch's rows may replace earlier ones, so an aggregate's
+        update mode fits); empty when it appends."""
+        return []
+
+    def table(self, options: Mapping[str, str]) -> str | None:
+        """The table it writes by name in the lakehouse, if any (the pipeline's own flows must
+        not write that one too)."""
+        return None
+
+    def frame_problems(self, options: Mapping[str, str], schema: StructType) -> None:
+        """Refuse a flow whose columns it cannot take (a LakefeedError), before the query."""
+        return None  # takes any columns unless it says otherwise
+
+    @abstractmethod
+    def write_stream(
+        self,
+        frame: DataFrame,
+        options: Mapping[str, str],
+        checkpoint: str,
+        *,
+        output_mode: str,
+        query_name: str,
+        trigger: Mapping[str, Any],
+        lakehouse: Lakehouse,
+    ) -> StreamingQuery:
+        """Start the query writing ``frame`` into the sink (``lakehouse`` places what the
+        options name by table name)."""
+
+
+def start_query(
+    writer: DataStreamWriter,
+    checkpoint: str,
+    *,
+    output_mode: str,
+    query_name: str | None = None,
+    trigger: Mapping[str, Any] | None = None,
+) -> StreamingQuery:
+    """Start ``writer`` with the settings every streaming write shares (``trigger`` as for
+    ``DataStreamWriter.trigger``; none given: Spark's default)."""
+    writer = writer.outputMode(output_mode).option("checkpointLocation", checkpoint)
+    if query_name is not None:
+        writer = writer.queryName(query_name)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return writer.start()
 
 
 def _no_defaults(schema_path: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -94,6 +184,12 @@ class Connector:
     """``read.format(...).load()`` read by Spark's own readers, when it can be."""
     committed_input: CommittedInput | None = None
     """How ``lakefeed verify`` bounds a batch read to what a stream's checkpoint committed."""
+    check_connection: Callable[[Mapping[str, str]], Reached | None] | None = None
+    """Whether a source's outside system answers (brokers, a table), from its options with
+    ``path``, without starting a query (None back: nothing to check). Without it, a source with
+    a path is checked as a folder."""
+    sink: ConnectorSink | None = None
+    """Its sink side; None when it only reads (a pipeline sink cannot use its formats)."""
 
     def serves(self, name: str) -> bool:
         """Whether ``name`` (any case) is one of its formats or aliases."""

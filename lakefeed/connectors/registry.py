@@ -11,7 +11,7 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from lakefeed.connectors.base import Connector, ConnectorEvent
+from lakefeed.connectors.base import Connector, ConnectorEvent, ConnectorSink
 
 
 @functools.cache
@@ -37,6 +37,18 @@ def source_format(kind: str) -> str:
     """The Spark format ``lakefeed.source(kind)`` reads: a connector's, else ``kind`` itself."""
     connector = find(kind)
     return connector.format if connector is not None else kind
+
+
+def sink_for(fmt: str) -> ConnectorSink | None:
+    """The sink side of the connector serving format or alias ``fmt``, or None: a Spark format
+    (written by Spark's writer), or a connector that only reads (see :func:`find`)."""
+    connector = find(fmt)
+    return connector.sink if connector is not None else None
+
+
+def sink_names() -> list[str]:
+    """The connectors a pipeline sink can name as its format, e.g. for a message's fix."""
+    return [c.name for c in connectors() if c.sink is not None]
 
 
 def session_conf() -> dict[str, str]:

@@ -240,7 +240,7 @@ def _sink_flow_problems(target: Dataset, flow: AppendFlow) -> list[str]:
 
 def _writes_own_table(pipeline: Pipeline, name: str, sink: Sink) -> list[str]:
     """A Delta sink by ``tableName`` must not be a table the pipeline's own flows write."""
-    table = sink.option("tableName") if sink.kind == "delta" else None
+    table = sink.table
     if table is None or table.split(".")[-1] not in pipeline.datasets:
         return []
     return [

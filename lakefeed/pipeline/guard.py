@@ -28,6 +28,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
+from lakefeed.connectors.delta import CONNECTOR as DELTA
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.offsets import DeltaOffset
 from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
@@ -189,7 +190,7 @@ def lakehouse_flows(
     tables |= {t: lakehouse.table_path(t) for f in flows if not f.sink for t in f.targets}
     for fmt, options in (s for found in sources.values() for s in found):
         path = {k.lower(): v for k, v in options.items()}.get("path")
-        if fmt.lower() == "delta" and path:
+        if DELTA.serves(fmt) and path:
             tables.setdefault(path, as_path(path))
     return flows, tables
 

@@ -3,10 +3,12 @@
 
 A sink is a dataset of kind ``sink``: nothing of it is in the lakehouse but the checkpoints of
 the append flows writing it (``checkpoints/<flow>``), and no flow can read it. Its format is one
-of lakefeed's sink connectors (``kafka``, ``delta``, ``postgres``), any other format Spark can
-write (its options passed to Spark's writer as they are), or a Python function called per
-micro-batch (:data:`FOREACH_BATCH`). Misuse is found here and phrased with its code and fix; what
-needs a flow's columns or a session is checked by :mod:`lakefeed.runtime.sinks`.
+a connector with a sink side (:class:`~lakefeed.connectors.base.ConnectorSink`: ``kafka``,
+``delta``, ``postgres``; the registry says which), any other format Spark can write (its options
+passed to Spark's writer as they are), or a Python function called per micro-batch
+(:data:`FOREACH_BATCH`). Misuse is found here, by the connector's own checks, and phrased with
+its code and fix; what needs a flow's columns or a session is checked by
+:mod:`lakefeed.runtime.sinks`.
 
 While a ``foreach_batch_sink`` function runs, :func:`current_batch` says which flow, query and
 batch it is writing, so the function can make its writes idempotent (e.g. a Delta MERGE's
@@ -21,8 +23,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakefeed.connectors.base import ConnectorSink
 from lakefeed.connectors.options import Options
-from lakefeed.connectors.registry import find
+from lakefeed.connectors.registry import find, sink_for, sink_names
 from lakefeed.errors import ConfigError, LakefeedError, PipelineDefinitionError, register_code
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.redact import redact, redact_text
@@ -40,8 +43,6 @@ FOREACH_BATCH = "foreach_batch"
 """The format of a ``foreach_batch_sink``: its function writes each micro-batch."""
 SPARK = "spark"
 """The kind of a sink in any other format: Spark's own writer for that format."""
-SINK_CONNECTORS = ("kafka", "delta", "postgres")
-"""lakefeed connectors that write sinks (the others only read)."""
 
 
 def problem(message: str, fix: str, code: str) -> str:
@@ -59,11 +60,18 @@ class Sink:
 
     @property
     def kind(self) -> str:
-        """``kafka``/``delta``/``postgres``, :data:`FOREACH_BATCH`, or :data:`SPARK`."""
+        """The name of the connector serving its format (``kafka``, ``delta``, ...),
+        :data:`FOREACH_BATCH`, or :data:`SPARK`."""
         if self.func is not None:
             return FOREACH_BATCH
         connector = find(self.format)
         return connector.name if connector is not None else SPARK
+
+    @property
+    def connector_sink(self) -> ConnectorSink | None:
+        """The connector sink side that writes it; None for a function or a Spark format (or a
+        connector that only reads: refused by :meth:`problems`)."""
+        return sink_for(self.format) if self.func is None else None
 
     def option(self, name: str) -> str | None:
         """An option by name, in any case (as Spark looks them up)."""
@@ -71,8 +79,15 @@ class Sink:
 
     @property
     def keys(self) -> list[str]:
-        """The PostgreSQL sink's upsert keys (option ``keys``, comma-separated)."""
-        return Options(self.options).names_list("keys") if self.kind == "postgres" else []
+        """The columns its connector upserts on (the PostgreSQL sink's ``keys`` option)."""
+        side = self.connector_sink
+        return side.keys(self.options) if side is not None else []
+
+    @property
+    def table(self) -> str | None:
+        """The lakehouse table it writes by name (a Delta sink's ``tableName``), if any."""
+        side = self.connector_sink
+        return side.table(self.options) if side is not None else None
 
     @property
     def upserts(self) -> bool:
@@ -86,73 +101,34 @@ class Sink:
 
     def describe(self) -> str:
         """A human name without secrets, e.g. 'Kafka topic alerts'."""
-        kind = self.kind
-        if kind == FOREACH_BATCH:
+        if self.func is not None:
             return f"foreach_batch {getattr(self.func, '__name__', 'function')}()"
-        if kind == "kafka":
-            return f"Kafka topic {self.option('topic') or '(from the topic column)'}"
-        if kind == "delta":
-            return f"Delta table {self.option('path') or self.option('tableName')}"
-        if kind == "postgres":
-            url = redact_text(self.option("url") or "")
-            return f"PostgreSQL {url} table {self.option('dbtable')}"
+        side = self.connector_sink
+        if side is not None:
+            return side.describe(self.options)
         path = self.option("path")
         return f"{self.format} {redact_text(path)}" if path else self.format
 
     def problems(self, name: str) -> list[str]:
         """Misuse found from the declaration alone: an unknown format, a missing option."""
-        kind = self.kind
-        if kind not in (*SINK_CONNECTORS, FOREACH_BATCH, SPARK):
+        side = self.connector_sink
+        if self.kind not in (FOREACH_BATCH, SPARK) and side is None:
             return [
                 problem(
                     f"sink {name!r}: format {self.format!r} is a lakefeed source, not a sink",
-                    "use kafka, delta, postgres, a format Spark writes (parquet, json, ...), or "
-                    "@lf.foreach_batch_sink",
+                    f"use {', '.join(sink_names())}, a format Spark writes (parquet, json, ...), "
+                    "or @lf.foreach_batch_sink",
                     SINK_FORMAT,
                 )
             ]
-        check = _CHECKS.get(kind)
         try:
-            if check is not None:
-                check(self)
+            if side is not None:
+                side.check(self.options)
+            elif self.kind == SPARK:
+                _check_spark(self)
         except LakefeedError as error:
             return [problem(f"sink {name!r}: {error.message}", error.fix or "", SINK_OPTION)]
         return []
-
-
-def _check_kafka(sink: Sink) -> None:
-    from lakefeed.connectors.kafka.options import parse_sink_options
-
-    try:
-        parse_sink_options(sink.options)
-    except LakefeedError as error:
-        raise ConfigError(
-            error.message,
-            fix=error.fix or 'e.g. {"kafka.bootstrap.servers": "host:9092", "topic": "out"}',
-        ) from None
-
-
-def _check_delta(sink: Sink) -> None:
-    if bool(sink.option("path")) == bool(sink.option("tableName")):
-        raise ConfigError(
-            "a Delta sink needs exactly one of the options path or tableName",
-            fix='e.g. {"path": "/data/exports/alerts"} or {"tableName": "alerts_export"}',
-        )
-
-
-def _check_postgres(sink: Sink) -> None:
-    from lakefeed.connectors.postgres.sink import check_name
-
-    url, table = sink.option("url"), sink.option("dbtable")
-    if not url or not table:
-        raise ConfigError(
-            "a PostgreSQL sink needs the options url and dbtable (keys: upsert on them)",
-            fix='e.g. {"url": "postgresql://app@db/shop", "dbtable": "public.customers", '
-            '"keys": "id"}',
-        )
-    check_name(table, "table", parts=2)
-    for key in sink.keys:
-        check_name(key, "key column")
 
 
 _FILE_FORMATS = {"parquet", "json", "csv", "orc", "text", "avro", "xml"}
@@ -164,14 +140,6 @@ def _check_spark(sink: Sink) -> None:
             f"a {sink.format} sink needs the option path (Spark's file sink writes there)",
             fix='e.g. {"path": "/data/exports/readings"}',
         )
-
-
-_CHECKS: dict[str, Callable[[Sink], None]] = {
-    "kafka": _check_kafka,
-    "delta": _check_delta,
-    "postgres": _check_postgres,
-    SPARK: _check_spark,
-}
 
 
 def output_mode(name: str, sink: Sink, facts: PlanFacts) -> ModeChoice:

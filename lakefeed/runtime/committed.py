@@ -50,7 +50,7 @@ class CommittedInput:
             raise CheckpointError(
                 f"flow {self.flow!r} reads format {fmt!r}, whose checkpoint offsets lakefeed "
                 "cannot turn into a batch read",
-                fix="verify works over the iot, kafka, files and delta sources",
+                fix=f"verify works over the {_bounded()} sources",
             )
         for index, end in enumerate(self.last.offsets):
             if index in self._claimed:
@@ -67,3 +67,8 @@ class CommittedInput:
             f"of its {fmt} source as defined now (were its options changed?)",
             fix="restore the options the stream ran with, or rebuild with --full-refresh",
         )
+
+
+def _bounded() -> str:
+    """The connectors whose sources ``verify`` can bound to a checkpoint, for a message."""
+    return ", ".join(c.name for c in registry.connectors() if c.committed_input is not None)

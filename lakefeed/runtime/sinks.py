@@ -1,10 +1,11 @@
 """Flows into sinks: what a sink needs of a flow's columns, and the query writing it.
 
-Every sink write goes through a connector's own exactly-once path where there is one: a Delta
-sink is the explicit Delta adapter (the flow's query id and batch id as the commit's ``txn``), a
-PostgreSQL sink the upsert sink (the batch recorded in the same transaction), a
-``foreach_batch_sink`` the user's function with :func:`lakefeed.current_batch` set. Kafka and
-other Spark formats get Spark's writer for that format (at-least-once, as in Spark). Each query
+A sink in a connector's format is checked and written by that connector's sink side
+(:class:`~lakefeed.connectors.base.ConnectorSink`, found through the registry), which keeps its
+own exactly-once path where it has one (a Delta sink's ``txn``, the PostgreSQL sink's commit
+table): this module knows no format by name, so a new sink connector needs no change here. A
+``foreach_batch_sink`` is the user's function with :func:`lakefeed.current_batch` set; any other
+format gets Spark's writer for it, as Spark makes it (at-least-once, as in Spark). Each query
 also observes how many rows a batch hands its sink (:data:`OBSERVATION`), which the progress
 listener writes to the event log as ``sink_batch``.
 """
@@ -19,12 +20,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from lakefeed.connectors.options import Options
+from lakefeed.connectors.base import start_query
+from lakefeed.connectors.registry import sink_names
 from lakefeed.errors import LakefeedError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.sinks import (
-    FOREACH_BATCH,
     SINK_FORMAT,
     SINK_OPTION,
     SPARK,
@@ -41,30 +42,17 @@ _STREAM_ONLY = {"memory", "console", "noop", "foreach", "foreachbatch"}
 
 def frame_problems(name: str, sink: Sink, frame: DataFrame) -> list[str]:
     """What the sink cannot take from a flow of these columns, or a format Spark lacks."""
-    kind = sink.kind
     try:
-        if kind == "kafka":
-            from lakefeed.connectors.kafka.sink import sink_options
-
-            sink_options(sink.options, frame.schema)
-        elif kind == "postgres":
-            missing = [k for k in sink.keys if k not in frame.columns]
-            if missing:
-                return [
-                    problem(
-                        f"sink {name!r}: key(s) {missing} are not in the flow's columns "
-                        f"{frame.columns}",
-                        "select the key columns in the flow, or fix the keys option",
-                        SINK_OPTION,
-                    )
-                ]
+        side = sink.connector_sink
+        if side is not None:
+            side.frame_problems(sink.options, frame.schema)
     except LakefeedError as error:
         return [problem(f"sink {name!r}: {error.message}", error.fix or "", SINK_OPTION)]
-    if kind == SPARK and spark_writes(frame.sparkSession, sink.format) is False:
+    if sink.kind == SPARK and spark_writes(frame.sparkSession, sink.format) is False:
         return [
             problem(
                 f"sink {name!r}: Spark has no data source {sink.format!r} to write",
-                "use kafka, delta, postgres or a format on Spark's classpath (parquet, json, "
+                f"use {', '.join(sink_names())} or a format on Spark's classpath (parquet, json, "
                 "csv, orc, ...; a jar's format needs the jar), or @lf.foreach_batch_sink",
                 SINK_FORMAT,
             )
@@ -106,63 +94,30 @@ class SinkQuery:
 
     def start(self, frame: DataFrame, lakehouse: Lakehouse) -> StreamingQuery:
         counted = frame.observe(OBSERVATION, F.count(F.lit(1)).alias("rows"))
-        kind = self.sink.kind
-        if kind == "delta":
-            from lakefeed.connectors import delta
-
-            rest = {k: v for k, v in self.sink.options.items() if k.lower() not in _DELTA_WHERE}
-            path = delta_path(self.sink, lakehouse)
-            return delta.write_stream(
+        side = self.sink.connector_sink
+        if side is not None:
+            return side.write_stream(
                 counted,
-                path,
+                self.sink.options,
                 self.checkpoint,
                 output_mode=self.output_mode,
                 query_name=self.flow,
                 trigger=self.trigger,
-                **rest,
+                lakehouse=lakehouse,
             )
-        if kind == "postgres":
-            from lakefeed.connectors import postgres
-
-            target = postgres.PostgresTarget(
-                str(self.sink.option("url")), str(self.sink.option("dbtable")), self.sink.keys
-            )
-            return postgres.write_stream(
-                counted,
-                target,
-                self.checkpoint,
-                output_mode=self.output_mode,
-                query_name=self.flow,
-                trigger=self.trigger,
-            )
-        return self._finish(self._writer(counted))
+        return start_query(
+            self._writer(counted),
+            self.checkpoint,
+            output_mode=self.output_mode,
+            query_name=self.flow,
+            trigger=self.trigger,
+        )
 
     def _writer(self, frame: DataFrame) -> DataStreamWriter:
-        if self.sink.kind == FOREACH_BATCH:
-            assert self.sink.func is not None
+        if self.sink.func is not None:
             call = ForeachBatch(self.sink_name, self.flow, self.checkpoint, self.sink.func)
             return frame.writeStream.foreachBatch(call)
-        if self.sink.kind == "kafka":
-            from lakefeed.connectors.kafka import NAME
-
-            return frame.writeStream.format(NAME).options(**self.sink.options)
         return frame.writeStream.format(self.sink.format).options(**self.sink.options)
-
-    def _finish(self, writer: DataStreamWriter) -> StreamingQuery:
-        writer = writer.outputMode(self.output_mode).option("checkpointLocation", self.checkpoint)
-        return writer.queryName(self.flow).trigger(**self.trigger).start()
-
-
-_DELTA_WHERE = {"path", "tablename"}
-
-
-def delta_path(sink: Sink, lakehouse: Lakehouse) -> str:
-    """A Delta sink's table: its ``path``, or ``tableName`` in the lakehouse (``tables/<name>``,
-    where ``DeltaTable.forName`` finds it), outside the pipeline's own datasets."""
-    path = Options(sink.options).get("path")
-    if path:
-        return str(path)
-    return str(lakehouse.table_path(str(sink.option("tableName")).split(".")[-1]))
 
 
 @dataclass(frozen=True)

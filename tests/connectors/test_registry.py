@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lakefeed.connectors import registry
+from lakefeed.errors import LakefeedError
 from lakefeed.observe.figures import batch_figures
 
 
@@ -23,6 +26,35 @@ def test_connectors_by_format_and_alias_any_case() -> None:
     assert registry.source_format("files") == "cloudFiles"
     assert registry.source_format("delta") == "delta"
     assert registry.find("parquet") is None and registry.source_format("parquet") == "parquet"
+
+
+def test_sink_sides_by_format_and_alias_any_case() -> None:
+    writers = {c.name for c in registry.connectors() if c.sink is not None}
+    assert registry.sink_names() == ["delta", "kafka", "postgres"] and writers == {
+        "delta",
+        "kafka",
+        "postgres",
+    }
+    for connector in registry.connectors():
+        for name in (*connector.formats, *connector.aliases):
+            assert registry.sink_for(name) is registry.sink_for(name.upper()) is connector.sink
+    for spark_format in ("parquet", "console", "nosuch"):  # Spark's writer, not a connector's
+        assert registry.sink_for(spark_format) is None
+
+
+def test_a_sink_side_checks_names_and_keys_its_options_without_spark() -> None:
+    kafka, delta, postgres = (registry.sink_for(n) for n in ("kafka", "delta", "postgresql"))
+    assert kafka is not None and delta is not None and postgres is not None
+    shop = {"URL": "postgresql://app:pw@db/shop", "dbtable": "public.c", "Keys": "id, region"}
+    postgres.check(shop)
+    assert postgres.keys(shop) == ["id", "region"] and delta.keys({"path": "/t"}) == []
+    assert postgres.describe(shop) == "PostgreSQL postgresql://app:***@db/shop table public.c"
+    assert kafka.describe({"TOPIC": "alerts"}) == "Kafka topic alerts"
+    assert delta.table({"TableName": "s.out"}) == "s.out" and delta.table({"path": "/t"}) is None
+    for sink, options in [(delta, {}), (postgres, {"url": "x"}), (kafka, {"topic": "t"})]:
+        with pytest.raises(LakefeedError) as refused:
+            sink.check(options)
+        assert refused.value.fix
 
 
 def test_session_settings_come_from_the_connectors() -> None:
@@ -129,3 +161,39 @@ def test_session_and_connectors_import_in_either_order() -> None:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "5"
+    # the registry's own import loads no connector (they load on first lookup), so no Spark
+    code = "import sys, lakefeed.connectors.registry; print('pyspark' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_check_connections_asks_each_sources_connector(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed.runtime.connections import check_connections
+
+    table, landing = tmp_path / "t", tmp_path / "landing"
+    write_deltalake(str(table), pa.table({"x": [1]}))
+    landing.mkdir()
+    sources = {
+        "f": [
+            ("delta", {"path": str(table)}),
+            ("DELTA", {"PATH": str(landing)}),
+            ("cloudFiles", {"path": str(landing)}),
+            ("parquet", {"path": str(tmp_path / "none")}),
+            ("lakefeed_iot", {"rowsPerSecond": "5"}),  # nothing outside to ask
+        ]
+    }
+    checks = [(c.target.split()[0], c.ok, c.detail) for c in check_connections(sources)]
+    assert checks == [
+        ("delta", True, "table at version 0"),
+        (
+            "delta",
+            False,
+            f"no Delta table at {landing} (a folder without _delta_log there): "
+            "check the path, or create the table first",
+        ),
+        ("path", True, "exists"),
+        ("path", False, f"{tmp_path / 'none'} does not exist: create it, or fix the path"),
+    ]

@@ -45,6 +45,13 @@ def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> Non
     assert again is not None and again[0] == b"three"
     assert not store.delete(found[1]) and store.delete(again[1]) and store.read() is None
 
+    # validate --check-connections finds a Delta source table on object storage
+    DeltaTable.create(str(root / "t"), pa.schema({"x": pa.int64()}))
+    found_table = table.reachable({"path": str(root / "t")})
+    assert found_table is not None and found_table.detail == "table at version 0"
+    no_table = table.reachable({"path": str(root / "checkpoints")})
+    assert no_table is not None and not no_table.ok and "without _delta_log" in no_table.detail
+
 
 def _writer(args: tuple[str, str, dict[str, str], float]) -> int:
     """One writer process: COMMITS_PER_WRITER appends, each a Delta commit with its own txn.

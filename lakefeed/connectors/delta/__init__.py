@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.connectors.base import Connector
+from lakefeed.connectors.base import Connector, Reached
+from lakefeed.connectors.delta.pipeline_sink import DeltaSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,6 +64,12 @@ def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> di
     return committed_input(options, end, first_end)
 
 
+def _reachable(options: Mapping[str, str]) -> Reached | None:
+    from lakefeed.connectors.delta.table import reachable
+
+    return reachable(options)
+
+
 CONNECTOR = Connector(
     name="delta",
     formats=("delta",),
@@ -75,6 +82,8 @@ CONNECTOR = Connector(
     planned_stream=_planned_stream,
     planned_read=_planned_read,
     committed_input=_committed_input,
+    check_connection=_reachable,
+    sink=DeltaSink(),
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed.connectors.base import start_query
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.datasource import (
     PARTITION_OPTION,
@@ -82,12 +83,9 @@ def write_stream(
         writer = frame.writeStream.foreachBatch(sink)
     else:
         writer = frame.writeStream.format("delta").options(**every).option(WRITER_OPTION, "python")
-    writer = writer.outputMode(output_mode).option("checkpointLocation", checkpoint)
-    if query_name is not None:
-        writer = writer.queryName(query_name)
-    if trigger:
-        writer = writer.trigger(**trigger)
-    return writer.start()
+    return start_query(
+        writer, checkpoint, output_mode=output_mode, query_name=query_name, trigger=trigger
+    )
 
 
 def write(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +31,10 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakefeed import storage
+from lakefeed.connectors.base import Reached
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.files import STAGING, stale_staging
+from lakefeed.connectors.options import Options
 from lakefeed.storage import Location
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
@@ -212,3 +215,21 @@ def truncate(path: Location) -> int | None:
     handle = _open(path)
     handle.delete()
     return DeltaTable(str(path)).version()
+
+
+def reachable(options: Mapping[str, str]) -> Reached | None:
+    """Whether a Delta source's table (option ``path``, local or object storage) exists, for
+    ``validate --check-connections``; None without a path (nothing to check)."""
+    from lakefeed.connectors.files.options import local_path
+
+    path = Options(options).get("path")
+    if path is None:
+        return None
+    where = path if storage.is_object_store(path) else local_path(path)
+    version = log.latest_version(where)
+    if version is not None:
+        return Reached(f"delta {path}", True, f"table at version {version}")
+    there = storage.exists(where)
+    fix = "check the path, or create the table first" if there else "check the path"
+    found = "a folder without _delta_log" if there else "nothing"
+    return Reached(f"delta {path}", False, f"no Delta table at {path} ({found} there): {fix}")

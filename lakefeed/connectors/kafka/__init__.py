@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.connectors.base import Connector
+from lakefeed.connectors.base import Connector, Reached
+from lakefeed.connectors.kafka.pipeline_sink import KafkaSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,6 +111,12 @@ def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> di
     return committed_input(options, end, first_end)
 
 
+def _reachable(options: Mapping[str, str]) -> Reached | None:
+    from lakefeed.connectors.kafka.client import reachable
+
+    return reachable(options)
+
+
 CONNECTOR = Connector(
     name="kafka",
     formats=(NAME,),
@@ -118,6 +125,8 @@ CONNECTOR = Connector(
     describe=describe,
     progress_figures=progress_figures,
     committed_input=_committed_input,
+    check_connection=_reachable,
+    sink=KafkaSink(),
 )
 
 __all__ = ["CONNECTOR", "NAME", "read_kafka", "register"]

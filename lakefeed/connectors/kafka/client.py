@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from lakefeed.connectors.base import Reached
 from lakefeed.connectors.kafka.offsets import Watermarks
 from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, TopicPartition
 from lakefeed.errors import DataLossRiskError, SourceError, UnavailableError
@@ -307,3 +308,26 @@ class BrokerView:
                 )
             )
         return result
+
+
+def reachable(options: Mapping[str, str]) -> Reached:
+    """Whether a source's brokers answer a metadata request made with its own ``kafka.*``
+    options (SASL/SSL included), for ``validate --check-connections``; secrets scrubbed."""
+    from lakefeed.connectors.kafka.options import parse_source_options
+    from lakefeed.explain import explain
+
+    target = "kafka"
+    try:
+        parsed = parse_source_options(options, batch=None)
+        target = f"kafka {parsed.bootstrap_servers}"
+        view = BrokerView(parsed)
+        try:
+            partitions = view.partitions()
+        finally:
+            view.close()
+    except Exception as error:
+        return Reached(target, False, str(explain(error)))
+    if not partitions:
+        return Reached(target, True, "brokers answer; no partition matches the subscription yet")
+    topics = sorted({topic for topic, _ in partitions})
+    return Reached(target, True, f"brokers answer; {len(partitions)} partitions of {topics}")

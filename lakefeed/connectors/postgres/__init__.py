@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from lakefeed.connectors.base import Connector
 from lakefeed.connectors.postgres.adapters import foreach_batch, write_stream
+from lakefeed.connectors.postgres.pipeline_sink import PostgresSink
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
 from lakefeed.redact import redact_text
 
@@ -61,4 +62,5 @@ CONNECTOR = Connector(
     aliases=("postgres", "postgresql"),
     register=register,
     describe=describe,
+    sink=PostgresSink(),
 )

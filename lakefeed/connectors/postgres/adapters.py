@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from lakefeed.connectors.base import start_query
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
 from lakefeed.logs import get_logger
 from lakefeed.pipeline import offset_log
@@ -55,13 +56,7 @@ def write_stream(
     ``checkpoint``); the table and its key index are checked first. ``trigger`` as for
     ``DataStreamWriter.trigger``; ``update`` mode suits upserts of an aggregate's changed rows."""
     check_target(target, frame.columns)
-    writer = (
-        frame.writeStream.foreachBatch(foreach_batch(target, checkpoint))
-        .option("checkpointLocation", str(checkpoint))
-        .outputMode(output_mode)
+    writer = frame.writeStream.foreachBatch(foreach_batch(target, checkpoint))
+    return start_query(
+        writer, str(checkpoint), output_mode=output_mode, query_name=query_name, trigger=trigger
     )
-    if query_name is not None:
-        writer = writer.queryName(query_name)
-    if trigger:
-        writer = writer.trigger(**trigger)
-    return writer.start()

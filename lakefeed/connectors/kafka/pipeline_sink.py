@@ -1,0 +1,63 @@
+"""Kafka as a pipeline sink (``lf.create_sink("alerts", "kafka", {...})``): Spark's Kafka sink
+options and columns, written by the ``lakefeed_kafka`` writer.
+
+At-least-once, as Spark's own Kafka sink: a batch replayed after a crash is produced again
+(Kafka keeps no record of which batches a topic already has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lakefeed.connectors.base import ConnectorSink, start_query
+from lakefeed.connectors.options import Options
+from lakefeed.errors import ConfigError, LakefeedError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
+
+    from lakefeed.lakehouse import Lakehouse
+
+
+class KafkaSink(ConnectorSink):
+    """Produces each row of a batch as a record (columns ``value``, ``key``, ``topic``, ...)."""
+
+    def describe(self, options: Mapping[str, str]) -> str:
+        return f"Kafka topic {Options(options).get('topic') or '(from the topic column)'}"
+
+    def check(self, options: Mapping[str, str]) -> None:
+        from lakefeed.connectors.kafka.options import parse_sink_options
+
+        try:
+            parse_sink_options(options)
+        except LakefeedError as error:
+            raise ConfigError(
+                error.message,
+                fix=error.fix or 'e.g. {"kafka.bootstrap.servers": "host:9092", "topic": "out"}',
+            ) from None
+
+    def frame_problems(self, options: Mapping[str, str], schema: StructType) -> None:
+        from lakefeed.connectors.kafka.sink import sink_options
+
+        sink_options(options, schema)
+
+    def write_stream(
+        self,
+        frame: DataFrame,
+        options: Mapping[str, str],
+        checkpoint: str,
+        *,
+        output_mode: str,
+        query_name: str,
+        trigger: Mapping[str, Any],
+        lakehouse: Lakehouse,
+    ) -> StreamingQuery:
+        from lakefeed.connectors.kafka import NAME
+
+        writer = frame.writeStream.format(NAME).options(**options)
+        return start_query(
+            writer, checkpoint, output_mode=output_mode, query_name=query_name, trigger=trigger
+        )

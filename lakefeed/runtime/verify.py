@@ -117,7 +117,7 @@ def compare_table(
     )
     watermark = _watermark([bounds for _, bounds in parts])
     result = _compare(name, _comparable(stream), _comparable(batch), appends, watermark)
-    dropped = _dropped_late(lakehouse, name) if result.only_batch else 0
+    dropped = dropped_late_rows(lakehouse, name) if result.only_batch else 0
     if dropped:
         note = (
             f"the stream dropped {dropped} rows too late for its watermark, which the batch has: "
@@ -127,7 +127,7 @@ def compare_table(
     return result
 
 
-def _dropped_late(lakehouse: Lakehouse, flow: str) -> int:
+def dropped_late_rows(lakehouse: Lakehouse, flow: str) -> int:
     """Rows the flow's stateful operators dropped as late, as its progress in the event log
     says (what Spark counted; the rows themselves are gone)."""
     progress = read_events(lakehouse.event_log_path, event_types=["flow_progress"], flow=flow)

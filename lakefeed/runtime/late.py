@@ -15,7 +15,10 @@ the operator and reach the table by another path:
    the one Spark would have computed;
 2. :class:`LateRowsWriter` (``foreachBatch``) writes the batch to the table as before, then
    commits the staged rows to ``<table>_late`` with ``txnAppId``/``txnVersion`` = (query id,
-   batch id), as quarantine rows are: a replayed batch commits them once.
+   batch id), as quarantine rows are: a replayed batch commits them once;
+3. ``lakefeed verify`` recomputes the flow in batch with the rows of ``<table>_late`` taken out
+   of the same ``withWatermark`` input (:func:`without_kept_late`): the stateful operator of
+   the stream never saw them.
 """
 
 from __future__ import annotations

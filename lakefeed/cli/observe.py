@@ -7,6 +7,7 @@ it can be read, with what is wrong; ``lakefeed event-log repair|reset`` mends it
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,10 +82,20 @@ def ui(lakehouse_dir: str, host: str, port: int, token: str | None, generate_tok
     help="Refresh the table live (default when the output is a terminal) or print it once.",
 )
 @click.option("--interval", default=2.0, show_default=True, help="Seconds between refreshes.")
-def status(lakehouse_dir: str, watch: bool | None, interval: float) -> None:
-    """Each flow's state, rates, latency, watermark, state size and lag; expectation counts."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print once, as one JSON document (the web UI's /api/state, without chart series).",
+)
+def status(lakehouse_dir: str, watch: bool | None, interval: float, as_json: bool) -> None:
+    """Each flow's state, rates, latency, watermark, state size, late rows and lag;
+    expectation counts."""
     lakehouse = Lakehouse.at(lakehouse_dir)
     live = LiveMonitor(lakehouse.event_log_path, min_interval=0)
+    if as_json:
+        click.echo(json.dumps(live.refresh().snapshot(time.time(), series=None), default=str))
+        return
     tables = TableReader(lakehouse)
     console = make_console()
     if watch is None:

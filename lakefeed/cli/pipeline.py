@@ -382,6 +382,8 @@ def verify(
 def _verdict(diff: TableComparison) -> str:
     if diff.inconsistent:
         return "[red]INCONSISTENT[/]"
+    if diff.excluded:
+        return "not compared"
     if not diff.verified:
         return "[yellow]NOT VERIFIED[/]"
     return "[green]equal[/]" if diff.equal else "[red]DIFFERENT[/]"

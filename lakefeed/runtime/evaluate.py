@@ -33,7 +33,7 @@ from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime import plan_text
-from lakefeed.runtime.late import keeping_late
+from lakefeed.runtime.late import keeping_late, without_kept_late
 from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
@@ -209,12 +209,18 @@ class Evaluator:
             self._stack.pop()
 
     def _late_split(self, name: str) -> contextlib.AbstractContextManager:
-        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""
+        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py); its
+        batch recompute over the committed input (verify) leaves out the rows so kept."""
         dataset = self.pipeline.datasets.get(name)
-        if self.mode != "stream" or dataset is None or dataset.late_table is None:
+        if dataset is None or dataset.late_table is None:
             return contextlib.nullcontext()
         late_table = str(self.lakehouse.table_path(dataset.late_table))
-        return keeping_late(name, str(self.lakehouse.checkpoint_path(name)), late_table)
+        if self.mode == "stream":
+            return keeping_late(name, str(self.lakehouse.checkpoint_path(name)), late_table)
+        if self.mode == "batch" and self.bounds is not None:
+            kept = delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
+            return without_kept_late(name, kept)
+        return contextlib.nullcontext()
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:

@@ -15,7 +15,10 @@ the operator and reach the table by another path:
    the one Spark would have computed;
 2. :class:`LateRowsWriter` (``foreachBatch``) writes the batch to the table as before, then
    commits the staged rows to ``<table>_late`` with ``txnAppId``/``txnVersion`` = (query id,
-   batch id), as quarantine rows are: a replayed batch commits them once.
+   batch id), as quarantine rows are: a replayed batch commits them once;
+3. ``lakefeed verify`` recomputes the flow in batch with the rows of ``<table>_late`` taken out
+   of the same ``withWatermark`` input (:func:`without_kept_late`): the stateful operator of
+   the stream never saw them.
 """
 
 from __future__ import annotations
@@ -95,7 +98,30 @@ def _stage(rows: pa.Table, path: Path) -> None:
 
 @contextlib.contextmanager
 def keeping_late(flow: str, checkpoint: str, late_table: str) -> Iterator[None]:
-    """While a flow function runs, its ``withWatermark`` first splits off the late rows.
+    """While a flow function runs, its ``withWatermark`` first splits off the late rows."""
+    with _before_watermark(flow, lambda df, column: split_late(df, column, checkpoint, late_table)):
+        yield
+
+
+@contextlib.contextmanager
+def without_kept_late(flow: str, late_rows: DataFrame | None) -> Iterator[None]:
+    """While a flow function is evaluated in batch (``verify``), the input of its
+    ``withWatermark`` loses the rows the stream kept in ``<table>_late`` (``late_rows``; None:
+    no row was late yet): the stream's operator never saw them, so neither does the batch."""
+    if late_rows is None:
+        yield
+        return
+
+    def without(df: DataFrame, column: str) -> DataFrame:
+        return df.exceptAll(late_rows.select(*[f"`{c}`" for c in df.columns]))
+
+    with _before_watermark(flow, without):
+        yield
+
+
+@contextlib.contextmanager
+def _before_watermark(flow: str, change: Callable[[DataFrame, str], DataFrame]) -> Iterator[None]:
+    """``withWatermark(column, ...)`` applies to ``change(df, column)`` while the block runs.
 
     Exactly one watermark per flow: without one nothing is ever late, and a join's late rows
     depend on its time bounds, not on one watermark. (Classic PySpark: the DataFrame class
@@ -108,8 +134,7 @@ def keeping_late(flow: str, checkpoint: str, late_table: str) -> Iterator[None]:
         calls.append(eventTime)
         if len(calls) > 1:
             raise _refusal(flow, "this flow sets several (a join?)")
-        kept = split_late(self, eventTime, checkpoint, late_table)
-        return original(kept, eventTime, delayThreshold)  # type: ignore[arg-type]
+        return original(change(self, eventTime), eventTime, delayThreshold)  # type: ignore[arg-type]
 
     ClassicDataFrame.withWatermark = with_watermark  # type: ignore[method-assign]
     try:

@@ -11,11 +11,20 @@ is past the last committed watermark are windows the stream has not closed yet: 
 reported as pending, not as differences. So are an outer stream–stream join's unmatched rows
 whose newest timestamp is past it (give them one, e.g. ``event_time + <time bound>``: the
 moment no match can come any more, when the join emits them).
+
+Rows too late for a flow's watermark never reach its stateful operator. With
+``late_rows="keep"`` the stream kept them in ``<table>_late``, and the batch recompute leaves
+exactly those rows out of the flow's ``withWatermark`` input; dropped ones (the default) are known
+only by their count, so the batch has their results too: a difference then says how many the
+flow dropped. An event-time ``transformWithState`` is compared like any append flow: what it
+emitted is final. A processing-time one emits by the wall clock (timers, TTL), which no batch
+recompute replays: its table is reported as not compared.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -25,6 +34,7 @@ from lakefeed.connectors import delta
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import read_events
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.results import TableComparison
@@ -35,6 +45,10 @@ from lakefeed.runtime.runner import ONCE_DONE, PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate
 
 SAMPLE = 5
+WALL_CLOCK = (
+    "not compared: a processing-time transformWithState emits by the wall clock (its timers, "
+    "its state TTL), which a batch recompute cannot replay"
+)
 # Column names of the row counts (no user column is named so).
 _SIDE, _IN_STREAM, _IN_BATCH = "__lakefeed_side", "__lakefeed_in_stream", "__lakefeed_in_batch"
 
@@ -77,6 +91,8 @@ def compare_table(
         note = "an AUTO CDC target is not compared with a batch recompute yet (docs/cdc.md)"
         return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
     plan = validation.flows.get(name)
+    if plan is not None and plan.facts.processing_time_timers:
+        return TableComparison(name, 0, 0, 0, 0, 0, note=WALL_CLOCK, excluded=True)
     streaming = plan is not None and plan.facts.streaming
     parts = _committed(pipeline, lakehouse, name) if streaming else [(name, None)]
     if not parts:
@@ -100,7 +116,26 @@ def compare_table(
         and (plan.facts.aggregate or plan.facts.stream_join)
     )
     watermark = _watermark([bounds for _, bounds in parts])
-    return _compare(name, _comparable(stream), _comparable(batch), appends, watermark)
+    result = _compare(name, _comparable(stream), _comparable(batch), appends, watermark)
+    dropped = dropped_late_rows(lakehouse, name) if result.only_batch else 0
+    if dropped:
+        note = (
+            f"the stream dropped {dropped} rows too late for its watermark, which the batch has: "
+            "keep them with late_rows='keep' to compare without them"
+        )
+        return dataclasses.replace(result, note="; ".join(filter(None, [result.note, note])))
+    return result
+
+
+def dropped_late_rows(lakehouse: Lakehouse, flow: str) -> int:
+    """Rows the flow's stateful operators dropped as late, as its progress in the event log
+    says (what Spark counted; the rows themselves are gone)."""
+    progress = read_events(lakehouse.event_log_path, event_types=["flow_progress"], flow=flow)
+    return sum(
+        int(op.get("numRowsDroppedByWatermark") or 0)
+        for event in progress
+        for op in event["details"].get("stateOperators") or []
+    )
 
 
 def _compare(

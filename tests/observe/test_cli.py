@@ -82,6 +82,31 @@ def test_events_filters_and_json(lakehouse):
     assert "gold" not in out
 
 
+def test_status_shows_late_rows_per_flow_human_and_json(lakehouse):
+    """Rows a flow's watermark made late: dropped (Spark's count in each progress) and kept in
+    ``<table>_late``, in the flow table and in ``--json``."""
+    now = datetime.now(UTC)
+    with EventLog(lakehouse.event_log_path, "fraud", flush_interval=60) as log:
+        log.emit("run_start", "run", details={"mode": "available-now", "graph": GRAPH})
+        for batch, dropped in ((0, 1200), (1, 34)):
+            figures = progress(batch, now, state_rows=10, dropped=dropped)
+            log.emit("flow_progress", "batch", flow="alerts", details=figures)
+        log.emit("late_rows", "kept", flow="alerts", details={"batch_id": 1, "kept": 5})
+    where = ["--lakehouse", str(lakehouse.root)]
+    out = run("status", *where, "--once")
+    assert "late drops" in out
+    alerts = next(line for line in out.splitlines() if " alerts " in line)
+    assert "1234 (+5 kept)" in alerts
+    (pipeline,) = json.loads(run("status", *where, "--json"))["pipelines"]
+    (flow,) = pipeline["flows"]
+    assert (flow["name"], flow["dropped_late_total"], flow["kept_late_total"]) == (
+        "alerts",
+        1234,
+        5,
+    )
+    assert flow["last"]["dropped_late"] == 34 and "series" not in flow
+
+
 def test_empty_lakehouse_says_so(lakehouse):
     assert "no events" in run("status", "--lakehouse", str(lakehouse.root), "--once")
     assert "no events" in run("events", "--lakehouse", str(lakehouse.root))

@@ -227,3 +227,22 @@ def test_sink_flows_add_up_the_rows_they_handed_their_sink():
     console.print(status_view(monitor, 0.0))
     text = console.export_text()
     assert "sinks" in text and "Kafka topic alerts" in text and "42" in text
+
+
+def test_late_rows_add_up_per_flow_across_batches_and_runs():
+    """Dropped: each batch's ``numRowsDroppedByWatermark`` (every stateful operator); kept:
+    ``late_rows`` events. A new run keeps the totals; the latest batch keeps its own count."""
+    monitor = fold(
+        event("run_start", T0, mode="available-now"),
+        event("flow_progress", T0, "gold", **progress(0, T0, state_rows=9, dropped=4)),
+        event("flow_progress", T0, "gold", **progress(1, T0, state_rows=9, dropped=0)),
+        event("late_rows", T0, "gold", batch_id=1, kept=3, table="gold_late"),
+        event("run_start", T0, run="r2", mode="available-now"),
+        event("flow_progress", T0, "gold", run="r2", **progress(2, T0, state_rows=9, dropped=2)),
+    )
+    flow = monitor.pipelines["iot"].flows["gold"]
+    assert (flow.dropped_late_total, flow.kept_late_total) == (6, 3)
+    assert flow.last is not None and flow.last.dropped_late == 2
+    shown = flow.as_dict(0.0, with_series=True)
+    assert (shown["dropped_late_total"], shown["kept_late_total"]) == (6, 3)
+    assert shown["series"]["dropped_late"] == [4, 0, 2]

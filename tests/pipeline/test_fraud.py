@@ -1,5 +1,6 @@
 """The fraud example: transformWithState rules on planted patterns over two available-now runs
-(state kept across the restart), late transactions, ``lakefeed state`` and the UI's state view."""
+(state kept across the restart), late transactions kept and counted, ``lakefeed verify``,
+``lakefeed state`` and the UI's state view."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lakefeed.observe.event_log import read_events
 from lakefeed.observe.server import start_server
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import ROOT, load, table, write
+from tests.support.verify import assert_verify_passes
 
 FRAUD = ROOT / "examples" / "fraud"
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,7 +44,7 @@ FIRST = [
     txn("span", 57),  # its window is still open when run 1 ends
 ]
 # Run 2, after a restart: two more for "span" (4 within 10 minutes across the runs), and a
-# burst older than the watermark: dropped by the event-time operator, so no alert.
+# burst older than the watermark: kept in alerts_late, never seen by the operator, so no alert.
 SECOND = [
     txn("span", 59),
     txn("span", 61),
@@ -87,14 +89,31 @@ def test_alerts_exactly_for_the_planted_patterns(fraud: Lakehouse) -> None:
 
 
 @pytest.mark.spark
-def test_late_transactions_are_dropped_and_counted(fraud: Lakehouse) -> None:
+def test_late_transactions_are_kept_and_counted(fraud: Lakehouse) -> None:
+    late = sorted(t["txn_id"] for t in table(fraud, "alerts_late").to_pylist())
+    assert late == [f"late@{m}" for m in (1, 2, 3, 4)]  # older than the watermark of run 1
     progress = read_events(fraud.event_log_path, event_types=["flow_progress"], flow="alerts")
     dropped = sum(
         op.get("numRowsDroppedByWatermark", 0)
         for event in progress
         for op in event["details"].get("stateOperators", [])
     )
-    assert dropped == 4  # the "late" burst, older than the watermark of run 1
+    assert dropped == 0  # split off before the operator, which so never saw them
+    status = CliRunner().invoke(cli, ["status", "--lakehouse", str(fraud.root), "--json"])
+    pipelines = json.loads(status.output)["pipelines"]
+    (flow,) = [f for p in pipelines for f in p["flows"] if f["name"] == "alerts"]
+    assert (flow["dropped_late_total"], flow["kept_late_total"]) == (0, 4)
+
+
+@pytest.mark.spark
+def test_verify_compares_alerts_and_leaves_out_the_wall_clock_table(fraud: Lakehouse) -> None:
+    """Alerts equal a batch run without the kept late rows; card_activity (processing-time
+    timers) is not compared, and says why."""
+    conf = {**CONF, "fraud.landing": str(fraud.root.parent / "landing")}
+    output = assert_verify_passes(FRAUD, fraud, conf)
+    alerts = next(line for line in output.splitlines() if line.startswith("│ alerts "))
+    assert "equal" in alerts and "│ 3 " in alerts
+    assert "card_activity: not compared: a processing-time transformWithState" in output
 
 
 @pytest.mark.spark
@@ -118,7 +137,7 @@ def test_state_cli_lists_the_transform_with_state_variables(spark, fraud: Lakeho
     stores = {s["name"]: s for s in rules["stores"]}
     assert set(stores) == {"burst_alerted", "last_seen", "recent", "timers"}
     assert all(s["error"] is None for s in stores.values()), stores
-    # the travel horizon (22 h) keeps every card's last place: all but the dropped "late" one
+    # the travel horizon (22 h) keeps every card's last place: all but "late" (kept in alerts_late)
     assert stores["last_seen"]["keys"] == len({t["card_id"] for t in FIRST + SECOND} - {"late"})
     assert set(stores["recent"]["sample"][0]) == {"key", "list_element", "partition_id"}
 

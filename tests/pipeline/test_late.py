@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,14 @@ from lakefeed import entry
 from lakefeed.cli.main import cli
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.console import late_cell
-from lakefeed.observe.event_log import read_events
+from lakefeed.observe.event_log import EventLog, read_events
 from lakefeed.observe.figures import Monitor
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.advise import advise_watermark, lateness, recommend_delay, state_estimate
 from lakefeed.runtime.late import late_mask
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
+from lakefeed.runtime.verify import dropped_late_rows
+from tests.observe.progress import progress
 from tests.pipeline.support import IOT, IOT_CONF, load, table, write
 
 # 600 rows over 5 minutes, 10% lagging up to 5 minutes behind, silver reading one bronze batch
@@ -166,3 +169,14 @@ def test_keep_without_a_stateful_watermark_is_refused(spark, tmp_path: Path) -> 
 def test_late_mask_is_sparks_predicate() -> None:
     times = pa.array([999_000, 1_000_000, 1_001_000, None], pa.timestamp("us", tz="UTC"))
     assert late_mask(times, 1_000).to_pylist() == [True, True, False, False]
+
+
+def test_verify_reads_the_rows_a_flow_dropped_from_its_progress(lakehouse: Lakehouse) -> None:
+    """What verify's note says when the batch has rows the stream dropped as late."""
+    at = datetime.now(UTC)
+    with EventLog(lakehouse.event_log_path, "fraud", flush_interval=60) as log:
+        for flow, batch, dropped in (("alerts", 0, 3), ("alerts", 1, 2), ("other", 0, 7)):
+            figures = progress(batch, at, state_rows=1, dropped=dropped)
+            log.emit("flow_progress", "batch", flow=flow, details=figures)
+    assert dropped_late_rows(lakehouse, "alerts") == 5
+    assert dropped_late_rows(lakehouse, "transactions") == 0

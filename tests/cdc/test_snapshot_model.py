@@ -6,7 +6,6 @@ targets computed straight from the snapshots."""
 from __future__ import annotations
 
 import datetime as dt
-import random
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,75 +14,32 @@ import pytest
 from lakefeed.cdc import fold
 from lakefeed.cdc import snapshot as snap
 from lakefeed.cdc.snapshot import Snapshots
-from lakefeed.cdc.spec import END_AT, START_AT
 from lakefeed.errors import PipelineDefinitionError
 from tests.cdc import model
-
-Snapshot = dict[int, dict]  # key -> row
-
-
-def _snapshots(seed: int, count: int = 5, keys: int = 8) -> list[Snapshot]:
-    rng = random.Random(seed)
-    return [
-        {
-            k: {"id": k, "a": rng.randint(0, 2), "b": rng.choice("xy")}
-            for k in range(keys)
-            if rng.random() < 0.7
-        }
-        for _ in range(count)
-    ]
-
-
-def _changes(snapshots: list[Snapshot]) -> list[list[dict]]:
-    """The change batches, one per snapshot (version = position + 1)."""
-    live: set[int] = set()
-    batches = []
-    for version, rows in enumerate(snapshots, 1):
-        batch = [{**r, "seq": version, "op": "UPSERT"} for r in rows.values()]
-        gone = sorted(live - rows.keys())
-        batch += [{"id": k, "a": None, "b": None, "seq": version, "op": "DELETE"} for k in gone]
-        live = set(rows)
-        batches.append(batch)
-    return batches
-
-
-def _history(snapshots: list[Snapshot]) -> list[dict]:
-    """SCD2 from the snapshots: a version opens when a key appears or its values change, and
-    closes at the first snapshot that lacks or changes it."""
-    versions: list[dict] = []
-    open_: dict[int, dict] = {}
-    for version, rows in enumerate(snapshots, 1):
-        for key in list(open_):
-            row = rows.get(key)
-            if row is None or (row["a"], row["b"]) != (open_[key]["a"], open_[key]["b"]):
-                open_.pop(key)[END_AT] = version
-        for key, row in rows.items():
-            if key not in open_:
-                open_[key] = {**row, START_AT: version, END_AT: None}
-                versions.append(open_[key])
-    return sorted(versions, key=lambda r: (r["id"], r[START_AT]))
 
 
 def test_scd1_target_is_the_newest_snapshot() -> None:
     rules = fold.Rules(keys=("id",), columns=("id", "a", "b"))
     for seed in range(100):
-        snapshots = _snapshots(seed)
+        snapshots = model.snapshots(seed)
         newest = [snapshots[-1][k] for k in sorted(snapshots[-1])]
-        assert model.fold_batches(_changes(snapshots), rules) == newest, seed
+        assert model.fold_batches(model.snapshot_changes(snapshots), rules) == newest, seed
 
 
 def test_scd2_target_has_a_version_per_change_between_snapshots() -> None:
     rules = fold.Rules(keys=("id",), columns=("id", "a", "b"), scd_type=2, tracked=("a", "b"))
     for seed in range(100):
-        snapshots = _snapshots(seed)
-        assert model.fold_batches(_changes(snapshots), rules) == _history(snapshots), seed
+        snapshots = model.snapshots(seed)
+        changes = model.snapshot_changes(snapshots)
+        assert model.fold_batches(changes, rules) == model.snapshot_history(snapshots), seed
 
 
 def test_an_unchanged_snapshot_changes_nothing() -> None:
     rules = fold.Rules(keys=("id",), columns=("id", "a", "b"), scd_type=2, tracked=("a", "b"))
-    snapshots = _snapshots(3)
+    snapshots = model.snapshots(3)
     repeated = [*snapshots, snapshots[-1], snapshots[-1]]
-    assert model.fold_batches(_changes(repeated), rules) == _history(snapshots)
+    changes = model.snapshot_changes(repeated)
+    assert model.fold_batches(changes, rules) == model.snapshot_history(snapshots)
 
 
 _T1 = dt.datetime(2026, 1, 1, 12, 0, 0, 250, tzinfo=dt.UTC)

@@ -209,12 +209,32 @@ def lakefeed_leg(spark: Any, folder: Path, target: Path, checkpoint: Path, phase
     )
     query.awaitTermination()
     wall = time.perf_counter() - start
-    in_batches = sum(p.durationMs.get("triggerExecution", 0) for p in query.recentProgress) / 1000
     inside = phases.seconds.pop("foreachBatch", 0.0)
     phases.add("lakefeed in foreachBatch (rest)", inside - sum(phases.seconds.values()))
-    phases.add("Spark micro-batch bookkeeping", in_batches - inside)
-    phases.add("Spark query start + stop", wall - in_batches)
+    spark_phases(query.recentProgress, inside, wall, phases)
     return wall
+
+
+SPARK_PHASES = {
+    "Spark: offsets, file listing": ("latestOffset", "getBatch"),
+    "Spark: offset + commit logs": ("walCommit", "commitOffsets"),
+    "Spark: batch planning": ("queryPlanning",),
+}
+
+
+def spark_phases(progress: list[Any], inside: float, wall: float, phases: Phases) -> None:
+    """Spark's share of a foreachBatch query, from its progress reports' ``durationMs``."""
+
+    def total(*keys: str) -> float:
+        return sum(p.durationMs.get(k, 0) for p in progress for k in keys) / 1000
+
+    for phase, keys in SPARK_PHASES.items():
+        phases.add(phase, total(*keys))
+    phases.add("Spark: foreachBatch call (Py4J)", total("addBatch") - inside)
+    trigger = total("triggerExecution")
+    accounted = sum(total(*keys) for keys in SPARK_PHASES.values()) + total("addBatch")
+    phases.add("Spark: rest of the triggers", trigger - accounted)
+    phases.add("Spark query start + stop", wall - trigger)
 
 
 def append_leg(spark: Any, folder: Path, target: Path, checkpoint: Path) -> float:

@@ -55,7 +55,7 @@ def test_merge_bench_prints_legs_ratio_and_breakdown() -> None:
     for line in ("delta-rs merge, direct", "foreachBatch MERGE", "streaming append"):
         assert line in out, out
     assert "upsert ratio lakefeed/delta-rs" in out, out
-    for phase in ("Spark -> Arrow hand-off", "delta-rs scan", "Spark micro-batch bookkeeping"):
+    for phase in ("Spark -> Arrow hand-off", "delta-rs scan", "Spark: offset + commit logs"):
         assert phase in out, out
 
 

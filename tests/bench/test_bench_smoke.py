@@ -48,6 +48,17 @@ def test_delta_bench_prints_ratios_and_ceilings() -> None:
         assert line in out, out
 
 
+def test_merge_bench_prints_legs_ratio_and_breakdown() -> None:
+    out = _script("bench.merge_bench", "--quick")
+    # The script itself asserts the lakefeed and delta-rs MERGE results are equal.
+    assert "rows=200,000" in out, out
+    for line in ("delta-rs merge, direct", "foreachBatch MERGE", "streaming append"):
+        assert line in out, out
+    assert "upsert ratio lakefeed/delta-rs" in out, out
+    for phase in ("Spark -> Arrow hand-off", "delta-rs scan", "Spark: offset + commit logs"):
+        assert phase in out, out
+
+
 def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
     """The Kafka leg shares its source with the latency script, whose smoke run covers it."""
     tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1", "--warmup"]

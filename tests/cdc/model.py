@@ -125,3 +125,51 @@ def rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:
     """A target's rows as the model lists them."""
     table = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
     return table.sort_by([(c, "ascending") for c in order]).to_pylist()
+
+
+# ---------------------------------------------------------------- AUTO CDC FROM SNAPSHOT
+
+Snapshot = dict[int, dict]  # key -> row
+
+
+def snapshots(seed: int, count: int = 5, keys: int = 8) -> list[Snapshot]:
+    """Random snapshots of a keyed table: each key present with probability 0.7."""
+    rng = random.Random(seed)
+    return [
+        {
+            k: {"id": k, "a": rng.randint(0, 2), "b": rng.choice("xy")}
+            for k in range(keys)
+            if rng.random() < 0.7
+        }
+        for _ in range(count)
+    ]
+
+
+def snapshot_changes(snapshots: list[Snapshot]) -> list[list[dict]]:
+    """The change batches of snapshots (version = position + 1), as the runtime derives them."""
+    live: set[int] = set()
+    batches = []
+    for version, rows in enumerate(snapshots, 1):
+        batch = [{**r, "seq": version, "op": "UPSERT"} for r in rows.values()]
+        gone = sorted(live - rows.keys())
+        batch += [{"id": k, "a": None, "b": None, "seq": version, "op": "DELETE"} for k in gone]
+        live = set(rows)
+        batches.append(batch)
+    return batches
+
+
+def snapshot_history(snapshots: list[Snapshot]) -> list[dict]:
+    """SCD2 from the snapshots: a version opens when a key appears or its values change, and
+    closes at the first snapshot that lacks or changes it."""
+    versions: list[dict] = []
+    open_: dict[int, dict] = {}
+    for version, rows in enumerate(snapshots, 1):
+        for key in list(open_):
+            row = rows.get(key)
+            if row is None or (row["a"], row["b"]) != (open_[key]["a"], open_[key]["b"]):
+                open_.pop(key)[END_AT] = version
+        for key, row in rows.items():
+            if key not in open_:
+                open_[key] = {**row, START_AT: version, END_AT: None}
+                versions.append(open_[key])
+    return sorted(versions, key=lambda r: (r["id"], r[START_AT]))

@@ -4,11 +4,13 @@ snapshot per update."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
 import lakefeed as lf
+from lakefeed.cdc import snapshot as snap
 from lakefeed.cdc.snapshot import snapshot_app_id
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.kinds import RunMode
@@ -47,6 +49,28 @@ def test_scd2_has_a_version_per_snapshot_change(lakehouse: Lakehouse) -> None:
         (3, "NL", 1, 3),
         (4, "SE", 2, None),
     ]
+
+
+@pytest.mark.spark
+def test_scd2_versioned_by_timestamps_starts_and_ends_at_them(lakehouse: Lakehouse) -> None:
+    """The same snapshots with timestamp versions: __START_AT / __END_AT are those timestamps,
+    and the flow's txn (microseconds, under the timestamp app id) names the last one."""
+    from deltalake import DeltaTable
+
+    taken = {1: "2026-01-01", 2: "2026-01-02", 3: "2026-01-03"}
+    at = {v: dt.datetime.fromisoformat(f"{d}T06:30:00+00:00") for v, d in taken.items()}
+    history = model.rows(lakehouse, "customers_history_taken", ["id", "__START_AT"])
+    assert [(r["id"], r["country"], r["__START_AT"], r["__END_AT"]) for r in history] == [
+        (1, "DE", at[1], at[2]),
+        (1, "PL", at[2], None),
+        (2, "FR", at[1], at[2]),
+        (2, "US", at[3], None),
+        (3, "NL", at[1], at[3]),
+        (4, "SE", at[2], None),
+    ]
+    path = str(lakehouse.table_path("customers_history_taken"))
+    app_id = snapshot_app_id("customers_history_taken_snapshot_cdc") + snap.TIMESTAMP.suffix
+    assert DeltaTable(path).transaction_version(app_id) == snap.txn_version(at[3])
 
 
 @pytest.mark.spark

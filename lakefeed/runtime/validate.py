@@ -8,12 +8,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import sinks
-from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.api import Dataset, Pipeline, config, config_keys
 from lakefeed.pipeline.graph import Graph, PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.pipeline.sinks import Sink
 from lakefeed.runtime import sinks as sink_writers
+from lakefeed.runtime import state_memory
 from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
 
 
@@ -114,6 +115,7 @@ def _check_sink_flow(
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
     for key, value in pipeline.configuration.items():  # a spec's Spark confs
         spark.conf.set(key, value)
+    state_memory.apply(spark, config, config_keys())  # before any stateful query starts
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
     evaluator.evaluate_all()
     for name, dataset in pipeline.datasets.items():

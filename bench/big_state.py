@@ -71,6 +71,7 @@ class Batch:
     sst_mib: float  # RocksDB's SST files
     evict_read: int  # state rows read to find expired ones (customMetrics)
     load_ms: float  # loading the state store (customMetrics: rocksdbLoadLatencyMs)
+    replayed: int  # changelog files replayed by that load (rocksdbNumReplayChangelogFiles)
     driver_mib: float
     jvm_mib: float
     workers_mib: float
@@ -161,6 +162,7 @@ class BatchRecorder(StreamingQueryListener):
                 sst_mib=round(metrics.get("rocksdbSstFileSize", 0) / MIB, 1),
                 evict_read=int(metrics.get("numRowsReadDuringEviction", 0)),
                 load_ms=metrics.get("rocksdbLoadLatencyMs", 0),
+                replayed=int(metrics.get("rocksdbNumReplayChangelogFiles", 0)),
                 driver_mib=round(usage.driver.rss_bytes / MIB),
                 jvm_mib=round(usage.jvm.rss_bytes / MIB),
                 workers_mib=round(usage.workers.rss_bytes / MIB),
@@ -306,7 +308,9 @@ def report(work: Workload, cap: str) -> dict[str, Any]:
     if restart is not None:
         print(
             f"restart: first batch done {work.restart_first_batch_s:.1f} s after lf.run; the "
-            f"batch {restart.duration_ms:.0f} ms, state load {restart.load_ms:.0f} ms, "
+            f"batch {restart.duration_ms:.0f} ms, state load {restart.load_ms:.0f} ms summed over "
+            f"partitions "
+            f"({restart.replayed} changelog files replayed), "
             f"state rows {restart.state_rows:,}"
         )
     print(

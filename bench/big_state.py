@@ -72,6 +72,7 @@ class Batch:
     evict_read: int  # state rows read to find expired ones (customMetrics)
     load_ms: float  # loading the state store (customMetrics: rocksdbLoadLatencyMs)
     replayed: int  # changelog files replayed by that load (rocksdbNumReplayChangelogFiles)
+    snapshot: int  # the oldest of the partitions' last uploaded snapshot versions (-1: none)
     driver_mib: float
     jvm_mib: float
     workers_mib: float
@@ -113,6 +114,10 @@ class Workload:
             "state_rows_as_expected": final_state == self.expected_state_rows,
             "table_rows_as_expected": self.table_rows == self.expected_table_rows,
         }
+
+
+def _snapshots(metrics: dict[str, float]) -> list[float]:
+    return [v for k, v in metrics.items() if k.startswith("SnapshotLastUploaded.")]
 
 
 def _ratio(tail: list[float], head: list[float]) -> float | None:
@@ -163,6 +168,7 @@ class BatchRecorder(StreamingQueryListener):
                 evict_read=int(metrics.get("numRowsReadDuringEviction", 0)),
                 load_ms=metrics.get("rocksdbLoadLatencyMs", 0),
                 replayed=int(metrics.get("rocksdbNumReplayChangelogFiles", 0)),
+                snapshot=int(min(_snapshots(metrics), default=-1)),
                 driver_mib=round(usage.driver.rss_bytes / MIB),
                 jvm_mib=round(usage.jvm.rss_bytes / MIB),
                 workers_mib=round(usage.workers.rss_bytes / MIB),
@@ -310,7 +316,8 @@ def report(work: Workload, cap: str) -> dict[str, Any]:
             f"restart: first batch done {work.restart_first_batch_s:.1f} s after lf.run; the "
             f"batch {restart.duration_ms:.0f} ms, state load {restart.load_ms:.0f} ms summed over "
             f"partitions "
-            f"({restart.replayed} changelog files replayed), "
+            f"({restart.replayed} changelog files replayed; last snapshot uploaded before it: "
+            f"version {work.batches[-1].snapshot if work.batches else -1}), "
             f"state rows {restart.state_rows:,}"
         )
     print(

@@ -81,6 +81,7 @@ class Batch:
 @dataclass
 class Workload:
     name: str
+    operator: str
     rows_per_batch: int
     expected_state_rows: int
     batches: list[Batch] = field(default_factory=list)
@@ -237,6 +238,7 @@ def run_workload(
         "bigstate.workload": name,
         "bigstate.landing": str(landing),
         "lakefeed.state.memory": args.state_memory,
+        "bigstate.dedup": args.dedup_op,
     }
     recorder = BatchRecorder()
     spark = _session(args.spark_conf, recorder)
@@ -264,7 +266,8 @@ def run_workload(
 def dedup(args: argparse.Namespace, root: Path) -> Workload:
     per_batch = args.ids // args.dedup_batches
     total = per_batch * args.dedup_batches
-    base = Workload("dedup", per_batch, expected_state_rows=total)
+    operator = "dropDuplicates" if args.dedup_op == "keys" else "dropDuplicatesWithinWatermark"
+    base = Workload("dedup", operator, per_batch, expected_state_rows=total)
     base.expected_table_rows = total + per_batch  # the restart's file brings new ids too
     write = lambda landing, i: dedup_file(landing, i, per_batch)  # noqa: E731
     return run_workload("dedup", args.dedup_batches, write, base, args, root)
@@ -273,7 +276,10 @@ def dedup(args: argparse.Namespace, root: Path) -> Workload:
 def sessions(args: argparse.Namespace, root: Path) -> Workload:
     per_batch = args.users * args.events_per_user // args.session_batches
     base = Workload(
-        "sessions", per_batch, expected_state_rows=min(args.users, per_batch * args.session_batches)
+        "sessions",
+        "session_window",
+        per_batch,
+        expected_state_rows=min(args.users, per_batch * args.session_batches),
     )
     base.expected_table_rows = 0  # the gap outlasts the run: every session is still open
     write = lambda landing, i: session_file(landing, i, per_batch, args.users)  # noqa: E731
@@ -299,8 +305,8 @@ def _print_batches(batches: list[Batch]) -> None:
 def report(work: Workload, cap: str) -> dict[str, Any]:
     """Print the batches and the verdicts; the results as a dict (for ``--json``)."""
     print(
-        f"\n== {work.name}: {len(work.batches)} batches of {work.rows_per_batch:,} rows, {cap} "
-        f"(Spark: {work.rocksdb_conf})"
+        f"\n== {work.name} ({work.operator}): {len(work.batches)} batches of "
+        f"{work.rows_per_batch:,} rows, {cap} (Spark: {work.rocksdb_conf})"
     )
     _print_batches(work.batches)
     verdicts = work.verdicts()
@@ -346,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events-per-user", type=int, default=4)
     parser.add_argument("--state-memory", default="256m", help="lakefeed.state.memory")
     parser.add_argument("--workloads", default="dedup,sessions")
+    parser.add_argument(
+        "--dedup-op",
+        choices=("within-watermark", "keys"),
+        default="within-watermark",
+        help="dropDuplicatesWithinWatermark, or dropDuplicates (ids never expire: no eviction)",
+    )
     parser.add_argument("--quick", action="store_true", help="20k ids, 2k users, few batches")
     parser.add_argument("--json", type=Path, help="write the results here too")
     args = parser.parse_args(argv)

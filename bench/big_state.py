@@ -5,7 +5,8 @@ Each workload is the pipeline of :mod:`bench.big_state_flows` run by ``lf.run`` 
 mode over Parquet files the bench writes first, one file per micro-batch:
 
 - **dedup**: ``--dedup-batches`` files of ``ids / batches`` new ids each, plus 10% ids of the
-  previous file again (dropped as duplicates), event time one second further per file;
+  previous file again (dropped as duplicates), event time one second further per file
+  (``dropDuplicatesWithinWatermark``; ``--dedup-op keys``: ``dropDuplicates``, no eviction);
 - **sessions**: ``--session-batches`` files of ``users × --events-per-user / batches`` events,
   users in turn, so each user comes back every ``users / rows-per-batch`` files and its session
   (gap one hour) grows and stays open.
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ids", type=int, default=10_000_000)
     parser.add_argument("--users", type=int, default=1_000_000)
-    parser.add_argument("--dedup-batches", type=int, default=50)
+    parser.add_argument("--dedup-batches", type=int, default=40)
     parser.add_argument("--session-batches", type=int, default=40)
     parser.add_argument("--events-per-user", type=int, default=4)
     parser.add_argument("--state-memory", default="256m", help="lakefeed.state.memory")

@@ -345,6 +345,11 @@ def config(key: str, default: Any = None) -> Any:
     return _CONFIG.get(key, default)
 
 
+def config_keys() -> list[str]:
+    """The keys the pipeline configuration holds (to refuse lakefeed settings it does not know)."""
+    return list(_CONFIG)
+
+
 def read_stream(name: str, **options: Any) -> DataFrame:
     """Read dataset ``name`` of this pipeline incrementally (a batch read in backfill mode)."""
     return _resolver("read_stream").read(name, True, _stringify(options))

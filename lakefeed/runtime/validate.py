@@ -8,12 +8,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import sinks
-from lakefeed.pipeline.api import Dataset, Pipeline
+from lakefeed.pipeline.api import Dataset, Pipeline, config, config_keys
 from lakefeed.pipeline.graph import Graph, PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 from lakefeed.pipeline.sinks import Sink
 from lakefeed.runtime import sinks as sink_writers
+from lakefeed.runtime import state_memory
 from lakefeed.runtime.evaluate import Evaluator, plan_facts, spark_refusal
 
 
@@ -114,6 +115,7 @@ def _check_sink_flow(
 def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> Validation:
     for key, value in pipeline.configuration.items():  # a spec's Spark confs
         spark.conf.set(key, value)
+    state_problems = _apply_state_memory(spark)
     evaluator = Evaluator(spark, pipeline, lakehouse, mode="inline")
     evaluator.evaluate_all()
     for name, dataset in pipeline.datasets.items():
@@ -121,7 +123,8 @@ def validate(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> V
         if dataset.infer_kind and frame is not None and not frame.isStreaming:
             dataset.kind = DatasetKind.MATERIALIZED_VIEW
     graph = evaluator.graph()
-    result = Validation(graph, problems=graph.problems() + list(evaluator.errors.values()))
+    problems = state_problems + graph.problems() + list(evaluator.errors.values())
+    result = Validation(graph, problems=problems)
     result.sources, result.causes = evaluator.sources, evaluator.causes
     result.frames = evaluator.frames
     for name, dataset in pipeline.datasets.items():
@@ -183,3 +186,13 @@ def _predicate(text: str):  # noqa: ANN202
     from pyspark.sql import functions as F
 
     return F.expr(text)
+
+
+def _apply_state_memory(spark: SparkSession) -> list[str]:
+    """Set the ``lakefeed.state.*`` RocksDB settings before any stateful query starts; a
+    misuse is a problem of the pipeline, listed with the others."""
+    try:
+        state_memory.apply(spark, config, config_keys())
+    except state_memory.StateMemoryError as error:
+        return [str(error)]
+    return []

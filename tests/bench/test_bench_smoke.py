@@ -105,3 +105,17 @@ def test_nexmark_queries_produce_their_rows(tmp_path: Path) -> None:
     assert set(queries) == {"q2", "q5", "q7"}
     for name, result in queries.items():
         assert result["ok"], (name, result)
+
+
+def test_big_state_accounts_for_every_id_and_restarts(tmp_path: Path) -> None:
+    results = tmp_path / "big_state.json"
+    out = _script("bench.big_state", "--quick", "--json", str(results))
+    assert "restart: first batch done" in out and "last/first quarter" in out, out
+    summary = json.loads(results.read_text())
+    for name in ("dedup", "sessions"):
+        work = summary[name]
+        assert work["verdicts"]["state_rows_as_expected"], work["verdicts"]
+        assert work["verdicts"]["table_rows_as_expected"], work["verdicts"]
+        # lakefeed.state.memory reached Spark's RocksDB settings
+        assert work["rocksdb_conf"] == {"boundedMemoryUsage": "true", "maxMemoryUsageMB": "256"}
+        assert work["restart_batch"]["state_rows"] > 0

@@ -77,7 +77,8 @@ def broken():
 def report(spark, tmp_path_factory: pytest.TempPathFactory):
     folder = write(tmp_path_factory.mktemp("misuse"), {"pipeline.py": MISUSE})
     lakehouse = Lakehouse.at(folder / "lakehouse")
-    result = validate(load([folder]), lakehouse, spark)
+    # a state-memory setting Spark would reject at the first stateful task, inside it
+    result = validate(load([folder], {"lakefeed.state.writeBufferRatio": "0.3"}), lakehouse, spark)
     assert spark.streams.active == []
     assert not (lakehouse.root / "tables").exists()  # validation writes nothing
     return result
@@ -118,6 +119,11 @@ def test_bad_partition_rule_and_function(report) -> None:
     _problem(report, "'bad_partition'", "partition column 'nope'")
     _problem(report, "'bad_rule'", "expectation 'typo'", "temprature")
     assert "pipeline.py" in _problem(report, "'broken' failed to evaluate", "missing_column")
+
+
+def test_state_memory_misuse_is_a_problem_with_its_fix(report) -> None:
+    problem = _problem(report, "STATE_MEMORY", "lakefeed.state.writeBufferRatio")
+    assert "set lakefeed.state.memory" in problem
 
 
 def test_valid_flows_are_not_blamed(report) -> None:

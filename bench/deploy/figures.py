@@ -102,7 +102,7 @@ class TaskTimes:
             f"  scheduler delay {self.scheduler_ms / per:5.1f}"
             f"  deserialize {self.deserialize_ms / per:5.1f}  result {self.result_ms / per:5.1f}"
             f"  GC {self.gc_ms / per:5.1f}  shuffle wait {self.fetch_wait_ms / per:5.1f};"
-            f"  remote shuffle {self.remote_shuffle_bytes / 2**20:,.1f} MiB"
+            f"  remote shuffle {self.remote_shuffle_bytes / 2**10:,.0f} KiB"
         )
 
 

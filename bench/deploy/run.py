@@ -45,7 +45,8 @@ from tests.support.cluster import Cluster
 from tests.support.s3 import MotoServer
 
 PARTS = ("ysb", "delta", "s3")
-SINK_LEGS = "pq-sink,delta-sink"
+SINK_LEGS = {"delta": "pq-sink,delta-sink", "s3": "pq-sink,delta-sink,delta-py-sink"}
+"""delta_bench's legs per part; on S3 also the Python writer (data files written in place)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,7 +144,7 @@ def _leg(part: str, side: Side, args: argparse.Namespace, out: Path, repeat: int
     ]
     if part == "ysb":
         return _ysb(name, master, spark_conf, args, out, repeat)
-    argv = [sys.executable, "-m", "bench.delta_bench", "--legs", SINK_LEGS]
+    argv = [sys.executable, "-m", "bench.delta_bench", "--legs", SINK_LEGS[part]]
     argv += ["--rows", str(args.rows), "--files", str(args.files), "--repeats", "1"]
     argv += ["--max-files-per-trigger", str(args.max_files), "--master", master or "local[2]"]
     for item in spark_conf:
@@ -259,9 +260,10 @@ def _verdicts(legs: dict[str, Any], parts: list[str]) -> list[str]:
     for part in parts:
         leg, target = PAIRS[part][2:]
         lines.append(f"  {part:<6} {leg:<11} " + figures.verdict(target, *_rates(legs, part, leg)))
-        if part != "ysb":
-            spark = figures.ratio(*_rates(legs, part, "pq-sink"))
-            lines.append(f"  {part:<6} {'pq-sink':<11} {spark:.2f}x (Spark's own sink, no target)")
+        for other in SINK_LEGS.get(part, "").split(","):
+            if other and other != leg:
+                value = figures.ratio(*_rates(legs, part, other))
+                lines.append(f"  {part:<6} {other:<13} {value:.2f}x (no target)")
     return lines
 
 
@@ -309,7 +311,7 @@ def _s3_overhead(s3: MotoServer, args: argparse.Namespace) -> None:
     requests = figures.s3_requests(s3.log.read_text(errors="replace").splitlines())
     batches = -(-args.files // args.max_files)
     print(f"S3 requests per measured run (moto's access log; {batches} micro-batches a run):")
-    for fmt in ("parquet", "delta"):
+    for fmt in ("parquet", "delta", "delta-py"):
         print(*requests.lines(fmt, batches), sep="\n")
     print("S3 round trip on this server (median of 20, ms): " + _latency(s3))
 

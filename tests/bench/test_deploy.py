@@ -62,6 +62,7 @@ def test_task_times_split_wall_time_into_scheduler_delay_and_work(tmp_path: Path
     times = figures.read_task_times(tmp_path)
     assert (times.tasks, times.wall_ms, times.run_ms, times.scheduler_ms) == (2, 190, 160, 18)
     assert times.executors == {"0", "1"} and times.remote_shuffle_bytes == 2 * 2**20
+    assert "remote shuffle 2,048 KiB" in times.line("delta-cluster")
     assert "2 tasks, 2 executor(s)" in times.line("delta-cluster")
     assert "scheduler delay   9.0" in times.line("delta-cluster")
     assert "no task metrics" in figures.read_task_times(tmp_path / "missing").line("x")

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = [p for p in args.parts.split(",") if p]
     out: Path = args.out
     print(f"deploy bench: {parts}; machine {machine_text()}; load {load_average():.1f}", flush=True)
-    results: dict[str, list[dict[str, Any]]] = {}
+    results: dict[str, list[LegRun]] = {}
     with (
         _cluster(out, "ysb" in parts or "delta" in parts) as master,
         _moto(out, "s3" in parts) as s3,
@@ -87,6 +87,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "deploy")
     p.add_argument("--timeout", type=float, default=1800)
     args = p.parse_args(argv)
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        p.error(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
     if args.quick:
         args.events, args.rows, args.files, args.max_files, args.repeats = 20000, 40000, 4, 2, 1
     return args

@@ -204,10 +204,12 @@ def main() -> None:
                 out = storage.join(sink_root, f"{fmt}-out-{attempt}")
                 cp = storage.join(sink_root, f"{fmt}-cp-{attempt}")
                 python = fmt == "delta-py"
+                # delta: lakefeed's default writer (Spark's on disk, Python's on object storage)
+                writer = {"lakefeed.writer": "python"} if python else {}
                 query = (
                     stream_input()
                     .writeStream.format("delta" if python else fmt)
-                    .option("lakefeed.writer", "python" if python else "spark")
+                    .options(**writer)
                     .option("checkpointLocation", cp)
                     .trigger(availableNow=True)
                     .start(out)

@@ -305,7 +305,7 @@ def _python_workers(cluster: Path) -> None:
         logs = [log.read_text(errors="replace").splitlines() for log in app.glob("*/stderr")]
         tasks, boot, init = figures.python_worker_times(line for log in logs for line in log)
         print(
-            f"  {app.parent.parent.parent.name} {app.name}: {tasks} Python task(s) on executors, "
+            f"  {app.parent.parent.name} {app.name}: {tasks} Python task(s) on its executor, "
             f"worker start {boot:,} ms, init {init:,} ms"
         )
 

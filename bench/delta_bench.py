@@ -21,12 +21,18 @@ Two ceiling legs show what Spark's Python Data Source API itself costs, with no 
   pyds-src:  a Python stream reader that only yields pyarrow's batches of the same files.
 Any Python connector pays these hand-overs; the native parquet legs never do.
 
-    .venv/bin/python bench/delta_bench.py --rows 4000000 --files 40 --repeats 3
+    .venv/bin/python -m bench.delta_bench --rows 4000000 --files 40 --repeats 3
+
+``--legs`` runs a subset, ``--sink-root`` puts the sink legs' tables and checkpoints elsewhere
+(e.g. ``s3://bucket/prefix``), ``--master``/``--spark-conf`` choose the Spark it runs on; the
+figures also go out as one ``BENCH-RESULT`` line (:mod:`bench.ysb.protocol`) for
+``bench/deploy_bench.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
@@ -45,6 +51,22 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
+
+from bench.ysb import protocol
+
+SINK_LEGS = ("pq-sink", "delta-sink", "delta-py-sink", "pyds-sink")
+OTHER_LEGS = (
+    "pq-src",
+    "delta-src",
+    "delta-py-src",
+    "pyds-src",
+    "pq-read",
+    "delta-read",
+    "delta-py-read",
+    "pq-write",
+    "delta-write",
+    "delta-py-write",
+)
 
 
 def generate(folder: Path, rows: int, files: int) -> pa.Schema:
@@ -135,16 +157,35 @@ def main() -> None:
     parser.add_argument("--max-files-per-trigger", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--legs", default=",".join(SINK_LEGS + OTHER_LEGS))
+    parser.add_argument(
+        "--sink-root", default=None, help="where the sink legs write (default: a temp folder)"
+    )
+    parser.add_argument("--spark-conf", action="append", default=[], help="spark.key=value")
     args = parser.parse_args()
+    selected = [leg for leg in args.legs.split(",") if leg]
+    unknown = set(selected) - set(SINK_LEGS + OTHER_LEGS)
+    if unknown:
+        parser.error(f"unknown legs {sorted(unknown)}; choose from {SINK_LEGS + OTHER_LEGS}")
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from lakefeed import storage
+    from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="delta-bench-"))
+    sink_root = args.sink_root or str(work)
     try:
         arrow_schema = generate(work / "input", args.rows, args.files)
-        spark = spark_session("delta-bench", master=args.master, conf={"spark.ui.enabled": "false"})
+        session_started = time.perf_counter()
+        spark = spark_session(
+            "delta-bench",
+            master=args.master,
+            conf={"spark.ui.enabled": "false", **parse_spark_conf(args.spark_conf)},
+            storage=[sink_root],
+        )
+        session_s = time.perf_counter() - session_started
         spark.sparkContext.setLogLevel("ERROR")
         schema = from_arrow_schema(arrow_schema)
         limit = str(args.max_files_per_trigger)
@@ -156,19 +197,25 @@ def main() -> None:
                 .parquet(str(work / "input"))
             )
 
+        progress: dict[str, list[dict]] = {}
+
         def sink(fmt: str, attempt: int) -> Callable[[], None]:
             def run() -> None:
-                out, cp = work / f"{fmt}-out-{attempt}", work / f"{fmt}-cp-{attempt}"
+                out = storage.join(sink_root, f"{fmt}-out-{attempt}")
+                cp = storage.join(sink_root, f"{fmt}-cp-{attempt}")
                 python = fmt == "delta-py"
+                # delta: lakefeed's default writer (Spark's on disk, Python's on object storage)
+                writer = {"lakefeed.writer": "python"} if python else {}
                 query = (
                     stream_input()
                     .writeStream.format("delta" if python else fmt)
-                    .option("lakefeed.writer", "python" if python else "spark")
-                    .option("checkpointLocation", str(cp))
+                    .options(**writer)
+                    .option("checkpointLocation", cp)
                     .trigger(availableNow=True)
-                    .start(str(out))
+                    .start(out)
                 )
                 query.awaitTermination()
+                progress[f"{fmt}-{attempt}"] = [json.loads(p.json) for p in query.recentProgress]
 
             return run
 
@@ -186,7 +233,7 @@ def main() -> None:
 
             return run
 
-        def source(fmt: str, attempt: int, table: Path) -> Callable[[], None]:
+        def source(fmt: str, attempt: int, table: str) -> Callable[[], None]:
             def run() -> None:
                 reader = spark.readStream.option("maxFilesPerTrigger", limit)
                 if fmt == "parquet":
@@ -209,7 +256,7 @@ def main() -> None:
 
             return run
 
-        def batch_read(fmt: str, table: Path) -> Callable[[], None]:
+        def batch_read(fmt: str, table: str) -> Callable[[], None]:
             def run() -> None:
                 if fmt == "parquet":
                     frame = spark.read.schema(schema).parquet(str(table))
@@ -226,33 +273,25 @@ def main() -> None:
         spark.dataSource.register(PythonApiCeiling)
         ddl = schema.simpleString()[len("struct<") : -1].replace(":", " ")
         ceiling = PythonApiCeiling.name()
-        # Warm up the JVM and the Python workers once per path.
-        sink("parquet", 99)()
-        sink("delta", 99)()
-        sink("delta-py", 99)()
-        sink(ceiling, 99)()
-        for fmt in ("parquet", "delta", "delta-py"):
+        kinds = {"pq": "parquet", "delta": "delta", "delta-py": "delta-py", "pyds": ceiling}
+
+        def kind_of(key: str) -> str:
+            return kinds[key.rsplit("-", 1)[0]]
+
+        # Warm up the JVM and the Python workers once per path (the Delta sink's table is the
+        # source legs' input).
+        needs_table = any(not key.endswith(("sink", "write")) for key in selected)
+        for fmt in dict.fromkeys([kind_of(k) for k in selected if k.endswith("sink")]):
+            sink(fmt, 99)()
+        if needs_table:
+            sink("delta", 99)()
+        for fmt in dict.fromkeys([kind_of(k) for k in selected if k.endswith("write")]):
             batch_write(fmt, 99)()
-        table = work / "delta-out-99"  # a Delta table; its data files are plain parquet
-        legs = ("pq-sink", "delta-sink", "delta-py-sink", "pyds-sink")
-        legs += (
-            "pq-src",
-            "delta-src",
-            "delta-py-src",
-            "pyds-src",
-            "pq-read",
-            "delta-read",
-            "delta-py-read",
-            "pq-write",
-            "delta-write",
-            "delta-py-write",
-        )
-        results: dict[str, list[float]] = {k: [] for k in legs}
+        table = storage.join(sink_root, "delta-out-99")  # Delta; its files are plain parquet
+        results: dict[str, list[float]] = {k: [] for k in selected}
         for attempt in range(args.repeats):
-            for key in legs:
-                kind = {"pq": "parquet", "delta": "delta", "delta-py": "delta-py", "pyds": ceiling}[
-                    key.rsplit("-", 1)[0]
-                ]
+            for key in selected:
+                kind = kind_of(key)
                 if key.endswith("read"):
                     leg = batch_read(kind, table)
                 elif key.endswith("sink"):
@@ -262,11 +301,7 @@ def main() -> None:
                 else:
                     leg = source(kind, attempt, table)
                 results[key].append(timed(leg))
-        from deltalake import DeltaTable
-
-        written = DeltaTable(str(work / "delta-out-0")).to_pyarrow_dataset().count_rows()
-        assert written == args.rows // args.files * args.files, written
-        rows = written
+        rows = _check_rows(sink_root, selected, args.rows // args.files * args.files)
         rate = {k: rows / min(v) for k, v in results.items()}
         print(f"rows={rows:,} files={args.files} maxFilesPerTrigger={limit} master={args.master}")
         for key, seconds in results.items():
@@ -274,28 +309,53 @@ def main() -> None:
                 f"  {key:<13} best {min(seconds):6.2f} s  {rate[key]:>12,.0f} rows/s  "
                 f"(runs: {', '.join(f'{s:.2f}' for s in seconds)})"
             )
-        sink_ratio = rate["delta-sink"] / rate["pq-sink"]
-        source_ratio = rate["delta-src"] / rate["pq-src"]
-        print(f"sink ratio   delta/parquet = {sink_ratio:.2f}x (target >= 0.9)")
-        print(f"source ratio delta/parquet = {source_ratio:.2f}x (target >= 0.8)")
-        print(
-            f"batch read   delta/parquet = {rate['delta-read'] / rate['pq-read']:.2f}x "
-            f"(Python reader {rate['delta-py-read'] / rate['pq-read']:.2f}x; no target)"
+        _print_ratios(rate)
+        protocol.emit(
+            rows=rows,
+            session_s=session_s,
+            legs={k: {"rows_per_s": rate[k], "runs_s": v} for k, v in results.items()},
+            durations_ms={k: protocol.sum_durations(v) for k, v in progress.items()},
         )
-        print(
-            f"batch write  delta/parquet = {rate['delta-write'] / rate['pq-write']:.2f}x "
-            f"(Python writer {rate['delta-py-write'] / rate['pq-write']:.2f}x; no target)"
-        )
-        for kind, ours in (("sink", "delta-py-sink"), ("src", "delta-py-src")):
-            api = rate[f"pyds-{kind}"] / rate[f"pq-{kind}"]
-            print(
-                f"{kind:<6} ceiling: Python Data Source API alone = {api:.2f}x parquet; "
-                f"{ours} = {rate[ours] / rate[f'pq-{kind}']:.2f}x parquet, "
-                f"{rate[ours] / rate[f'pyds-{kind}']:.2f}x that ceiling"
-            )
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_rows(sink_root: str, legs: list[str], expected: int) -> int:
+    """Every input row reached the Delta table of the first measured Delta sink run."""
+    from deltalake import DeltaTable
+
+    from lakefeed import storage
+
+    for fmt in ("delta", "delta-py"):
+        if f"{fmt}-sink" in legs:
+            table = DeltaTable(storage.join(sink_root, f"{fmt}-out-0"))
+            written = table.to_pyarrow_dataset().count_rows()
+            assert written == expected, (fmt, written, expected)
+    return expected
+
+
+RATIOS = (
+    ("sink ratio   delta/parquet", "delta-sink", "pq-sink", "target >= 0.9"),
+    ("source ratio delta/parquet", "delta-src", "pq-src", "target >= 0.8"),
+    ("batch read   delta/parquet", "delta-read", "pq-read", "no target"),
+    ("  Python reader", "delta-py-read", "pq-read", "no target"),
+    ("batch write  delta/parquet", "delta-write", "pq-write", "no target"),
+    ("  Python writer", "delta-py-write", "pq-write", "no target"),
+    ("sink   ceiling: Python Data Source API alone", "pyds-sink", "pq-sink", "x parquet"),
+    ("  delta-py-sink", "delta-py-sink", "pq-sink", "x parquet"),
+    ("  delta-py-sink / that ceiling", "delta-py-sink", "pyds-sink", ""),
+    ("src    ceiling: Python Data Source API alone", "pyds-src", "pq-src", "x parquet"),
+    ("  delta-py-src", "delta-py-src", "pq-src", "x parquet"),
+    ("  delta-py-src / that ceiling", "delta-py-src", "pyds-src", ""),
+)
+
+
+def _print_ratios(rate: dict[str, float]) -> None:
+    """The ratios whose two legs ran."""
+    for label, mine, theirs, note in RATIOS:
+        if mine in rate and theirs in rate:
+            print(f"{label} = {rate[mine] / rate[theirs]:.2f}x ({note})".replace(" ()", ""))
 
 
 if __name__ == "__main__":

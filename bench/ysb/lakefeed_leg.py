@@ -21,24 +21,27 @@ from pathlib import Path
 from bench.ysb import protocol
 
 
-def run(args: argparse.Namespace) -> tuple[float, float]:
-    """Run the pipeline into ``work/lakehouse``; the job time in seconds and when it started
-    (epoch). Fails loudly."""
+def run(args: argparse.Namespace) -> tuple[float, float, float]:
+    """Run the pipeline into ``work/lakehouse``; the job time in seconds, when it started
+    (epoch) and the session's start time (on a cluster: executors registered and checked).
+    Fails loudly."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from lakefeed.cluster import parse_spark_conf
     from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.loader import load_pipeline
     from lakefeed.runtime.runner import RunOptions, run_pipeline
     from lakefeed.session import spark_session
 
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
+    if args.shuffle_partitions is not None:  # else lakefeed's default (the cluster's cores)
+        conf["spark.sql.shuffle.partitions"] = str(args.shuffle_partitions)
+    session_started = time.perf_counter()
     spark = spark_session(
         "bench-lakefeed",
-        master=f"local[{args.cores}]",
-        conf={
-            "spark.ui.enabled": "false",
-            "spark.driver.memory": "2g",
-            "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
-        },
+        master=args.master or f"local[{args.cores}]",
+        conf={**conf, **parse_spark_conf(args.spark_conf)},
     )
+    session_s = time.perf_counter() - session_started
     loaded = load_pipeline([args.pipeline])
     options = RunOptions(mode=args.mode, trigger_interval=args.trigger_interval)
     if args.warmup:
@@ -49,12 +52,12 @@ def run(args: argparse.Namespace) -> tuple[float, float]:
     spark.stop()
     if not result.ok:
         raise SystemExit(f"lakefeed run failed: {result.failed} ({result.reason})")
-    return elapsed, started_at
+    return elapsed, started_at, session_s
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
-    elapsed, started_at = run(args)
+    elapsed, started_at, session_s = run(args)
     lakehouse = args.work / "lakehouse"
     from lakefeed.observe.event_log import read_events
 
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         output=str(lakehouse / "tables" / args.table),
         format="delta",
         durations_ms=protocol.sum_durations(progress),
+        session_s=session_s,
     )
     from lakefeed.runtime.shutdown import exit_now
 
@@ -93,7 +97,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", default="available-now")
     p.add_argument("--trigger-interval", default="5 seconds", help="continuous mode only")
     p.add_argument("--cores", type=int, default=2)
-    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
+        help="default: lakefeed's (4 on local[*], the executors' cores on a cluster)",
+    )
+    p.add_argument("--master", default=None, help="default: local[CORES]; e.g. spark://HOST:PORT")
+    p.add_argument("--spark-conf", action="append", default=[], help="spark.key=value, repeatable")
     p.add_argument("--warmup", action="store_true", help="run the pipeline once before measuring")
     return p.parse_args(argv)
 

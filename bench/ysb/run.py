@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = ev.EventSpec(args.events, rate=args.event_rate)
     campaigns = ev.Campaigns.generate(spec.seed)
     gen = ev.Generator(spec, campaigns)
-    inputs = _prepare_files(gen, out / "input", args.files)
+    inputs = _prepare_files(gen, args.inputs or out / "input", args.files)
     reference = gen.reference_counts()
     closed = gen.max_event_time_ms() - 10_000  # Spark's final watermark (delay 10 s)
     legs = [leg for leg in args.legs.split(",") if leg]
@@ -110,6 +110,18 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb")
     p.add_argument("--chart", type=Path, default=None, help="write a PNG chart here")
+    p.add_argument(
+        "--inputs", type=Path, default=None, help="where the input is generated (default OUT/input)"
+    )
+    p.add_argument(
+        "--master", default=None, help="the lakefeed legs' Spark master (default local[CORES])"
+    )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        help="spark.key=value for the lakefeed legs, repeatable",
+    )
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument(
         "--warmup",
@@ -192,7 +204,10 @@ def _argv(
         return [str(flink_python), str(ROOT / "bench" / "ysb" / "flink_job.py"), *files, *common]
     if leg in ("lakefeed", "lakefeed-kafka"):
         table = ["--pipeline", str(PIPELINE), "--table", "ysb_window_counts"]
-        return [sys.executable, "-m", "bench.ysb.lakefeed_leg", *table, *common]
+        spark = ["--master", args.master] if args.master else []
+        for item in args.spark_conf:
+            spark += ["--spark-conf", item]
+        return [sys.executable, "-m", "bench.ysb.lakefeed_leg", *table, *common, *spark]
     raise SystemExit(f"unknown leg {leg!r}; choose from {LEGS}")
 
 
@@ -277,6 +292,7 @@ def _summarise(
             "median_wall_s": median([r.wall_s for r in good]),
             "first_batch_s": [r.figures.get("first_batch_s") for r in good],
             "build_s": [r.figures.get("build_s") for r in good],
+            "session_s": [r.figures.get("session_s") for r in good],
             "correct": bool(good) and all(not r.figures["problems"] for r in good),
             "durations_ms": [r.figures.get("durations_ms") for r in good],
             "load_after_run": [round(r.figures["load"], 1) for r in good],

@@ -268,3 +268,12 @@ def test_a_checkpoint_of_another_table_is_refused(spark, tmp_path: Path) -> None
     with pytest.raises(Exception, match=r"DELTA_SOURCE_OTHER_TABLE.*holds offsets of Delta table"):
         _run(start(second))
     assert _ids(dst) == list(range(9))
+
+
+def test_tables_on_object_storage_default_to_the_python_writer() -> None:
+    """Spark's staged write renames every file, a copy on S3 (bench/deploy measured it)."""
+    from lakefeed.connectors.delta.spark_write import default_writer
+
+    assert default_writer("s3://bucket/lh/tables/t") == "python"
+    assert default_writer("s3a://bucket/t") == "python"
+    assert default_writer("/data/lh/tables/t") == "spark"

@@ -7,8 +7,7 @@ pyarrow (through :mod:`lakefeed.storage`) and Hadoop's S3A all read.
 
 from __future__ import annotations
 
-import os
-import shutil
+import importlib.util
 import signal
 import socket
 import subprocess
@@ -46,13 +45,13 @@ class MotoServer:
         }
 
     def start(self) -> MotoServer:
-        binary = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-        if binary is None:
-            raise RuntimeError("moto_server is missing: pip install 'moto[server]' (lakefeed[dev])")
+        if importlib.util.find_spec("moto") is None:
+            raise RuntimeError("moto is missing: pip install 'moto[server]' (lakefeed[dev])")
+        # ``python -m moto.server``, not the ``moto_server`` script: a venv's console scripts
+        # keep the interpreter path they were installed with in their first line.
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [binary, "-H", "127.0.0.1", "-p", str(self.port)], stdout=out, stderr=out
-            )
+            self.proc = subprocess.Popen(command, stdout=out, stderr=out)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

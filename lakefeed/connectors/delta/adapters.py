@@ -35,6 +35,7 @@ from lakefeed.connectors.delta.spark_write import (
     WRITER_OPTION,
     SparkFilesSink,
     applies,
+    default_writer,
     write_batch,
 )
 from lakefeed.connectors.options import Options
@@ -118,7 +119,7 @@ def stream_sink(
             "watermark, complete, or foreachBatch with a MERGE"
         )
     spec = check_stream_write(options, frame.schema, complete=mode == "complete")
-    if not spark_writes_files(frame, options, spec.partition_by):
+    if not spark_writes_files(frame, options, spec.partition_by, spec.root):
         return None
     return SparkFilesSink(spec, str(Options(options).get("checkpointLocation")))
 
@@ -138,15 +139,19 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
             )
         chosen = "append"
     spec = write_spec(options, frame.schema, overwrite=chosen == "overwrite")
-    if not spark_writes_files(frame, options, spec.partition_by):
+    if not spark_writes_files(frame, options, spec.partition_by, spec.root):
         return chosen
     write_batch(frame, spec, txn_option(options))
     return None
 
 
-def spark_writes_files(frame: DataFrame, options: Mapping[str, str], partition_by: Any) -> bool:
-    """Spark's own Parquet writer produces the data files, unless asked for or unsafe."""
-    chosen = Options(options, OptionError).choice(WRITER_OPTION, ("spark", "python"), "spark")
+def spark_writes_files(
+    frame: DataFrame, options: Mapping[str, str], partition_by: Any, root: str
+) -> bool:
+    """Spark's own Parquet writer produces the data files, unless asked for, unsafe, or the
+    table is on object storage (:func:`~lakefeed.connectors.delta.spark_write.default_writer`)."""
+    default = default_writer(root)
+    chosen = Options(options, OptionError).choice(WRITER_OPTION, ("spark", "python"), default)
     conf = frame.sparkSession.conf
     return chosen == "spark" and applies(
         frame.schema,

@@ -136,13 +136,19 @@ class BatchFigures:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def _state_sums(operators: list[dict[str, Any]]) -> tuple[int | None, int | None, int]:
+def dropped_late(progress: dict[str, Any]) -> int:
+    """Rows a batch's stateful operators dropped as too late for the watermark (Spark's count;
+    the rows themselves are gone)."""
+    operators = progress.get("stateOperators") or []
+    return sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in operators)
+
+
+def _state_sums(operators: list[dict[str, Any]]) -> tuple[int | None, int | None]:
     if not operators:
-        return None, None, 0
+        return None, None
     rows = sum(int(op.get("numRowsTotal") or 0) for op in operators)
     memory = sum(int(op.get("memoryUsedBytes") or 0) for op in operators)
-    dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in operators)
-    return rows, memory, dropped
+    return rows, memory
 
 
 def _kafka_lag(progress: dict[str, Any], lag_fn: LagFn | None) -> int | None:
@@ -171,7 +177,7 @@ def batch_figures(progress: dict[str, Any], lag_fn: LagFn | None = None) -> Batc
     latency = _number((progress.get("lakefeed") or {}).get("e2e_latency_ms"))
     if latency is None and newest is not None:
         latency = max(0.0, (started - newest) * 1000.0 + (duration or 0.0))
-    state_rows, state_memory, dropped = _state_sums(progress.get("stateOperators") or [])
+    state_rows, state_memory = _state_sums(progress.get("stateOperators") or [])
     batch_id = progress.get("batchId")
     return BatchFigures(
         time=started,
@@ -184,7 +190,7 @@ def batch_figures(progress: dict[str, Any], lag_fn: LagFn | None = None) -> Batc
         watermark_delay_s=started - watermark if watermark else None,
         state_rows=state_rows,
         state_memory_bytes=state_memory,
-        dropped_late=dropped,
+        dropped_late=dropped_late(progress),
         kafka_lag=_kafka_lag(progress, lag_fn),
     )
 

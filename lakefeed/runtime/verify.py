@@ -35,6 +35,7 @@ from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import DataLossRiskError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.observe.event_log import read_events
+from lakefeed.observe.figures import dropped_late
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.results import TableComparison
@@ -131,11 +132,7 @@ def dropped_late_rows(lakehouse: Lakehouse, flow: str) -> int:
     """Rows the flow's stateful operators dropped as late, as its progress in the event log
     says (what Spark counted; the rows themselves are gone)."""
     progress = read_events(lakehouse.event_log_path, event_types=["flow_progress"], flow=flow)
-    return sum(
-        int(op.get("numRowsDroppedByWatermark") or 0)
-        for event in progress
-        for op in event["details"].get("stateOperators") or []
-    )
+    return sum(dropped_late(event["details"]) for event in progress)
 
 
 def _compare(

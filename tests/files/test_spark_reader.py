@@ -65,11 +65,16 @@ def test_spark_reader_streams_what_lakefeeds_reader_streams(spark, tmp_path) -> 
     assert [r["id"] for rows in _drain(views, tmp_path / "cp1").values() for r in rows] == [99]
 
     # _metadata by default from Spark's hidden column: what lakefeed's reader gives, the path
-    # included (Spark has it as a URI, file:/a%20b%2Bc).
+    # included (Spark has it as a URI, file:/a%20b%2Bc), in every batch (the projection is
+    # built once per stream).
     _land(land / "a b+c", "f 1+2.json", [{"id": 100, "kind": "view"}])
 
     def metadata(location: str, **options: str) -> list[tuple]:
-        opts = {"cloudFiles.schemaLocation": str(tmp_path / location), **options}
+        opts = {
+            "cloudFiles.schemaLocation": str(tmp_path / location),
+            "cloudFiles.maxFilesPerTrigger": "4",
+            **options,
+        }
         frame = read_files(str(land), schema=SCHEMA, **opts)
         assert reader_choice(opts) is not None
         rows = _drain(frame, tmp_path / f"cp-{location}").values()

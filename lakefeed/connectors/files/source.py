@@ -104,10 +104,18 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._lock: IO[str] | None = None
         self._target: int | None = None
         self._done: int | None = None  # committed index, loaded from the state folder once
+        self._spark_files: spark_read.SparkFiles | None = None  # the driver's, made on first use
 
     def __getstate__(self) -> dict[str, Any]:
         # Tasks need only the options and the plan, never the log or the lock.
-        return {**self.__dict__, "_log": None, "_lock": None, "_target": None, "_done": None}
+        return {
+            **self.__dict__,
+            "_log": None,
+            "_lock": None,
+            "_target": None,
+            "_done": None,
+            "_spark_files": None,
+        }
 
     # ------------------------------------------------------------------ driver-side state
     @property
@@ -179,7 +187,10 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._committed(self._index(end))
 
     def _committed(self, index: int) -> None:
-        """Every batch up to ``index`` is committed: only now may source files be cleaned."""
+        """Every batch up to ``index`` is committed: only now may source files be cleaned.
+
+        The cleaned-up-to index is kept on disk only with cleanSource: it is what that needs
+        across restarts, and its fsync'd write would otherwise be a cost of every batch."""
         committed_path = self.filelog.folder / "committed.json"
         if self._done is None:
             self._done = (
@@ -189,7 +200,7 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         if self.opts.clean_source != "OFF":
             clean_committed(self.filelog.entries(self._done, index), self.opts)
-        write_json(committed_path, {"index": index})
+            write_json(committed_path, {"index": index})
         self._done = index
         _report_skipped(self.opts.require_schema_location())
 
@@ -200,7 +211,9 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         entries = self.filelog.entries(self._index(start), self._index(end))
         if not entries:
             return None
-        return spark_read.files_frame(spark, [e.path for e in entries], self.plan)
+        if self._spark_files is None:
+            self._spark_files = spark_read.SparkFiles(spark, self.plan)
+        return self._spark_files.frame([e.path for e in entries])
 
     def stop(self) -> None:
         if self._lock is not None:

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = ev.EventSpec(args.events, rate=args.event_rate)
     campaigns = ev.Campaigns.generate(spec.seed)
     gen = ev.Generator(spec, campaigns)
-    inputs = _prepare_files(gen, args.inputs or out / "input", args.files)
+    inputs = prepare_files(gen, args.inputs or out / "input", args.files)
     reference = gen.reference_counts()
     closed = gen.max_event_time_ms() - 10_000  # Spark's final watermark (delay 10 s)
     legs = [leg for leg in args.legs.split(",") if leg]
@@ -132,7 +132,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _prepare_files(gen: ev.Generator, folder: Path, files: int) -> Path:
+def prepare_files(gen: ev.Generator, folder: Path, files: int) -> Path:
     """Write the JSON files, or reuse them when the same spec was written before."""
     stamp = folder / "_spec.json"
     wanted = json.dumps({"spec": gen.spec.__dict__, "files": files})

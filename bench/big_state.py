@@ -5,11 +5,16 @@ Each workload is the pipeline of :mod:`bench.big_state_flows` run by ``lf.run`` 
 mode over Parquet files the bench writes first, one file per micro-batch:
 
 - **dedup**: ``--dedup-batches`` files of ``ids / batches`` new ids each, plus 10% ids of the
-  previous file again (dropped as duplicates), event time one second further per file
-  (``dropDuplicatesWithinWatermark``; ``--dedup-op keys``: ``dropDuplicates``, no eviction);
+  previous file again (dropped as duplicates), event time one second further per file; one leg
+  per ``--dedup-ops`` entry, each on its own files and checkpoint: ``within-watermark``
+  (Spark's ``dropDuplicatesWithinWatermark``, the baseline), ``ttl``
+  (``lf.drop_duplicates_within_ttl``: eviction by TTL index), ``keys`` (``dropDuplicates``, no
+  eviction at all);
 - **sessions**: ``--session-batches`` files of ``users × --events-per-user / batches`` events,
   users in turn, so each user comes back every ``users / rows-per-batch`` files and its session
-  (gap one hour) grows and stays open.
+  (gap one hour) grows and stays open. The first ``users / rows-per-batch`` batches only open
+  sessions (each user's first events): a warm-up, left out of the verdict's quarters, which
+  compare batches that all merge into stored sessions.
 
 Per micro-batch (a listener on the session): its duration, the state rows and state memory of
 the operator (``stateOperators``: ``numRowsTotal``, ``memoryUsedBytes`` and RocksDB's
@@ -20,7 +25,9 @@ pipeline again on the same checkpoint: the time from ``lf.run`` to its first bat
 the state back. Every id / user is checked at the end (rows in the table, rows in the state).
 
 The verdicts compare the run with itself: median batch time of the last quarter of batches
-over the first quarter's (stable when ≤ 1.5x) and the JVM's RSS growth over the same quarters.
+over the first quarter's, after the warm-up (the first batch; for sessions every batch until
+each user has been seen), stable when ≤ 1.5x, and the JVM's RSS growth over the same quarters.
+The dedup legs are also compared with the first leg: run time and median batch time.
 
     .venv/bin/python -m bench.big_state                       # 10M ids, 1M users (full)
     .venv/bin/python -m bench.big_state --quick               # 20k ids, 2k users (smoke)
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import tempfile
@@ -37,6 +45,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +94,7 @@ class Workload:
     operator: str
     rows_per_batch: int
     expected_state_rows: int
+    warmup: int = 1  # batches left out of the quarters (the first pays the query's start)
     batches: list[Batch] = field(default_factory=list)
     run_s: float = 0.0
     checkpoint_mib: float = 0.0
@@ -98,15 +108,17 @@ class Workload:
     rocksdb_conf: dict[str, str] = field(default_factory=dict)
 
     def verdicts(self) -> dict[str, Any]:
-        """Batch time and JVM RSS: last quarter over first quarter (the first batch left out:
-        it pays the query's start), and whether every id / user is accounted for."""
-        warm = self.batches[1:] or self.batches
+        """Batch time and JVM RSS: last quarter over first quarter (the warm-up's batches left
+        out), and whether every id / user is accounted for."""
+        warm = self.batches[self.warmup :] or self.batches
         quarter = max(1, len(warm) // 4)
         head, tail = warm[:quarter], warm[-quarter:]
         time_ratio = _ratio([b.duration_ms for b in tail], [b.duration_ms for b in head])
         rss_ratio = _ratio([b.jvm_mib for b in tail], [b.jvm_mib for b in head])
         final_state = self.batches[-1].state_rows if self.batches else 0
         return {
+            "warmup_batches": self.warmup,
+            "median_batch_ms": statistics.median(b.duration_ms for b in warm) if warm else None,
             "batch_time_last_over_first_quarter": time_ratio,
             "batch_time_stable": time_ratio is not None and time_ratio <= STABLE,
             "jvm_rss_last_over_first_quarter": rss_ratio,
@@ -228,10 +240,12 @@ def _size_mib(path: Path) -> float:
 
 
 def run_workload(
-    name: str, files: int, write_file: Any, base: Workload, args: argparse.Namespace, root: Path
+    files: int, write_file: Any, base: Workload, args: argparse.Namespace, root: Path, op: str = ""
 ) -> Workload:
     """Write the files, run, measure the checkpoint, restart on one more file."""
-    landing, lakehouse = root / name / "landing", root / name / "lakehouse"
+    name = base.name
+    leg = root / f"{name}-{op}" if op else root / name
+    landing, lakehouse = leg / "landing", leg / "lakehouse"
     landing.mkdir(parents=True)
     for index in range(files):
         write_file(landing, index)
@@ -239,7 +253,7 @@ def run_workload(
         "bigstate.workload": name,
         "bigstate.landing": str(landing),
         "lakefeed.state.memory": args.state_memory,
-        "bigstate.dedup": args.dedup_op,
+        "bigstate.dedup": op,
     }
     recorder = BatchRecorder()
     spark = _session(args.spark_conf, recorder)
@@ -264,14 +278,20 @@ def run_workload(
     return base
 
 
-def dedup(args: argparse.Namespace, root: Path) -> Workload:
+DEDUP_OPS = {
+    "within-watermark": "dropDuplicatesWithinWatermark",
+    "ttl": "lf.drop_duplicates_within_ttl",
+    "keys": "dropDuplicates",
+}
+
+
+def dedup(args: argparse.Namespace, root: Path, op: str) -> Workload:
     per_batch = args.ids // args.dedup_batches
     total = per_batch * args.dedup_batches
-    operator = "dropDuplicates" if args.dedup_op == "keys" else "dropDuplicatesWithinWatermark"
-    base = Workload("dedup", operator, per_batch, expected_state_rows=total)
+    base = Workload("dedup", DEDUP_OPS[op], per_batch, expected_state_rows=total)
     base.expected_table_rows = total + per_batch  # the restart's file brings new ids too
     write = lambda landing, i: dedup_file(landing, i, per_batch)  # noqa: E731
-    return run_workload("dedup", args.dedup_batches, write, base, args, root)
+    return run_workload(args.dedup_batches, write, base, args, root, op)
 
 
 def sessions(args: argparse.Namespace, root: Path) -> Workload:
@@ -281,10 +301,12 @@ def sessions(args: argparse.Namespace, root: Path) -> Workload:
         "session_window",
         per_batch,
         expected_state_rows=min(args.users, per_batch * args.session_batches),
+        # until every user has been seen a batch only opens sessions; from then on each merges
+        warmup=max(1, math.ceil(args.users / per_batch)),
     )
     base.expected_table_rows = 0  # the gap outlasts the run: every session is still open
     write = lambda landing, i: session_file(landing, i, per_batch, args.users)  # noqa: E731
-    return run_workload("sessions", args.session_batches, write, base, args, root)
+    return run_workload(args.session_batches, write, base, args, root)
 
 
 # --- report --------------------------------------------------------------------------------
@@ -327,9 +349,15 @@ def report(work: Workload, cap: str) -> dict[str, Any]:
             f"version {work.batches[-1].snapshot if work.batches else -1}), "
             f"state rows {restart.state_rows:,}"
         )
+    warmup = (
+        "the first batch"
+        if work.warmup == 1
+        else f"the first {work.warmup} batches (warm-up: each user's first events open sessions)"
+    )
     print(
         f"batch time, last/first quarter: {ratio}x -> "
-        f"{'stable' if verdicts['batch_time_stable'] else 'NOT stable'} (target <= {STABLE}x)"
+        f"{'stable' if verdicts['batch_time_stable'] else 'NOT stable'} (target <= {STABLE}x; "
+        f"{warmup} left out)"
     )
     print(
         f"state memory max {verdicts['max_state_mib']:.1f} MiB of the {cap} cap -> "
@@ -344,6 +372,24 @@ def report(work: Workload, cap: str) -> dict[str, Any]:
     return {**asdict(work), "verdicts": verdicts}
 
 
+def compare_legs(results: dict[str, dict[str, Any]]) -> None:
+    """Each dedup leg against the first: run time and median batch time (same script, files
+    and machine), and its own last/first quarter ratio."""
+    if len(results) < 2:
+        return
+    base = next(iter(results.values()))
+    print(f"\n== dedup legs against {base['operator']} (ratios: leg / baseline)")
+    for name, leg in results.items():
+        verdicts, base_verdicts = leg["verdicts"], base["verdicts"]
+        print(
+            f"{name:<24} run {leg['run_s']:>7.1f} s ({leg['run_s'] / base['run_s']:.2f}x), "
+            f"median batch {verdicts['median_batch_ms']:>7.0f} ms "
+            f"({verdicts['median_batch_ms'] / base_verdicts['median_batch_ms']:.2f}x), "
+            f"last/first quarter {verdicts['batch_time_last_over_first_quarter']}x, "
+            f"evict read (last batch) {leg['batches'][-1]['evict_read']:,}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ids", type=int, default=10_000_000)
@@ -354,25 +400,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-memory", default="256m", help="lakefeed.state.memory")
     parser.add_argument("--workloads", default="dedup,sessions")
     parser.add_argument(
-        "--dedup-op",
-        choices=("within-watermark", "keys"),
-        default="within-watermark",
-        help="dropDuplicatesWithinWatermark, or dropDuplicates (ids never expire: no eviction)",
+        "--dedup-ops",
+        default="within-watermark,ttl",
+        help="dedup legs, the first the baseline: "
+        + ", ".join(f"{op} ({name})" for op, name in DEDUP_OPS.items()),
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the sessions (e.g. "
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot=5), repeatable",
     )
     parser.add_argument("--quick", action="store_true", help="20k ids, 2k users, few batches")
     parser.add_argument("--json", type=Path, help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
         args.ids, args.users, args.dedup_batches, args.session_batches = 20_000, 2_000, 3, 2
-    args.spark_conf = {}
+    args.spark_conf = dict(item.split("=", 1) for item in args.conf)
     root = Path(tempfile.mkdtemp(prefix="lakefeed-bigstate-"))
-    runs = {"dedup": dedup, "sessions": sessions}
+    legs = {f"dedup:{op}": partial(dedup, op=op) for op in args.dedup_ops.split(",")}
+    runs = {"dedup": list(legs), "sessions": ["sessions"]}
+    legs["sessions"] = sessions
     results: dict[str, Any] = {}
     try:
-        for name in args.workloads.split(","):
-            results[name] = report(runs[name](args, root), args.state_memory)
+        for name in (leg for workload in args.workloads.split(",") for leg in runs[workload]):
+            results[name] = report(legs[name](args, root), args.state_memory)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    compare_legs({k: v for k, v in results.items() if k.startswith("dedup:")})
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     fine = all(

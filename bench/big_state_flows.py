@@ -6,7 +6,9 @@ bench writes (one file per micro-batch: ``cloudFiles.maxFilesPerTrigger=1``):
 - ``dedup``: ``dropDuplicatesWithinWatermark(["id"])`` with a one-day watermark over event times
   that advance a second per batch, so no id expires during the run: the state holds every
   distinct id seen (``bigstate.dedup=keys``: ``dropDuplicates(["id"])``, whose ids never expire,
-  so no batch looks for expired ones: the comparison that prices that search);
+  so no batch looks for expired ones: the comparison that prices that search;
+  ``bigstate.dedup=ttl``: :func:`lakefeed.drop_duplicates_within_ttl` with a one-day TTL,
+  whose eviction reads only expired keys);
 - ``sessions``: session windows per user with a gap longer than the event time the run spans,
   so every user's session stays open: the state holds one session per user seen.
 """
@@ -33,7 +35,10 @@ if WORKLOAD == "dedup":
 
     @lf.table(comment="first sighting of each id")
     def unique_ids() -> DataFrame:
-        events = _landed("id BIGINT, ts TIMESTAMP").withWatermark("ts", "1 day")
+        landed = _landed("id BIGINT, ts TIMESTAMP")
+        if DEDUP == "ttl":  # processing-time TTL: no watermark
+            return lf.drop_duplicates_within_ttl(landed, ["id"], "1 day")
+        events = landed.withWatermark("ts", "1 day")
         if DEDUP == "keys":
             return events.dropDuplicates(["id"])
         return events.dropDuplicatesWithinWatermark(["id"])

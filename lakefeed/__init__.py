@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         view,
     )
     from lakefeed.pipeline.context import FlowContext, current_flow
+    from lakefeed.pipeline.dedup import drop_duplicates_within_ttl
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
@@ -99,6 +100,7 @@ _HOMES: dict[str, str] = {
     "Lakehouse": "lakefeed.lakehouse",
     "FlowContext": "lakefeed.pipeline.context",
     "current_flow": "lakefeed.pipeline.context",
+    "drop_duplicates_within_ttl": "lakefeed.pipeline.dedup",
     "PipelineError": "lakefeed.pipeline.graph",
     "load_pipeline": "lakefeed.pipeline.loader",
     "BatchContext": "lakefeed.pipeline.sinks",
@@ -131,6 +133,7 @@ __all__ = [
     "create_streaming_table",
     "current_batch",
     "current_flow",
+    "drop_duplicates_within_ttl",
     "expect",
     "expect_all",
     "expect_all_or_drop",

@@ -23,6 +23,14 @@ these settings turn that on and size it, with the words of a pipeline configurat
 Spark creates the shared cache once per JVM, at the first stateful query, and checks the ratios
 only then, inside a task; lakefeed checks everything when the pipeline loads its configuration
 and sets the Spark settings before any query starts (:func:`apply`).
+
+The bound is a target, not a hard limit: Spark 4.3's ``RocksDBMemoryManager`` builds the shared
+cache as ``new LRUCache(size, -1, strictCapacityLimit=false, highPriorityPoolRatio)`` and its
+``WriteBufferManager(memtables' share, cache)`` without stalling writes; neither is a setting.
+So blocks pinned by open iterators and memtables being flushed can take the cache past its size
+(the big-state bench measured 281 MiB under a 256 MiB bound, docs/benchmarks.md), and memory
+RocksDB does not charge to the cache (table readers, compaction buffers) comes on top. Size
+``lakefeed.state.memory`` about 15% under the memory state may really use.
 """
 
 from __future__ import annotations

@@ -111,8 +111,9 @@ def test_big_state_accounts_for_every_id_and_restarts(tmp_path: Path) -> None:
     results = tmp_path / "big_state.json"
     out = _script("bench.big_state", "--quick", "--json", str(results))
     assert "restart: first batch done" in out and "last/first quarter" in out, out
+    assert "dedup legs against dropDuplicatesWithinWatermark" in out, out
     summary = json.loads(results.read_text())
-    for name in ("dedup", "sessions"):
+    for name in ("dedup:within-watermark", "dedup:ttl", "sessions"):
         work = summary[name]
         assert work["verdicts"]["state_rows_as_expected"], work["verdicts"]
         assert work["verdicts"]["table_rows_as_expected"], work["verdicts"]

@@ -94,6 +94,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--drain-timeout", type=float, default=60.0)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "latency")
     p.add_argument("--chart", type=Path, default=None)
+    p.add_argument(
+        "--spark-conf", action="append", default=[], help="spark.key=value for the pipeline"
+    )
     return p.parse_args(argv)
 
 
@@ -172,6 +175,7 @@ def _start_pipeline(
         sys.executable, "-m", "bench.ysb.lakefeed_leg", "--work", str(work),
         "--pipeline", str(ROOT / "bench" / "latency" / "pipeline.py"), "--table", TABLE,
         "--mode", "continuous", "--trigger-interval", interval, "--cores", str(args.cores),
+        *(f"--spark-conf={c}" for c in args.spark_conf),
     ]  # fmt: skip
     env = leg_env(
         {"YSB_CAMPAIGNS": str(campaigns_file), "YSB_BOOTSTRAP": bootstrap, "YSB_TOPIC": topic}

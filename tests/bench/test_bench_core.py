@@ -184,3 +184,24 @@ def test_process_tree_usage_is_read_from_proc() -> None:
     assert usage.driver.processes == 1 and usage.driver.rss_bytes > 0
     assert usage.driver.threads >= 1 and usage.driver.open_files >= 3
     assert usage.cpu_seconds > 0
+
+
+def test_profile_charges_cpu_to_each_kind_of_process() -> None:
+    """A child whose command line names pyspark counts as a Python worker, this process as the
+    driver; only this process tree is counted."""
+    import subprocess
+    import sys
+
+    from bench.latency.profile import cpu_by_kind
+
+    spin = "t = time.process_time()\nwhile time.process_time() - t < 0.1: pass\nprint(1)"
+    child = subprocess.Popen(
+        [sys.executable, "-u", "-c", f"import sys, time  # pyspark\n{spin}\nsys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stdout.readline()
+    totals = cpu_by_kind()
+    child.communicate()
+    assert totals["driver"] > 0
+    assert totals["py_workers"] >= 0.05

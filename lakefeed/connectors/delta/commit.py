@@ -162,8 +162,16 @@ def commit_stream_batch(
     data_schema: pa.Schema,
     app_id: str,
     batch_id: int,
+    sweep: bool = True,
 ) -> CommitResult:
-    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped."""
+    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped.
+
+    ``sweep``: then look for files of other attempts of this batch to remove (listing every
+    folder the batch wrote to, the table's root included: on object storage a listing grows with
+    the table). A writer that knows there were none passes False: Spark's staged writer after
+    its run's first batch (files of failed tasks stay in staging; only a run's first batch can
+    repeat a batch an earlier run started).
+    """
     try:
         result = commit_files(
             spec,
@@ -182,6 +190,8 @@ def commit_stream_batch(
     if not result.skipped:
         for hook in AFTER_COMMIT:
             hook(spec.root, batch_id)
+    if not sweep:
+        return result
     keep = (
         {_norm(storage.join(spec.root, f.path)) for f in files}
         if not result.skipped

@@ -8,9 +8,9 @@ tasks), the driver reads the footers for statistics, renames the files into the 
 the batch's stream file names and commits them with the same ``txn`` action as the Python
 sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
 renamed but never committed carry their batch's name and go when that batch commits; a staging
-folder left by a killed driver goes at the query's next batch. A batch ``save()`` takes the same
-path as one commit (with its optional ``txnAppId``/``txnVersion``); what a killed driver left
-of it goes with ``vacuum``.
+folder left by a killed driver goes at the first batch of the query's next run. A batch
+``save()`` takes the same path as one commit (with its optional ``txnAppId``/``txnVersion``);
+what a killed driver left of it goes with ``vacuum``.
 """
 
 from __future__ import annotations
@@ -108,9 +108,10 @@ def _has_timestamp(dtype: DataType) -> bool:
 class SparkFilesSink:
     """The ``foreachBatch`` body of ``writeStream.format("delta")``.
 
-    What only a new run of the query needs is done at its first batch: reading the query id
-    and dropping what a killed driver left in staging (a batch of this run that fails fails the
-    query; its restart makes a new sink). The table stays open across batches
+    What only a new run of the query needs is done at its first batch: reading the query id,
+    dropping what a killed driver left in staging and looking for files an earlier attempt of
+    the batch adopted (a batch of this run that fails fails the query; its restart makes a new
+    sink). The table stays open across batches
     (:func:`~lakefeed.connectors.delta.snapshot.for_stream`).
     """
 
@@ -120,7 +121,8 @@ class SparkFilesSink:
         self.app_id: str | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        app_id = self._first_batch() if self.app_id is None else self.app_id
+        first = self.app_id is None
+        app_id = self._first_batch() if first else str(self.app_id)
         if _committed(for_stream(self.spec.root, app_id), (app_id, batch_id)):
             # A replay after a crash between the Delta commit and Spark's commit log: nothing to
             # write, but files an earlier attempt adopted and never committed go now (the
@@ -130,7 +132,7 @@ class SparkFilesSink:
             return
         staging = _staging_folder(self.spec.root, app_tag(app_id))
         files, schema = _write(frame, self.spec, staging, stream_file_prefix(app_id, batch_id))
-        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id)
+        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id, sweep=first)
         storage.remove_tree(staging)
 
     def _first_batch(self) -> str:

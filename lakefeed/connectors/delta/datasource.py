@@ -179,10 +179,11 @@ def write_spec(
     snapshot: Snapshot | None = None,
 ) -> commit.WriteSpec:
     """Everything about a write decided (and refused) on the driver before a task runs, from
-    one look at the table (``snapshot``: a stream's open table; else opened here)."""
+    one look at the table (``snapshot``: a stream's open table, as its last batch left it: the
+    commit checks the schema again against the newest version; else opened here)."""
     root, opts = table_root(options), _options(options)
     arrow = to_arrow_schema(schema, timezone="UTC")
-    table = (snapshot or Snapshot(root)).latest()
+    table = (snapshot or Snapshot(root)).current()
     partitions = commit.resolve_partitioning(root, partition_columns(options), table)
     commit.check_partition_columns(arrow, partitions)
     spec = commit.WriteSpec(

@@ -52,6 +52,11 @@ class Snapshot:
             self._table.update_incremental()
         return self._table
 
+    def current(self) -> DeltaTable | None:
+        """The table as last seen (opened now if never): enough for checks a commit repeats
+        against :meth:`latest` (partition columns, schema)."""
+        return self._table if self._table is not None else self.latest()
+
     def transaction_version(self, app_id: str) -> int | None:
         """``DeltaTable.transaction_version`` at the version :meth:`latest` last brought the
         table to, read incrementally.

@@ -15,8 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
 
-from lakefeed.connectors.delta import commit, files, log, offsets, pruning
+from lakefeed.connectors.delta import commit, files, log, offsets, pruning, snapshot
 from lakefeed.connectors.delta.offsets import INITIAL, ChangeFeed, DeltaOffset, FeedOptions
 from lakefeed.connectors.delta.schema import SchemaMismatchError, merge_schema
 from lakefeed.connectors.delta.stats import FileStats, footer_stats
@@ -213,6 +214,47 @@ def test_foreign_files_are_never_removed(tmp_path: Path) -> None:
     (root / "notes.txt").write_text("keep")
     _stream_commit(root, 1, range(2, 4))
     assert foreign.exists() and (root / "notes.txt").exists()
+
+
+def test_a_stream_keeps_its_table_open_and_sees_other_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One log load per stream, not per batch; other writers' commits (a zombie's txn, a
+    compaction) are still seen, from the commits read since."""
+    root = tmp_path / "t"
+    _stream_commit(root, 0, range(2))  # creates the table
+    _stream_commit(root, 1, range(2, 4))  # opens it and reads the query's txn
+    opens: list[str] = []
+    replays: list[str] = []
+    real_open, real_replay = snapshot.DeltaTable.__init__, snapshot.DeltaTable.transaction_version
+
+    def counted_open(self: DeltaTable, path: str, *args: object, **kwargs: object) -> None:
+        opens.append(path)
+        real_open(self, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_replay(self: DeltaTable, app_id: str) -> int | None:
+        replays.append(app_id)
+        return real_replay(self, app_id)
+
+    monkeypatch.setattr(snapshot.DeltaTable, "__init__", counted_open)
+    monkeypatch.setattr(snapshot.DeltaTable, "transaction_version", counted_replay)
+    for batch in range(2, 5):
+        assert _stream_commit(root, batch, range(batch * 2, batch * 2 + 2)).version == batch
+    assert opens == [] and replays == []
+    monkeypatch.undo()
+    # Another writer commits batch 5 of the same query id (a zombie driver), then compacts.
+    other = DeltaTable(str(root))
+    other.create_write_transaction(
+        [],
+        "append",
+        schema=_batch(range(1)).schema,
+        commit_properties=CommitProperties(app_transactions=[Transaction(APP, 5)]),
+    )
+    DeltaTable(str(root)).optimize.compact()
+    assert _stream_commit(root, 5, range(10, 12)).skipped
+    assert _stream_commit(root, 6, range(12, 14)).version == 7  # 5: the zombie, 6: compaction
+    ids = DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(ids) == [*range(10), 12, 13]
 
 
 def _rs_table(root: Path, commits: int, rows: int = 2) -> None:

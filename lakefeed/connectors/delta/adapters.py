@@ -30,6 +30,7 @@ from lakefeed.connectors.delta.datasource import (
     txn_option,
     write_spec,
 )
+from lakefeed.connectors.delta.snapshot import Snapshot
 from lakefeed.connectors.delta.spark_write import (
     TIMESTAMP_CONF,
     WRITER_OPTION,
@@ -138,10 +139,11 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
                 ".mode('append') to add rows or .mode('overwrite') to replace them"
             )
         chosen = "append"
-    spec = write_spec(options, frame.schema, overwrite=chosen == "overwrite")
+    snapshot = Snapshot(table_root(options))
+    spec = write_spec(options, frame.schema, chosen == "overwrite", snapshot=snapshot)
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
         return chosen
-    write_batch(frame, spec, txn_option(options))
+    write_batch(frame, spec, txn_option(options), snapshot)
     return None
 
 

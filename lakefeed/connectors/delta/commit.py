@@ -34,6 +34,7 @@ from lakefeed.connectors.delta.schema import (
     merge_schema,
     table_arrow_schema,
 )
+from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.errors import ConflictError
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
@@ -61,16 +62,12 @@ class CommitResult:
     removed_orphans: int = 0
 
 
-def table_partition_columns(root: str) -> list[str] | None:
-    """The partition columns of an existing table, None when there is no table yet."""
-    if not log.is_delta_table(root):
-        return None
-    return list(DeltaTable(root).metadata().partition_columns)
-
-
-def resolve_partitioning(root: str, requested: Sequence[str]) -> tuple[str, ...]:
-    """Partition columns for a write: the table's own; a different request is refused."""
-    existing = table_partition_columns(root)
+def resolve_partitioning(
+    root: str, requested: Sequence[str], table: DeltaTable | None
+) -> tuple[str, ...]:
+    """Partition columns for a write: the table's own (``table``, None while there is none); a
+    different request is refused."""
+    existing = list(table.metadata().partition_columns) if table is not None else None
     if existing is None or not requested:
         return tuple(existing if existing is not None else requested)
     if [c.lower() for c in existing] != [c.lower() for c in requested]:
@@ -104,13 +101,20 @@ def commit_files(
     data_schema: pa.Schema,
     txn: tuple[str, int] | None = None,
     metadata: dict | None = None,
+    snapshot: Snapshot | None = None,
 ) -> CommitResult:
-    """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed."""
+    """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed.
+
+    ``snapshot``: the writer's open table (a stream's, kept across its batches); else the table
+    is opened for this commit.
+    """
     properties = CommitProperties(
         custom_metadata={**(metadata or {}), "engineInfo_lakefeed": "lakefeed"},
         app_transactions=[Transaction(*txn)] if txn else None,
     )
-    if not log.is_delta_table(spec.root):
+    opened = snapshot or Snapshot(spec.root)
+    table = opened.latest()
+    if table is None:
         schema = as_nullable(data_schema)
         try:
             create_table_with_add_actions(
@@ -123,14 +127,12 @@ def commit_files(
             )
             return CommitResult(0)
         except Exception:
-            if not log.is_delta_table(spec.root):
+            table = opened.latest()
+            if table is None:
                 raise
             # Another writer created the table first: commit against it like any append.
-    table = DeltaTable(spec.root)
-    if txn is not None:
-        done = table.transaction_version(txn[0])
-        if done is not None and done >= txn[1]:
-            return CommitResult(None, skipped=True)
+    if txn is not None and opened.committed(txn):
+        return CommitResult(None, skipped=True)
     current = table_arrow_schema(table.schema())
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
@@ -141,7 +143,7 @@ def commit_files(
             # in between leaves new, empty columns, which readers take as nulls).
             added = DeltaSchema.from_arrow(pa.schema(list(schema)[len(current) :]))
             table.alter.add_columns(list(added.fields))
-            table = DeltaTable(spec.root)
+            table.update_incremental()
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
     table.create_write_transaction(
@@ -160,8 +162,16 @@ def commit_stream_batch(
     data_schema: pa.Schema,
     app_id: str,
     batch_id: int,
+    sweep: bool = True,
 ) -> CommitResult:
-    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped."""
+    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped.
+
+    ``sweep``: then look for files of other attempts of this batch to remove (listing every
+    folder the batch wrote to, the table's root included: on object storage a listing grows with
+    the table). A writer that knows there were none passes False: Spark's staged writer after
+    its run's first batch (files of failed tasks stay in staging; only a run's first batch can
+    repeat a batch an earlier run started).
+    """
     try:
         result = commit_files(
             spec,
@@ -169,6 +179,7 @@ def commit_stream_batch(
             data_schema,
             txn=(app_id, batch_id),
             metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
+            snapshot=for_stream(spec.root, app_id),
         )
     except CommitFailedError as error:
         raise ConflictError(
@@ -179,6 +190,8 @@ def commit_stream_batch(
     if not result.skipped:
         for hook in AFTER_COMMIT:
             hook(spec.root, batch_id)
+    if not sweep:
+        return result
     keep = (
         {_norm(storage.join(spec.root, f.path)) for f in files}
         if not result.skipped

@@ -58,6 +58,7 @@ from lakefeed.connectors.delta.files import (
 )
 from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
+from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError
 from lakefeed.pipeline import offset_log
@@ -161,20 +162,29 @@ class DeltaDataSource(DataSource):
         return DeltaBatchWriter(write_spec(self.options, schema, overwrite), schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        spec = write_spec(self.options, schema, overwrite, operation="STREAMING UPDATE")
-        return DeltaStreamWriter(spec, schema, query_id(self.options))
+        app_id = query_id(self.options)
+        snapshot = for_stream(table_root(self.options), app_id)
+        spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
+        return DeltaStreamWriter(spec, schema, app_id)
 
 
 # ---------------------------------------------------------------- writing
 
 
 def write_spec(
-    options: Mapping[str, str], schema: StructType, overwrite: bool, operation: str = "WRITE"
+    options: Mapping[str, str],
+    schema: StructType,
+    overwrite: bool,
+    operation: str = "WRITE",
+    snapshot: Snapshot | None = None,
 ) -> commit.WriteSpec:
-    """Everything about a write decided (and refused) on the driver before a task runs."""
+    """Everything about a write decided (and refused) on the driver before a task runs, from
+    one look at the table (``snapshot``: a stream's open table, as its last batch left it: the
+    commit checks the schema again against the newest version; else opened here)."""
     root, opts = table_root(options), _options(options)
     arrow = to_arrow_schema(schema, timezone="UTC")
-    partitions = commit.resolve_partitioning(root, partition_columns(options))
+    table = (snapshot or Snapshot(root)).current()
+    partitions = commit.resolve_partitioning(root, partition_columns(options), table)
     commit.check_partition_columns(arrow, partitions)
     spec = commit.WriteSpec(
         root=root,
@@ -184,11 +194,12 @@ def write_spec(
         overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
     )
-    if log.is_delta_table(root) and not spec.overwrite_schema:
+    if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema
 
         # Refuse a bad schema now, not after every task has written its files.
-        current = table_arrow_schema(log.open_table(root).schema())
+        log.check_readable(table, root)
+        current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
     return spec
 

@@ -8,9 +8,9 @@ tasks), the driver reads the footers for statistics, renames the files into the 
 the batch's stream file names and commits them with the same ``txn`` action as the Python
 sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
 renamed but never committed carry their batch's name and go when that batch commits; a staging
-folder left by a killed driver goes at the query's next batch. A batch ``save()`` takes the same
-path as one commit (with its optional ``txnAppId``/``txnVersion``); what a killed driver left
-of it goes with ``vacuum``.
+folder left by a killed driver goes at the first batch of the query's next run. A batch
+``save()`` takes the same path as one commit (with its optional ``txnAppId``/``txnVersion``);
+what a killed driver left of it goes with ``vacuum``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import commit, log
+from lakefeed.connectors.delta import commit
 from lakefeed.connectors.delta.files import (
     NULL_PARTITION,
     STAGING,
@@ -45,6 +45,7 @@ from lakefeed.connectors.delta.files import (
     remove_files,
     stream_file_prefix,
 )
+from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.connectors.delta.stats import footer_stats
 
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
@@ -105,18 +106,24 @@ def _has_timestamp(dtype: DataType) -> bool:
 
 
 class SparkFilesSink:
-    """The ``foreachBatch`` body of ``writeStream.format("delta")``."""
+    """The ``foreachBatch`` body of ``writeStream.format("delta")``.
+
+    What only a new run of the query needs is done at its first batch: reading the query id,
+    dropping what a killed driver left in staging and looking for files an earlier attempt of
+    the batch adopted (a batch of this run that fails fails the query; its restart makes a new
+    sink). The table stays open across batches
+    (:func:`~lakefeed.connectors.delta.snapshot.for_stream`).
+    """
 
     def __init__(self, spec: commit.WriteSpec, checkpoint: str) -> None:
         self.spec = spec
         self.checkpoint = checkpoint
+        self.app_id: str | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        from lakefeed.connectors.delta.datasource import query_id
-
-        app_id = query_id({"checkpointLocation": self.checkpoint})
-        _drop_staging(self.spec.root, app_tag(app_id) + "-")
-        if _committed(self.spec.root, (app_id, batch_id)):
+        first = self.app_id is None
+        app_id = self._first_batch() if first else str(self.app_id)
+        if _committed(for_stream(self.spec.root, app_id), (app_id, batch_id)):
             # A replay after a crash between the Delta commit and Spark's commit log: nothing to
             # write, but files an earlier attempt adopted and never committed go now (the
             # commit skips on its txn, then removes them).
@@ -125,23 +132,38 @@ class SparkFilesSink:
             return
         staging = _staging_folder(self.spec.root, app_tag(app_id))
         files, schema = _write(frame, self.spec, staging, stream_file_prefix(app_id, batch_id))
-        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id)
+        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id, sweep=first)
         storage.remove_tree(staging)
 
+    def _first_batch(self) -> str:
+        from lakefeed.connectors.delta.datasource import query_id
 
-def write_batch(frame: DataFrame, spec: commit.WriteSpec, txn: tuple[str, int] | None) -> None:
+        app_id = query_id({"checkpointLocation": self.checkpoint})
+        _drop_staging(self.spec.root, app_tag(app_id) + "-")
+        self.app_id = app_id
+        return app_id
+
+
+def write_batch(
+    frame: DataFrame,
+    spec: commit.WriteSpec,
+    txn: tuple[str, int] | None,
+    snapshot: Snapshot | None = None,
+) -> None:
     """``df.write.format("delta").save()``: Spark writes the files, one Delta commit adds them.
 
     A failed write or commit leaves nothing behind (its staged and adopted files are removed);
-    a staging folder of a killed driver is removed by ``lakefeed table vacuum``.
+    a staging folder of a killed driver is removed by ``lakefeed table vacuum``. ``snapshot``:
+    the table as the write's checks opened it (one log load per write).
     """
-    if txn is not None and _committed(spec.root, txn):
+    snapshot = snapshot or Snapshot(spec.root)
+    if txn is not None and _committed(snapshot, txn):
         return  # the idempotent write (txnAppId/txnVersion) is already in the table
     staging = _staging_folder(spec.root, BATCH_TAG)
     files: list[WrittenFile] = []
     try:
         files, schema = _write(frame, spec, staging, f"part-{uuid.uuid4().hex[:8]}-")
-        result = commit.commit_files(spec, files, schema, txn=txn)
+        result = commit.commit_files(spec, files, schema, txn=txn, snapshot=snapshot)
         if result.skipped:
             remove_files(spec.root, files)  # another writer committed the same txn meanwhile
     except BaseException:
@@ -168,13 +190,10 @@ def _staging_folder(root: str, tag: str) -> str:
     return storage.join(root, STAGING, f"{tag}-{uuid.uuid4().hex}")
 
 
-def _committed(root: str, txn: tuple[str, int]) -> bool:
-    if not log.is_delta_table(root):
-        return False
-    from deltalake import DeltaTable
-
-    done = DeltaTable(root).transaction_version(txn[0])
-    return done is not None and done >= txn[1]
+def _committed(snapshot: Snapshot, txn: tuple[str, int]) -> bool:
+    """Whether the table's newest version holds ``txn``: a replay writes nothing."""
+    snapshot.latest()
+    return snapshot.committed(txn)
 
 
 def _drop_staging(root: str, prefix: str) -> None:

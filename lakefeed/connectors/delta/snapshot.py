@@ -1,0 +1,113 @@
+"""A writer's Delta table kept open between its commits, brought up to date incrementally.
+
+Opening a ``DeltaTable`` reads the log from its last checkpoint: a listing of ``_delta_log``
+and every JSON commit since (up to ``delta.checkpointInterval``, 100; a GET each on S3). A
+stream commits every micro-batch, and before this each batch opened its table afresh twice
+(the replay check and the commit): 42 GETs and 28 LISTs of the log per batch on S3
+(docs/benchmarks.md, "Deployment"). A :class:`Snapshot` opens the table once and, before each
+use, reads only the commits since its last look (``DeltaTable.update_incremental``: one listing
+from the version it holds, one read per new commit: the writer's own last commit, and whatever
+other writers committed meanwhile).
+
+Correctness does not rest on the handle being fresh: a commit made against an older snapshot is
+checked by delta-rs against every commit in between (a concurrent commit with the same ``txn``
+app id fails with ``CommitFailedError``), and the idempotence check reads the snapshot right
+after the update. Streams share one snapshot per table and query id (:func:`for_stream`) within
+a process: a restarted driver is a new process and opens the table afresh, so its first batch
+sees the latest ``txn``; a full refresh deletes the table together with the checkpoint, so the
+query id (and the key) changes with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from lakefeed.connectors.delta import log
+
+KEPT = 64
+"""Streams whose snapshot a process keeps; the least recently used goes first."""
+
+
+class Snapshot:
+    """One writer's handle on the Delta table at ``root``; :meth:`latest` before each use."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._table: DeltaTable | None = None
+        self._txns: dict[str, int | None] = {}
+        self._txns_at = -1  # the version self._txns describes
+
+    def latest(self) -> DeltaTable | None:
+        """The table at its newest version, None while there is no table."""
+        if self._table is None:
+            try:
+                self._table = DeltaTable(self.root)
+            except TableNotFoundError:
+                return None
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def current(self) -> DeltaTable | None:
+        """The table as last seen (opened now if never): enough for checks a commit repeats
+        against :meth:`latest` (partition columns, schema)."""
+        return self._table if self._table is not None else self.latest()
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """``DeltaTable.transaction_version`` at the version :meth:`latest` last brought the
+        table to, read incrementally.
+
+        delta-rs answers it by replaying the whole log segment (every commit since the last
+        checkpoint) on each call; here that happens once per app id, then only the commits
+        added since are read (the newest ``txn`` of an app id wins, as in a log replay).
+        """
+        table = self._table
+        if table is None:
+            return None
+        newest = table.version()
+        if app_id in self._txns and self._follow(newest):
+            return self._txns[app_id]
+        self._txns = {app_id: table.transaction_version(app_id)}
+        self._txns_at = newest
+        return self._txns[app_id]
+
+    def committed(self, txn: tuple[str, int]) -> bool:
+        """Whether the table as :meth:`latest` last saw it holds ``txn`` (app id, version) or a
+        later one."""
+        done = self.transaction_version(txn[0])
+        return done is not None and done >= txn[1]
+
+    def _follow(self, newest: int) -> bool:
+        """Apply the ``txn`` actions of the commits after ``_txns_at`` up to ``newest``; False
+        when one of them is unreadable (its JSON gone): then the caller replays the log."""
+        for version in range(self._txns_at + 1, newest + 1):
+            actions = log.commit_actions(self.root, version)
+            if actions is None:
+                return False
+            for action in actions:
+                txn = action.get("txn")
+                if txn is not None and txn.get("appId") in self._txns:
+                    self._txns[txn["appId"]] = int(txn["version"])
+            self._txns_at = version
+        return True
+
+
+_streams: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
+_lock = threading.Lock()
+
+
+def for_stream(root: str, query_id: str) -> Snapshot:
+    """The snapshot a stream (``query_id``) writing ``root`` keeps across its micro-batches."""
+    key = (root, query_id)
+    with _lock:
+        found = _streams.get(key)
+        if found is None:
+            found = _streams[key] = Snapshot(root)
+            while len(_streams) > KEPT:
+                _streams.popitem(last=False)
+        _streams.move_to_end(key)
+        return found

@@ -1,11 +1,14 @@
-"""lakefeed's small JVM part: a Spark stream source whose batches Python plans.
+"""lakefeed's small JVM part: a Spark stream source whose batches Python plans, and a batch
+relation Python plans whenever a query reading it is planned.
 
 Python data sources hand every row from a Python worker to the JVM, which caps a Python
 streaming source at about a third of Spark's own file sources. ``PlannedSource`` (Java, under
 ``java/``) lets a lakefeed source keep its offsets and planning in Python, called back over
 Py4J on the driver, while each batch is a DataFrame of Spark's own readers: rows never leave
-the JVM. The jar is compiled on first use with the local ``javac`` against pyspark's jars and
-cached; without a JDK lakefeed keeps using its pure-Python sources.
+the JVM. ``PlannedRelation`` does the same for a batch read that must not fix its files when
+the DataFrame is made (a Delta table on the static side of a stream–static join). The jar is
+compiled on first use with the local ``javac`` against pyspark's jars and cached; without a JDK
+lakefeed keeps using its pure-Python sources.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Python half of ``PlannedSource``: a lakefeed stream reader answering over Py4J.
+"""The Python half of ``PlannedSource`` and ``PlannedRelation``: lakefeed readers answering
+over Py4J.
 
 A reader that can express a batch as a DataFrame of Spark's own readers implements
 :class:`SparkBatches`; :func:`planned_stream` then gives a streaming DataFrame whose offsets
@@ -8,7 +9,9 @@ The DataFrame's plan carries how to open its reader (pickled, as Spark carries a
 source), so a ``load()`` leaves nothing behind in either process: DataFrames derived from it,
 frames never started (``validate``) and restarts of a stopped query need no registration that
 something would have to release. Each query opens its own planner through its session's one
-:class:`PlannedStreams`, and drops it when the query stops.
+:class:`PlannedStreams`, and drops it when the query stops. :func:`planned_read` does the same
+for a batch read: Spark asks for its DataFrame whenever it plans a query reading it, so a
+stream–static join reads the static side as it is at each micro-batch.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ PLANNER_OPTION = "lakefeed.planner"
 """The id of the session's :class:`PlannedStreams` (Java ``Planners``)."""
 OPENER_OPTION = "lakefeed.planner.reader"
 """The pickled ``(open_reader, description)`` a query of the stream opens its planner with."""
+DESCRIPTION_OPTION = "lakefeed.planner.description"
+"""What the scan of a planned batch read shows in plans, e.g. ``DeltaTable[/data/devices]``."""
 READER_OPTION = "lakefeed.reader"
 """``spark``: Spark's own reader reads a stream's files; ``python``: the Python data source."""
 
@@ -100,6 +105,29 @@ def planned_stream(
     )
 
 
+def planned_read(
+    spark: SparkSession,
+    open_frame: Callable[[SparkSession], DataFrame],
+    schema: StructType,
+    description: str,
+) -> DataFrame:
+    """A batch DataFrame whose rows are ``open_frame(spark)`` as it is each time a query reading
+    it is planned: once for a batch query, again for every micro-batch of a stream that joins it
+    (``open_frame`` must pickle and return ``schema``'s columns); ``description`` names its scan
+    in plans."""
+    from pyspark import cloudpickle
+
+    opener = base64.b64encode(cloudpickle.dumps(open_frame)).decode("ascii")
+    return (
+        spark.read.format(PROVIDER)
+        .schema(schema)
+        .option(PLANNER_OPTION, _session_streams(spark).id)
+        .option(OPENER_OPTION, opener)
+        .option(DESCRIPTION_OPTION, description)
+        .load()
+    )
+
+
 _streams: dict[SparkSession, PlannedStreams] = {}  # the JVM holds each as long, too
 _streams_lock = threading.Lock()
 
@@ -158,7 +186,7 @@ def _text(limit: ReadLimit) -> str:
 
 class PlannedStreams:
     """Implements the Java ``StreamPlannerFactory`` for one session: opens each query's planner
-    from the opener its plan carries."""
+    from the opener its plan carries, and plans batch reads when a query reading them is."""
 
     class Java:
         implements = ["dev.lakefeed.spark.StreamPlannerFactory"]
@@ -172,6 +200,12 @@ class PlannedStreams:
 
         open_reader, description = cloudpickle.loads(base64.b64decode(opener))
         return Planner(self.spark, open_reader(), description)
+
+    def read(self, opener: str) -> Any:
+        from pyspark import cloudpickle
+
+        open_frame = cloudpickle.loads(base64.b64decode(opener))
+        return open_frame(self.spark)._jdf
 
 
 class Planner:

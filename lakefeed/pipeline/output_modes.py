@@ -32,6 +32,8 @@ class PlanFacts:
     stateful: list[str] = field(default_factory=list)
     unbounded_dedup: bool = False
     stream_join: bool = False  # a join of two streams: its outer rows wait for the watermark
+    # a join of a stream with a batch (static) side, which every micro-batch reads as it is then
+    static_join: bool = False
     # a transformWithState in processing-time mode: Spark runs a batch on every trigger for it
     processing_time_timers: bool = False
     sources: int = 0  # streaming relations read; Spark resumes a checkpoint only with as many

@@ -334,13 +334,14 @@ _STATEFUL = {
 }
 _JOIN = re.compile(r"\W*Join\b")  # Spark may mark the node's string ('~Join LeftOuter, ...')
 _IDS = re.compile(r"#\d+L?|-T\d+ms")
+_STATIC_JOIN = "StaticJoin"  # a Join of a streaming and a batch side, as the walks name it
 
 
 def plan_facts(df: DataFrame) -> PlanFacts:
     """What the analysed plan says about state and event time (no query started)."""
     if not df.isStreaming:
         return PlanFacts(streaming=False)
-    names: list[str] = []
+    names: list[str] = []  # a stream–static join adds "StaticJoin"
     stateful: list[str] = []
     time_modes: list[str] = []  # of transformWithState operators (none read under Connect)
     if getattr(df.sparkSession, "_jvm", None) is None:  # Spark Connect: the printed plan
@@ -356,6 +357,7 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         stateful=stateful,
         unbounded_dedup="Deduplicate" in names and not watermark,
         stream_join=any(_JOIN.match(s) for s in stateful),
+        static_join=_STATIC_JOIN in names,
         sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
         processing_time_timers=any("ProcessingTime" in mode for mode in time_modes),
     )
@@ -378,9 +380,10 @@ def _walk(node, names: list[str], stateful: list[str], time_modes: list[str]) ->
     names.append(name)
     if "TransformWithState" in name:
         time_modes.append(str(node.timeMode()))
-    is_stream_join = name == "Join" and all(
-        node.children().apply(i).isStreaming() for i in range(node.children().size())
-    )
+    streaming = [node.children().apply(i).isStreaming() for i in range(node.children().size())]
+    is_stream_join = name == "Join" and all(streaming)
+    if name == "Join" and any(streaming) and not all(streaming):
+        names.append(_STATIC_JOIN)
     if name in _STATEFUL or is_stream_join:
         stateful.append(_IDS.sub("", node.simpleString(50)) + _key_definitions(node))
     children = node.children()
@@ -392,7 +395,10 @@ def _walk_text(root: plan_text.PlanNode, names: list[str], stateful: list[str]) 
     """:func:`_walk` over a printed plan (Spark Connect): the same names and strings."""
     for node in root.walk():
         names.append(node.name)
-        is_stream_join = node.name == "Join" and all(c.streaming for c in node.children)
+        streaming = [c.streaming for c in node.children]
+        is_stream_join = node.name == "Join" and all(streaming)
+        if node.name == "Join" and any(streaming) and not all(streaming):
+            names.append(_STATIC_JOIN)
         if node.name in _STATEFUL or is_stream_join:
             defined = [_IDS.sub("", d) for d in plan_text.key_definitions(node)]
             keys = f" keys: {'; '.join(defined)}" if defined else ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import psycopg
@@ -11,6 +10,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.connectors import delta
+from tests.support.delta import join_across_a_change
 
 
 @pytest.fixture
@@ -74,29 +74,13 @@ def test_each_micro_batch_joins_the_reference_data_as_it_is_then(
         .load()
     )
     enriched = delta.read_stream(spark, str(src), maxFilesPerTrigger="1").join(sites, "device")
-    moved = threading.Event()
 
-    def write(batch, batch_id: int) -> None:  # noqa: ANN001 - a pyspark DataFrame
-        delta.write(batch, str(out), mode="append")
-        if batch_id == 0:
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("UPDATE devices SET site = 'moved' WHERE id = 1")
-            write_deltalake(
-                str(src), pa.table({"device": pa.array([1], pa.int32())}), mode="append"
-            )
-            moved.set()
+    def change() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE devices SET site = 'moved' WHERE id = 1")
+        write_deltalake(str(src), pa.table({"device": pa.array([1], pa.int32())}), mode="append")
 
-    query = (
-        enriched.writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="1 second")
-        .start()
-    )
-    try:
-        assert moved.wait(120)
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    join_across_a_change(enriched, str(out), str(tmp_path / "cp"), change)
     rows = sorted(DeltaTable(str(out)).to_pyarrow_table().to_pylist(), key=str)
     assert rows == sorted(
         [

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from deltalake import DeltaTable
 
@@ -38,3 +41,31 @@ def log_actions(root: Path, kind: str) -> list[dict]:
                 if kind in action:
                     found.append(action[kind])
     return found
+
+
+def join_across_a_change(frame: Any, out: str, checkpoint: str, change: Callable[[], None]) -> None:
+    """Run streaming ``frame`` into Delta table ``out`` with 1-second triggers, calling
+    ``change`` right after the first micro-batch (which must also land new input, so a second
+    batch comes), until every input is processed: how a stream–static join meets a static side
+    changed between two of its micro-batches."""
+    from lakefeed.connectors import delta
+
+    changed = threading.Event()
+
+    def write(batch: Any, batch_id: int) -> None:
+        delta.write(batch, out, mode="append")
+        if batch_id == 0:
+            change()
+            changed.set()
+
+    query = (
+        frame.writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        assert changed.wait(120)
+        query.processAllAvailable()
+    finally:
+        query.stop()

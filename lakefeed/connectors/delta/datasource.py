@@ -7,6 +7,7 @@ Parquet files. Nothing here keeps state Spark does not hand back, except caches.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -494,8 +496,11 @@ Python reader (which also skips files by their statistics) keeps the plan small.
 def planned_read(
     spark: SparkSession, options: Mapping[str, str], schema: Any = None
 ) -> DataFrame | None:
-    """``read.format("delta")`` as Spark's Parquet reader over the snapshot's files (None: the
-    Python data source). The snapshot is fixed when the DataFrame is made, as delta-spark's."""
+    """``read.format("delta")`` as Spark's Parquet reader over a snapshot's files (None: the
+    Python data source). A time-travel read is fixed to its version. A read of the latest
+    version lists the table's files whenever a query reading it is planned, as Delta's static
+    reads do: the static side of a stream–static join reads the latest version in every
+    micro-batch (the Python data source, too, plans per query)."""
     from lakefeed.jvm import bridge
 
     if changes.requested(options):
@@ -508,13 +513,42 @@ def planned_read(
     root = table_root(options)
     version = time_travel_version(root, options)
     table = log.open_table(root, version)
-    files = pruning.select_files(pa.table(table.get_add_actions(flatten=True)), [])
-    groups = {tuple(sorted(f.partition_values.items())) for f in files}
-    if len(groups) > MAX_SCAN_GROUPS:
+    if version is not None:
+        return snapshot_frame(spark, root, table, spark_schema(table))
+    if not bridge.available(spark) or len(_scan_groups(_files(table))) > MAX_SCAN_GROUPS:
         return None
-    read_schema = spark_schema(table)
-    frame = spark_read.files_frame(spark, root, files, read_schema)
-    return frame if frame is not None else spark.createDataFrame([], read_schema)
+    schema = spark_schema(table)
+    opener = functools.partial(latest_frame, root, schema)
+    return bridge.planned_read(spark, opener, schema, description=f"DeltaTable[{root}]")
+
+
+def _files(table: DeltaTable) -> list[DataFile]:
+    return pruning.select_files(pa.table(table.get_add_actions(flatten=True)), [])
+
+
+def _scan_groups(files: Sequence[DataFile]) -> set[tuple[tuple[str, str | None], ...]]:
+    return {tuple(sorted(f.partition_values.items())) for f in files}
+
+
+def snapshot_frame(
+    spark: SparkSession, root: str, table: DeltaTable, schema: StructType
+) -> DataFrame | None:
+    """The snapshot's rows as Spark's Parquet scans; None beyond :data:`MAX_SCAN_GROUPS`."""
+    files = _files(table)
+    if len(_scan_groups(files)) > MAX_SCAN_GROUPS:
+        return None
+    frame = spark_read.files_frame(spark, root, files, schema)
+    return frame if frame is not None else spark.createDataFrame([], schema)
+
+
+def latest_frame(root: str, schema: StructType, spark: SparkSession) -> DataFrame:
+    """The table's latest version in ``schema`` (the one the DataFrame was made with)."""
+    from lakefeed.jvm.bridge import READER_OPTION
+
+    frame = snapshot_frame(spark, root, log.open_table(root), schema)
+    if frame is None:  # grown past MAX_SCAN_GROUPS since: the Python reader
+        frame = spark.read.format("delta").option(READER_OPTION, "python").load(root)
+    return frame.select(*[F.col(f"`{f.name}`") for f in schema.fields])
 
 
 def planned_stream(

@@ -2,17 +2,24 @@ package dev.lakefeed.spark;
 
 import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.sources.SchemaRelationProvider;
 import org.apache.spark.sql.sources.StreamSourceProvider;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.Map;
 
-/** {@code readStream.format("lakefeed_planned")}: a stream planned in Python, read by Spark. */
-public final class PlannedSourceProvider implements StreamSourceProvider, DataSourceRegister {
+/**
+ * {@code readStream.format("lakefeed_planned")}: a stream planned in Python, read by Spark; {@code
+ * read.format(...)}: a batch read Python plans whenever a query reading it is planned.
+ */
+public final class PlannedSourceProvider
+    implements StreamSourceProvider, SchemaRelationProvider, DataSourceRegister {
   static final String PLANNER_OPTION = "lakefeed.planner";
   static final String READER_OPTION = "lakefeed.planner.reader";
+  static final String DESCRIPTION_OPTION = "lakefeed.planner.description";
 
   @Override
   public String shortName() {
@@ -39,5 +46,14 @@ public final class PlannedSourceProvider implements StreamSourceProvider, DataSo
     String reader = options.get(READER_OPTION).getOrElse(() -> "");
     return new PlannedSource(
         context.sparkSession(), schema.get(), Planners.open(id, reader), metadataPath);
+  }
+
+  @Override
+  public BaseRelation createRelation(
+      SQLContext context, Map<String, String> options, StructType schema) {
+    String id = options.get(PLANNER_OPTION).getOrElse(() -> "");
+    String reader = options.get(READER_OPTION).getOrElse(() -> "");
+    String description = options.get(DESCRIPTION_OPTION).getOrElse(() -> "PlannedRelation");
+    return new PlannedRelation(context, schema, id, reader, description);
   }
 }

@@ -32,15 +32,24 @@ public final class Planners {
   }
 
   static StreamPlanner open(String id, String reader) {
+    StreamPlanner planner = factory(id).open(reader);
+    OPEN.incrementAndGet();
+    return planner;
+  }
+
+  /** A batch DataFrame planned now by the session's Python, from the opener a read carries. */
+  static org.apache.spark.sql.Dataset<org.apache.spark.sql.Row> read(String id, String reader) {
+    return factory(id).read(reader);
+  }
+
+  private static StreamPlannerFactory factory(String id) {
     StreamPlannerFactory factory = FACTORIES.get(id);
     if (factory == null) {
       throw new IllegalStateException(
-          "no lakefeed stream planner " + id + " in this driver: a planned stream runs only in"
+          "no lakefeed planner " + id + " in this driver: a planned DataFrame runs only in"
               + " the Python process that defined it (define the DataFrame again to restart)");
     }
-    StreamPlanner planner = factory.open(reader);
-    OPEN.incrementAndGet();
-    return planner;
+    return factory;
   }
 
   static void closed() {

@@ -260,7 +260,7 @@ def run_workload(
     base.run_s = round(_run(spark, lakehouse, conf, recorder), 1)
     base.batches = list(recorder.batches)
     base.custom_metrics = recorder.custom
-    base.rocksdb_conf = {k: str(spark.conf.get(ROCKSDB + k)) for k in ROCKSDB_SHOWN}
+    base.rocksdb_conf = {k: str(spark.conf.get(ROCKSDB + k, "unset")) for k in ROCKSDB_SHOWN}
     checkpoint = lakehouse / "checkpoints" / TABLES[name]
     base.checkpoint_mib = _size_mib(checkpoint)
     base.state_mib_on_disk = _size_mib(checkpoint / "state")

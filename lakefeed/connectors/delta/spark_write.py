@@ -122,7 +122,7 @@ class SparkFilesSink:
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         first = self.app_id is None
-        app_id = self._first_batch() if first else str(self.app_id)
+        app_id = self.app_id or self._first_batch()
         if _committed(for_stream(self.spec.root, app_id), (app_id, batch_id)):
             # A replay after a crash between the Delta commit and Spark's commit log: nothing to
             # write, but files an earlier attempt adopted and never committed go now (the

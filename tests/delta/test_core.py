@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from lakefeed.connectors.delta import commit, files, log, offsets, pruning, snap
 from lakefeed.connectors.delta.offsets import INITIAL, ChangeFeed, DeltaOffset, FeedOptions
 from lakefeed.connectors.delta.schema import SchemaMismatchError, merge_schema
 from lakefeed.connectors.delta.stats import FileStats, footer_stats
+from lakefeed.errors import DataLossRiskError
 
 APP = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
 
@@ -255,6 +257,41 @@ def test_a_stream_keeps_its_table_open_and_sees_other_writers(
     assert _stream_commit(root, 6, range(12, 14)).version == 7  # 5: the zombie, 6: compaction
     ids = DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()
     assert sorted(ids) == [*range(10), 12, 13]
+
+
+@pytest.mark.parametrize("recreated", [None, 1, 2, 4, 5, 9])
+def test_a_stream_refuses_its_table_deleted_under_it(tmp_path: Path, recreated: int | None) -> None:
+    """Batches 0-4 committed through the kept handle (at version 3 when batch 4 committed); the
+    table is deleted and, unless None, created again with that many commits: a log that went back
+    (2: delta-rs refuses it; 1: delta-rs keeps the old state), one that ends at the held version
+    (4), or a new table past it (5, 9). Neither a replay of batch 4 is skipped by the old txn nor
+    batch 5 written: both fail, the new table as it was."""
+    root = tmp_path / "t"
+    for batch in range(5):
+        _stream_commit(root, batch, range(batch * 2, batch * 2 + 2))
+    shutil.rmtree(root)
+    if recreated is not None:
+        _rs_table(root, recreated)
+    log_files = sorted(os.listdir(root / "_delta_log")) if recreated else None
+    for batch in (4, 5):
+        with pytest.raises(DataLossRiskError, match=r"DELTA_TABLE_REPLACED.*deleted or replaced"):
+            _stream_commit(root, batch, range(100, 102))
+    assert (sorted(os.listdir(root / "_delta_log")) if recreated else None) == log_files
+    if recreated:
+        assert DeltaTable(str(root)).to_pyarrow_table().num_rows == 2 * recreated
+
+
+def test_a_handle_that_never_committed_opens_the_new_table(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    _rs_table(root, 3)
+    kept = snapshot.Snapshot(str(root))
+    old = kept.latest()
+    assert old is not None and kept.transaction_version(APP) is None
+    shutil.rmtree(root)
+    _rs_table(root, 2)  # a log that went back: delta-rs's update_incremental refuses it
+    new = kept.latest()
+    assert new is not None and new.version() == 1
+    assert new.metadata().id == DeltaTable(str(root)).metadata().id != old.metadata().id
 
 
 def _rs_table(root: Path, commits: int, rows: int = 2) -> None:

@@ -270,6 +270,39 @@ def test_a_checkpoint_of_another_table_is_refused(spark, tmp_path: Path) -> None
     assert _ids(dst) == list(range(9))
 
 
+def test_a_table_replaced_under_a_running_query_fails_it(spark, tmp_path: Path) -> None:
+    """The sink keeps its table open across batches: deleted and created again under the
+    running query, the table would take the next batch on the old table's state. The query
+    fails with a coded error instead, and the new table stays as it was."""
+    import shutil
+
+    from pyspark.errors import StreamingQueryException
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _source(src, 2)
+    query = (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", 1)
+        .load(str(src))
+        .writeStream.format("delta")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start(str(dst))
+    )
+    try:
+        query.processAllAvailable()
+        assert _ids(dst) == list(range(6))
+        shutil.rmtree(dst)
+        _source(dst, 3, rows=1)
+        write_deltalake(
+            str(src), pa.table({"id": pa.array([100], pa.int64()), "k": ["p0"]}), mode="append"
+        )
+        with pytest.raises(StreamingQueryException, match=r"DELTA_TABLE_REPLACED"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    assert _ids(dst) == [0, 1, 2] and _txns(dst) == []
+
+
 def test_tables_on_object_storage_default_to_the_python_writer() -> None:
     """Spark's staged write renames every file, a copy on S3 (bench/deploy measured it)."""
     from lakefeed.connectors.delta.spark_write import default_writer

@@ -125,6 +125,7 @@ def commit_files(
                 partition_by=list(spec.partition_by) or None,
                 commit_properties=properties,
             )
+            opened.note_commit(txn)
             return CommitResult(0)
         except Exception:
             table = opened.latest()
@@ -153,6 +154,7 @@ def commit_files(
         partition_by=list(spec.partition_by) or None,
         commit_properties=properties,
     )
+    opened.note_commit(txn)
     return CommitResult(table.version() + 1)
 
 

@@ -16,6 +16,15 @@ after the update. Streams share one snapshot per table and query id (:func:`for_
 a process: a restarted driver is a new process and opens the table afresh, so its first batch
 sees the latest ``txn``; a full refresh deletes the table together with the checkpoint, so the
 query id (and the key) changes with it.
+
+A table deleted (and perhaps created again at the same path) under a kept handle would leave it
+describing the old log: delta-rs then refuses a log that went back, keeps a vanished one as it
+was, and applies a new table's commits past the held version on top of the old state. Every use
+checks the handle against what it committed (:meth:`Snapshot.note_commit`): the table must be
+past the version that commit was made on and must still hold its ``txn``. A table that lost a
+writer's commits fails with ``[LAKEFEED:DELTA_TABLE_REPLACED]`` (neither writing on the old state
+nor skipping a batch as "already committed" by the old ``txn``); a handle that never committed
+is simply opened again, as a new process would.
 """
 
 from __future__ import annotations
@@ -24,12 +33,15 @@ import threading
 from collections import OrderedDict
 
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lakefeed.connectors.delta import log
+from lakefeed.errors import DataLossRiskError, register_code
 
 KEPT = 64
 """Streams whose snapshot a process keeps; the least recently used goes first."""
+
+REPLACED = register_code("DELTA_TABLE_REPLACED", DataLossRiskError)
 
 
 class Snapshot:
@@ -40,17 +52,49 @@ class Snapshot:
         self._table: DeltaTable | None = None
         self._txns: dict[str, int | None] = {}
         self._txns_at = -1  # the version self._txns describes
+        self._wrote: dict[str, int] = {}  # app id -> the newest txn committed through this handle
+        self._wrote_on = -1  # the version the handle held at its last commit
 
     def latest(self) -> DeltaTable | None:
         """The table at its newest version, None while there is no table."""
+        if self._table is not None:
+            self._update(self._table)
         if self._table is None:
             try:
                 self._table = DeltaTable(self.root)
             except TableNotFoundError:
                 return None
-        else:
-            self._table.update_incremental()
         return self._table
+
+    def note_commit(self, txn: tuple[str, int] | None) -> None:
+        """Record a commit made through this handle: the table must go past the version the
+        handle holds, and keep ``txn``, from now on."""
+        if self._table is not None:
+            self._wrote_on = self._table.version()
+        if txn is not None:
+            self._wrote[txn[0]] = txn[1]
+
+    def _update(self, table: DeltaTable) -> None:
+        """Read the commits since the held version; a log that went back or vanished means the
+        table was deleted: refused if this handle committed to it, else opened again."""
+        held = table.version()
+        try:
+            table.update_incremental()
+        except DeltaError:
+            newest = log.latest_version(self.root)
+            if newest is not None and newest >= held:
+                raise  # not a log that went back: delta-rs's own error
+            self._lost(f"its log ends at version {newest}, the handle held version {held}")
+            return
+        if table.version() <= self._wrote_on:
+            self._lost(f"its log ends at version {table.version()}, before the stream's commit")
+
+    def _lost(self, what: str) -> None:
+        """The table under the handle was deleted: fail if this handle committed to it, else
+        forget the handle (:meth:`latest` opens whatever table is there now)."""
+        if self._wrote_on >= 0 or self._wrote:
+            _replaced(self.root, what)
+        self._table, self._txns, self._txns_at = None, {}, -1
 
     def current(self) -> DeltaTable | None:
         """The table as last seen (opened now if never): enough for checks a commit repeats
@@ -69,11 +113,15 @@ class Snapshot:
         if table is None:
             return None
         newest = table.version()
-        if app_id in self._txns and self._follow(newest):
-            return self._txns[app_id]
-        self._txns = {app_id: table.transaction_version(app_id)}
-        self._txns_at = newest
-        return self._txns[app_id]
+        if not (app_id in self._txns and self._follow(newest)):
+            self._txns = {app_id: table.transaction_version(app_id)}
+            self._txns_at = newest
+        found, wrote = self._txns[app_id], self._wrote.get(app_id)
+        if wrote is not None and (found is None or found < wrote):
+            _replaced(
+                self.root, f"it holds batch {found} of stream {app_id}, which committed {wrote}"
+            )
+        return found
 
     def committed(self, txn: tuple[str, int]) -> bool:
         """Whether the table as :meth:`latest` last saw it holds ``txn`` (app id, version) or a
@@ -94,6 +142,17 @@ class Snapshot:
                     self._txns[txn["appId"]] = int(txn["version"])
             self._txns_at = version
         return True
+
+
+def _replaced(root: str, what: str) -> None:
+    raise DataLossRiskError(
+        f"the Delta table at {root} was deleted or replaced while a stream was writing to it "
+        f"({what}): the batches the stream committed there are gone, and writing on would "
+        "lose them silently",
+        fix="restore the table (its _delta_log), or start the stream over into the new table "
+        "with a new checkpoint (a lakefeed flow: `lakefeed run PIPELINE --full-refresh TABLE`)",
+        code=REPLACED,
+    )
 
 
 _streams: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()

@@ -10,8 +10,8 @@ are written into a temporary folder, one ``.py`` file per family, as a user's pr
    at ``--rate`` events/s per source, then stops gracefully. Per flow: rows, p50/p99
    freshness (event → row visible in the table: the Delta commit file's time minus the row's
    ``ingest_time``; for gold, minus its window's end, since a window is final only then) over
-   the rows created after the last flow started, and the whole process tree's CPU use. Flows
-   run in their own fair scheduler pools.
+   the rows created after the last flow started, the whole process tree's CPU use, and how
+   long the graceful stop took. Flows run in their own fair scheduler pools.
 
     .venv/bin/python -m bench.many_flows --sources 10 --seconds 20 --rate 50
 """
@@ -147,7 +147,11 @@ def run(pipeline: Path, lakehouse: Path, seconds: float, rate: int, trigger: str
     starts = read_events(lakehouse / "event_log", event_types=["flow_start"])
     warm_ms = max([started_ms] + [e["timestamp"].timestamp() * 1000 for e in starts])
     per_table = freshness(lakehouse, streaming, warm_ms)
+    # the run stops ``seconds`` after its last flow started: what it takes past that is the stop
+    stopped = read_events(lakehouse / "event_log", event_types=["run_stop"])[-1]["timestamp"]
+    stop_s = stopped.timestamp() - warm_ms / 1000 - seconds
     print(f"start-up: {(warm_ms - started_ms) / 1000:.1f} s until the last flow started")
+    print(f"stop: {stop_s:.1f} s (graceful: each flow's running batch commits)")
     print(f"run: {wall:.1f} s wall, {len(streaming)} streaming flows, trigger {trigger!r}")
     print(f"cpu: {cpu:.1f} s over the run = {cpu / wall:.2f} cores busy of {_cores()}")
     print(f"{'flow':<14}{'rows':>9}{'p50 s':>9}{'p99 s':>9}")

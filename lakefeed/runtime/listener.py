@@ -36,6 +36,11 @@ class ProgressListener(StreamingQueryListener):
     available-now run, a stop) can be gone before its last progress arrives. ``catch_up`` records
     what the bus has not delivered yet from the query's own recent progress; each batch is
     recorded once, whichever path sees it first.
+
+    It also keeps each query run's newest ended batch (its progress event comes after the batch
+    and its commit log are written), of every query, so a graceful stop can wait for the end of
+    the batch in flight (:meth:`wait_batch_end`) instead of an idle moment, which a query whose
+    batches outlast their trigger interval never has.
     """
 
     def __init__(self, events: EventLog, rules: Mapping[str, list[Expectation]]) -> None:
@@ -47,6 +52,8 @@ class ProgressListener(StreamingQueryListener):
         self.sinks: dict[str, str] = {}  # flow -> the sink it writes
         self._recorded: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
+        self._ended_batch: dict[str, int] = {}  # query run id -> its newest ended batch
+        self._ended = threading.Condition()
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001
         pass
@@ -59,9 +66,20 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001
         try:
+            self._batch_ended(str(event.progress.runId), int(event.progress.batchId))
             self._record(event.progress)
         except Exception:  # a listener must never take the pipeline down
             log.exception("could not record query progress")
+
+    def wait_batch_end(self, run_id: str, after: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the end of a batch of ``run_id`` later than ``after``."""
+        with self._ended:
+            return self._ended.wait_for(lambda: self._ended_batch.get(run_id, -1) > after, timeout)
+
+    def _batch_ended(self, run_id: str, batch_id: int) -> None:
+        with self._ended:
+            self._ended_batch[run_id] = max(batch_id, self._ended_batch.get(run_id, -1))
+            self._ended.notify_all()
 
     def catch_up(self, query) -> None:  # noqa: ANN001
         """Record the progress of ``query``'s batches that the listener bus has not delivered."""

@@ -735,11 +735,14 @@ class PipelineRunner:
             self._stop.wait(0.2)
 
     def _stop_all(self) -> None:
-        for state in self.flows.values():
-            query = state.query
-            if query is None:
-                continue
-            _graceful_stop(query, self.options.stop_timeout)
+        """Stop every running query once the batch it is running, if any, has ended (all
+        counted from now: one batch's wait is every flow's); within ``stop_timeout`` in all."""
+        running = [
+            (s, q, self._batch_end(q)) for s in self.flows.values() if (q := s.query) is not None
+        ]
+        deadline = time.monotonic() + self.options.stop_timeout
+        for state, query, ended in running:
+            _graceful_stop(query, deadline, ended)
             self._catch_up(query)
             state.query = None
             self.events.emit(
@@ -748,6 +751,15 @@ class PipelineRunner:
                 flow=state.name,
                 details={"target": state.dataset.name},
             )
+
+    def _batch_end(self, query: StreamingQuery) -> Callable[[float], bool]:
+        """Waits (up to its argument, in s) for the end of the batch ``query`` runs now: any
+        batch after its last progress (which the query sets before the listener hears it)."""
+        listener = self.listener
+        assert listener is not None  # set before any query starts
+        run_id, last = str(query.runId), query.lastProgress
+        done = int(last["batchId"]) if last is not None else -1
+        return lambda timeout: listener.wait_batch_end(run_id, done, timeout)
 
     def _catch_up(self, query: StreamingQuery) -> None:
         if self.listener is not None:
@@ -889,13 +901,20 @@ def _settle(query: StreamingQuery, timeout: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-def _graceful_stop(query: StreamingQuery, timeout: float) -> None:
-    """Let the running micro-batch commit, then stop (Spark has no stop-after-batch call)."""
-    deadline = time.monotonic() + timeout
+def _graceful_stop(
+    query: StreamingQuery, deadline: float, batch_ended: Callable[[float], bool]
+) -> None:
+    """Let the running micro-batch commit, then stop (Spark has no stop-after-batch call).
+
+    It stops when no trigger is active or when the batch that was running has ended (its
+    progress event: batch and commit log written). Waiting for an idle moment alone could
+    take ``stop_timeout`` whole: a query whose batches outlast their trigger interval starts
+    the next at once. That next batch, if it has begun, is interrupted by ``stop()`` like a
+    kill would interrupt it: the next start replays it, exactly once.
+    """
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
+        if not query.status.get("isTriggerActive", False) or batch_ended(0.1):
             break
-        time.sleep(0.1)
     query.stop()
 
 

@@ -99,7 +99,9 @@ def test_sigterm_stops_after_the_running_batch(tmp_path: Path) -> None:
             proc.wait()
     stop = read_events(lakehouse.event_log_path, event_types=["run_stop"])[-1]
     assert stop["details"]["reason"] == "SIGTERM"
+    # The batch running at the signal commits; one a flow planned right after it (its batches
+    # outlasting the trigger) may be stopped before it writes, to be replayed by the next start.
     for flow in ("bronze_readings", "silver_readings", "gold_device_5min"):
         checkpoint = lakehouse.checkpoint_path(flow)
         planned = len([p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()])
-        assert _commits(checkpoint) == planned, f"{flow}: a planned batch was cut off"
+        assert planned - 1 <= _commits(checkpoint) <= planned, f"{flow}: batches cut off"

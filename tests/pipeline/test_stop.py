@@ -1,0 +1,98 @@
+"""A graceful stop ends after the batch in flight, also when batches outlast their trigger
+interval (then the query is never idle, and waiting for an idle moment took ``stop_timeout``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from lakefeed.lakehouse import Lakehouse
+from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.runtime.listener import ProgressListener
+from lakefeed.runtime.runner import PipelineRunner, RunOptions, _graceful_stop
+from tests.pipeline.support import load, table, write
+
+
+class _BusyQuery:
+    """A query whose trigger is always active (each batch starts the next at once)."""
+
+    def __init__(self) -> None:
+        self.isActive = True
+        self.status = {"isTriggerActive": True}
+
+    def stop(self) -> None:
+        self.isActive = False
+
+
+def _progress(batch_id: int) -> SimpleNamespace:
+    return SimpleNamespace(progress=SimpleNamespace(runId="r", batchId=batch_id, name="x"))
+
+
+def test_stop_waits_for_the_batch_end_not_an_idle_moment(tmp_path: Path) -> None:
+    """Spark-free: a query that is never idle stops when the listener hears of a batch after
+    the last one it had completed (batch 3 here), else at the deadline; old news (batch 3's
+    own event, late on the bus) is no batch end."""
+    listener = ProgressListener(EventLog(str(tmp_path / "events"), "p"), {})
+    for batch_end, stops_after in ((None, 0.3), (0.2, 0.2)):
+        query = _BusyQuery()
+        listener.onQueryProgress(_progress(3))
+        if batch_end is not None:
+            threading.Timer(batch_end, listener.onQueryProgress, [_progress(4)]).start()
+        started = time.monotonic()
+        deadline = started + (30 if batch_end else 0.3)
+        _graceful_stop(query, deadline, lambda t: listener.wait_batch_end("r", 3, t))  # type: ignore[arg-type]
+        assert not query.isActive
+        assert stops_after <= time.monotonic() - started < stops_after + 0.5
+
+
+SLOW = """
+import time
+import lakefeed as lf
+
+def slow(batches):
+    time.sleep(2)  # one task per batch: each batch takes 2 s, its trigger interval 1 s
+    yield from batches
+
+@lf.table
+def slow_rows():
+    rows = lf.source("iot", rowsPerSecond=20, numPartitions=1, maxRowsPerTrigger=10)
+    return rows.select("offset").mapInArrow(slow, "offset long")
+"""
+
+
+def test_a_stop_ends_after_the_batch_in_flight(spark, tmp_path: Path) -> None:
+    """Batches of ~2 s on a 1-second trigger: the stop asked during a batch ends once that
+    batch committed (it took the whole 60 s ``stop_timeout`` before, then stopped hard)."""
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    pipeline = load([write(tmp_path / "p", {"slow.py": SLOW})])
+    asked: dict[str, float] = {}
+
+    def stop_in_a_batch(runner: PipelineRunner) -> None:
+        query = runner.flows["slow_rows"].query
+        progress = query.lastProgress if query is not None else None
+        busy = query is not None and progress is not None and query.status["isTriggerActive"]
+        if busy and not asked:
+            asked.update(batch=progress["batchId"] + 1, at=time.monotonic())
+            runner.request_stop("test")
+
+    options = RunOptions(
+        mode="continuous", trigger_interval="1 second", stop_timeout=60, duration=120
+    )
+    result = PipelineRunner(pipeline, lakehouse, spark, options, stop_in_a_batch).run()
+    took = time.monotonic() - asked["at"]
+    assert result.ok and result.reason == "test", result
+    print(f"stop latency {took:.1f} s")
+    in_flight = int(asked["batch"])
+    assert (lakehouse.checkpoint_path("slow_rows") / "commits" / str(in_flight)).exists()
+    progress = [
+        e["details"]
+        for e in read_events(lakehouse.event_log_path)
+        if e["event_type"] == "flow_progress"
+    ]
+    assert max(p["batchId"] for p in progress) == in_flight
+    # exactly once: the table holds each committed batch's rows once
+    offsets = table(lakehouse, "slow_rows").column("offset").to_pylist()
+    assert len(offsets) == len(set(offsets)) == sum(p["numInputRows"] for p in progress)
+    assert took < 30, f"stop took {took:.1f} s (a batch takes ~2 s; the timeout is 60 s)"

@@ -735,8 +735,9 @@ class PipelineRunner:
             self._stop.wait(0.2)
 
     def _stop_all(self) -> None:
-        """Stop every running query once the batch it is running, if any, has ended (all
-        counted from now: one batch's wait is every flow's); within ``stop_timeout`` in all."""
+        """Stop every running query once the batch it is running, if any, has ended; within
+        ``stop_timeout`` in all. Each query's running batch is noted before any is waited for,
+        so the flows' batches end side by side: the stop takes the longest, not their sum."""
         running = [
             (s, q, self._batch_end(q)) for s in self.flows.values() if (q := s.query) is not None
         ]

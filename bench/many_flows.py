@@ -147,9 +147,9 @@ def run(pipeline: Path, lakehouse: Path, seconds: float, rate: int, trigger: str
     starts = read_events(lakehouse / "event_log", event_types=["flow_start"])
     warm_ms = max([started_ms] + [e["timestamp"].timestamp() * 1000 for e in starts])
     per_table = freshness(lakehouse, streaming, warm_ms)
-    # the run stops ``seconds`` after its last flow started: what it takes past that is the stop
-    stopped = read_events(lakehouse / "event_log", event_types=["run_stop"])[-1]["timestamp"]
-    stop_s = stopped.timestamp() - warm_ms / 1000 - seconds
+    # the run stops ``seconds`` after its last flow started; the last flow_stop ends the stop
+    stops = read_events(lakehouse / "event_log", event_types=["flow_stop"])
+    stop_s = max(e["timestamp"].timestamp() for e in stops) - warm_ms / 1000 - seconds
     print(f"start-up: {(warm_ms - started_ms) / 1000:.1f} s until the last flow started")
     print(f"stop: {stop_s:.1f} s (graceful: each flow's running batch commits)")
     print(f"run: {wall:.1f} s wall, {len(streaming)} streaming flows, trigger {trigger!r}")

@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -736,14 +737,17 @@ class PipelineRunner:
 
     def _stop_all(self) -> None:
         """Stop every running query once the batch it is running, if any, has ended; within
-        ``stop_timeout`` in all. Each query's running batch is noted before any is waited for,
-        so the flows' batches end side by side: the stop takes the longest, not their sum."""
+        ``stop_timeout`` in all. The queries are waited for side by side, each stopped right at
+        its own batch end (waiting for one after another, a later query would have begun its
+        next batch by then): the stop takes the longest batch, not their sum."""
         running = [
             (s, q, self._batch_end(q)) for s in self.flows.values() if (q := s.query) is not None
         ]
         deadline = time.monotonic() + self.options.stop_timeout
-        for state, query, ended in running:
-            _graceful_stop(query, deadline, ended)
+        if running:
+            with ThreadPoolExecutor(len(running), thread_name_prefix="lakefeed-stop") as pool:
+                list(pool.map(lambda r: _graceful_stop(r[1], deadline, r[2]), running))
+        for state, query, _ in running:
             self._catch_up(query)
             state.query = None
             self.events.emit(

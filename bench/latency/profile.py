@@ -7,6 +7,9 @@ join campaign) in one session as several variants, each a streaming query of
 
 - ``delta``: into a Delta table (lakefeed's stream sink), as the latency pipeline does;
 - ``noop``: the same query into Spark's ``noop`` sink (the sink's share = delta − noop);
+- ``batch``: the same query through ``foreachBatch`` into ``noop`` (what ``foreachBatch`` itself
+  costs = batch − noop: Spark 4.3 hands the body the batch's already planned RDD, it does not
+  plan the query again; the Delta write's own share = delta − batch);
 - ``src``: only the Kafka value into ``noop`` (the source's share).
 
 For the batches after the third it prints the median ``durationMs`` per phase and the CPU
@@ -36,7 +39,7 @@ from bench.ysb import broker, query
 from bench.ysb import events as ev
 from bench.ysb.harness import ROOT, load_average
 
-VARIANTS = ("delta", "noop", "src")
+VARIANTS = ("delta", "noop", "batch", "src")
 SKIPPED = 3
 """Batches not measured: the first ones compile code and open clients."""
 
@@ -122,6 +125,9 @@ def _measure(spark: SparkSession, variant: str, name: str, args: argparse.Namesp
     if variant == "delta":
         query_ = delta.write_stream(frame, str(args.out / f"table-{name}"), checkpoint,
                                     trigger=trigger)  # fmt: skip
+    elif variant == "batch":
+        query_ = (frame.writeStream.foreachBatch(_noop_batch)
+                  .option("checkpointLocation", checkpoint).trigger(**trigger).start())  # fmt: skip
     else:
         query_ = (frame.writeStream.format("noop").option("checkpointLocation", checkpoint)
                   .trigger(**trigger).start())  # fmt: skip
@@ -141,6 +147,10 @@ def _measure(spark: SparkSession, variant: str, name: str, args: argparse.Namesp
         + " ".join(f"{k} {v:.0f}" for k, v in cpu.items())
         + f"  (load {load_average():.1f})"
     )
+
+
+def _noop_batch(frame: DataFrame, _batch_id: int) -> None:
+    frame.write.format("noop").mode("overwrite").save()
 
 
 def _until_batch(query_: Any, batch_id: int) -> None:

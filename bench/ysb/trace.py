@@ -108,14 +108,16 @@ def _plain_events(spark: Any, args: argparse.Namespace, work: Path) -> Any:
 
 
 def _cloudfiles_events(spark: Any, args: argparse.Namespace, work: Path) -> Any:
-    from lakefeed.connectors.files import read_stream
+    """The pipeline's source (``bench/ysb/sources.py``) outside a pipeline: ``read_files``
+    with the schema given, so ``_metadata`` is there as for a user, then dropped by the
+    ``select`` (``read_stream``'s fixed schema would have no ``_metadata`` at all)."""
+    from lakefeed.connectors.files import read_files
 
-    frame = read_stream(
-        spark,
+    frame = read_files(
         os.environ["YSB_INPUT"],
+        format="json",
         schema=query.EVENT_SCHEMA,
         **{
-            "cloudFiles.format": "json",
             "cloudFiles.maxFilesPerTrigger": str(args.max_files),
             "cloudFiles.schemaLocation": str(work / "schema"),
         },

@@ -9,7 +9,9 @@ the plain PySpark job, all in the same warmed-up session and rotating order, so 
 are comparable even on a loaded machine. Per variant it reports the job time, Spark's per-phase
 batch times (``durationMs``) and the Spark jobs/stages/tasks each batch ran (from the
 session's status REST API), and with ``--profile`` the driver's Python time inside the planned
-source's callbacks (cProfile, top functions).
+source's callbacks (cProfile, top functions). The ``-kept`` variants run cloudFiles as it was
+before Spark's file metadata was pruned from scans that do not use it (the rule left out with
+``spark.sql.optimizer.excludedRules``): an A/B of that fix in one process.
 
     PYTHONPATH=. .venv/bin/python -m bench.ysb.trace --events 500000 --repeats 3
 """
@@ -42,6 +44,8 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 PIPELINE = ROOT / "bench" / "ysb" / "pipeline.py"
+KEEP_METADATA = {"spark.sql.optimizer.excludedRules": "dev.lakefeed.spark.PruneUnusedFileMetadata"}
+"""cloudFiles as before 2026-11-26: Spark's file metadata in the scan though the flow drops it."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,14 +108,16 @@ def _plain_events(spark: Any, args: argparse.Namespace, work: Path) -> Any:
 
 
 def _cloudfiles_events(spark: Any, args: argparse.Namespace, work: Path) -> Any:
-    from lakefeed.connectors.files import read_stream
+    """The pipeline's source (``bench/ysb/sources.py``) outside a pipeline: ``read_files``
+    with the schema given, so ``_metadata`` is there as for a user, then dropped by the
+    ``select`` (``read_stream``'s fixed schema would have no ``_metadata`` at all)."""
+    from lakefeed.connectors.files import read_files
 
-    frame = read_stream(
-        spark,
+    frame = read_files(
         os.environ["YSB_INPUT"],
+        format="json",
         schema=query.EVENT_SCHEMA,
         **{
-            "cloudFiles.format": "json",
             "cloudFiles.maxFilesPerTrigger": str(args.max_files),
             "cloudFiles.schemaLocation": str(work / "schema"),
         },
@@ -125,13 +131,16 @@ def _query(spark: Any, events: Any) -> Any:
 
 
 def _stream(
-    source: Callable[[Any, argparse.Namespace, Path], Any], sink: str, state_store: str
+    source: Callable[[Any, argparse.Namespace, Path], Any],
+    sink: str,
+    state_store: str,
+    conf: dict[str, str] | None = None,
 ) -> Callable[[Any, argparse.Namespace, Path], dict]:
     """A hand-written query: ``source`` → the YSB query → ``sink`` (``parquet`` or lakefeed's
-    ``delta``), with ``state_store`` for the window counts."""
+    ``delta``), with ``state_store`` for the window counts and session settings ``conf``."""
 
     def run(spark: Any, args: argparse.Namespace, work: Path) -> dict:
-        with _state_store(spark, state_store):
+        with _session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
             started = time.perf_counter()
             counts = _query(spark, source(spark, args, work))
             stream = (
@@ -149,8 +158,11 @@ def _stream(
     return run
 
 
-def _pipeline(state_store: str) -> Callable[[Any, argparse.Namespace, Path], dict]:
-    """The benchmark's lakefeed pipeline run as ``lakefeed run --mode available-now`` does."""
+def _pipeline(
+    state_store: str, conf: dict[str, str] | None = None
+) -> Callable[[Any, argparse.Namespace, Path], dict]:
+    """The benchmark's lakefeed pipeline run as ``lakefeed run --mode available-now`` does,
+    with session settings ``conf``."""
 
     def run(spark: Any, args: argparse.Namespace, work: Path) -> dict:
         from lakefeed.lakehouse import Lakehouse
@@ -158,7 +170,7 @@ def _pipeline(state_store: str) -> Callable[[Any, argparse.Namespace, Path], dic
         from lakefeed.pipeline.loader import load_pipeline
         from lakefeed.runtime.runner import RunOptions, run_pipeline
 
-        with _state_store(spark, state_store):
+        with _session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
             loaded = load_pipeline([PIPELINE])
             started = time.perf_counter()
             result = run_pipeline(
@@ -175,14 +187,20 @@ def _pipeline(state_store: str) -> Callable[[Any, argparse.Namespace, Path], dic
 
 
 @contextmanager
-def _state_store(spark: Any, provider: str) -> Iterator[None]:
-    """The state store a query started inside uses (a session SQL conf, read at start)."""
-    before = spark.conf.get(STATE_STORE)
-    spark.conf.set(STATE_STORE, provider)
+def _session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
+    """Session SQL settings for the queries started inside (each query reads them at start):
+    the state store, or the optimizer rules left out."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(STATE_STORE, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 VARIANTS = {
@@ -191,9 +209,11 @@ VARIANTS = {
         Variant("pyspark", _stream(_plain_events, "parquet", HDFS)),
         Variant("pyspark+rocks", _stream(_plain_events, "parquet", ROCKSDB)),
         Variant("cloudfiles", _stream(_cloudfiles_events, "parquet", HDFS)),
+        Variant("cloudfiles-kept", _stream(_cloudfiles_events, "parquet", HDFS, KEEP_METADATA)),
         Variant("delta-sink", _stream(_plain_events, "delta", HDFS)),
         Variant("lakefeed+hdfs", _pipeline(HDFS)),
         Variant("lakefeed", _pipeline(ROCKSDB)),
+        Variant("lakefeed-kept", _pipeline(ROCKSDB, KEEP_METADATA)),
     )
 }
 

@@ -6,7 +6,9 @@ streaming source at about a third of Spark's own file sources. ``PlannedSource``
 ``java/``) lets a lakefeed source keep its offsets and planning in Python, called back over
 Py4J on the driver, while each batch is a DataFrame of Spark's own readers: rows never leave
 the JVM. ``PlannedRelation`` does the same for a batch read that must not fix its files when
-the DataFrame is made (a Delta table on the static side of a stream–static join). The jar is
+the DataFrame is made (a Delta table on the static side of a stream–static join), and
+``PruneUnusedFileMetadata``, an optimizer rule that keeps Spark's file metadata out of a planned
+stream's scan when the query does not use it. The jar is
 compiled on first use with the local ``javac`` against pyspark's jars and cached; without a JDK
 lakefeed keeps using its pure-Python sources.
 """

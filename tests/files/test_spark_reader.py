@@ -125,3 +125,35 @@ def test_spark_reader_fails_bad_records_and_refuses_what_it_cannot_do(spark, tmp
             .option("lakefeed.reader", "spark")
             .load(str(land))  # an inferred schema has _rescued_data
         )
+
+
+def _scan(frame, checkpoint) -> str:
+    """The file scan line of the last micro-batch's physical plan (noop sink, availableNow)."""
+    query = (
+        frame.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(180)
+        plan = query._jsq.explainInternal(False)
+    finally:
+        query.stop()
+    return next(line for line in plan.splitlines() if "FileScan json" in line)
+
+
+def test_unused_metadata_is_pruned_from_the_scan(spark, tmp_path) -> None:
+    """``_metadata`` (kept by default) costs the scan nothing unless the query reads it: Spark's
+    file metadata is not attached to the rows (PruneUnusedFileMetadata); what is read is."""
+    land = tmp_path / "land"
+    _land(land, "f0.json", [{"id": 1, "kind": "view"}, {"id": 2, "kind": "click"}])
+
+    def stream(location: str):
+        opts = {"cloudFiles.schemaLocation": str(tmp_path / location)}
+        return read_files(str(land), schema=SCHEMA, **opts)
+
+    unused = _scan(stream("s1").where("kind = 'view'").select("id"), tmp_path / "cp1")
+    assert "FileScan json [id#" in unused and "file_" not in unused.split("]")[0]
+    used = _scan(stream("s2").select("id", "_metadata.file_size"), tmp_path / "cp2")
+    assert "file_size" in used.split("]")[0] and "file_path" not in used.split("]")[0]

@@ -5,7 +5,8 @@ The cloudFiles stream keeps its discovery, file log, limits and cleanup in Pytho
 only the columns the query uses, drops filtered rows while parsing and starts no Python worker.
 Its rules are Spark's: a malformed record or a value of the wrong type fails the batch (mode
 ``FAILFAST``, never a silent null). The ``_metadata`` column comes from Spark's own hidden file
-metadata, free unless selected. What Spark's parsers cannot give as lakefeed's reader does
+metadata, free unless selected (the JVM rule ``PruneUnusedFileMetadata`` drops it from the scan
+of a query that does not read it). What Spark's parsers cannot give as lakefeed's reader does
 (rescued data: Spark 4.3's JSON and CSV readers only know ``columnNameOfCorruptRecord``, the
 whole record, and drop unknown fields; schema evolution; skipped-file records) keeps lakefeed's
 reader by default and is refused when ``lakefeed.reader=spark`` is asked for.

@@ -32,6 +32,8 @@ public final class PlannedSourceProvider
     if (schema.isEmpty()) {
       throw new IllegalArgumentException("a planned stream needs its schema from the planner");
     }
+    // Here, while the stream is defined: its query optimizes in a session cloned at start.
+    PruneUnusedFileMetadata.install(context.sparkSession());
     return new Tuple2<>(shortName(), schema.get());
   }
 

@@ -8,8 +8,8 @@ mode over Parquet files the bench writes first, one file per micro-batch:
   previous file again (dropped as duplicates), event time one second further per file; one leg
   per ``--dedup-ops`` entry, each on its own files and checkpoint: ``within-watermark``
   (Spark's ``dropDuplicatesWithinWatermark``, the baseline), ``ttl``
-  (``lf.drop_duplicates_within_ttl``: eviction by TTL index), ``keys`` (``dropDuplicates``, no
-  eviction at all);
+  (``lf.drop_duplicates_within_ttl``: one row per key, swept by bucket timers), ``keys``
+  (``dropDuplicates``, no eviction at all);
 - **sessions**: ``--session-batches`` files of ``users × --events-per-user / batches`` events,
   users in turn, so each user comes back every ``users / rows-per-batch`` files and its session
   (gap one hour) grows and stays open. The first ``users / rows-per-batch`` batches only open

@@ -8,7 +8,7 @@ bench writes (one file per micro-batch: ``cloudFiles.maxFilesPerTrigger=1``):
   distinct id seen (``bigstate.dedup=keys``: ``dropDuplicates(["id"])``, whose ids never expire,
   so no batch looks for expired ones: the comparison that prices that search;
   ``bigstate.dedup=ttl``: :func:`lakefeed.drop_duplicates_within_ttl` with a one-day TTL,
-  whose eviction reads only expired keys);
+  whose eviction sweeps a bucket of keys at a time, not the whole state each batch);
 - ``sessions``: session windows per user with a gap longer than the event time the run spans,
   so every user's session stays open: the state holds one session per user seen.
 """

@@ -45,7 +45,7 @@ from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
-from lakefeed.runtime import expect
+from lakefeed.runtime import expect, state_memory
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
@@ -232,6 +232,7 @@ class PipelineRunner:
             raise
         finally:
             self._stop_all()
+            self._release_state()
             restore()
             self.spark.streams.removeListener(listener)
             self.events.emit(
@@ -765,6 +766,14 @@ class PipelineRunner:
         run_id, last = str(query.runId), query.lastProgress
         done = int(last["batchId"]) if last is not None else -1
         return lambda timeout: listener.wait_batch_end(run_id, done, timeout)
+
+    def _release_state(self) -> None:
+        """Close the stopped queries' state stores now, not at Spark's next maintenance
+        (:func:`lakefeed.runtime.state_memory.release`)."""
+        try:
+            state_memory.release(self.spark)
+        except Exception:  # the run's outcome stands; Spark's maintenance closes them later
+            log.exception("could not close the state stores of the stopped queries")
 
     def _catch_up(self, query: StreamingQuery) -> None:
         if self.listener is not None:

@@ -31,6 +31,14 @@ So blocks pinned by open iterators and memtables being flushed can take the cach
 (the big-state bench measured 281 MiB under a 256 MiB bound, docs/benchmarks.md), and memory
 RocksDB does not charge to the cache (table readers, compaction buffers) comes on top. Size
 ``lakefeed.state.memory`` about 15% under the memory state may really use.
+
+When a run's queries have stopped, :func:`release` closes the state stores the driver's JVM
+still holds (in local mode the executor is the driver): Spark leaves a stopped query's RocksDB
+instances open until its maintenance task (every ``stateStore.maintenanceInterval``, 60 s) finds
+them inactive, so they kept their share of the bounded memory while a next run in the same
+process loaded its own, and a process that ended sooner took its JVM down with RocksDB open
+and its background threads running (the big-state bench printed ``std::bad_alloc`` from
+RocksDB's native code at exit, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -171,6 +179,20 @@ def apply(spark: SparkSession, get: Callable[[str], str | None], keys: list[str]
         )
     for key, value in StateMemory.from_config(get).spark_conf().items():
         spark.conf.set(key, value)
+
+
+def release(spark: SparkSession) -> None:
+    """Close the state stores loaded in this JVM, once no query of ``spark`` is active.
+
+    Only between runs: a store in use by an active query must stay open (a query of another
+    session of the same JVM is not seen here; lakefeed runs a pipeline in one session). The next
+    stateful query loads its stores from its checkpoint, as it would anyway (a store belongs to
+    one run of a query). Without a JVM (Spark Connect) the server owns its stores.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None or spark.streams.active:
+        return
+    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
 def _mib(opts: Options, name: str, also: str = "") -> int | None:

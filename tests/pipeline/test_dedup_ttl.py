@@ -66,6 +66,14 @@ def test_a_key_passes_again_once_its_ttl_has_passed(runs) -> None:
 
 
 @pytest.mark.spark
+def test_the_runs_close_their_state_stores(runs, spark) -> None:
+    """lf.run closes the stopped queries' RocksDB stores (state_memory.release) instead of
+    leaving them open until Spark's maintenance task, which release stops with them."""
+    store = spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore
+    assert not store.isMaintenanceRunning()
+
+
+@pytest.mark.spark
 def test_misuse_is_refused_with_the_fix(spark) -> None:
     df = spark.createDataFrame([(1, "a")], "id BIGINT, v STRING")
     with pytest.raises(PipelineDefinitionError, match="no column 'key'"):

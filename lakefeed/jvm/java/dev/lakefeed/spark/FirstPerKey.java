@@ -1,100 +1,181 @@
 package dev.lakefeed.spark;
 
-import java.time.Duration;
-import java.util.Arrays;
+import static org.apache.spark.sql.functions.hash;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.pmod;
+
+import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
-import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import scala.Tuple2;
 import scala.collection.Iterator;
 import scala.collection.Iterator$;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A key's first row, the key then remembered for a TTL of processing time ({@code
  * lakefeed.drop_duplicates_within_ttl}, whose Python module documents the semantics).
  *
- * <p>In the JVM because each key costs state calls: from a Python worker each is a round trip
- * to the JVM's state server, here a call into RocksDB. Spark's TTL keeps an index by expiry, so
- * a batch's eviction reads only the keys that expire.
+ * <p>One state row per key, as in Spark's own dedup: the key and the batch time that first saw
+ * it. Spark's state TTL would add an index row per key ordered by expiry (twice the rows, the
+ * writes and the changelog bytes, and four reads per new key: docs/benchmarks.md "Big state").
+ * Here an expired key reads as absent at once (its time is checked on lookup) and its row is
+ * removed by a sweep: keys are grouped into {@link #BUCKETS} buckets by Spark's hash of the key
+ * columns, each bucket with one processing-time timer that reads the bucket and removes what
+ * expired, once per sweep period; the buckets' timers are spread over the period, so a batch
+ * sweeps about (batch interval / period) of the state instead of all of it.
+ *
+ * <p>In the JVM because each key costs state calls: from a Python worker each is a round trip to
+ * the JVM's state server, here a call into RocksDB.
  */
-public final class FirstPerKey extends StatefulProcessor<Row, Row, Row> {
-  /** The state variable's name, shown by {@code lakefeed state}. */
+public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
+  /** The state variable's name, shown by {@code lakefeed state}: key -> first seen (ms). */
   public static final String SEEN = "seen";
+  /** Buckets of keys, each with one sweep timer. */
+  public static final int BUCKETS = 4096;
+  /** A bucket is swept every TTL / this, at most once per {@link #MIN_SWEEP_MS}. */
+  static final long SWEEPS_PER_TTL = 4;
+  static final long MIN_SWEEP_MS = 60_000;
+  private static final String BUCKET = "__lakefeed_bucket";
 
   private final long ttlMs;
-  private transient ValueState<Boolean> seen;
+  private final int[] keyPositions;
+  private final StructType keySchema;
+  private transient MapState<Row, Long> seen;
 
-  public FirstPerKey(long ttlMs) {
+  FirstPerKey(long ttlMs, int[] keyPositions, StructType keySchema) {
     this.ttlMs = ttlMs;
+    this.keyPositions = keyPositions;
+    this.keySchema = keySchema;
   }
 
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
-    TTLConfig ttl = TTLConfig.apply(Duration.ofMillis(ttlMs));
-    seen = getHandle().getValueState(SEEN, Encoders.BOOLEAN(), ttl);
+    seen = getHandle().getMapState(SEEN, Encoders.row(keySchema), Encoders.LONG(), TTLConfig.NONE());
   }
 
   @Override
-  public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
-    if (seen.exists()) { // an expired key reads as absent, even before its cleanup
-      return Iterator$.MODULE$.empty();
+  public Iterator<Row> handleInputRows(Integer bucket, Iterator<Row> rows, TimerValues timers) {
+    long now = timers.getCurrentProcessingTimeInMs();
+    List<Row> first = new ArrayList<>();
+    while (rows.hasNext()) {
+      Row row = rows.next();
+      Row key = keyOf(row);
+      Long seenAt = seen.getValue(key);
+      if (seenAt == null || expired(seenAt, now)) {
+        seen.updateValue(key, now);
+        first.add(withoutBucket(row));
+      }
     }
-    seen.update(Boolean.TRUE);
-    return Iterator$.MODULE$.single(rows.next());
+    if (!first.isEmpty()) {
+      // Registering the same time again is a no-op, so this needs no read (asking the map
+      // whether it holds keys would open a RocksDB iterator per bucket and batch).
+      getHandle().registerTimer(nextSweep(bucket, now));
+    }
+    return CollectionConverters.asScala(first.iterator());
+  }
+
+  /** The bucket's sweep: remove its expired keys; come back a period later while any remain. */
+  @Override
+  public Iterator<Row> handleExpiredTimer(
+      Integer bucket, TimerValues timers, ExpiredTimerInfo expiredTimerInfo) {
+    long now = timers.getCurrentProcessingTimeInMs();
+    List<Row> gone = new ArrayList<>();
+    boolean kept = false;
+    Iterator<Tuple2<Row, Long>> entries = seen.iterator();
+    while (entries.hasNext()) {
+      Tuple2<Row, Long> entry = entries.next();
+      if (expired(entry._2(), now)) {
+        gone.add(entry._1());
+      } else {
+        kept = true;
+      }
+    }
+    gone.forEach(seen::removeKey);
+    if (kept) { // the same time as a sweep registered by a later batch's new keys, if any
+      getHandle().registerTimer(nextSweep(bucket, now));
+    }
+    return Iterator$.MODULE$.empty();
+  }
+
+  /** Spark's TTL rule: expired once the batch time reaches the first sighting + TTL. */
+  private boolean expired(long seenAt, long now) {
+    return now >= seenAt + ttlMs;
+  }
+
+  /** The bucket's next sweep after {@code now}, at its own phase within the period. */
+  long nextSweep(int bucket, long now) {
+    long period = Math.max(ttlMs / SWEEPS_PER_TTL, MIN_SWEEP_MS);
+    long phase = period * bucket / BUCKETS;
+    return now - Math.floorMod(now - phase, period) + period;
+  }
+
+  private Row keyOf(Row row) {
+    Object[] values = new Object[keyPositions.length];
+    for (int i = 0; i < values.length; i++) {
+      values[i] = row.get(keyPositions[i]);
+    }
+    return RowFactory.create(values);
+  }
+
+  private static Row withoutBucket(Row row) {
+    Object[] values = new Object[row.length() - 1];
+    for (int i = 0; i < values.length; i++) {
+      values[i] = row.get(i);
+    }
+    return RowFactory.create(values);
   }
 
   /** Spark prints the processor in the plan, which lakefeed's checkpoint guard compares. */
   @Override
   public String toString() {
-    return "FirstPerKey(ttl=" + ttlMs + " ms)";
+    return "FirstPerKey(ttl=" + ttlMs + " ms, " + BUCKETS + " buckets)";
   }
 
-  /** A row's key columns; printed in the plan too, so a stable name rather than a lambda's. */
-  private static final class KeyOf implements MapFunction<Row, Row> {
-    private final int[] positions;
-
-    KeyOf(int[] positions) {
-      this.positions = positions;
-    }
-
+  /** A row's bucket (its last column); printed in the plan too, so a stable name. */
+  private static final class BucketOf implements MapFunction<Row, Integer> {
     @Override
-    public Row call(Row row) {
-      Object[] values = new Object[positions.length];
-      for (int i = 0; i < positions.length; i++) {
-        values[i] = row.get(positions[i]);
-      }
-      return RowFactory.create(values);
+    public Integer call(Row row) {
+      return row.getInt(row.length() - 1);
     }
 
     @Override
     public String toString() {
-      return "KeyOf" + Arrays.toString(positions);
+      return "BucketOf";
     }
   }
 
-  /** {@code df} grouped on the {@code keys} columns, each key's first row within the TTL. */
+  /** {@code df} without the rows whose {@code keys} columns were seen within the TTL. */
   public static Dataset<Row> dropDuplicatesWithinTtl(
       Dataset<Row> df, List<String> keys, long ttlMs) {
     StructType schema = df.schema();
     int[] positions = new int[keys.size()];
     StructField[] fields = new StructField[keys.size()];
+    Column[] columns = new Column[keys.size()];
     for (int i = 0; i < positions.length; i++) {
       positions[i] = schema.fieldIndex(keys.get(i));
       fields[i] = schema.fields()[positions[i]];
+      columns[i] = df.col("`" + keys.get(i).replace("`", "``") + "`");
     }
-    return df.groupByKey(new KeyOf(positions), Encoders.row(new StructType(fields)))
+    Dataset<Row> bucketed = df.withColumn(BUCKET, pmod(hash(columns), lit(BUCKETS)));
+    return bucketed
+        .groupByKey(new BucketOf(), Encoders.INT())
         .transformWithState(
-            new FirstPerKey(ttlMs),
+            new FirstPerKey(ttlMs, positions, new StructType(fields)),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
             Encoders.row(schema));

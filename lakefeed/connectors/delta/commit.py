@@ -102,18 +102,22 @@ def commit_files(
     txn: tuple[str, int] | None = None,
     metadata: dict | None = None,
     snapshot: Snapshot | None = None,
+    refresh: bool = True,
 ) -> CommitResult:
     """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed.
 
     ``snapshot``: the writer's open table (a stream's, kept across its batches); else the table
-    is opened for this commit.
+    is opened for this commit. ``refresh=False``: the caller brought ``snapshot`` up to date
+    just before writing ``files`` (its replay check); the commit goes against that version
+    instead of listing the log again. That is safe: delta-rs checks every commit made since
+    the version a transaction read (one with the same ``txn`` app id fails it).
     """
     properties = CommitProperties(
         custom_metadata={**(metadata or {}), "engineInfo_lakefeed": "lakefeed"},
         app_transactions=[Transaction(*txn)] if txn else None,
     )
     opened = snapshot or Snapshot(spec.root)
-    table = opened.latest()
+    table = opened.latest() if refresh else opened.current()
     if table is None:
         schema = as_nullable(data_schema)
         try:
@@ -163,6 +167,7 @@ def commit_stream_batch(
     app_id: str,
     batch_id: int,
     sweep: bool = True,
+    refresh: bool = True,
 ) -> CommitResult:
     """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped.
 
@@ -170,7 +175,7 @@ def commit_stream_batch(
     folder the batch wrote to, the table's root included: on object storage a listing grows with
     the table). A writer that knows there were none passes False: Spark's staged writer after
     its run's first batch (files of failed tasks stay in staging; only a run's first batch can
-    repeat a batch an earlier run started).
+    repeat a batch an earlier run started). ``refresh``: see :func:`commit_files`.
     """
     try:
         result = commit_files(
@@ -180,6 +185,7 @@ def commit_stream_batch(
             txn=(app_id, batch_id),
             metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
             snapshot=for_stream(spec.root, app_id),
+            refresh=refresh,
         )
     except CommitFailedError as error:
         raise ConflictError(

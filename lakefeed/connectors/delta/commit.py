@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, PostCommitHookProperties
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import (
@@ -36,6 +36,8 @@ from lakefeed.connectors.delta.schema import (
 )
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.errors import ConflictError
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
 # writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
@@ -156,8 +158,24 @@ def commit_files(
         schema=schema,
         partition_by=list(spec.partition_by) or None,
         commit_properties=properties,
+        post_commithook_properties=post_commit_hooks(table),
     )
     return CommitResult(table.version() + 1)
+
+
+def post_commit_hooks(table: DeltaTable) -> PostCommitHookProperties:
+    """delta-rs's hooks after a commit on ``table``'s next version: expired log files are looked
+    for only when that version also gets a checkpoint, as delta-spark does.
+
+    delta-rs otherwise lists the whole ``_delta_log`` after every commit (measured against
+    moto: one LIST per commit), and the folder keeps ``delta.logRetentionDuration`` (30 days)
+    of commits: a stream committing every few seconds would list hundreds of thousands of keys
+    per micro-batch. Expired files can only go at a checkpoint anyway (they must be older than
+    the newest checkpoint).
+    """
+    interval = int(table.metadata().configuration.get(CHECKPOINT_INTERVAL) or 100)
+    at_checkpoint = (table.version() + 1) % interval == 0
+    return PostCommitHookProperties(cleanup_expired_logs=None if at_checkpoint else False)
 
 
 def commit_stream_batch(

@@ -2,13 +2,15 @@
 
 A Python Data Source sink receives every row as Arrow in a Python worker before anything is
 written; measured, that hand-over alone costs more than Spark's whole Parquet write
-(docs/benchmarks.md). So a stream into Delta runs as ``foreachBatch``: Spark writes the batch
-into a staging folder inside the table (its commit protocol removes the files of failed
-tasks), the driver reads the footers for statistics, renames the files into the table under
-the batch's stream file names and commits them with the same ``txn`` action as the Python
-sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
-renamed but never committed carry their batch's name and go when that batch commits; a staging
-folder left by a killed driver goes at the first batch of the query's next run. A batch
+(docs/benchmarks.md). So a stream into Delta runs as ``foreachBatch``: Spark's tasks write the
+batch's files in place, under the batch's stream file names (lakefeed's commit protocol,
+``DirectCommitProtocol``, as delta-spark's ``DelayedCommitProtocol``: no staging, no rename,
+which on S3 would be a copy per file), the driver reads the footers for statistics and commits
+the files with the same ``txn`` action as the Python sink. Where that protocol cannot be used
+Spark writes into a staging folder inside the table and the driver moves the files in.
+Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files written
+but never committed carry their batch's name and go when that batch commits at the first
+batch of the query's next run, as does a staging folder left by a killed driver. A batch
 ``save()`` takes the same path as one commit (with its optional ``txnAppId``/``txnVersion``);
 what a killed driver left of it goes with ``vacuum``.
 """

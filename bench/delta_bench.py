@@ -204,7 +204,7 @@ def main() -> None:
                 out = storage.join(sink_root, f"{fmt}-out-{attempt}")
                 cp = storage.join(sink_root, f"{fmt}-cp-{attempt}")
                 python = fmt == "delta-py"
-                # delta: lakefeed's default writer (Spark's on disk, Python's on object storage)
+                # delta: lakefeed's default writer (Spark's, files written in place)
                 writer = {"lakefeed.writer": "python"} if python else {}
                 query = (
                     stream_input()

@@ -73,6 +73,17 @@ def spark_conf(given: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in conf.items() if k not in given or k == "spark.jars.packages"}
 
 
+CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+CHECKPOINT_MANAGER = "dev.lakefeed.spark.ObjectStoreCheckpointFileManager"
+"""In lakefeed's jar: checkpoint files on S3 written in place instead of renamed (a copy)."""
+
+
+def checkpoint_conf(given: Mapping[str, str]) -> dict[str, str]:
+    """Spark's checkpoint files on S3 without a rename, unless the user chose a manager; the
+    caller adds lakefeed's jar (local paths keep Spark's own writes, see the Java class)."""
+    return {} if CHECKPOINT_MANAGER_CONF in given else {CHECKPOINT_MANAGER_CONF: CHECKPOINT_MANAGER}
+
+
 def cached(ivy: str) -> bool:
     """Whether the hadoop-aws jar is already in the Ivy cache (then no network is needed)."""
     name = f"org.apache.hadoop_hadoop-aws-{hadoop_version()}.jar"

@@ -103,8 +103,8 @@ def spark_session(
     settings.update(cluster.cluster_conf(master, settings))
     if s3a.uses_object_store(storage):
         settings.update(s3a.spark_conf(settings))
-    if SparkSession.getActiveSession() is None and (jars := _with_lakefeed_jar(settings)):
-        settings["spark.jars"] = jars
+    if SparkSession.getActiveSession() is None:
+        settings.update(_lakefeed_jar_conf(settings, s3a.uses_object_store(storage)))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -124,11 +124,16 @@ def _ready(spark: SparkSession, compat: bool) -> SparkSession:
     return spark
 
 
-def _with_lakefeed_jar(settings: Mapping[str, str]) -> str:
-    """``spark.jars`` plus lakefeed's planned-stream source (see :mod:`lakefeed.jvm`)."""
+def _lakefeed_jar_conf(settings: Mapping[str, str], object_store: bool) -> dict[str, str]:
+    """``spark.jars`` plus lakefeed's compiled JVM part (see :mod:`lakefeed.jvm`) and, when the
+    session uses S3, its checkpoint file manager (:func:`lakefeed.s3a.checkpoint_conf`)."""
     from lakefeed.jvm import jar_path
 
-    return ",".join(j for j in (settings.get("spark.jars"), jar_path()) if j)
+    jar = jar_path()
+    if jar is None:
+        return {}
+    conf = {"spark.jars": ",".join(j for j in (settings.get("spark.jars"), jar) if j)}
+    return {**conf, **s3a.checkpoint_conf(settings)} if object_store else conf
 
 
 _EVALUATING: ContextVar[SparkSession | None] = ContextVar("lakefeed_session", default=None)

@@ -46,7 +46,8 @@ from tests.support.s3 import MotoServer
 
 PARTS = ("ysb", "delta", "s3")
 SINK_LEGS = {"delta": "pq-sink,delta-sink", "s3": "pq-sink,delta-sink,delta-py-sink"}
-"""delta_bench's legs per part; on S3 also the Python writer (data files written in place)."""
+"""delta_bench's legs per part; on S3 also the Python writer (the S3 default where Spark's
+writer cannot write in place, e.g. under Spark Connect)."""
 
 
 def main(argv: list[str] | None = None) -> int:

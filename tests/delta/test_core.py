@@ -506,3 +506,23 @@ def test_commit_path_reads_no_kill_switch_from_the_environment(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     assert DeltaTable(str(tmp_path / "t")).version() == 0
+
+
+def test_expired_logs_are_looked_for_only_at_checkpoints(tmp_path: Path) -> None:
+    """delta-rs would list the whole ``_delta_log`` after every commit; lakefeed's commits ask
+    for the cleanup only with a checkpoint, where it can remove anything (as delta-spark)."""
+    root = tmp_path / "t"
+    _stream_commit(root, 0, range(3))
+    DeltaTable(str(root)).alter.set_table_properties(
+        {"delta.checkpointInterval": "3", "delta.logRetentionDuration": "interval 0 seconds"}
+    )  # version 1
+    hooks = commit.post_commit_hooks(DeltaTable(str(root)))  # for version 2
+    assert hooks.cleanup_expired_logs is False
+    _stream_commit(root, 1, range(3, 5))  # version 2
+    assert commit.post_commit_hooks(DeltaTable(str(root))).cleanup_expired_logs is None
+    _stream_commit(root, 2, range(5, 7))  # version 3: a checkpoint, then the cleanup
+    names = sorted(os.listdir(root / "_delta_log"))
+    assert "00000000000000000000.json" not in names and any("checkpoint" in n for n in names)
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == list(
+        range(7)
+    )

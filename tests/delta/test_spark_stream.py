@@ -303,10 +303,40 @@ def test_a_table_replaced_under_a_running_query_fails_it(spark, tmp_path: Path) 
     assert _ids(dst) == [0, 1, 2] and _txns(dst) == []
 
 
-def test_tables_on_object_storage_default_to_the_python_writer() -> None:
+def test_object_storage_defaults_to_spark_only_when_it_writes_in_place() -> None:
     """Spark's staged write renames every file, a copy on S3 (bench/deploy measured it)."""
     from lakefeed.connectors.delta.spark_write import default_writer
 
-    assert default_writer("s3://bucket/lh/tables/t") == "python"
-    assert default_writer("s3a://bucket/t") == "python"
-    assert default_writer("/data/lh/tables/t") == "spark"
+    assert default_writer("s3://bucket/lh/tables/t", in_place=True) == "spark"
+    assert default_writer("s3://bucket/lh/tables/t", in_place=False) == "python"
+    assert default_writer("s3a://bucket/t", in_place=False) == "python"
+    assert default_writer("/data/lh/tables/t", in_place=False) == "spark"
+
+
+def test_spark_writes_delta_files_in_place_and_a_failed_write_leaves_none(
+    spark, tmp_path: Path
+) -> None:
+    """lakefeed's commit protocol: data files written at their final place (no staging, no
+    ``.crc``), the files of a failed job removed (its failed task's and those of the tasks that
+    had committed), and every other write of the session left to Spark's own protocol."""
+    from pyspark.sql import functions as F
+
+    from lakefeed.connectors.delta.spark_write import DIRECT_PROTOCOL, PROTOCOL_CONF
+
+    dst, plain = tmp_path / "dst", tmp_path / "plain"
+    # 3 tasks on 2 cores: the last one, failing at its last row, runs alone (a task still
+    # running when its job fails may commit after the abort: its file stays unreferenced).
+    frame = spark.range(0, 1000, numPartitions=3).selectExpr("id", "concat('p', id % 2) AS k")
+    frame.write.format("delta").partitionBy("k").save(str(dst))
+    assert spark.conf.get(PROTOCOL_CONF) == DIRECT_PROTOCOL
+    assert not (dst / "_lakefeed_staging").exists()
+    assert unreferenced_files(dst) == set()
+    failing = frame.withColumn(
+        "id", F.when(F.col("id") == 999, F.raise_error(F.lit("boom"))).otherwise(F.col("id"))
+    )
+    with pytest.raises(Exception, match="boom"):
+        failing.write.format("delta").mode("append").save(str(dst))
+    assert unreferenced_files(dst) == set()
+    assert _ids(dst) == list(range(1000))
+    frame.write.parquet(str(plain))
+    assert (plain / "_SUCCESS").exists()

@@ -105,6 +105,10 @@ def test_s3a_settings_follow_the_aws_environment(
     assert s3_env["AWS_SECRET_ACCESS_KEY"] not in json.dumps(conf)  # S3A reads it from the env
     own_jars = s3a.spark_conf({"spark.jars": "/jars/hadoop-aws-3.5.0.jar"})
     assert "spark.jars.packages" not in own_jars
+    # Checkpoint files written in place (no rename = copy on S3), unless the user chose.
+    chosen = {s3a.CHECKPOINT_MANAGER_CONF: "my.Manager"}
+    assert s3a.checkpoint_conf({}) == {s3a.CHECKPOINT_MANAGER_CONF: s3a.CHECKPOINT_MANAGER}
+    assert s3a.checkpoint_conf(chosen) == {}
 
 
 def test_only_object_store_locations_add_s3a(tmp_path) -> None:

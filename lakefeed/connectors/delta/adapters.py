@@ -37,6 +37,7 @@ from lakefeed.connectors.delta.spark_write import (
     SparkFilesSink,
     applies,
     default_writer,
+    in_place,
     write_batch,
 )
 from lakefeed.connectors.options import Options
@@ -151,8 +152,9 @@ def spark_writes_files(
     frame: DataFrame, options: Mapping[str, str], partition_by: Any, root: str
 ) -> bool:
     """Spark's own Parquet writer produces the data files, unless asked for, unsafe, or the
-    table is on object storage (:func:`~lakefeed.connectors.delta.spark_write.default_writer`)."""
-    default = default_writer(root)
+    table is on object storage and Spark could only stage them
+    (:func:`~lakefeed.connectors.delta.spark_write.default_writer`)."""
+    default = default_writer(root, in_place(frame.sparkSession))
     chosen = Options(options, OptionError).choice(WRITER_OPTION, ("spark", "python"), default)
     conf = frame.sparkSession.conf
     return chosen == "spark" and applies(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, PostCommitHookProperties
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import (
@@ -36,6 +36,8 @@ from lakefeed.connectors.delta.schema import (
 )
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.errors import ConflictError
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
 # writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
@@ -102,18 +104,22 @@ def commit_files(
     txn: tuple[str, int] | None = None,
     metadata: dict | None = None,
     snapshot: Snapshot | None = None,
+    refresh: bool = True,
 ) -> CommitResult:
     """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed.
 
     ``snapshot``: the writer's open table (a stream's, kept across its batches); else the table
-    is opened for this commit.
+    is opened for this commit. ``refresh=False``: the caller brought ``snapshot`` up to date
+    just before writing ``files`` (its replay check); the commit goes against that version
+    instead of listing the log again. That is safe: delta-rs checks every commit made since
+    the version a transaction read (one with the same ``txn`` app id fails it).
     """
     properties = CommitProperties(
         custom_metadata={**(metadata or {}), "engineInfo_lakefeed": "lakefeed"},
         app_transactions=[Transaction(*txn)] if txn else None,
     )
     opened = snapshot or Snapshot(spec.root)
-    table = opened.latest()
+    table = opened.latest() if refresh else opened.current()
     if table is None:
         schema = as_nullable(data_schema)
         try:
@@ -153,9 +159,25 @@ def commit_files(
         schema=schema,
         partition_by=list(spec.partition_by) or None,
         commit_properties=properties,
+        post_commithook_properties=post_commit_hooks(table),
     )
     opened.note_commit(txn)
     return CommitResult(table.version() + 1)
+
+
+def post_commit_hooks(table: DeltaTable) -> PostCommitHookProperties:
+    """delta-rs's hooks after a commit on ``table``'s next version: expired log files are looked
+    for only when that version also gets a checkpoint, as delta-spark does.
+
+    delta-rs otherwise lists the whole ``_delta_log`` after every commit (measured against
+    moto: one LIST per commit), and the folder keeps ``delta.logRetentionDuration`` (30 days)
+    of commits: a stream committing every few seconds would list hundreds of thousands of keys
+    per micro-batch. Expired files can only go at a checkpoint anyway (they must be older than
+    the newest checkpoint).
+    """
+    interval = int(table.metadata().configuration.get(CHECKPOINT_INTERVAL) or 100)
+    at_checkpoint = (table.version() + 1) % interval == 0
+    return PostCommitHookProperties(cleanup_expired_logs=None if at_checkpoint else False)
 
 
 def commit_stream_batch(
@@ -165,6 +187,7 @@ def commit_stream_batch(
     app_id: str,
     batch_id: int,
     sweep: bool = True,
+    refresh: bool = True,
 ) -> CommitResult:
     """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped.
 
@@ -172,7 +195,7 @@ def commit_stream_batch(
     folder the batch wrote to, the table's root included: on object storage a listing grows with
     the table). A writer that knows there were none passes False: Spark's staged writer after
     its run's first batch (files of failed tasks stay in staging; only a run's first batch can
-    repeat a batch an earlier run started).
+    repeat a batch an earlier run started). ``refresh``: see :func:`commit_files`.
     """
     try:
         result = commit_files(
@@ -182,6 +205,7 @@ def commit_stream_batch(
             txn=(app_id, batch_id),
             metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
             snapshot=for_stream(spec.root, app_id),
+            refresh=refresh,
         )
     except CommitFailedError as error:
         raise ConflictError(

@@ -2,13 +2,15 @@
 
 A Python Data Source sink receives every row as Arrow in a Python worker before anything is
 written; measured, that hand-over alone costs more than Spark's whole Parquet write
-(docs/benchmarks.md). So a stream into Delta runs as ``foreachBatch``: Spark writes the batch
-into a staging folder inside the table (its commit protocol removes the files of failed
-tasks), the driver reads the footers for statistics, renames the files into the table under
-the batch's stream file names and commits them with the same ``txn`` action as the Python
-sink. Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files
-renamed but never committed carry their batch's name and go when that batch commits; a staging
-folder left by a killed driver goes at the first batch of the query's next run. A batch
+(docs/benchmarks.md). So a stream into Delta runs as ``foreachBatch``: Spark's tasks write the
+batch's files in place, under the batch's stream file names (lakefeed's commit protocol,
+``DirectCommitProtocol``, as delta-spark's ``DelayedCommitProtocol``: no staging, no rename,
+which on S3 would be a copy per file), the driver reads the footers for statistics and commits
+the files with the same ``txn`` action as the Python sink. Where that protocol cannot be used
+Spark writes into a staging folder inside the table and the driver moves the files in.
+Exactly-once is unchanged: a replayed batch finds its txn and writes nothing; files written
+but never committed carry their batch's name and go when that batch commits at the first
+batch of the query's next run, as does a staging folder left by a killed driver. A batch
 ``save()`` takes the same path as one commit (with its optional ``txnAppId``/``txnVersion``);
 what a killed driver left of it goes with ``vacuum``.
 """
@@ -17,10 +19,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -56,18 +60,34 @@ WRITER_OPTION = "lakefeed.writer"
 :func:`default_writer`."""
 BATCH_TAG = "write"
 """Staging folders of batch writes; a stream's carry its query's app tag."""
+PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
+SPARK_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+DIRECT_PROTOCOL = "dev.lakefeed.spark.DirectCommitProtocol"
+"""lakefeed's protocol (``lakefeed/jvm/java``): Delta data files written in place."""
+DIRECT_TOKEN = "lakefeed.direct.token"
+DIRECT_PREFIX = "lakefeed.direct.prefix"
+"""Write options that mark a write for ``DirectCommitProtocol`` (its ``TOKEN``, ``PREFIX``)."""
+RAW_LOCAL = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+"""Hadoop settings of an in-place write to local disk: no ``.crc`` file beside each data file
+(Hadoop's checksummed local file system writes one; Delta readers never read it)."""
+FOOTER_READERS = 8
+"""Data files whose footers the driver reads at once (round trips on object storage)."""
 
 
-def default_writer(root: str) -> str:
-    """``python`` for a table on object storage, else ``spark``.
+def default_writer(root: str, in_place: bool) -> str:
+    """``spark`` unless the table is on object storage and Spark would stage its files.
 
-    On S3 Spark's staged write goes through S3A's ``FileOutputCommitter``: task and job commits
-    rename every file (a copy and a delete each on S3, with listings around them) and lakefeed
-    then moves each file into the table (one more copy). The Python writer puts each data file
-    at its final key once. Measured with ``bench/deploy`` against moto: 92 instead of 143
-    requests per micro-batch, 1.75x the rows/s (docs/benchmarks.md, "Deployment").
+    ``in_place``: the session writes Delta files where they stay (:func:`in_place`), as on S3
+    it must: Spark's staged write goes through S3A's ``FileOutputCommitter``, whose task and job
+    commits rename every file (a copy and a delete each on S3, with listings around them), and
+    lakefeed then moved each file into the table (one more copy). Without it (Spark Connect, a
+    session with other committers) the Python writer, which puts each file at its final key
+    once, is the faster one on S3 (docs/benchmarks.md, "Deployment").
     """
-    return "python" if storage.is_object_store(root) else "spark"
+    return "spark" if in_place or not storage.is_object_store(root) else "python"
 
 
 def applies(
@@ -128,12 +148,15 @@ class SparkFilesSink:
             # write, but files an earlier attempt adopted and never committed go now (the
             # commit skips on its txn, then removes them).
             schema = to_arrow_schema(frame.schema, timezone="UTC")
-            commit.commit_stream_batch(self.spec, [], schema, app_id, batch_id)
+            commit.commit_stream_batch(self.spec, [], schema, app_id, batch_id, refresh=False)
             return
-        staging = _staging_folder(self.spec.root, app_tag(app_id))
-        files, schema = _write(frame, self.spec, staging, stream_file_prefix(app_id, batch_id))
-        commit.commit_stream_batch(self.spec, files, schema, app_id, batch_id, sweep=first)
-        storage.remove_tree(staging)
+        prefix = stream_file_prefix(app_id, batch_id)
+        files, schema = _write(frame, self.spec, app_tag(app_id), prefix)
+        # The replay check above brought the table up to date: the commit goes against that
+        # version (delta-rs checks whatever was committed since) without a second listing.
+        commit.commit_stream_batch(
+            self.spec, files, schema, app_id, batch_id, sweep=first, refresh=False
+        )
 
     def _first_batch(self) -> str:
         from lakefeed.connectors.delta.datasource import query_id
@@ -159,31 +182,80 @@ def write_batch(
     snapshot = snapshot or Snapshot(spec.root)
     if txn is not None and _committed(snapshot, txn):
         return  # the idempotent write (txnAppId/txnVersion) is already in the table
-    staging = _staging_folder(spec.root, BATCH_TAG)
     files: list[WrittenFile] = []
     try:
-        files, schema = _write(frame, spec, staging, f"part-{uuid.uuid4().hex[:8]}-")
+        files, schema = _write(frame, spec, BATCH_TAG, f"part-{uuid.uuid4().hex[:8]}-")
         result = commit.commit_files(spec, files, schema, txn=txn, snapshot=snapshot)
         if result.skipped:
             remove_files(spec.root, files)  # another writer committed the same txn meanwhile
     except BaseException:
         remove_files(spec.root, files)
         raise
-    finally:
-        storage.remove_tree(staging)
 
 
 def _write(
-    frame: DataFrame, spec: commit.WriteSpec, staging: str, prefix: str
+    frame: DataFrame, spec: commit.WriteSpec, tag: str, prefix: str
 ) -> tuple[list[WrittenFile], pa.Schema]:
-    """Spark writes ``frame`` into ``staging``; its files move into the table under ``prefix``."""
-    writer = frame.write.mode("overwrite").option("compression", "snappy")
-    if spec.partition_by:
-        writer = writer.partitionBy(*spec.partition_by)
-    writer.parquet(staging)
+    """Spark writes ``frame`` into the table as files named ``prefix…``, not yet committed:
+    in place when the session runs lakefeed's commit protocol, else through a staging folder
+    (``tag``: whose) from which lakefeed moves them."""
     schema = to_arrow_schema(frame.schema, timezone="UTC")
-    adopted = [_adopt(spec.root, path, values, schema, prefix) for path, values in _staged(staging)]
+    if in_place(frame.sparkSession):
+        return _write_in_place(frame, spec, prefix, schema), schema
+    staging = _staging_folder(spec.root, tag)
+    try:
+        _writer(frame, spec, "overwrite").parquet(staging)
+        adopted = [
+            _adopt(spec.root, path, folders, schema, prefix) for path, folders in _staged(staging)
+        ]
+    finally:
+        storage.remove_tree(staging)
     return [f for f in adopted if f is not None], schema
+
+
+def _writer(frame: DataFrame, spec: commit.WriteSpec, mode: str) -> DataFrameWriter:
+    writer = frame.write.mode(mode).option("compression", "snappy")
+    return writer.partitionBy(*spec.partition_by) if spec.partition_by else writer
+
+
+def in_place(spark: SparkSession) -> bool:
+    """Whether Spark writes this session's Delta files in place (``DirectCommitProtocol``).
+
+    The protocol is the session's ``spark.sql.sources.commitProtocolClass`` (Spark instantiates
+    it per write); it passes every write but lakefeed's to Spark's own protocol, so it is set
+    on a session still using Spark's default. A session with another protocol (e.g. S3A's
+    committers), without lakefeed's jar or without a JVM (Spark Connect) keeps the staged write.
+    """
+    from lakefeed.jvm import loadable
+
+    current = spark.conf.get(PROTOCOL_CONF, SPARK_PROTOCOL)
+    if current == DIRECT_PROTOCOL:
+        return True
+    if current != SPARK_PROTOCOL or not loadable(spark, DIRECT_PROTOCOL):
+        return False
+    spark.conf.set(PROTOCOL_CONF, DIRECT_PROTOCOL)
+    return True
+
+
+def _write_in_place(
+    frame: DataFrame, spec: commit.WriteSpec, prefix: str, schema: pa.Schema
+) -> list[WrittenFile]:
+    """Spark's tasks write their files at their final keys; the driver reads their footers."""
+    token = uuid.uuid4().hex
+    writer = _writer(frame, spec, "append").option(DIRECT_TOKEN, token)
+    if not storage.is_object_store(spec.root):
+        writer = writer.options(**RAW_LOCAL)
+    writer.option(DIRECT_PREFIX, prefix).parquet(spec.root)
+    protocol = frame.sparkSession._jvm.dev.lakefeed.spark.DirectCommitProtocol  # type: ignore[union-attr]
+    written = [str(path) for path in protocol.take(token)]
+    try:
+        with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
+            found = list(pool.map(lambda rel: _described(spec.root, rel, schema), written))
+    except BaseException:
+        for relative in written:
+            storage.remove(storage.join(spec.root, relative))
+        raise
+    return [f for f in found if f is not None]
 
 
 def _staging_folder(root: str, tag: str) -> str:
@@ -208,25 +280,38 @@ def _adopt(
     root: str, staged: str, folders: Mapping[str, str | None], schema: pa.Schema, prefix: str
 ) -> WrittenFile | None:
     """Move one staged file into the table under its final name; None if empty."""
-    fs, path = storage.filesystem(staged)
-    metadata = pq.read_metadata(path, filesystem=fs)
-    if metadata.num_rows == 0:
-        storage.remove(staged)
-        return None
-    values = {
-        name: partition_string(parse_partition_value(text, schema.field(name).type))
-        for name, text in folders.items()
-    }
+    values = _partition_values(folders, schema)
     parts = [
         f"{n}={NULL_PARTITION if v is None else escape_path_name(v)}" for n, v in values.items()
     ]
     relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
-    target = storage.join(root, relative)
-    storage.move(staged, target)
+    storage.move(staged, storage.join(root, relative))
+    return _described(root, relative, schema)
+
+
+def _partition_values(folders: Mapping[str, str | None], schema: pa.Schema) -> dict:
+    """Delta's partition values of Spark's partition folders (``name`` -> folder text)."""
+    return {
+        name: partition_string(parse_partition_value(text, schema.field(name).type))
+        for name, text in folders.items()
+    }
+
+
+def _described(root: str, relative: str, schema: pa.Schema) -> WrittenFile | None:
+    """The ``add`` action of the data file at ``relative`` in the table, from its footer (one
+    open and one read of its tail); an empty file is removed and gives None."""
+    fs, path = storage.filesystem(storage.join(root, relative))
+    with fs.open_input_file(path) as handle:
+        size = handle.size()
+        metadata = pq.read_metadata(handle)
+    if metadata.num_rows == 0:
+        storage.remove(storage.join(root, relative))
+        return None
+    values = _partition_values(_folder_values(relative), schema)
     data = pa.schema([f for f in schema if f.name not in values])
     return WrittenFile(
         path=relative,
-        size=storage.size(target),
+        size=size,
         partition_values=values,
         modification_time=now_ms(),
         stats=footer_stats(metadata, data),
@@ -234,17 +319,19 @@ def _adopt(
     )
 
 
+def _folder_values(relative: str) -> dict[str, str | None]:
+    """The partition folders of a path relative to a table or staging root (name -> text)."""
+    values: dict[str, str | None] = {}
+    for part in relative.split("/")[:-1]:
+        key, _, text = part.partition("=")
+        values[unquote(key)] = None if text == NULL_PARTITION else unquote(text)
+    return values
+
+
 def _staged(staging: str) -> Iterator[tuple[str, dict[str, str | None]]]:
     """Data files Spark wrote under ``staging`` with the partition values of their folders."""
-    from urllib.parse import unquote
-
     for relative in storage.files_under(staging):
-        *folders, name = relative.split("/")
         if any(p.startswith(("_", ".")) for p in relative.split("/")):
             continue
-        values: dict[str, str | None] = {}
-        for part in folders:
-            key, _, text = part.partition("=")
-            values[unquote(key)] = None if text == NULL_PARTITION else unquote(text)
-        if name.endswith(".parquet"):
-            yield storage.join(staging, relative), values
+        if relative.endswith(".parquet"):
+            yield storage.join(staging, relative), _folder_values(relative)

@@ -193,7 +193,8 @@ def test_spark_and_python_writers_commit_the_same_table(spark, tmp_path: Path) -
 
 def test_idempotent_and_failed_batch_writes_leave_one_clean_table(spark, tmp_path: Path) -> None:
     """txnAppId/txnVersion makes a repeated save a no-op; a save whose job fails changes
-    nothing and leaves no file behind; vacuum removes the staging of a write that died."""
+    nothing and leaves no file behind (not even a task that ends after the job failed: it is
+    denied its commit); vacuum removes the staging of a write that died."""
     path = tmp_path / "t"
     for _ in range(2):
         spark.range(5).write.format("delta").mode("append").option("txnAppId", "job").option(
@@ -204,13 +205,21 @@ def test_idempotent_and_failed_batch_writes_leave_one_clean_table(spark, tmp_pat
 
     from pyspark.sql import functions as F
 
-    boom = F.udf(lambda i: i if i < 7 else 1 // 0, "long")
+    def boom_at_7(i: int) -> int:  # the first task, slower, ends after its job failed
+        if i == 4:
+            time.sleep(2)
+        return i if i < 7 else 1 // 0
+
+    boom = F.udf(boom_at_7, "long")
     with pytest.raises(Exception, match="ZeroDivisionError"):
         spark.range(10, numPartitions=2).select(boom("id").alias("id")).write.format("delta").mode(
             "append"
         ).save(str(path))
     assert DeltaTable(str(path)).version() == 0
     assert len(_rows(path)) == 5
+    deadline = time.monotonic() + 10  # the slow task is still writing when the save fails
+    while unreferenced_files(path) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert unreferenced_files(path) == set()
     assert not any((path / "_lakefeed_staging").glob("*"))
 

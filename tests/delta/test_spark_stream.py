@@ -325,7 +325,7 @@ def test_spark_writes_delta_files_in_place_and_a_failed_write_leaves_none(
 
     dst, plain = tmp_path / "dst", tmp_path / "plain"
     # 3 tasks on 2 cores: the last one, failing at its last row, runs alone (a task still
-    # running when its job fails may commit after the abort: its file stays unreferenced).
+    # running when its job fails is denied its commit: tests/delta/test_spark_batch has that).
     frame = spark.range(0, 1000, numPartitions=3).selectExpr("id", "concat('p', id % 2) AS k")
     frame.write.format("delta").partitionBy("k").save(str(dst))
     assert spark.conf.get(PROTOCOL_CONF) == DIRECT_PROTOCOL

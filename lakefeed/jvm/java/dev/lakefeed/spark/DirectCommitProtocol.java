@@ -10,6 +10,9 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.executor.CommitDeniedException;
 import org.apache.spark.internal.io.FileCommitProtocol.TaskCommitMessage;
 import org.apache.spark.internal.io.FileNameSpec;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
@@ -30,10 +33,11 @@ import scala.collection.immutable.Seq;
  * a stream's carries its query and batch, so files of an attempt that never committed can be
  * found and removed). Every other write goes through Spark's protocol unchanged.
  *
- * <p>A failed task removes its files, a failed job those of the tasks that had committed. Not
- * removable here: files of an executor killed mid-task, and of a task that Spark could not stop
- * before it finished after its job failed. Delta readers never see them (no commit names
- * them); a stream's next run removes its batch's leftovers, a full vacuum the others.
+ * <p>A failed task removes its files, a failed job those of the tasks that had committed; a task
+ * that finishes after its job failed is denied its commit (Spark's output commit coordinator)
+ * and removes its own. Not removable here: files of an executor killed mid-task. Delta readers
+ * never see them (no commit names them); a stream's next run removes its batch's leftovers, a
+ * full vacuum the others.
  */
 public class DirectCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
   public static final String TOKEN = "lakefeed.direct.token";
@@ -99,7 +103,37 @@ public class DirectCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
 
   @Override
   public TaskCommitMessage commitTask(TaskAttemptContext task) {
-    return token == null ? super.commitTask(task) : new TaskCommitMessage(new ArrayList<>(written));
+    if (token == null) {
+      return super.commitTask(task);
+    }
+    TaskContext ctx = TaskContext.get();
+    if (ctx != null && !mayCommit(ctx)) {
+      delete(task.getConfiguration(), written);
+      throw DirectCommitProtocol.<RuntimeException>unchecked(
+          new CommitDeniedException(
+              "the write's stage has ended (its job failed) or another attempt committed",
+              ctx.stageId(),
+              ctx.partitionId(),
+              ctx.attemptNumber()));
+    }
+    return new TaskCommitMessage(new ArrayList<>(written));
+  }
+
+  /**
+   * Spark's output commit coordinator, as its own committers ask it: one attempt per partition
+   * commits, and none once the stage has ended. A task still running when its job failed is
+   * denied here and removes its files (the driver's {@link #abortJob} never hears of them).
+   */
+  private static boolean mayCommit(TaskContext ctx) {
+    return SparkEnv.get()
+        .outputCommitCoordinator()
+        .canCommit(ctx.stageId(), ctx.stageAttemptNumber(), ctx.partitionId(), ctx.attemptNumber());
+  }
+
+  /** Spark's executor treats the checked {@code CommitDeniedException} as a denied commit. */
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E unchecked(Throwable e) throws E {
+    throw (E) e;
   }
 
   @Override

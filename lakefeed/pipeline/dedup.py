@@ -54,7 +54,7 @@ from lakefeed.connectors.options import parse_duration
 from lakefeed.errors import PipelineDefinitionError
 from lakefeed.jvm import loadable
 
-PROCESSOR = "dev.lakefeed.spark.FirstPerKey"  # in lakefeed's jar; its MapState: "seen"
+PROCESSOR = "dev.lakefeed.spark.FirstPerKey"  # in lakefeed's jar; its state: "seen", "sweep"
 
 
 def drop_duplicates_within_ttl(df: DataFrame, subset: Sequence[str], ttl: str) -> DataFrame:

@@ -19,6 +19,7 @@ import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import scala.Tuple2;
@@ -45,6 +46,8 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   /** The state variable's name, shown by {@code lakefeed state}: key -> first seen (ms). */
   public static final String SEEN = "seen";
+  /** The bucket's registered sweep time (Spark warns on every re-registration of a timer). */
+  public static final String SWEEP = "sweep";
   /** Buckets of keys, each with one sweep timer. */
   public static final int BUCKETS = 4096;
   /** A bucket is swept every TTL / this, at most once per {@link #MIN_SWEEP_MS}. */
@@ -56,6 +59,7 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   private final int[] keyPositions;
   private final StructType keySchema;
   private transient MapState<Row, Long> seen;
+  private transient ValueState<Long> sweep;
 
   FirstPerKey(long ttlMs, int[] keyPositions, StructType keySchema) {
     this.ttlMs = ttlMs;
@@ -66,6 +70,7 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
     seen = getHandle().getMapState(SEEN, Encoders.row(keySchema), Encoders.LONG(), TTLConfig.NONE());
+    sweep = getHandle().getValueState(SWEEP, Encoders.LONG(), TTLConfig.NONE());
   }
 
   @Override
@@ -82,9 +87,7 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
       }
     }
     if (!first.isEmpty()) {
-      // Registering the same time again is a no-op, so this needs no read (asking the map
-      // whether it holds keys would open a RocksDB iterator per bucket and batch).
-      getHandle().registerTimer(nextSweep(bucket, now));
+      schedule(bucket, now);
     }
     return CollectionConverters.asScala(first.iterator());
   }
@@ -106,10 +109,25 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
       }
     }
     gone.forEach(seen::removeKey);
-    if (kept) { // the same time as a sweep registered by a later batch's new keys, if any
-      getHandle().registerTimer(nextSweep(bucket, now));
+    if (kept) {
+      schedule(bucket, now);
     }
     return Iterator$.MODULE$.empty();
+  }
+
+  /**
+   * Register the bucket's next sweep unless it is registered already. One point read of the
+   * bucket's {@link #SWEEP} value, not of the map (asking the map whether it holds keys opens a
+   * RocksDB iterator per bucket and batch); registering a timer that exists is refused by Spark
+   * with a warning per bucket and batch.
+   */
+  private void schedule(int bucket, long now) {
+    long next = nextSweep(bucket, now);
+    Long registered = sweep.get();
+    if (registered == null || registered != next) {
+      getHandle().registerTimer(next);
+      sweep.update(next);
+    }
   }
 
   /** Spark's TTL rule: expired once the batch time reaches the first sighting + TTL. */

@@ -101,10 +101,11 @@ def spark_session(
         builder = builder.master(master)
     settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
     settings.update(cluster.cluster_conf(master, settings))
-    if s3a.uses_object_store(storage):
+    object_store = s3a.uses_object_store(storage)
+    if object_store:
         settings.update(s3a.spark_conf(settings))
     if SparkSession.getActiveSession() is None:
-        settings.update(_lakefeed_jar_conf(settings, s3a.uses_object_store(storage)))
+        settings.update(_lakefeed_jar_conf(settings, object_store))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

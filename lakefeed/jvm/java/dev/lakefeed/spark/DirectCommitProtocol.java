@@ -109,7 +109,7 @@ public class DirectCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     TaskContext ctx = TaskContext.get();
     if (ctx != null && !mayCommit(ctx)) {
       delete(task.getConfiguration(), written);
-      throw DirectCommitProtocol.<RuntimeException>unchecked(
+      throw Unchecked.<RuntimeException>raise(
           new CommitDeniedException(
               "the write's stage has ended (its job failed) or another attempt committed",
               ctx.stageId(),
@@ -128,12 +128,6 @@ public class DirectCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     return SparkEnv.get()
         .outputCommitCoordinator()
         .canCommit(ctx.stageId(), ctx.stageAttemptNumber(), ctx.partitionId(), ctx.attemptNumber());
-  }
-
-  /** Spark's executor treats the checked {@code CommitDeniedException} as a denied commit. */
-  @SuppressWarnings("unchecked")
-  private static <E extends Throwable> E unchecked(Throwable e) throws E {
-    throw (E) e;
   }
 
   @Override

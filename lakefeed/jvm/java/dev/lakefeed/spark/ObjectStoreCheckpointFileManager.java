@@ -37,14 +37,8 @@ public class ObjectStoreCheckpointFileManager extends FileSystemBasedCheckpointF
     try {
       return new InPlace(fs().create(path, overwriteIfPossible));
     } catch (IOException e) {
-      throw ObjectStoreCheckpointFileManager.<RuntimeException>unchecked(e);
+      throw Unchecked.<RuntimeException>raise(e);
     }
-  }
-
-  /** Spark's callers catch the checked {@code FileAlreadyExistsException} the rename throws. */
-  @SuppressWarnings("unchecked")
-  private static <E extends Throwable> E unchecked(Throwable e) throws E {
-    throw (E) e;
   }
 
   private static final class InPlace extends CancellableFSDataOutputStream {

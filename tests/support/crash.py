@@ -26,6 +26,7 @@ DRIVER_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 class CrashReport:
     kills: int = 0
     runs: int = 0
+    finished_early: int = 0  # runs that exited 0 before their kill moment came
     logs: list[str] = field(default_factory=list)
 
 
@@ -76,17 +77,23 @@ def run_with_kills(
         if proc.poll() is None:
             _kill(proc)
             report.kills += 1
+        elif proc.returncode == 0:
+            report.finished_early += 1
     proc = _spawn(argv, {**full_env, "LAKEFEED_CRASH_RUN": "final"}, log)
     report.runs += 1
     try:
         code = proc.wait(timeout=final_timeout)
     except subprocess.TimeoutExpired:
         _kill(proc)
-        raise AssertionError(f"final run did not finish; log:\n{log.read_text()[-4000:]}") from None
+        raise AssertionError(f"final run did not finish; log:\n{_tail(log)}") from None
     if code != 0:
-        raise AssertionError(f"final run exited {code}; log:\n{log.read_text()[-4000:]}")
+        raise AssertionError(f"final run exited {code}; log:\n{_tail(log)}")
     report.logs.append(log.read_text())
     return report
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-4000:]
 
 
 def kill_soon_after_progress(

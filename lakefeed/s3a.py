@@ -5,8 +5,12 @@ pyspark wheel has Hadoop's client (3.5.0) but not its S3A connector. When a sess
 ``s3://`` / ``s3a://`` location, :func:`spark_conf` adds ``org.apache.hadoop:hadoop-aws`` of the
 bundled Hadoop version (it brings the AWS SDK bundle) through Spark's own
 ``spark.jars.packages``, resolved from Maven Central into an Ivy cache under lakefeed's cache
-folder (``~/.cache/lakefeed/ivy``, about 700 MB once; later sessions resolve from the cache in a
-few seconds). Sessions without S3 paths stay jar-free.
+folder (``~/.cache/lakefeed/ivy``, about 700 MB once). Spark's launcher also adds resolved
+packages to a Python app's ``spark.files`` / ``--py-files`` (for jars that carry Python code):
+every session would copy the 656 MB AWS SDK bundle into its temporary folder, and every executor
+fetch it twice. So lakefeed notes the jars Spark resolved (:func:`remember_resolution`) and later
+sessions pass them as plain ``spark.jars`` from the cache. Sessions without S3 paths stay
+jar-free.
 
 ``s3://`` is mapped to S3A (``spark.hadoop.fs.s3.impl``), so one URI serves Spark, delta-rs and
 pyarrow. The endpoint and region come from ``AWS_ENDPOINT_URL`` / ``AWS_REGION`` (a custom
@@ -59,9 +63,7 @@ def spark_conf(given: Mapping[str, str]) -> dict[str, str]:
     listed = [*packages, *(given.get("spark.jars") or "").split(",")]
     conf = {"spark.hadoop.fs.s3.impl": S3A, "spark.hadoop.fs.s3a.impl": S3A}
     if not any("hadoop-aws" in jar for jar in listed):  # the user's own jars win
-        check_resolvable(ivy)
-        conf["spark.jars.packages"] = ",".join([*packages, package()])
-        conf["spark.jars.ivy"] = ivy
+        conf.update(_hadoop_aws(given, packages, ivy))
     settings = S3Settings.from_env()
     if settings.endpoint:
         url = urlparse(settings.endpoint)
@@ -70,7 +72,49 @@ def spark_conf(given: Mapping[str, str]) -> dict[str, str]:
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(url.scheme == "https").lower()
     if settings.region:
         conf["spark.hadoop.fs.s3a.endpoint.region"] = settings.region
-    return {k: v for k, v in conf.items() if k not in given or k == "spark.jars.packages"}
+    merged = ("spark.jars.packages", "spark.jars")
+    return {k: v for k, v in conf.items() if k not in given or k in merged}
+
+
+def _hadoop_aws(given: Mapping[str, str], packages: list[str], ivy: str) -> dict[str, str]:
+    resolved = resolved_jars(ivy)
+    if resolved:  # Spark resolved them in an earlier session
+        return {"spark.jars": ",".join(j for j in (given.get("spark.jars"), *resolved) if j)}
+    check_resolvable(ivy)
+    return {"spark.jars.packages": ",".join([*packages, package()]), "spark.jars.ivy": ivy}
+
+
+def _resolution_file(ivy: str) -> str:
+    return os.path.join(ivy, f"lakefeed-{package().replace(':', '_')}.jars")
+
+
+def resolved_jars(ivy: str) -> list[str]:
+    """The jars Spark resolved for :func:`package` in an earlier session, if all are cached."""
+    try:
+        with open(_resolution_file(ivy), encoding="utf-8") as noted:
+            jars = noted.read().split()
+    except OSError:
+        return []
+    return jars if jars and all(os.path.isfile(jar) for jar in jars) else []
+
+
+def remember_resolution(driver_jars: str, given: Mapping[str, str]) -> list[str]:
+    """The jars of ``package()`` Spark resolved for a started session (``driver_jars``: the
+    driver's class path, ``spark.repl.local.jars``), noted for later sessions when Spark
+    resolved it alone (a user's own packages in the same resolution are not ours to keep)."""
+    if given.get("spark.jars.packages") != package():
+        return []
+    folder = os.path.join(given["spark.jars.ivy"], "jars") + os.sep
+    paths = (urlparse(j).path if j.startswith("file:") else j for j in driver_jars.split(","))
+    jars = [path for path in paths if path.startswith(folder)]
+    if not any("hadoop-aws" in jar for jar in jars):
+        return []
+    target = _resolution_file(given["spark.jars.ivy"])
+    staging = f"{target}.{os.getpid()}"
+    with open(staging, "w", encoding="utf-8") as out:
+        out.write("\n".join(jars) + "\n")
+    os.replace(staging, target)
+    return jars
 
 
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"

@@ -109,6 +109,8 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if object_store:
+        _ship_resolved_jars(spark, settings)
     if on_cluster:
         cluster.size_to_cluster(spark, conf or {})
         cluster.check_executors(spark)
@@ -123,6 +125,22 @@ def _ready(spark: SparkSession, compat: bool) -> SparkSession:
 
         surface.install(served)
     return spark
+
+
+def _ship_resolved_jars(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    """Executors get the S3A jars Spark resolved from ``spark.jars.packages`` at launch.
+
+    PySpark sets the builder's ``spark.jars`` (lakefeed's jar) after the launcher merged the
+    resolved packages into it, so they reach only the driver's class path; added here before
+    any task runs, as ``--jars`` would. Later sessions list them in ``spark.jars`` themselves.
+    """
+    context = spark.sparkContext
+    driver_jars = context.getConf().get("spark.repl.local.jars", "") or ""
+    listed = context._jsc.sc().listJars().mkString(",")
+    shipped = {os.path.basename(jar) for jar in str(listed).split(",")}
+    for jar in s3a.remember_resolution(driver_jars, settings):
+        if os.path.basename(jar) not in shipped:
+            context._jsc.sc().addJar(jar)
 
 
 def _lakefeed_jar_conf(settings: Mapping[str, str], object_store: bool) -> dict[str, str]:

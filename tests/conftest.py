@@ -17,8 +17,8 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the ``spark``, ``postgres`` or ``broker`` fixture are marked so without
-    saying so."""
+    """Tests that use the ``spark``, ``postgres``, ``broker`` or ``moto`` fixture are marked so
+    without saying so."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "spark" in fixtures:
@@ -27,6 +27,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if "broker" in fixtures:
             item.add_marker(pytest.mark.kafka)
+        if "moto" in fixtures:
+            item.add_marker(pytest.mark.s3)
 
 
 @pytest.fixture(scope="session")
@@ -82,3 +84,23 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     tansu = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
     yield tansu
     tansu.stop()
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One moto S3-API server per test session on 127.0.0.1 (S3 and cluster tests share it);
+    each test makes its own bucket (``moto.bucket()``)."""
+    from tests.support.s3 import MotoServer
+
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(moto, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The AWS variables of the test server, set in this process (delta-rs, pyarrow read them)."""
+    env = moto.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env

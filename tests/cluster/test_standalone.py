@@ -25,6 +25,7 @@ from tests.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster, free_port
 from tests.support.crash import DRIVER_JVM, run_with_kills
+from tests.support.s3 import MotoServer
 from tests.support.verify import conf_args
 
 ROWS = 600
@@ -51,8 +52,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         running.stop()
 
 
-def _lakefeed(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
+def _lakefeed(*args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],
@@ -164,6 +165,29 @@ def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
         final_timeout=600,
     )
     assert report.kills == 1
+    bronze = table(lakehouse, "bronze_readings")
+    assert bronze.num_rows == ROWS
+    assert pc.count_distinct(bronze["offset"]).as_py() == ROWS
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(900)
+def test_iot_on_the_cluster_with_its_lakehouse_on_s3(
+    cluster: Cluster, moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Executors write the tables' Parquet files and read batches through S3A: the jars Spark
+    # resolves for the driver must reach them (the first session resolves, later ones reuse).
+    lakehouse = Lakehouse.at(f"s3://{moto.bucket()}/lh")
+    log = tmp_path / "driver.log"
+    proc = _lakefeed(
+        "verify", str(IOT), "--lakehouse", str(lakehouse.root), "--master", cluster.url,
+        *("--spark-conf", "spark.executor.memory=512m"), *conf_args(CONF), log=log,
+        env=moto.env(),
+    )  # fmt: skip
+    assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
+    assert moto.env()["AWS_SECRET_ACCESS_KEY"] not in log.read_text()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
     bronze = table(lakehouse, "bronze_readings")
     assert bronze.num_rows == ROWS
     assert pc.count_distinct(bronze["offset"]).as_py() == ROWS

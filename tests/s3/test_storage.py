@@ -96,7 +96,8 @@ def test_s3a_settings_follow_the_aws_environment(
     moto: MotoServer, s3_env: dict[str, str], tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(s3a, "cached", lambda ivy: True)
-    conf = s3a.spark_conf({"spark.hadoop.fs.s3a.path.style.access": "false"})
+    ivy = str(tmp_path / "ivy")
+    conf = s3a.spark_conf({"spark.hadoop.fs.s3a.path.style.access": "false", "spark.jars.ivy": ivy})
     assert conf["spark.jars.packages"] == f"org.apache.hadoop:hadoop-aws:{s3a.hadoop_version()}"
     assert conf["spark.hadoop.fs.s3.impl"] == s3a.S3A
     assert conf["spark.hadoop.fs.s3a.endpoint"] == moto.endpoint
@@ -109,6 +110,27 @@ def test_s3a_settings_follow_the_aws_environment(
     chosen = {s3a.CHECKPOINT_MANAGER_CONF: "my.Manager"}
     assert s3a.checkpoint_conf({}) == {s3a.CHECKPOINT_MANAGER_CONF: s3a.CHECKPOINT_MANAGER}
     assert s3a.checkpoint_conf(chosen) == {}
+
+
+def test_jars_spark_resolved_once_are_passed_as_plain_jars(tmp_path) -> None:
+    # Resolved packages also become a Python app's spark.files (a 656 MB copy per session).
+    ivy = tmp_path / "ivy"
+    (ivy / "jars").mkdir(parents=True)
+    jars = [
+        ivy / "jars" / f"org.apache.hadoop_hadoop-aws-{s3a.hadoop_version()}.jar",
+        ivy / "jars" / "bundle.jar",
+    ]
+    for jar in jars:
+        jar.write_bytes(b"")
+    first = s3a.spark_conf({"spark.jars.ivy": str(ivy)})
+    assert first["spark.jars.packages"] == s3a.package()
+    started = ",".join([f"file://{jars[0]}", f"file://{jars[1]}", "/elsewhere/lakefeed-spark.jar"])
+    s3a.remember_resolution(started, {**first, "spark.jars.ivy": str(ivy)})
+    later = s3a.spark_conf({"spark.jars.ivy": str(ivy), "spark.jars": "/mine.jar"})
+    assert "spark.jars.packages" not in later
+    assert later["spark.jars"] == ",".join(["/mine.jar", *map(str, jars)])
+    jars[1].unlink()  # a cache cleaned since: Spark resolves again
+    assert "spark.jars.packages" in s3a.spark_conf({"spark.jars.ivy": str(ivy)})
 
 
 def test_only_object_store_locations_add_s3a(tmp_path) -> None:

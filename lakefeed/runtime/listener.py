@@ -50,7 +50,9 @@ class ProgressListener(StreamingQueryListener):
         # External sources per flow (from the evaluator), for skipped-file events.
         self.sources: dict[str, list[tuple[str, dict[str, str]]]] = {}
         self.sinks: dict[str, str] = {}  # flow -> the sink it writes
-        self._recorded: set[tuple[str, int]] = set()
+        # query run id -> its newest recorded batch: both paths see a run's batches in order,
+        # so one int per run (not one entry per batch, for weeks) tells what is recorded.
+        self._recorded: dict[str, int] = {}
         self._lock = threading.Lock()
         self._ended_batch: dict[str, int] = {}  # query run id -> its newest ended batch
         self._ended = threading.Condition()
@@ -91,10 +93,10 @@ class ProgressListener(StreamingQueryListener):
         if flow not in self.flows:
             return
         with self._lock:
-            key = (str(progress.runId), int(progress.batchId))
-            if key in self._recorded:
+            run_id, batch_id = str(progress.runId), int(progress.batchId)
+            if batch_id <= self._recorded.get(run_id, -1):
                 return
-            self._recorded.add(key)
+            self._recorded[run_id] = batch_id
         details = json.loads(progress.json)
         self.events.emit(
             "flow_progress",

@@ -286,7 +286,7 @@ def _adopt(
     ]
     relative = "/".join([*parts, f"{prefix}{uuid.uuid4()}.c000.snappy.parquet"])
     storage.move(staged, storage.join(root, relative))
-    return _described(root, relative, schema)
+    return _described(root, relative, schema, values)
 
 
 def _partition_values(folders: Mapping[str, str | None], schema: pa.Schema) -> dict:
@@ -297,9 +297,12 @@ def _partition_values(folders: Mapping[str, str | None], schema: pa.Schema) -> d
     }
 
 
-def _described(root: str, relative: str, schema: pa.Schema) -> WrittenFile | None:
+def _described(
+    root: str, relative: str, schema: pa.Schema, values: dict | None = None
+) -> WrittenFile | None:
     """The ``add`` action of the data file at ``relative`` in the table, from its footer (one
-    open and one read of its tail); an empty file is removed and gives None."""
+    open and one read of its tail); an empty file is removed and gives None. ``values``: its
+    partition values when known, else read from its path."""
     fs, path = storage.filesystem(storage.join(root, relative))
     with fs.open_input_file(path) as handle:
         size = handle.size()
@@ -307,7 +310,8 @@ def _described(root: str, relative: str, schema: pa.Schema) -> WrittenFile | Non
     if metadata.num_rows == 0:
         storage.remove(storage.join(root, relative))
         return None
-    values = _partition_values(_folder_values(relative), schema)
+    if values is None:
+        values = _partition_values(_folder_values(relative), schema)
     data = pa.schema([f for f in schema if f.name not in values])
     return WrittenFile(
         path=relative,

@@ -175,3 +175,11 @@ class ExpectationError(LakefeedError, RuntimeError):
     """An ``expect_or_fail`` rule failed: the same input fails the same way on a retry."""
 
     code = "EXPECTATION_FAILED"
+
+
+class BatchInterruptedError(LakefeedError, RuntimeError):
+    """A micro-batch cut short by its query's stop: nothing of it is committed, and the next
+    start replays it (:mod:`lakefeed.foreach_batch`)."""
+
+    code = "BATCH_INTERRUPTED"
+    permanent = False

@@ -214,6 +214,7 @@ def _start(original: Callable) -> Callable:
         if not _is_delta(self):
             return original(self, path, None, outputMode, partitionBy, queryName, **options)
         from lakefeed.connectors.delta.adapters import stream_sink
+        from lakefeed.foreach_batch import stop_aware
 
         if partitionBy:
             self.partitionBy(partitionBy)
@@ -222,7 +223,7 @@ def _start(original: Callable) -> Callable:
         sink = stream_sink(self._df, every, mode)
         if sink is None:
             return original(self, path, None, outputMode, None, queryName, **options)
-        self.foreachBatch(sink)
+        stop_aware(self, sink)
         return original(self, None, None, outputMode, None, queryName, **options)
 
     return start

@@ -38,6 +38,7 @@ from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
+from lakefeed.foreach_batch import stop_aware
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog, Retention
@@ -531,7 +532,7 @@ class PipelineRunner:
         split = dataset.quarantine and (state.flow is None or state.flow.cdc is None)
         rows = checked if split else checked.drop(*expect.flag_columns(rules))
         return (
-            rows.writeStream.foreachBatch(writer)
+            stop_aware(rows.writeStream, writer)
             .queryName(state.name)
             .outputMode(mode)
             .option("checkpointLocation", checkpoint)

@@ -23,6 +23,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from lakefeed.connectors.base import start_query
 from lakefeed.connectors.registry import sink_names
 from lakefeed.errors import LakefeedError
+from lakefeed.foreach_batch import stop_aware
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.sinks import (
@@ -116,7 +117,7 @@ class SinkQuery:
     def _writer(self, frame: DataFrame) -> DataStreamWriter:
         if self.sink.func is not None:
             call = ForeachBatch(self.sink_name, self.flow, self.checkpoint, self.sink.func)
-            return frame.writeStream.foreachBatch(call)
+            return stop_aware(frame.writeStream, call)
         return frame.writeStream.format(self.sink.format).options(**self.sink.options)
 
 

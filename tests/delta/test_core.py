@@ -294,6 +294,65 @@ def test_a_handle_that_never_committed_opens_the_new_table(tmp_path: Path) -> No
     assert new.metadata().id == DeltaTable(str(root)).metadata().id != old.metadata().id
 
 
+_KS = pa.schema([("id", pa.int64()), ("k", pa.string())])
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        {"data": {"id": [100], "k": ["z"]}},  # one commit, as long as the held log: unnoticed
+        {"data": {"id": [100], "k": ["z"]}, "partition_by": ["k"]},  # rows would lose k
+        {"data": {"id": [100]}},  # column k would be dropped from the batch
+        {"data": {"id": [100], "k": ["z"]}, "commits": 3},  # longer: replayed onto the old state
+        None,  # deleted: no table at all
+    ],
+)
+def test_a_replaced_table_is_refused_at_the_first_commit(
+    tmp_path: Path, replacement: dict | None
+) -> None:
+    """A stream whose handle opened its table (the replay check of its first batch) and has not
+    committed yet: the table is deleted, and perhaps created again with a new log, before the
+    batch commits. Its commit is refused as a replaced table, whatever delta-rs would have done
+    (written the batch into the new table without its column or partition values, or refused
+    with its own error), and the new table stays as it was."""
+    root = tmp_path / "t"
+    DeltaTable.create(str(root), schema=_KS)
+    kept = snapshot.for_stream(str(root), APP)
+    assert kept.latest() is not None and kept.transaction_version(APP) is None
+    shutil.rmtree(root)
+    if replacement is not None:
+        data = pa.table({c: pa.array(v) for c, v in replacement["data"].items()})
+        for _ in range(replacement.get("commits", 1)):
+            write_deltalake(
+                str(root), data, mode="append", partition_by=replacement.get("partition_by")
+            )
+    log_files = sorted(os.listdir(root / "_delta_log")) if replacement else None
+    for batch in (0, 0, 1):  # the batch, its retry, the next: all refused
+        with pytest.raises(DataLossRiskError, match=r"DELTA_TABLE_REPLACED.*planned on table"):
+            _stream_commit(root, batch, range(2))
+    assert (sorted(os.listdir(root / "_delta_log")) if replacement else None) == log_files
+
+
+def test_a_handle_checks_its_table_until_its_first_commit_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity check costs one log load before a stream's first commit, then none."""
+    root = tmp_path / "t"
+    DeltaTable.create(str(root), schema=_KS)
+    assert snapshot.for_stream(str(root), APP).current() is not None  # the write's planning
+    opens: list[str] = []
+    real_open = snapshot.DeltaTable.__init__
+
+    def counted_open(self: DeltaTable, path: str, *args: object, **kwargs: object) -> None:
+        opens.append(path)
+        real_open(self, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot.DeltaTable, "__init__", counted_open)
+    for batch in range(3):
+        assert _stream_commit(root, batch, range(batch * 2, batch * 2 + 2)).version == batch + 1
+    assert opens == [str(root)]  # the check of its first commit
+
+
 def _rs_table(root: Path, commits: int, rows: int = 2) -> None:
     for c in range(commits):
         data = pa.table({"id": pa.array(range(c * rows, c * rows + rows), pa.int64())})

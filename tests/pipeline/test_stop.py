@@ -96,3 +96,63 @@ def test_a_stop_ends_after_the_batch_in_flight(spark, tmp_path: Path) -> None:
     offsets = table(lakehouse, "slow_rows").column("offset").to_pylist()
     assert len(offsets) == len(set(offsets)) == sum(p["numInputRows"] for p in progress)
     assert took < 30, f"stop took {took:.1f} s (a batch takes ~2 s; the timeout is 60 s)"
+
+
+SLOW_SPLIT = """
+import os, time, uuid
+import lakefeed as lf
+
+def slow(batches):
+    open(os.path.join({marks!r}, uuid.uuid4().hex), "w").close()  # a job of the body runs
+    time.sleep(1.5)
+    yield from batches
+
+@lf.table
+@lf.expect_or_drop("even", "offset % 2 = 0")
+def split_rows():
+    rows = lf.source("iot", rowsPerSecond=20, numPartitions=1, maxRowsPerTrigger=10)
+    return rows.select("offset").mapInArrow(slow, "offset long")
+"""
+
+
+def test_a_stop_inside_a_foreach_batch_body_is_quiet_and_exact(spark, tmp_path: Path) -> None:
+    """A flow with drop rules writes in ``foreachBatch``; its query stopped while the body waits
+    for a Spark job (whose Python sleeps) ends as stopped, and the JVM prints nothing (Spark's
+    matching of the interruption's Py4J message overflowed the stream thread's stack before:
+    a ``StackOverflowError`` of 1,000 frames on stderr). The cut batch has no commit; the next
+    run replays it: each offset once, in the table or in the quarantine."""
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pipeline = load([write(tmp_path / "p", {"split.py": SLOW_SPLIT.format(marks=str(marks))})])
+
+    def stop_inside_a_body(runner: PipelineRunner) -> None:
+        query = runner.flows["split_rows"].query
+        if query is not None and any(marks.iterdir()):
+            query.stop()  # what a stop landing in a batch does: interrupt it
+            runner.request_stop("test")
+
+    jvm = spark.sparkContext._jvm
+    printed, stderr = jvm.java.io.ByteArrayOutputStream(), jvm.System.err
+    jvm.System.setErr(jvm.java.io.PrintStream(printed, True))
+    try:
+        options = RunOptions(mode="continuous", trigger_interval="1 second", duration=120)
+        first = PipelineRunner(pipeline, lakehouse, spark, options, stop_inside_a_body).run()
+        time.sleep(0.5)  # the stream thread's last words, if any, come after stop() returns
+    finally:
+        jvm.System.setErr(stderr)
+    noise = str(printed.toString())
+    assert "StackOverflowError" not in noise and "Exception in thread" not in noise, noise[:2000]
+    assert first.ok and first.reason == "test", first
+    checkpoint = lakehouse.checkpoint_path("split_rows")
+    assert (checkpoint / "offsets" / "0").exists()
+    assert not (checkpoint / "commits" / "0").exists()
+    again = PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="once")).run()
+    assert again.ok, again
+    assert (checkpoint / "commits" / "0").exists()  # the cut batch, replayed
+    kept = table(lakehouse, "split_rows").column("offset").to_pylist()
+    dropped = table(lakehouse, "split_rows_quarantine").column("offset").to_pylist()
+    progress = read_events(lakehouse.event_log_path, event_types=["flow_progress"])
+    read = sum(e["details"]["numInputRows"] for e in progress)
+    assert all(o % 2 == 0 for o in kept) and all(o % 2 == 1 for o in dropped)
+    assert len(kept) + len(dropped) == len(set(kept) | set(dropped)) == read > 0

@@ -42,6 +42,7 @@ from lakefeed.connectors.delta.spark_write import (
 )
 from lakefeed.connectors.options import Options
 from lakefeed.errors import DeltaError, OptionError
+from lakefeed.foreach_batch import stop_aware
 
 _ERROR_MODES = {"error", "errorifexists", "default"}
 
@@ -83,7 +84,7 @@ def write_stream(
     every["checkpointLocation"] = checkpoint
     sink = stream_sink(frame, every, output_mode)
     if sink is not None:
-        writer = frame.writeStream.foreachBatch(sink)
+        writer = stop_aware(frame.writeStream, sink)
     else:
         writer = frame.writeStream.format("delta").options(**every).option(WRITER_OPTION, "python")
     return start_query(

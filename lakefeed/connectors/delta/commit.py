@@ -119,7 +119,7 @@ def commit_files(
         app_transactions=[Transaction(*txn)] if txn else None,
     )
     opened = snapshot or Snapshot(spec.root)
-    table = opened.latest() if refresh else opened.current()
+    table = opened.for_commit(refresh)
     if table is None:
         schema = as_nullable(data_schema)
         try:

@@ -25,6 +25,13 @@ past the version that commit was made on and must still hold its ``txn``. A tabl
 writer's commits fails with ``[LAKEFEED:DELTA_TABLE_REPLACED]`` (neither writing on the old state
 nor skipping a batch as "already committed" by the old ``txn``); a handle that never committed
 is simply opened again, as a new process would.
+
+A handle that has not committed yet has none of those marks: a table replaced by a log of the
+same length (or longer: delta-rs applies its commits to the old state) looks unchanged to it, and
+its first commit would go to the new table with the partitioning and schema its batch was written
+for. So until then each commit first reads the ``metaData.id`` of the table now at the root
+(:meth:`Snapshot.for_commit`; one log load, once per stream and process) and refuses with
+``[LAKEFEED:DELTA_TABLE_REPLACED]`` when it is not the table the write was planned on.
 """
 
 from __future__ import annotations
@@ -66,6 +73,24 @@ class Snapshot:
                 return None
         return self._table
 
+    def for_commit(self, refresh: bool) -> DeltaTable | None:
+        """The table a commit goes against: brought up to date (``refresh``) or as last seen.
+        Before this handle's first commit, the table at the root must still be the one it held
+        when the write was planned (the module docstring says why)."""
+        planned = self._table.metadata().id if self._table is not None else None
+        table = self.latest() if refresh else self.current()
+        if planned is not None and not self._committed_here():
+            try:
+                now = DeltaTable(self.root).metadata().id
+            except TableNotFoundError:
+                now = None
+            if now != planned:
+                _replaced(self.root, f"table id {now}, the write was planned on table {planned}")
+        return table
+
+    def _committed_here(self) -> bool:
+        return self._wrote_on >= 0 or bool(self._wrote)
+
     def note_commit(self, txn: tuple[str, int] | None) -> None:
         """Record a commit made through this handle: the table must go past the version the
         handle holds, and keep ``txn``, from now on."""
@@ -92,7 +117,7 @@ class Snapshot:
     def _lost(self, what: str) -> None:
         """The table under the handle was deleted: fail if this handle committed to it, else
         forget the handle (:meth:`latest` opens whatever table is there now)."""
-        if self._wrote_on >= 0 or self._wrote:
+        if self._committed_here():
             _replaced(self.root, what)
         self._table, self._txns, self._txns_at = None, {}, -1
 
@@ -147,8 +172,8 @@ class Snapshot:
 def _replaced(root: str, what: str) -> None:
     raise DataLossRiskError(
         f"the Delta table at {root} was deleted or replaced while a stream was writing to it "
-        f"({what}): the batches the stream committed there are gone, and writing on would "
-        "lose them silently",
+        f"({what}): the stream's batches there are gone or were written for the old table, "
+        "and writing on would lose data silently",
         fix="restore the table (its _delta_log), or start the stream over into the new table "
         "with a new checkpoint (a lakefeed flow: `lakefeed run PIPELINE --full-refresh TABLE`)",
         code=REPLACED,

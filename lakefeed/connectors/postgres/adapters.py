@@ -16,6 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
+from lakefeed.foreach_batch import stop_aware
 from lakefeed.logs import get_logger
 from lakefeed.pipeline import offset_log
 
@@ -56,7 +57,7 @@ def write_stream(
     ``checkpoint``); the table and its key index are checked first. ``trigger`` as for
     ``DataStreamWriter.trigger``; ``update`` mode suits upserts of an aggregate's changed rows."""
     check_target(target, frame.columns)
-    writer = frame.writeStream.foreachBatch(foreach_batch(target, checkpoint))
+    writer = stop_aware(frame.writeStream, foreach_batch(target, checkpoint))
     return start_query(
         writer, str(checkpoint), output_mode=output_mode, query_name=query_name, trigger=trigger
     )

@@ -75,6 +75,11 @@ def test_file_log_schemas_reader_and_cleanup_on_s3(
     with pytest.raises(OptionError, match="another stream appended"):
         log.discover()
 
+    # includeExistingFiles=false: what is there at the first start is marked seen on S3 too.
+    fresh = FileLog.open(f"{root}/schema2", opts.matcher, include_existing=False)
+    _land(f"{land}/day=5/e.json", [{"id": 5}])
+    assert fresh.discover() == 1 and fresh.entries(0, 1)[0].path == f"{land}/day=5/e.json"
+
     # Schema inference and evolution files live under the S3 schema location.
     inferred = infer_schema([e.path for e in log.entries(0, 2)], opts)
     assert inferred.names == ["id", "extra"]

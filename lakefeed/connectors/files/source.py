@@ -371,7 +371,7 @@ def planned_stream(
     from lakefeed.jvm import bridge
 
     available = bridge.available(spark)
-    early = spark_read.ahead(options, available, available and spark_read.has_s3a(spark))
+    early = spark_read.ahead(options, available, available and spark_read.reaches(spark, options))
     if early is not None:
         _chosen(options, early)
         return None

@@ -56,18 +56,19 @@ def refusal(plan: ReadPlan) -> str | None:
 
 
 def ahead(
-    options: Mapping[str, str], spark_available: bool, s3a: bool = True
+    options: Mapping[str, str], spark_available: bool, reaches_files: bool = True
 ) -> ReaderChoice | None:
     """The choice made before the stream's schema is known (nothing is read for it): lakefeed's
     reader when asked for, when the session cannot plan streams (Spark Connect, no jar), or when
-    the landing folder is on S3 and the session has no S3A connector (``s3a``: it cannot be
-    added to a running session); None: :func:`choose` decides from the stream's plan."""
+    it cannot reach the landing folder (``reaches_files``: an ``s3://`` folder in a session
+    without S3A, which cannot be added to a running session); None: :func:`choose` decides
+    from the stream's plan."""
     wanted = Options(options).choice(READER_OPTION, ("spark", "python"))
     if wanted == "python":
         return ReaderChoice("python", f"{READER_OPTION}=python")
     if not spark_available:
         return ReaderChoice("python", "this session cannot plan streams (Spark Connect or no jar)")
-    if not s3a and is_object_store(Options(options).get("path") or ""):
+    if not reaches_files:
         why = "the landing folder is on S3 and this session has no S3A connector"
         if wanted == "spark":
             raise OptionError(
@@ -80,9 +81,14 @@ def ahead(
     return None
 
 
-def has_s3a(spark: SparkSession) -> bool:
-    """Whether the session reaches ``s3://`` through S3A (see :mod:`lakefeed.s3a`)."""
-    return bool(spark.conf.get("spark.hadoop.fs.s3.impl", None))
+def reaches(spark: SparkSession, options: Mapping[str, str]) -> bool:
+    """Whether Spark's readers can open the landing folder: a local one always; an object-store
+    URI when the session maps its scheme to a Hadoop file system (S3A, see :mod:`lakefeed.s3a`)."""
+    path = Options(options).get("path") or ""
+    if not is_object_store(path):
+        return True
+    scheme = path.split("://", 1)[0].lower()
+    return bool(spark.conf.get(f"spark.hadoop.fs.{scheme}.impl", None))
 
 
 def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:

@@ -27,6 +27,7 @@ from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.readers import read_entry
 from lakefeed.connectors.files.schemas import SchemaStore, infer_schema, parse_ddl
 from lakefeed.connectors.files.source import claim_skipped, skipped_files
+from lakefeed.runtime.connections import check_connections
 from tests.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
 from tests.support.crash import kill_soon_after_progress, run_with_kills
 from tests.support.delta import commit_count
@@ -74,6 +75,11 @@ def test_file_log_schemas_reader_and_cleanup_on_s3(
     assert again.discover() == 1
     with pytest.raises(OptionError, match="another stream appended"):
         log.discover()
+
+    # validate --check-connections looks at the landing prefix.
+    found = check_connections({"bronze": [("cloudFiles", {"path": f"{land}/day=*"})]})
+    absent = check_connections({"bronze": [("cloudFiles", {"path": f"{root}/nothing"})]})
+    assert [c.ok for c in found + absent] == [True, False]
 
     # includeExistingFiles=false: what is there at the first start is marked seen on S3 too.
     fresh = FileLog.open(f"{root}/schema2", opts.matcher, include_existing=False)

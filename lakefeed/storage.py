@@ -130,6 +130,13 @@ def read_bytes(location: str) -> bytes:
         raise
 
 
+def _temporary(path: str) -> str:
+    """A local file's temporary twin: unique per writer, thread or process, and hidden (a
+    leading dot), so folder readers (Spark's file sources, cloudFiles) never pick it up."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
 def write_bytes(location: str, data: bytes) -> None:
     """Write a whole file. On S3 one PUT: readers see the old object or the new one, never
     half; locally a temporary file renamed into place gives the same."""
@@ -139,10 +146,34 @@ def write_bytes(location: str, data: bytes) -> None:
             stream.write(data)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"  # unique per writer, thread or process
+    temporary = _temporary(path)
     with open(temporary, "wb") as handle:
         handle.write(data)
     os.replace(temporary, path)
+
+
+def create_exclusive(location: str, data: bytes) -> bool:
+    """Write a whole file unless it exists; True when this call wrote it.
+
+    Locally a hard link of a complete temporary file (atomic: of two creators one wins). On S3
+    a check then one PUT: pyarrow's client cannot send ``If-None-Match``, so two creators within
+    the same moment may both write (the later object wins); callers keep that harmless."""
+    if is_object_store(location):
+        if exists(location):
+            return False
+        write_bytes(location, data)
+        return True
+    os.makedirs(os.path.dirname(location), exist_ok=True)
+    temporary = _temporary(location)
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+    try:
+        os.link(temporary, location)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temporary)
 
 
 def remove(location: str) -> bool:

@@ -9,9 +9,9 @@ A failed check says what, for which flow, and the fix; the command exits non-zer
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 
+from lakefeed import storage
 from lakefeed.connectors import registry
 from lakefeed.connectors.options import Options
 from lakefeed.results import ConnectionCheck
@@ -44,11 +44,11 @@ def _check(flow: str, fmt: str, options: Mapping[str, str]) -> Check | None:
 
 def _folder(flow: str, path: str) -> Check:
     from lakefeed.connectors.files.globs import PathMatcher
-    from lakefeed.connectors.files.options import local_path
+    from lakefeed.connectors.files.options import location
 
-    if "://" in path and not path.startswith("file:"):
+    if "://" in path and not path.startswith("file:") and not storage.is_object_store(path):
         return Check(flow, f"path {path}", True, "remote path: not checked")
-    base = PathMatcher.of(local_path(path), None, False).base
-    if os.path.isdir(base) or os.path.isfile(base):
+    base = PathMatcher.of(location(path), None, False).base
+    if storage.exists(base):
         return Check(flow, f"path {path}", True, "exists")
     return Check(flow, f"path {path}", False, f"{base} does not exist: create it, or fix the path")

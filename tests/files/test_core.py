@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import FileEntry, FileLog, list_files, state_dir
-from lakefeed.connectors.files.globs import PathMatcher, glob_regex
+from lakefeed.connectors.files.globs import ListingCache, PathMatcher, glob_regex, select_objects
 from lakefeed.connectors.files.options import FileSourceOptions, OptionError
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.readers import (
@@ -86,8 +86,22 @@ def test_options_refuse_misspelt_and_invalid(tmp_path: Path) -> None:
         _opts(tmp_path).require_schema_location()
     with pytest.raises(OptionError, match="no file notification mode"):
         _opts(tmp_path, **{"cloudFiles.useNotifications": "true"})
-    with pytest.raises(OptionError, match="does not list object storage yet"):
-        FileSourceOptions.parse({"path": "s3://landing/in", "cloudFiles.format": "json"})
+    with pytest.raises(OptionError, match="needs a bucket"):
+        FileSourceOptions.parse({"path": "s3://", "cloudFiles.format": "json"})
+    with pytest.raises(OptionError, match="s3:// / s3a:// URIs only"):
+        FileSourceOptions.parse({"path": "gs://landing/in", "cloudFiles.format": "json"})
+    on_s3 = FileSourceOptions.parse(
+        {
+            "path": "s3a://landing/in/",
+            "cloudFiles.format": "json",
+            "cloudFiles.schemaLocation": "s3://b/s",
+        }
+    )
+    assert (on_s3.path, on_s3.schema_location, on_s3.matcher.base) == (
+        "s3a://landing/in",
+        "s3://b/s",
+        "s3a://landing/in",
+    )
     opts = _opts(
         tmp_path,
         **{"CLOUDFILES.SCHEMAEVOLUTIONMODE": "RESCUE", "cloudFiles.useNotifications": "false"},
@@ -173,6 +187,57 @@ def test_hadoop_glob_alternation_in_filter_and_load_path(tmp_path: Path) -> None
     (land / "2026-02" / "g.json").write_text("{}\n")
     (land / "2026-02" / "h.txt").write_text("x")
     assert log.discover() == 1 and log.entries(4, 5)[0].path.endswith("g.json")
+
+
+TREE = [
+    "2026-01/a.json",
+    "2026-01/b.jsonl",
+    "2026-01/c.csv",
+    "2026-02/d.json",
+    "2025-12/e.json",
+    "2026-01/deep/f.json",
+    "top.json",
+    ".hidden.json",
+    "_tmp/g.json",
+    "2026-01/_SUCCESS",
+    "day=2026-03-01/hour=01/h.json",
+]
+PATTERNS = [
+    ("", "*.{json,jsonl}", False),
+    ("/2026-01", "*.{json,jsonl}", True),
+    ("/2026-{01,02}", "*.json", False),
+    ("/*/*.{jsonl,csv}", None, True),
+    ("/20*", "*.json", True),
+    ("/day=*/hour=01", None, True),
+    ("", None, True),
+]
+
+
+@pytest.mark.parametrize(("suffix", "name_glob", "recursive"), PATTERNS)
+def test_object_keys_select_what_the_folder_walk_selects(
+    tmp_path: Path, suffix: str, name_glob: str | None, recursive: bool
+) -> None:
+    """One listing of keys under a prefix (S3) picks the same files as walking folders."""
+    land = tmp_path / "land"
+    for rel in TREE:
+        (land / rel).parent.mkdir(parents=True, exist_ok=True)
+        (land / rel).write_text("{}\n")
+    walked = list_files(PathMatcher.of(f"{land}{suffix}", name_glob, recursive))
+    matcher = PathMatcher.of(f"s3://bucket/land{suffix}", name_glob, recursive)
+    base = matcher.base.removeprefix("s3://bucket/land").lstrip("/")
+    listed = [
+        (rel.removeprefix(base).lstrip("/"), 3, 0)
+        for rel in TREE
+        if rel.startswith(base + "/" if base else "")
+    ]
+    cache = ListingCache.empty()
+    found = select_objects(matcher, listed, cache)
+    assert sorted(path.removeprefix("s3://bucket/land/") for path, _, _ in found) == sorted(
+        os.path.relpath(e.path, land) for e in walked
+    )
+    for path, _, _ in found:  # what the log ingested is remembered: the next listing skips it
+        cache.remember(path)
+    assert select_objects(matcher, listed, cache) == []
 
 
 def test_file_log_include_existing_false_and_wrong_source(tmp_path: Path) -> None:

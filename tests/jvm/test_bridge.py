@@ -12,6 +12,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
 )
 
+from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.spark_read import ahead, choose, refusal
 from lakefeed.jvm.bridge import _limit, _text
 from tests.files.test_core import _opts, _plan
@@ -52,6 +53,10 @@ def test_spark_reads_by_default_unless_the_stream_needs_lakefeeds_reader(tmp_pat
     assert forced is not None and forced.reader == "python"
     no_jar = ahead({}, spark_available=False)
     assert no_jar is not None and no_jar.reader == "python" and "Spark Connect" in no_jar.why
+    no_s3a = ahead({}, spark_available=True, reaches_files=False)  # s3:// landing, no S3A
+    assert no_s3a is not None and no_s3a.reader == "python" and "S3A" in no_s3a.why
+    with pytest.raises(OptionError, match="no S3A connector"):
+        ahead({"lakefeed.reader": "spark"}, spark_available=True, reaches_files=False)
     rescued = _plan(opts, "id BIGINT", tmp_path, "none")
     assert "rescued-data" in str(choose(rescued, {}))
     # An explicit spark is kept: the source refuses it with the reason (see source.py).

@@ -16,6 +16,8 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lakefeed.storage import AnyPath
+
 # Crash drivers are short-lived JVMs started again and again: C1-only JIT and the serial GC start
 # Spark's driver about twice as fast on 2 busy cores (hot loops run ~30% slower, which these small
 # runs hardly feel). An exported SPARK_SUBMIT_OPTS wins (set it empty for the JVM's defaults).
@@ -120,8 +122,11 @@ def kill_soon_after_progress(
     return kill_when
 
 
-def driver_session(app_name: str, checkpoint: Path):  # noqa: ANN201 - pyspark in the driver only
-    """The SparkSession of a crash-test driver script: small, local, no UI.
+def driver_session(  # noqa: ANN201 - pyspark in the driver only
+    app_name: str, checkpoint: AnyPath, storage: Sequence[str] = ()
+):
+    """The SparkSession of a crash-test driver script: small, local, no UI; ``storage`` as in
+    :func:`lakefeed.spark_session` (an S3 location adds S3A).
 
     A kill while Spark wrote the first batch's offsets leaves a temporary file that makes
     Spark 4.3 refuse the checkpoint forever; lakefeed's runner clears it before a flow starts,
@@ -136,4 +141,5 @@ def driver_session(app_name: str, checkpoint: Path):  # noqa: ANN201 - pyspark i
         app_name,
         master="local[2]",
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        storage=storage,
     )

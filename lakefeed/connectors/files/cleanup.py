@@ -1,7 +1,8 @@
 """``cloudFiles.cleanSource``: archive or delete source files of committed batches only.
 
 Called from the source's ``commit(end)``, which Spark invokes after the batch is in the commit
-log: a file is never moved or deleted while a replay could still need it.
+log: a file is never moved or deleted while a replay could still need it. On S3 a delete is one
+DELETE request and a move a server-side copy and a delete (S3 has no rename).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import contextlib
 import os
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 
+from lakefeed import storage
 from lakefeed.connectors.files.filelog import FileEntry
 from lakefeed.connectors.files.options import FileSourceOptions
 from lakefeed.logs import get_logger
@@ -19,10 +20,10 @@ from lakefeed.logs import get_logger
 log = get_logger("lakefeed.connectors.files")
 
 
-def archive_path(entry: FileEntry, source_root: str, destination: str) -> Path:
+def archive_path(entry: FileEntry, source_root: str, destination: str) -> str:
     """Where MOVE puts a file: same relative path under the destination folder."""
-    relative = os.path.relpath(entry.path, source_root)
-    return Path(destination) / relative
+    relative = entry.path[len(source_root.rstrip("/")) :].lstrip("/")
+    return storage.join(destination, relative)
 
 
 def clean_committed(entries: Sequence[FileEntry], opts: FileSourceOptions) -> None:
@@ -30,17 +31,23 @@ def clean_committed(entries: Sequence[FileEntry], opts: FileSourceOptions) -> No
     for entry in entries:
         try:
             if opts.clean_source == "DELETE":
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
+                storage.remove(entry.path)
             elif opts.clean_source == "MOVE":
                 assert opts.move_destination is not None
-                target = archive_path(entry, opts.matcher.base, opts.move_destination)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with contextlib.suppress(FileNotFoundError):
-                    shutil.move(entry.path, target)
+                _move(entry.path, archive_path(entry, opts.matcher.base, opts.move_destination))
         except OSError as exc:
             # Cleanup is housekeeping: the data is committed, so never fail the stream for it.
             log.warning(
                 "cloudFiles could not clean a source file",
                 extra={"file": entry.path, "error": str(exc)},
             )
+
+
+def _move(source: str, target: str) -> None:
+    if storage.is_object_store(source):
+        if storage.exists(source):
+            storage.move(source, target)
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        shutil.move(source, target)

@@ -9,6 +9,13 @@ any offset is simply picked up by the next batch: nothing skipped, nothing repea
 A batch costs one directory listing: the names already seen are kept per folder, loaded once
 per stream (the driver-side reader lives in one long-lived process), and subtracted from each
 folder's listing as a set, so only new names cost Python work and a stat (see ``globs.scan``).
+
+On object storage (a schema location on ``s3://``) there is no append: each discovery that
+found files writes one immutable segment, ``files/<index of its first file>.log`` (one PUT,
+whole or absent), and the log is the segments in index order. Segments that overlap (a
+compaction interrupted before it deleted the segments it merged) repeat the same lines and are
+read once. Opening a log of more than :data:`MAX_SEGMENTS` segments first merges them into
+segment 0, so a restart reads a handful of objects, not one per trigger ever run.
 """
 
 from __future__ import annotations
@@ -23,9 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lakefeed.connectors.files.globs import ListingCache, PathMatcher, scan
+from lakefeed import storage
+from lakefeed.connectors.files.globs import Found, ListingCache, PathMatcher, scan
 from lakefeed.connectors.files.options import OptionError, schema_location_of
 from lakefeed.errors import CheckpointError
+from lakefeed.storage import AnyPath, ObjectPath
+
+SEGMENTS = "files"
+MAX_SEGMENTS = 64
 
 STATE_DIR = "_lakefeed_files"
 
@@ -52,11 +64,11 @@ class FileEntry:
         return cls(path, int(size), int(mtime_ms))
 
 
-def state_dir(schema_location: str | Path) -> Path:
-    return Path(schema_location) / STATE_DIR
+def state_dir(schema_location: str | Path) -> AnyPath:
+    return storage.as_path(str(schema_location)) / STATE_DIR
 
 
-def skipped_dir(schema_location: str) -> Path:
+def skipped_dir(schema_location: str) -> AnyPath:
     """Records of files skipped as unreadable, written by the tasks that skipped them."""
     return state_dir(schema_location) / "skipped"
 
@@ -66,13 +78,16 @@ def list_files(matcher: PathMatcher) -> list[FileEntry]:
     return _entries(scan(matcher, ListingCache.empty()))
 
 
-def _entries(found: list[tuple[str, os.stat_result]]) -> list[FileEntry]:
-    entries = [FileEntry(path, st.st_size, st.st_mtime_ns // 1_000_000) for path, st in found]
+def _entries(found: list[Found]) -> list[FileEntry]:
+    entries = [FileEntry(path, size, mtime_ns // 1_000_000) for path, size, mtime_ns in found]
     entries.sort(key=lambda e: (e.mtime_ms, e.path))
     return entries
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: AnyPath, text: str) -> None:
+    if isinstance(path, ObjectPath):
+        path.write_text(text)  # one PUT: whole or absent
+        return
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with tmp.open("w") as out:
         out.write(text)
@@ -86,7 +101,7 @@ class FileLog:
 
     def __init__(
         self,
-        folder: Path,
+        folder: AnyPath,
         source_id: str,
         matcher: PathMatcher,
         seen: list[str],
@@ -123,7 +138,7 @@ class FileLog:
             )
         existing_file = folder / "existing.txt"
         seen = existing_file.read_text().splitlines() if existing_file.exists() else []
-        entries = _read_entries(folder / "files.log")
+        entries = _read_entries(folder, repair=True)
         return cls(folder, meta["source_id"], matcher, seen, entries)
 
     def __len__(self) -> int:
@@ -140,11 +155,21 @@ class FileLog:
         return len(found)
 
     def _append(self, found: list[FileEntry]) -> None:
-        with (self.folder / "files.log").open("a") as out:
-            out.write("".join(e.to_line() for e in found))
-            out.flush()
-            # The offset Spark checkpoints next points into these lines: they must survive.
-            os.fsync(out.fileno())
+        text = "".join(e.to_line() for e in found)
+        if isinstance(self.folder, ObjectPath):
+            segment = self.folder / SEGMENTS / _segment_name(len(self._entries))
+            if not storage.create_exclusive(str(segment), text.encode()):
+                raise OptionError(
+                    f"another stream appended to the file log at {self.folder} (segment "
+                    f"{segment.name} exists): two streams share cloudFiles.schemaLocation. "
+                    "Stop the other one, or give each stream its own schema location"
+                )
+        else:
+            with (self.folder / "files.log").open("a") as out:
+                out.write(text)
+                out.flush()
+                # The offset Spark checkpoints next points into these lines: they must survive.
+                os.fsync(out.fileno())
         self._entries.extend(found)
         for entry in found:
             self._cache.remember(entry.path)
@@ -171,19 +196,21 @@ def committed_input(
 
 def committed_files(schema_location: str, end: int) -> list[FileEntry]:
     """The first ``end`` files of the stream's log, read only (no lock, no repair)."""
-    path = state_dir(schema_location) / "files.log"
-    lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
-    entries = [FileEntry.from_line(line) for line in lines[:end] if line.endswith("\n")]
+    folder = state_dir(schema_location)
+    entries = _read_entries(folder, repair=False)[:end]
     if len(entries) < end:
         raise CheckpointError(
-            f"the file log {path} holds {len(entries)} files, but the stream committed {end}: "
-            "the schema location was changed or damaged",
+            f"the file log in {folder} holds {len(entries)} files, but the stream committed "
+            f"{end}: the schema location was changed or damaged",
             fix="restore the schema location, or rebuild the table with --full-refresh",
         )
     return entries
 
 
-def _read_entries(path: Path) -> list[FileEntry]:
+def _read_entries(folder: AnyPath, repair: bool) -> list[FileEntry]:
+    if isinstance(folder, ObjectPath):
+        return _read_segments(folder / SEGMENTS, compact=repair)
+    path = folder / "files.log"
     if not path.exists():
         return []
     text = path.read_text()
@@ -191,17 +218,49 @@ def _read_entries(path: Path) -> list[FileEntry]:
         # A kill -9 mid-append left a torn line. No offset can point at it (the offset is only
         # returned after the fsync), so drop it; the file is rediscovered by the next listing.
         text = text[: text.rfind("\n") + 1]
-        with path.open("r+") as f:
-            f.truncate(len(text.encode()))
+        if repair:
+            with path.open("r+") as f:
+                f.truncate(len(text.encode()))
     return [FileEntry.from_line(line) for line in text.splitlines()]
 
 
-def acquire_lock(folder: Path, wait_s: float = 60.0) -> IO[str]:
+def _segment_name(start: int) -> str:
+    return f"{start:020d}.log"  # zero-padded: listed in index order
+
+
+def _read_segments(folder: ObjectPath, compact: bool) -> list[FileEntry]:
+    """The log from its segments; merged into segment 0 first when there are many."""
+    names = sorted(n for n in storage.list_names(str(folder)) if n.endswith(".log"))
+    entries: list[FileEntry] = []
+    for name in names:
+        start = int(name.removesuffix(".log"))
+        if start > len(entries):
+            raise CheckpointError(
+                f"the file log in {folder} lacks lines {len(entries)} to {start - 1} (segment "
+                f"{name} follows them): the schema location was damaged",
+                fix="restore the schema location, or rebuild the table with --full-refresh",
+            )
+        lines = (folder / name).read_text().splitlines()
+        entries.extend(FileEntry.from_line(line) for line in lines[len(entries) - start :])
+    if compact and len(names) > MAX_SEGMENTS:
+        # Segment 0 is overwritten with every line (one PUT), then the merged ones go: a crash
+        # in between leaves overlapping segments, which read the same.
+        (folder / _segment_name(0)).write_text("".join(e.to_line() for e in entries))
+        for name in names[1:]:
+            storage.remove(str(folder / name))
+    return entries
+
+
+def acquire_lock(folder: AnyPath, wait_s: float = 60.0) -> IO[str] | None:
     """Hold the stream's lock (until the handle is closed or the process dies).
 
     Two running streams must never append to one file log. The wait covers a restart in the
-    same application while the previous reader process is still shutting down.
+    same application while the previous reader process is still shutting down. Object storage
+    has no lock (None): there a segment that already exists stops the second writer, and a
+    lakefeed run holds its lakehouse's lease.
     """
+    if isinstance(folder, ObjectPath):
+        return None
     folder.mkdir(parents=True, exist_ok=True)
     handle = (folder / "lock").open("w")
     deadline = time.monotonic() + wait_s
@@ -219,5 +278,5 @@ def acquire_lock(folder: Path, wait_s: float = 60.0) -> IO[str]:
             time.sleep(0.2)
 
 
-def write_json(path: Path, payload: object) -> None:
+def write_json(path: AnyPath, payload: object) -> None:
     _atomic_write(path, json.dumps(payload))

@@ -4,6 +4,12 @@ Spark resolves ``load("/landing/*/2026-*.{json,jsonl}")`` with Hadoop's globber:
 ``[abc]``, ``[^a]``, ``{a,b}`` alternation (nestable) and ``\\`` escapes, each matched within one
 path segment. A segment that matches a folder selects every file below it; ``pathGlobFilter``
 is then matched on the file name. Python's ``fnmatch`` has no alternation, hence this module.
+
+A local folder is walked folder by folder (one ``listdir`` each). An ``s3://`` / ``s3a://``
+prefix is listed once, recursively (ListObjectsV2 by prefix, paginated by pyarrow's client:
+one request per 1,000 keys, no request per folder), and the same rules are applied to each
+key's segments, so globs, ``pathGlobFilter``, hidden names and partition-style folders select
+the same files as on disk.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+import pyarrow.fs as pafs
+
+from lakefeed import storage
 from lakefeed.errors import OptionError
 
-_GLOB_CHARS = re.compile(r"[*?\[{\\]")
+GLOB_CHARS = re.compile(r"[*?\[{\\]")
 
 
 class GlobError(OptionError):
@@ -68,7 +78,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 class PathMatcher:
     """Which files of a load path a source reads (picklable: travels with the options)."""
 
-    path: str  # as given (absolute), glob included
+    path: str  # as given (absolute path or URI), glob included
     base: str  # the longest leading folder without glob characters: where listing starts
     segments: tuple[re.Pattern[str], ...]  # one per path segment after ``base``
     name_filter: re.Pattern[str] | None  # pathGlobFilter
@@ -76,11 +86,12 @@ class PathMatcher:
 
     @classmethod
     def of(cls, path: str, name_glob: str | None, recursive: bool) -> PathMatcher:
-        parts = PurePosixPath(path).parts
-        first = next((i for i, p in enumerate(parts) if _GLOB_CHARS.search(p)), len(parts))
+        scheme, _, rest = path.rpartition("://")  # PurePosixPath would fold a URI's '//'
+        parts = PurePosixPath(rest).parts
+        first = next((i for i, p in enumerate(parts) if GLOB_CHARS.search(p)), len(parts))
         return cls(
             path=path,
-            base=str(PurePosixPath(*parts[:first])),
+            base=(f"{scheme}://" if scheme else "") + str(PurePosixPath(*parts[:first])),
             segments=tuple(glob_regex(p) for p in parts[first:]),
             name_filter=glob_regex(name_glob) if name_glob else None,
             recursive=recursive,
@@ -122,9 +133,15 @@ class ListingCache:
         self.done.setdefault(folder, set()).add(name)
 
 
-def scan(matcher: PathMatcher, cache: ListingCache) -> list[tuple[str, os.stat_result]]:
-    """Files under ``matcher`` not yet in ``cache`` (hidden names skipped), with their stat."""
-    found: list[tuple[str, os.stat_result]] = []
+Found = tuple[str, int, int]
+"""A new file: its path (a URI on object storage), size in bytes, modification time in ns."""
+
+
+def scan(matcher: PathMatcher, cache: ListingCache) -> list[Found]:
+    """Files under ``matcher`` not yet in ``cache`` (hidden names skipped)."""
+    if storage.is_object_store(matcher.base):
+        return select_objects(matcher, _list_objects(matcher), cache)
+    found: list[Found] = []
     stack = [(matcher.base, 0)]
     while stack:
         folder, depth = stack.pop()
@@ -151,9 +168,43 @@ def scan(matcher: PathMatcher, cache: ListingCache) -> list[tuple[str, os.stat_r
                 if matcher.wants_dir(depth, name):
                     stack.append((full, depth + 1))
             elif kind == "file" and st is not None and matcher.wants_file(depth, name):
-                found.append((full, st))
+                found.append((full, st.st_size, st.st_mtime_ns))
             elif kind != "gone":  # gone: deleted between listing and stat, look again later
                 done.add(name)
+    return found
+
+
+def _list_objects(matcher: PathMatcher) -> Iterable[Found]:
+    """Every object below the matcher's base, as (key relative to the base, size, mtime ns):
+    one paginated listing of the prefix (only the base's own level without sub-folders)."""
+    fs, base = storage.filesystem(matcher.base)
+    deep = matcher.recursive or len(matcher.segments) > 1
+    selector = pafs.FileSelector(base, recursive=deep, allow_not_found=True)
+    for info in fs.get_file_info(selector):
+        if info.type == pafs.FileType.File:
+            yield info.path[len(base) + 1 :], int(info.size or 0), int(info.mtime_ns or 0)
+
+
+def select_objects(
+    matcher: PathMatcher, listed: Iterable[Found], cache: ListingCache
+) -> list[Found]:
+    """The new files among ``listed`` (keys relative to the matcher's base), with their URIs:
+    the folder walk's rules applied to each key's segments. Keys seen before cost one set
+    lookup; a key the matcher rejects is remembered as seen too."""
+    found: list[Found] = []
+    for key, size, mtime_ns in listed:
+        folder, _, name = f"{matcher.base}/{key}".rpartition("/")
+        done = cache.done.setdefault(folder, set())
+        if name in done:
+            continue
+        segments = key.split("/")[:-1]
+        wanted = all(
+            visible(part) and matcher.wants_dir(depth, part) for depth, part in enumerate(segments)
+        )
+        if wanted and visible(name) and matcher.wants_file(len(segments), name):
+            found.append((f"{folder}/{name}", size, mtime_ns))
+        else:
+            done.add(name)
     return found
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakefeed.connectors.files.globs import GlobError, PathMatcher
+from lakefeed.connectors.files.globs import GLOB_CHARS, GlobError, PathMatcher
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError as LakefeedOptionError
 from lakefeed.storage import is_object_store
@@ -61,17 +61,23 @@ class OptionError(LakefeedOptionError):
 def local_path(raw: str) -> str:
     """An absolute local path: tasks may run with another working directory than the driver."""
     text = raw.removeprefix("file://") if raw.startswith("file:///") else raw.removeprefix("file:")
-    if is_object_store(text):
-        raise OptionError(
-            f"{raw!r}: lakefeed's cloudFiles does not list object storage yet (tables, "
-            "checkpoints and the event log may be on S3; landing folders and schema locations "
-            "may not)",
-            fix="land the files in a local or mounted folder, or keep this pipeline's lakehouse "
-            "local (its schema locations live under it)",
-        )
     if "://" in text:
-        raise OptionError(f"{raw!r}: lakefeed's cloudFiles reads local or mounted folders only")
+        raise OptionError(
+            f"{raw!r}: lakefeed's cloudFiles reads local or mounted folders and s3:// / s3a:// "
+            "URIs only"
+        )
     return str(Path(text).expanduser().resolve())
+
+
+def location(raw: str) -> str:
+    """A landing folder, schema location or archive folder as every process can reach it: an
+    ``s3://`` / ``s3a://`` URI as given (without a trailing ``/``), else an absolute path."""
+    if not is_object_store(raw):
+        return local_path(raw)
+    bucket = raw.split("://", 1)[1].split("/", 1)[0]
+    if not bucket or GLOB_CHARS.search(bucket):
+        raise OptionError(f"{raw!r}: an object-store location needs a bucket (no glob in it)")
+    return raw.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -138,8 +144,8 @@ class FileSourceOptions:
         for ignored in ("cloudFiles.backfillInterval", "cloudFiles.cleanSource.retentionDuration"):
             opts.duration(ignored)  # ignored here, but a typo in it is still refused
         rescue = opts.get("rescueddatacolumn")
-        location = opts.get("cloudfiles.schemalocation")
-        source = local_path(path)
+        schema_at = opts.get("cloudfiles.schemalocation")
+        source = location(path)
         glob = opts.get("pathglobfilter")
         # Auto Loader always discovers files in sub-folders; Spark's option can turn it off.
         recursive = opts.flag("recursiveFileLookup", True)
@@ -150,7 +156,7 @@ class FileSourceOptions:
         return cls(
             path=source,
             format=fmt,
-            schema_location=local_path(location) if location else None,
+            schema_location=location(schema_at) if schema_at else None,
             max_files_per_trigger=opts.positive_int("cloudFiles.maxFilesPerTrigger"),
             max_bytes_per_trigger=opts.byte_size("cloudFiles.maxBytesPerTrigger"),
             include_existing_files=opts.flag("cloudFiles.includeExistingFiles", True),
@@ -164,7 +170,7 @@ class FileSourceOptions:
             ignore_corrupt_files=opts.flag("ignoreCorruptFiles"),
             ignore_missing_files=opts.flag("ignoreMissingFiles"),
             clean_source=clean,
-            move_destination=local_path(move_to) if move_to else None,
+            move_destination=location(move_to) if move_to else None,
             include_metadata=opts.flag("includeMetadata", True),
             header=opts.flag("header"),
             sep=opts.get("sep", opts.get("delimiter", ",")),
@@ -189,4 +195,4 @@ class FileSourceOptions:
 def schema_location_of(options: Mapping[str, str]) -> str | None:
     """The absolute ``cloudFiles.schemaLocation`` of a source's options, if set."""
     raw = Options(options, OptionError).get("cloudFiles.schemaLocation")
-    return local_path(raw) if raw else None
+    return location(raw) if raw else None

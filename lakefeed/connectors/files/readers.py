@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +48,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakefeed import storage
 from lakefeed.connectors.files.filelog import FileEntry, skipped_dir, write_json
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import (
@@ -351,8 +351,8 @@ def _new_column_type(column: pa.Array, plan: ReadPlan) -> DataType:
 
 
 def _decode_parquet(path: str, plan: ReadPlan) -> Decoded:
-    table = pq.read_table(path)
-    return _decode_table(table, plan)
+    fs, inner = storage.filesystem(path)
+    return _decode_table(pq.read_table(inner, filesystem=fs), plan)
 
 
 def _decode_table(table: pa.Table, plan: ReadPlan) -> Decoded:
@@ -396,7 +396,7 @@ def decode_file(entry: FileEntry, plan: ReadPlan) -> Decoded:
     try:
         if plan.opts.format == "parquet":
             return _decode_parquet(entry.path, plan)
-        data = Path(entry.path).read_bytes()
+        data = storage.read_bytes(entry.path)  # local or s3://: this task's own client
         if plan.opts.format == "json":
             return _decode_json(data, plan)
         return _decode_csv(data, plan)

@@ -4,8 +4,9 @@ Spark-free (``pyspark.sql.types`` is plain Python): inference runs in the Python
 plans the query, and evolution runs on executors when a file brings new columns.
 
 Layout, like Auto Loader's: ``<schemaLocation>/_schemas/<version>`` holds the data schema (JSON)
-of that version. A restart reads the newest version, so it sees the same columns the previous
-run settled on, plus any columns a failed batch added on the way out.
+of that version, in a local folder or under an ``s3://`` prefix alike. A restart reads the
+newest version, so it sees the same columns the previous run settled on, plus any columns a
+failed batch added on the way out.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakefeed import storage
 from lakefeed.connectors.files.options import FileSourceOptions, OptionError
 
 METADATA_COLUMN = "_metadata"
@@ -137,7 +138,7 @@ def json_records(data: bytes, multi_line: bool) -> Iterable[object]:
 
 def _infer_json(path: str, opts: FileSourceOptions) -> StructType:
     schema = StructType([])
-    for record in json_records(Path(path).read_bytes(), opts.multi_line):
+    for record in json_records(storage.read_bytes(path), opts.multi_line):
         if isinstance(record, dict):
             schema = merge_struct(schema, value_type(record))  # type: ignore[arg-type]
     if not opts.infer_column_types:
@@ -147,12 +148,12 @@ def _infer_json(path: str, opts: FileSourceOptions) -> StructType:
 
 
 def _infer_csv(path: str, opts: FileSourceOptions) -> StructType:
-    with open(path, "rb") as f:
-        names = csv_text_header(f.readline(), opts)
+    data = storage.read_bytes(path)
+    names = csv_text_header(data, opts)
     if not opts.infer_column_types:
         return StructType([StructField(n, StringType()) for n in names])
     table = pacsv.read_csv(
-        path,
+        pa.BufferReader(data),
         read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0),
         parse_options=pacsv.ParseOptions(
             delimiter=opts.sep, quote_char=opts.quote, invalid_row_handler=lambda _: "skip"
@@ -176,7 +177,8 @@ def arrow_field(field: pa.Field) -> StructField:
 def _infer_parquet(path: str, opts: FileSourceOptions) -> StructType:
     import pyarrow.parquet as pq  # only Parquet inference needs it: keep planning imports light
 
-    return StructType([arrow_field(f) for f in pq.read_schema(path)])
+    fs, inner = storage.filesystem(path)
+    return StructType([arrow_field(f) for f in pq.read_schema(inner, filesystem=fs)])
 
 
 def infer_schema(paths: Sequence[str], opts: FileSourceOptions) -> StructType:
@@ -350,12 +352,10 @@ class SchemaStore:
     """Versioned data schemas under ``<schemaLocation>/_schemas``."""
 
     def __init__(self, location: str | Path):
-        self.folder = Path(location) / "_schemas"
+        self.folder = storage.as_path(str(location)) / "_schemas"
 
     def versions(self) -> list[int]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(int(p.name) for p in self.folder.iterdir() if p.name.isdigit())
+        return sorted(int(n) for n in storage.list_names(str(self.folder)) if n.isdigit())
 
     def read(self, version: int) -> StructType:
         payload = json.loads((self.folder / str(version)).read_text())
@@ -366,18 +366,12 @@ class SchemaStore:
         return (versions[-1], self.read(versions[-1])) if versions else None
 
     def create(self, version: int, schema: StructType, reason: str) -> bool:
-        """Write ``version`` unless someone else did first (exclusive create); True if written."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Write ``version`` unless someone else did first (exclusive create); True if written.
+
+        On S3 two tasks may both write a version (see :func:`storage.create_exclusive`): the
+        later one wins, and a task whose columns it lacks finds them again after the restart."""
         payload = json.dumps({"dataSchema": schema.jsonValue(), "reason": reason})
-        tmp = self.folder / f".{version}.{os.getpid()}.tmp"
-        tmp.write_text(payload)
-        try:
-            os.link(tmp, self.folder / str(version))  # atomic, fails if the version exists
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            tmp.unlink()
+        return storage.create_exclusive(str(self.folder / str(version)), payload.encode())
 
     def add_columns(self, new: Sequence[StructField], reason: str) -> int:
         """Append ``new`` columns to the newest schema as a new version; returns that version.

@@ -9,9 +9,7 @@ opened lazily, on the first offset call, in the runner only.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
@@ -31,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed import storage
 from lakefeed.connectors import packing
 from lakefeed.connectors.files import spark_read
 from lakefeed.connectors.files.cleanup import clean_committed
@@ -264,16 +263,11 @@ def _report_skipped(location: str) -> None:
 def _claim(location: str, reader: str) -> list[dict[str, Any]]:
     """Skipped-file records ``reader`` has not handled yet, each claimed by a marker file beside
     it (created exclusively), so every file is reported once per reader, across restarts."""
-    folder = skipped_dir(location)
-    if not folder.is_dir():
-        return []
     claimed = []
-    for record in sorted(folder.glob("*.json")):
-        try:
-            record.with_suffix(f".{reader}").open("x").close()
-        except FileExistsError:
-            continue
-        claimed.append(json.loads(record.read_text()))
+    for record in storage.listing(skipped_dir(location), "*.json"):
+        marker = record.with_name(record.name.removesuffix(".json") + f".{reader}")
+        if storage.create_exclusive(str(marker), b""):
+            claimed.append(json.loads(record.read_text()))
     return claimed
 
 
@@ -289,10 +283,9 @@ def skipped_files(schema_location: str) -> list[dict[str, Any]]:
 
     For the runtime, the UI and tests: Spark-free, read straight from the schema location.
     """
-    folder = skipped_dir(schema_location)
-    if not folder.is_dir():
-        return []
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    return [
+        json.loads(p.read_text()) for p in storage.listing(skipped_dir(schema_location), "*.json")
+    ]
 
 
 class CloudFilesDataSource(DataSource):
@@ -377,7 +370,8 @@ def planned_stream(
     schema the user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
     from lakefeed.jvm import bridge
 
-    early = spark_read.ahead(options, bridge.available(spark))
+    available = bridge.available(spark)
+    early = spark_read.ahead(options, available, available and spark_read.reaches(spark, options))
     if early is not None:
         _chosen(options, early)
         return None
@@ -447,7 +441,7 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
     sample = [entry.path for entry in list_files(opts.matcher)[: opts.sample_files]]
     if not sample:
         missing = (
-            "" if os.path.isdir(opts.matcher.base) else f" ({opts.matcher.base} does not exist)"
+            "" if storage.is_dir(opts.matcher.base) else f" ({opts.matcher.base} does not exist)"
         )
         raise OptionError(
             f"no {opts.format} files under {opts.path}{missing} to infer a schema from",
@@ -466,9 +460,15 @@ def _stored_or_inferred(location: str, opts: FileSourceOptions) -> StructType:
 
 
 def _check_move_destination(opts: FileSourceOptions) -> None:
-    source = Path(opts.matcher.base)
-    target = Path(opts.move_destination or "")
-    if target == source or source in target.parents:
+    source = opts.matcher.base
+    target = opts.move_destination or ""
+    if storage.is_object_store(source) != storage.is_object_store(target):
+        raise OptionError(
+            f"cloudFiles.cleanSource.moveDestination {target} and the source folder {source} "
+            "must be on the same storage (both local or both object storage): a move between "
+            "them would be a copy lakefeed does not make"
+        )
+    if target == source or target.startswith(source.rstrip("/") + "/"):
         raise OptionError(
             "cloudFiles.cleanSource.moveDestination must not be inside the source folder "
             f"({target} is under {source}): archived files would be discovered again"

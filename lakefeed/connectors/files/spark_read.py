@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
+from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import METADATA_COLUMN, METADATA_TYPE
 from lakefeed.connectors.options import Options
 from lakefeed.jvm.bridge import READER_OPTION
+from lakefeed.storage import is_object_store
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,40 @@ def refusal(plan: ReadPlan) -> str | None:
     return None
 
 
-def ahead(options: Mapping[str, str], spark_available: bool) -> ReaderChoice | None:
+def ahead(
+    options: Mapping[str, str], spark_available: bool, reaches_files: bool = True
+) -> ReaderChoice | None:
     """The choice made before the stream's schema is known (nothing is read for it): lakefeed's
-    reader when asked for, or when the session cannot plan streams (Spark Connect, no jar);
-    None: :func:`choose` decides from the stream's plan."""
-    if Options(options).choice(READER_OPTION, ("spark", "python")) == "python":
+    reader when asked for, when the session cannot plan streams (Spark Connect, no jar), or when
+    it cannot reach the landing folder (``reaches_files``: an ``s3://`` folder in a session
+    without S3A, which cannot be added to a running session); None: :func:`choose` decides
+    from the stream's plan."""
+    wanted = Options(options).choice(READER_OPTION, ("spark", "python"))
+    if wanted == "python":
         return ReaderChoice("python", f"{READER_OPTION}=python")
     if not spark_available:
         return ReaderChoice("python", "this session cannot plan streams (Spark Connect or no jar)")
+    if not reaches_files:
+        why = "the landing folder is on S3 and this session has no S3A connector"
+        if wanted == "spark":
+            raise OptionError(
+                f"{READER_OPTION}=spark cannot read this cloudFiles stream: {why}",
+                fix="start the session with the folder among its storage "
+                "(lakefeed.spark_session(storage=[...]) or an s3:// --lakehouse), or drop "
+                f"{READER_OPTION} to keep lakefeed's reader",
+            )
+        return ReaderChoice("python", why)
     return None
+
+
+def reaches(spark: SparkSession, options: Mapping[str, str]) -> bool:
+    """Whether Spark's readers can open the landing folder: a local one always; an object-store
+    URI when the session maps its scheme to a Hadoop file system (S3A, see :mod:`lakefeed.s3a`)."""
+    path = Options(options).get("path") or ""
+    if not is_object_store(path):
+        return True
+    scheme = path.split("://", 1)[0].lower()
+    return bool(spark.conf.get(f"spark.hadoop.fs.{scheme}.impl", None))
 
 
 def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:
@@ -120,7 +147,7 @@ def _reader(spark: SparkSession, plan: ReadPlan) -> DataFrameReader:
 def _file_metadata() -> Column:
     """lakefeed's ``_metadata`` struct from Spark's hidden one: the same fields, with the file
     path as the file log has it and the name decoded (Spark gives ``file:/a%20b`` and ``a%20b``
-    for ``/a b``)."""
+    for ``/a b``; an ``s3://`` URI keeps its scheme)."""
     path = _decoded("file_path", F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", ""))
     name = _decoded("file_name", F.col("_metadata.file_name"))
     rest = [F.col(f"_metadata.{field}").alias(field) for field in METADATA_TYPE.names[2:]]

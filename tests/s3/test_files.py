@@ -168,7 +168,7 @@ def test_spark_reader_on_s3_picks_up_files_landing_between_runs(
         env={**moto.env(), "PYTHONPATH": str(ROOT)},
         final_timeout=400,
     )
-    assert report.kills == 0 and report.runs == 2
+    assert report.kills == 0 and report.finished_early == 1 and report.runs == 2
     _every_file_once(root, runs=2)
 
 
@@ -183,13 +183,14 @@ def test_python_reader_on_s3_each_file_once_across_kills(
         [sys.executable, str(DRIVER), root, "python"],
         workdir=tmp_path,
         kills=2,
-        kill_when=kill_soon_after_progress(commits, seed=3, within=2.0),
+        kill_when=kill_soon_after_progress(commits, seed=3, within=1.0),
         min_delay=180,
         max_delay=180,
         env={**moto.env(), "PYTHONPATH": str(ROOT)},
         final_timeout=400,
     )
-    assert report.kills == 2
+    # a run whose batches all end before its kill moment exits 0 by itself (files landed alike)
+    assert report.kills >= 1 and report.kills + report.finished_early == 2, report
     _every_file_once(root, runs=3)
 
 

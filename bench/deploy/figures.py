@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from tests.support.s3 import access_log
+
 
 @dataclass(frozen=True)
 class Target:
@@ -141,7 +143,6 @@ def python_worker_times(lines: Iterable[str]) -> tuple[int, int, int]:
     return tasks, boot, init
 
 
-_REQUEST = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 _LEG = re.compile(r"/(?P<fmt>parquet|delta|delta-py)-(?:out|cp)-(?P<attempt>\d+)(?:/|$|\?)")
 WARMUP_ATTEMPT = "99"  # bench/delta_bench.py's warm-up runs write to *-out-99 / *-cp-99
 
@@ -198,15 +199,15 @@ def _object(target: str) -> str:
 
 
 def s3_requests(lines: Iterable[str]) -> S3Requests:
-    """Classify moto's access-log lines (werkzeug: ``"PUT /bucket/key HTTP/1.1" 200 -``)."""
+    """Classify moto's access-log lines (:func:`tests.support.s3.access_log`). A run is one
+    attempt folder of one repeat (``run-1/delta-out-0``): repeats reuse attempt numbers."""
     found = S3Requests()
-    for line in lines:
-        match = _REQUEST.search(line)
-        path = _object(match["target"]) if match else ""
+    for method, target, _status in access_log(lines):
+        path = _object(target)
         leg = _LEG.search(path)
-        if match is None or leg is None or leg["attempt"] == WARMUP_ATTEMPT:
+        if leg is None or leg["attempt"] == WARMUP_ATTEMPT:
             continue
-        key = (leg["fmt"], s3_part(path), s3_method(match["method"], match["target"]))
+        key = (leg["fmt"], s3_part(path), s3_method(method, target))
         found.counts[key] += 1
-        found.attempts.setdefault(leg["fmt"], set()).add(leg["attempt"])
+        found.attempts.setdefault(leg["fmt"], set()).add(f"{path[: leg.start()]}/{leg['attempt']}")
     return found

@@ -80,6 +80,12 @@ REQUESTS = [
     ("PUT", "/latency-1/probe/000.json"),  # not a leg's: left out
 ]
 MOTO_LOG = [f'127.0.0.1 - - [25/Nov/2026 15:40:00] "{m} {t} HTTP/1.1" 200 -' for m, t in REQUESTS]
+COLOURED = [  # werkzeug colours a 404 and a 206 (what S3A's probes and footer reads get)
+    '127.0.0.1 - - [26/Nov/2026 12:12:31] "\x1b[33mHEAD /deploy-1/run-1/delta-cp-0/offsets/1'
+    ' HTTP/1.1\x1b[0m" 404 -',
+    '127.0.0.1 - - [26/Nov/2026 12:12:35] "\x1b[35m\x1b[1mGET /deploy-1/run-1/delta-out-0/'
+    'part-0001.c000.snappy.parquet HTTP/1.1\x1b[0m" 206 -',
+]
 
 
 def test_s3_requests_are_counted_per_leg_object_kind_and_operation() -> None:
@@ -96,6 +102,13 @@ def test_s3_requests_are_counted_per_leg_object_kind_and_operation() -> None:
     assert found.per_run("parquet") == {("parquet sink log", "PUT"): 1}
     lines = found.lines("delta", batches=2)
     assert lines[0] == "  delta: 6 requests per run, 3.0 per batch"
+
+
+def test_coloured_requests_count_and_each_repeat_is_a_run() -> None:
+    found = figures.s3_requests([*MOTO_LOG, *COLOURED])
+    assert found.attempts["delta"] == {"/deploy-1/run-0/0", "/deploy-1/run-1/0"}
+    delta = found.per_run("delta")  # two runs: run-0's six requests and run-1's two, halved
+    assert delta[("Spark checkpoint", "HEAD")] == 1 and delta[("data files", "GET")] == 0.5
 
 
 def test_python_worker_times_come_from_the_executor_log() -> None:

@@ -29,10 +29,13 @@ def test_rate_line_shows_median_rate_time_and_every_run() -> None:
     assert "no successful run" in figures.rate_line("x", [], [])
 
 
-def _task_end(launch: int, finish: int, executor: str, reason: str = "Success") -> str:
+def _task_end(
+    launch: int, finish: int, executor: str, reason: str = "Success", stage: int = 0
+) -> str:
     return json.dumps(
         {
             "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage,
             "Task End Reason": {"Reason": reason},
             "Task Info": {
                 "Launch Time": launch,
@@ -42,6 +45,7 @@ def _task_end(launch: int, finish: int, executor: str, reason: str = "Success") 
             },
             "Task Metrics": {
                 "Executor Deserialize Time": 5,
+                "Executor Deserialize CPU Time": 2_000_000,
                 "Executor Run Time": 80,
                 "Result Serialization Time": 1,
                 "JVM GC Time": 2,
@@ -66,6 +70,29 @@ def test_task_times_split_wall_time_into_scheduler_delay_and_work(tmp_path: Path
     assert "2 tasks, 2 executor(s)" in times.line("delta-cluster")
     assert "scheduler delay   9.0" in times.line("delta-cluster")
     assert "no task metrics" in figures.read_task_times(tmp_path / "missing").line("x")
+
+
+def _job_start(stages: list[int], query: str | None) -> str:
+    properties = {"sql.streaming.queryId": query} if query else {}
+    return json.dumps(
+        {"Event": "SparkListenerJobStart", "Stage IDs": stages, "Properties": properties}
+    )
+
+
+def test_task_times_per_measured_query_leave_warm_up_and_check_out() -> None:
+    log = [
+        _job_start([0], None),  # lakefeed's executor check
+        _task_end(0, 900, "0", stage=0),
+        _job_start([1], "warm-up-id"),
+        _task_end(1000, 1500, "0", stage=1),
+        _job_start([2, 3], "measured-id"),
+        _task_end(2000, 2100, "0", stage=2),
+        _task_end(2000, 2090, "1", stage=3),
+    ]
+    found = figures.query_task_times(log, {"measured-id": "delta-0"})
+    assert list(found) == ["delta-0"] and found["delta-0"].tasks == 2
+    assert "deserialize   5.0 (CPU  2.0)" in found["delta-0"].line("delta-0")
+    assert figures.task_times(log).tasks == 4
 
 
 REQUESTS = [

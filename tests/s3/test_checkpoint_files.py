@@ -45,6 +45,15 @@ def create(files, name, text, overwrite=False):
     return out
 
 
+def add(files, name, text):  # as Spark's HDFSMetadataLog.write: on a failure cancel, re-raise
+    out = create(files, name, text)
+    try:
+        out.close()
+    except Exception:
+        out.cancel()
+        raise
+
+
 def read(files, name):
     path = Path(f"{root}/{name}")
     if not files.exists(path):
@@ -62,7 +71,7 @@ seen = {}
 print("MARK one-put", flush=True)
 create(files, "0", "first").close()
 print("MARK conditional", flush=True)
-seen["existing"] = refused(lambda: create(files, "0", "second").close())
+seen["existing"] = refused(lambda: add(files, "0", "second"))
 seen["kept"] = read(files, "0")
 first, second = create(files, "1", "a"), create(files, "1", "b")
 first.close()

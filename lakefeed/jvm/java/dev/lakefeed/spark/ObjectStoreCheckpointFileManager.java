@@ -74,13 +74,13 @@ public class ObjectStoreCheckpointFileManager extends FileSystemBasedCheckpointF
   private static final class InPlace extends CancellableFSDataOutputStream {
     private final FSDataOutputStream out;
     private final Path path;
-    private final boolean conditional;
+    private final boolean mustBeNew;
 
-    InPlace(FSDataOutputStream out, Path path, boolean conditional) {
+    InPlace(FSDataOutputStream out, Path path, boolean mustBeNew) {
       super(out);
       this.out = out;
       this.path = path;
-      this.conditional = conditional;
+      this.mustBeNew = mustBeNew;
     }
 
     @Override
@@ -88,7 +88,7 @@ public class ObjectStoreCheckpointFileManager extends FileSystemBasedCheckpointF
       try {
         super.close();
       } catch (IOException e) {
-        if (conditional && REFUSED.equals(e.getClass().getName())) {
+        if (mustBeNew && REFUSED.equals(e.getClass().getName())) {
           FileAlreadyExistsException exists =
               new FileAlreadyExistsException(path + " exists: the conditional create was refused");
           exists.initCause(e);

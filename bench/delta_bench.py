@@ -315,6 +315,7 @@ def main() -> None:
             session_s=session_s,
             legs={k: {"rows_per_s": rate[k], "runs_s": v} for k, v in results.items()},
             durations_ms={k: protocol.sum_durations(v) for k, v in progress.items()},
+            query_ids={k: v[0]["id"] for k, v in progress.items() if v},
         )
         spark.stop()
     finally:

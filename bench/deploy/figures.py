@@ -9,10 +9,12 @@ import json
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
+
+from tests.support.s3 import access_log
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,15 @@ class TaskTimes:
     ``scheduler_ms`` is what the Spark UI calls scheduler delay: a task's wall time minus what
     the executor accounts for (deserializing the task, running it, serializing its result,
     the driver fetching the result), i.e. launching it and shipping it across processes.
+    ``deserialize_cpu_ms`` is the CPU part of deserializing: the rest is waiting (an executor
+    fetching the stage's task binary from the driver, a new JVM loading classes and jars).
     """
 
     tasks: int = 0
     wall_ms: int = 0
     run_ms: int = 0
     deserialize_ms: int = 0
+    deserialize_cpu_ms: float = 0.0
     result_ms: int = 0
     scheduler_ms: int = 0
     gc_ms: int = 0
@@ -85,6 +90,7 @@ class TaskTimes:
         self.wall_ms += wall
         self.run_ms += run
         self.deserialize_ms += deserialize
+        self.deserialize_cpu_ms += int(metrics.get("Executor Deserialize CPU Time", 0)) / 1e6
         self.result_ms += result + fetched
         self.scheduler_ms += max(0, wall - run - deserialize - result - fetched)
         self.gc_ms += int(metrics.get("JVM GC Time", 0))
@@ -100,7 +106,9 @@ class TaskTimes:
             f"  {label:<16} {self.tasks:>6} tasks, {len(self.executors)} executor(s); per task ms:"
             f" wall {self.wall_ms / per:6.1f}  run {self.run_ms / per:6.1f}"
             f"  scheduler delay {self.scheduler_ms / per:5.1f}"
-            f"  deserialize {self.deserialize_ms / per:5.1f}  result {self.result_ms / per:5.1f}"
+            f"  deserialize {self.deserialize_ms / per:5.1f}"
+            f" (CPU {self.deserialize_cpu_ms / per:4.1f})"
+            f"  result {self.result_ms / per:5.1f}"
             f"  GC {self.gc_ms / per:5.1f}  shuffle wait {self.fetch_wait_ms / per:5.1f};"
             f"  remote shuffle {self.remote_shuffle_bytes / 2**10:,.0f} KiB"
         )
@@ -109,22 +117,49 @@ class TaskTimes:
 def task_times(lines: Iterable[str]) -> TaskTimes:
     """Sum the successful tasks of a Spark event log (one JSON event a line)."""
     times = TaskTimes()
-    for line in lines:
-        if '"SparkListenerTaskEnd"' not in line:
-            continue
-        event = json.loads(line)
-        if (event.get("Task End Reason") or {}).get("Reason") == "Success":
-            times.add(event)
+    for _query, event in _successful_tasks(lines):
+        times.add(event)
     return times
 
 
-def read_task_times(folder: Path) -> TaskTimes:
-    """Every application's event log in ``folder`` (``spark.eventLog.dir``), summed."""
+def query_task_times(lines: Iterable[str], labels: Mapping[str, str]) -> dict[str, TaskTimes]:
+    """The successful tasks of the streaming queries ``labels`` names (query id -> label), per
+    label: a leg's measured runs apart from its warm-up and lakefeed's executor check, whose
+    tasks pay a new executor JVM's class loading and jar fetches."""
+    found: dict[str, TaskTimes] = {label: TaskTimes() for label in labels.values()}
+    for query, event in _successful_tasks(lines):
+        if query in labels:
+            found[labels[query]].add(event)
+    return found
+
+
+def _successful_tasks(lines: Iterable[str]) -> Iterator[tuple[str | None, dict]]:
+    """(streaming query id or None, task end event) of each successful task; a job's stages
+    belong to the query in its properties (``sql.streaming.queryId``)."""
+    query_of_stage: dict[int, str | None] = {}
+    for line in lines:
+        if '"SparkListenerJobStart"' in line:
+            job = json.loads(line)
+            query = (job.get("Properties") or {}).get("sql.streaming.queryId")
+            query_of_stage.update({stage: query for stage in job.get("Stage IDs", [])})
+        elif '"SparkListenerTaskEnd"' in line:
+            event = json.loads(line)
+            if (event.get("Task End Reason") or {}).get("Reason") == "Success":
+                yield query_of_stage.get(event.get("Stage ID", -1)), event
+
+
+def event_log_lines(folder: Path) -> list[str]:
+    """Every application's event log in ``folder`` (``spark.eventLog.dir``)."""
     lines: list[str] = []
     for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
         if path.is_file():
             lines.extend(path.read_text(errors="replace").splitlines())
-    return task_times(lines)
+    return lines
+
+
+def read_task_times(folder: Path) -> TaskTimes:
+    """Every application's event log in ``folder``, summed."""
+    return task_times(event_log_lines(folder))
 
 
 _PYTHON_TIMES = re.compile(r"PythonRunner: Times: total = (\d+), boot = (\d+), init = (\d+)")
@@ -141,7 +176,6 @@ def python_worker_times(lines: Iterable[str]) -> tuple[int, int, int]:
     return tasks, boot, init
 
 
-_REQUEST = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 _LEG = re.compile(r"/(?P<fmt>parquet|delta|delta-py)-(?:out|cp)-(?P<attempt>\d+)(?:/|$|\?)")
 WARMUP_ATTEMPT = "99"  # bench/delta_bench.py's warm-up runs write to *-out-99 / *-cp-99
 
@@ -198,15 +232,15 @@ def _object(target: str) -> str:
 
 
 def s3_requests(lines: Iterable[str]) -> S3Requests:
-    """Classify moto's access-log lines (werkzeug: ``"PUT /bucket/key HTTP/1.1" 200 -``)."""
+    """Classify moto's access-log lines (:func:`tests.support.s3.access_log`). A run is one
+    attempt folder of one repeat (``run-1/delta-out-0``): repeats reuse attempt numbers."""
     found = S3Requests()
-    for line in lines:
-        match = _REQUEST.search(line)
-        path = _object(match["target"]) if match else ""
+    for method, target, _status in access_log(lines):
+        path = _object(target)
         leg = _LEG.search(path)
-        if match is None or leg is None or leg["attempt"] == WARMUP_ATTEMPT:
+        if leg is None or leg["attempt"] == WARMUP_ATTEMPT:
             continue
-        key = (leg["fmt"], s3_part(path), s3_method(match["method"], match["target"]))
+        key = (leg["fmt"], s3_part(path), s3_method(method, target))
         found.counts[key] += 1
-        found.attempts.setdefault(leg["fmt"], set()).add(leg["attempt"])
+        found.attempts.setdefault(leg["fmt"], set()).add(f"{path[: leg.start()]}/{leg['attempt']}")
     return found

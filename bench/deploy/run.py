@@ -87,6 +87,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="tiny inputs, one repeat (a smoke run)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "deploy")
     p.add_argument("--timeout", type=float, default=1800)
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        help="key=value for every leg's session (e.g. an S3A setting to try against moto)",
+    )
     args = p.parse_args(argv)
     unknown = set(args.parts.split(",")) - set(PARTS)
     if unknown:
@@ -145,6 +151,7 @@ def _leg(part: str, side: Side, args: argparse.Namespace, out: Path, repeat: int
         "spark.eventLog.enabled=true",
         f"spark.eventLog.dir={events.as_uri()}",
         "spark.eventLog.compress=false",
+        *args.spark_conf,
     ]
     if part == "ysb":
         return _ysb(name, master, spark_conf, args, out, repeat)
@@ -229,6 +236,7 @@ def _summary(
             "rows_per_s": per_leg,
             "session_s": [r.figures.get("session_s") for r in good],
             "durations_ms": [r.figures.get("durations_ms") for r in good],
+            "query_ids": [r.figures.get("query_ids") or {} for r in good],
             "failures": [r.error for r in runs if r.error],
         }
     verdicts = _verdicts(legs, parts)
@@ -290,6 +298,7 @@ def _overheads(
     print("Spark task metrics (event log of the first run, warm-up included):")
     for name in legs:
         print(figures.read_task_times(out / "events" / f"{name}-0").line(name))
+    _measured_task_times(legs, out)
     print("Spark batch phases (ms, summed over the batches of the first run):")
     for name, leg in legs.items():
         first = next(iter(d for d in leg["durations_ms"] if d), {})
@@ -298,6 +307,20 @@ def _overheads(
             print(f"  {name:<16} {query:<14} " + ", ".join(f"{k} {v:,}" for k, v in top))
     if s3 is not None and "s3" in parts:
         _s3_overhead(s3, args)
+
+
+def _measured_task_times(legs: dict[str, Any], out: Path) -> None:
+    """Task metrics of each measured query of the first run: without the warm-up run (a new
+    executor JVM loads classes and fetches jars in its first tasks) and the executor check."""
+    print("Spark task metrics per measured query (first run; warm-up and executor check left out):")
+    for name, leg in legs.items():
+        ids = next(iter(leg.get("query_ids") or []), {})
+        labels = {query: f"{name} {key}" for key, query in ids.items() if not key.endswith("-99")}
+        if not labels:
+            continue
+        lines = figures.event_log_lines(out / "events" / f"{name}-0")
+        for label, times in figures.query_task_times(lines, labels).items():
+            print(times.line(label))
 
 
 def _python_workers(cluster: Path) -> None:

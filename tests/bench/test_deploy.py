@@ -29,10 +29,13 @@ def test_rate_line_shows_median_rate_time_and_every_run() -> None:
     assert "no successful run" in figures.rate_line("x", [], [])
 
 
-def _task_end(launch: int, finish: int, executor: str, reason: str = "Success") -> str:
+def _task_end(
+    launch: int, finish: int, executor: str, reason: str = "Success", stage: int = 0
+) -> str:
     return json.dumps(
         {
             "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage,
             "Task End Reason": {"Reason": reason},
             "Task Info": {
                 "Launch Time": launch,
@@ -42,6 +45,7 @@ def _task_end(launch: int, finish: int, executor: str, reason: str = "Success") 
             },
             "Task Metrics": {
                 "Executor Deserialize Time": 5,
+                "Executor Deserialize CPU Time": 2_000_000,
                 "Executor Run Time": 80,
                 "Result Serialization Time": 1,
                 "JVM GC Time": 2,
@@ -68,6 +72,29 @@ def test_task_times_split_wall_time_into_scheduler_delay_and_work(tmp_path: Path
     assert "no task metrics" in figures.read_task_times(tmp_path / "missing").line("x")
 
 
+def _job_start(stages: list[int], query: str | None) -> str:
+    properties = {"sql.streaming.queryId": query} if query else {}
+    return json.dumps(
+        {"Event": "SparkListenerJobStart", "Stage IDs": stages, "Properties": properties}
+    )
+
+
+def test_task_times_per_measured_query_leave_warm_up_and_check_out() -> None:
+    log = [
+        _job_start([0], None),  # lakefeed's executor check
+        _task_end(0, 900, "0", stage=0),
+        _job_start([1], "warm-up-id"),
+        _task_end(1000, 1500, "0", stage=1),
+        _job_start([2, 3], "measured-id"),
+        _task_end(2000, 2100, "0", stage=2),
+        _task_end(2000, 2090, "1", stage=3),
+    ]
+    found = figures.query_task_times(log, {"measured-id": "delta-0"})
+    assert list(found) == ["delta-0"] and found["delta-0"].tasks == 2
+    assert "deserialize   5.0 (CPU  2.0)" in found["delta-0"].line("delta-0")
+    assert figures.task_times(log).tasks == 4
+
+
 REQUESTS = [
     ("PUT", "/deploy-1/run-0/delta-out-99/_delta_log/00000.json"),  # warm-up run: left out
     ("PUT", "/deploy-1/run-0/delta-out-0/_delta_log/00000.json"),
@@ -80,6 +107,12 @@ REQUESTS = [
     ("PUT", "/latency-1/probe/000.json"),  # not a leg's: left out
 ]
 MOTO_LOG = [f'127.0.0.1 - - [25/Nov/2026 15:40:00] "{m} {t} HTTP/1.1" 200 -' for m, t in REQUESTS]
+COLOURED = [  # werkzeug colours a 404 and a 206 (what S3A's probes and footer reads get)
+    '127.0.0.1 - - [26/Nov/2026 12:12:31] "\x1b[33mHEAD /deploy-1/run-1/delta-cp-0/offsets/1'
+    ' HTTP/1.1\x1b[0m" 404 -',
+    '127.0.0.1 - - [26/Nov/2026 12:12:35] "\x1b[35m\x1b[1mGET /deploy-1/run-1/delta-out-0/'
+    'part-0001.c000.snappy.parquet HTTP/1.1\x1b[0m" 206 -',
+]
 
 
 def test_s3_requests_are_counted_per_leg_object_kind_and_operation() -> None:
@@ -96,6 +129,13 @@ def test_s3_requests_are_counted_per_leg_object_kind_and_operation() -> None:
     assert found.per_run("parquet") == {("parquet sink log", "PUT"): 1}
     lines = found.lines("delta", batches=2)
     assert lines[0] == "  delta: 6 requests per run, 3.0 per batch"
+
+
+def test_coloured_requests_count_and_each_repeat_is_a_run() -> None:
+    found = figures.s3_requests([*MOTO_LOG, *COLOURED])
+    assert found.attempts["delta"] == {"/deploy-1/run-0/0", "/deploy-1/run-1/0"}
+    delta = found.per_run("delta")  # two runs: run-0's six requests and run-1's two, halved
+    assert delta[("Spark checkpoint", "HEAD")] == 1 and delta[("data files", "GET")] == 0.5
 
 
 def test_python_worker_times_come_from_the_executor_log() -> None:

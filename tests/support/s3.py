@@ -8,15 +8,31 @@ pyarrow (through :mod:`lakefeed.storage`) and Hadoop's S3A all read.
 from __future__ import annotations
 
 import importlib.util
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
+
+_REQUEST = re.compile(
+    r'"(?:\x1b\[[\d;]*m)*(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+(?:\x1b\[[\d;]*m)*" '
+    r"(?P<status>\d{3})"
+)
+
+
+def access_log(lines: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(method, target, status) of each request in moto's access log (werkzeug's lines, e.g.
+    ``"PUT /bucket/key HTTP/1.1" 200 -``; it colours 4xx and 206 lines with terminal codes)."""
+    for line in lines:
+        match = _REQUEST.search(line)
+        if match is not None:
+            yield match["method"], match["target"], match["status"]
 
 
 def free_port() -> int:

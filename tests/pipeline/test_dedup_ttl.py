@@ -40,8 +40,15 @@ def short_lived():
 """
 
 
-BATCHES = [
-    {"a.json": '{"id": 1, "v": "a"}\n{"id": 1, "v": "b"}\n{"id": 2, "v": "c"}\n'},
+FIRST = [
+    '{"id": 1, "v": "a"}',
+    '{"id": 1, "v": "b"}',
+    '{"id": 2, "v": "c"}',
+    '{"v": "n"}',
+    '{"v": "m"}',
+]
+BATCHES = [  # a null key is a key: its first row passes, as with Spark's dedup
+    {"a.json": "\n".join(FIRST)},
     {"b.json": '{"id": 2, "v": "d"}\n{"id": 3, "v": "e"}\n'},
 ]
 TABLES = ("unique_events", "short_lived")
@@ -49,7 +56,8 @@ TABLES = ("unique_events", "short_lived")
 
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[int, str]]]:
-    """Run 1 over ids 1, 1, 2; run 2 (a new run on the same checkpoints) over ids 2, 3."""
+    """Run 1 over ids 1, 1, 2, null, null; run 2 (a new run on the same checkpoints) over ids
+    2, 3."""
     return _two_runs(spark, tmp_path_factory.mktemp("dedup_ttl"), PIPELINE, TABLES)
 
 
@@ -74,7 +82,10 @@ def _two_runs(
         assert result.ok, result.errors
     lakehouse = lf.Lakehouse.at(root / "lh")
     found: dict = {
-        name: sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+        name: sorted(
+            zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True),
+            key=_nulls_first,
+        )
         for name in tables
         for t in [table(lakehouse, name)]
     }
@@ -88,16 +99,20 @@ def _two_runs(
     return found
 
 
+def _nulls_first(row: tuple[int | None, str]) -> tuple[bool, int, str]:
+    return row[0] is not None, row[0] or 0, row[1]
+
+
 @pytest.mark.spark
 def test_a_key_passes_once_within_its_ttl_across_a_restart(runs) -> None:
     rows = runs["unique_events"]
-    assert [key for key, _ in rows] == [1, 2, 3]  # id 2 of run 2 dropped after the restart
+    assert [key for key, _ in rows] == [None, 1, 2, 3]  # id 2 of run 2 dropped after the restart
     assert dict(rows)[1] in ("a", "b") and dict(rows)[2] == "c"
 
 
 @pytest.mark.spark
 def test_a_key_passes_again_once_its_ttl_has_passed(runs) -> None:
-    assert [key for key, _ in runs["short_lived"]] == [1, 2, 2, 3]  # id 2 expired, new again
+    assert [key for key, _ in runs["short_lived"]] == [None, 1, 2, 2, 3]  # 2 expired, new again
     assert (2, "d") in runs["short_lived"]
 
 
@@ -113,7 +128,7 @@ def test_a_checkpoint_begun_in_unsaferow_keeps_it(spark, tmp_path) -> None:
     run (which asks for Avro) resumes it, and the keys of run 1 are still remembered."""
     pipeline = PIPELINE.split("@lf.table\ndef short_lived")[0]
     found = _two_runs(spark, tmp_path, pipeline, ("unique_events",), first=_without_avro)
-    assert [key for key, _ in found["unique_events"]] == [1, 2, 3]
+    assert [key for key, _ in found["unique_events"]] == [None, 1, 2, 3]
     assert found["encoding:unique_events"] == "unsaferow"
 
 

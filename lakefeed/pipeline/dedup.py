@@ -38,7 +38,8 @@ batches, see :mod:`lakefeed.runtime.query_start`).
 Its state is stored in Spark's Avro state encoding, which the runner chooses for a flow whose
 only stateful operator is this dedup (:mod:`lakefeed.runtime.query_start`): 28 bytes per key
 (18 of key, 10 of value) instead of 89 as UnsafeRows, less than Spark's own dedup (34), in
-RocksDB's memtables, cache and changelogs alike (docs/benchmarks.md, "Big state").
+RocksDB's memtables and block cache: half the state memory for the same keys (the compressed
+checkpoint stays about the same; docs/benchmarks.md, "Big state, round 4").
 
 The processor runs in the JVM (``FirstPerKey`` in lakefeed's jar, :mod:`lakefeed.jvm`): a
 Python ``StatefulProcessor`` pays a socket round trip to the JVM's state server for every state

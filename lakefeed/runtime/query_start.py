@@ -17,10 +17,11 @@ that flow's ``start()`` only, and restores the session's values afterwards (:fun
   Spark's Avro state encoding (``spark.sql.streaming.stateStore.encodingFormat=avro``): a key's
   row, (bucket, key columns) → first seen, takes 18 + 10 bytes there against 72 + 17 as
   UnsafeRows (each part a row nesting a struct, 32 bytes for one integer; Spark's own dedup
-  stores 17 + 17), and RocksDB's memtables, block cache and changelogs carry those bytes per key
-  (docs/benchmarks.md, "Big state"). Spark refuses Avro for its other stateful operators, so a
-  flow gets it only when every stateful operator of its plan is that dedup; the offset log pins
-  the encoding, so a checkpoint begun in UnsafeRow keeps it.
+  stores 17 + 17), and RocksDB's memtables and block cache hold those bytes per key: half the
+  state memory for the same keys (docs/benchmarks.md, "Big state, round 4"). Spark refuses
+  Avro for its other stateful operators, so a flow gets it only when every stateful operator of
+  its plan is that dedup; the offset log pins the encoding, so a checkpoint begun in UnsafeRow
+  keeps it.
 """
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * writes and the changelog bytes, and four reads per new key: docs/benchmarks.md "Big state").
  * Here an expired key reads as absent at once (its time is checked on lookup) and its row is
  * removed by a sweep: keys are grouped into buckets (lakefeed.pipeline.dedup.BUCKETS) by Spark's
- * hash of the key columns, each bucket with one processing-time timer that reads the bucket and removes what
- * expired, once per sweep period; the buckets' timers are spread over the period, so a batch
- * sweeps about (batch interval / period) of the state instead of all of it.
+ * hash of the key columns, each bucket with one processing-time timer that reads the bucket and
+ * removes what expired, once per sweep period; the buckets' timers are spread over the period, so
+ * a batch sweeps about (batch interval / period) of the state instead of all of it.
  *
  * <p>In the JVM because each key costs state calls: from a Python worker each is a round trip to
  * the JVM's state server, here a call into RocksDB.

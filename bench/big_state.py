@@ -59,6 +59,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 import lakefeed as lf
 from bench.procs import tree_usage
 from lakefeed.connectors.options import parse_bytes
+from lakefeed.pipeline.dedup import BUCKETS
 from lakefeed.runtime.state_memory import ROCKSDB
 
 FLOWS = Path(__file__).resolve().with_name("big_state_flows.py")
@@ -282,7 +283,6 @@ def run_workload(
     return base
 
 
-SWEEP_BUCKETS = 4096  # FirstPerKey.BUCKETS: lf.drop_duplicates_within_ttl keeps a sweep time each
 DEDUP_OPS = {
     "within-watermark": "dropDuplicatesWithinWatermark",
     "ttl": "lf.drop_duplicates_within_ttl",
@@ -296,7 +296,7 @@ def dedup(args: argparse.Namespace, root: Path, op: str) -> Workload:
     base = Workload("dedup", DEDUP_OPS[op], per_batch, expected_state_rows=total)
     base.expected_table_rows = total + per_batch  # the restart's file brings new ids too
     if op == "ttl":
-        base.bookkeeping_rows = SWEEP_BUCKETS
+        base.bookkeeping_rows = BUCKETS  # a sweep time per bucket
     write = lambda landing, i: dedup_file(landing, i, per_batch)  # noqa: E731
     return run_workload(args.dedup_batches, write, base, args, root, op)
 

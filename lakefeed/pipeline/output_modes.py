@@ -36,6 +36,9 @@ class PlanFacts:
     static_join: bool = False
     # a transformWithState in processing-time mode: Spark runs a batch on every trigger for it
     processing_time_timers: bool = False
+    # Spark's state encoding the flow's state should start in (None: Spark's setting); "avro"
+    # when its only stateful operator is lakefeed's TTL dedup (lakefeed.runtime.query_start)
+    state_encoding: str | None = None
     sources: int = 0  # streaming relations read; Spark resumes a checkpoint only with as many
 
 

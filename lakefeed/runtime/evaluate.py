@@ -27,6 +27,7 @@ from lakefeed.connectors import delta, registry
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.explain import explain
 from lakefeed.lakehouse import Lakehouse
+from lakefeed.pipeline import dedup
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
@@ -343,13 +344,15 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         return PlanFacts(streaming=False)
     names: list[str] = []  # a stream–static join adds "StaticJoin"
     stateful: list[str] = []
-    time_modes: list[str] = []  # of transformWithState operators (none read under Connect)
+    # (time mode, processor class) of transformWithState operators (none read under Connect)
+    processors: list[tuple[str, str]] = []
     if getattr(df.sparkSession, "_jvm", None) is None:  # Spark Connect: the printed plan
         printed = df._explain_string(extended=True)  # type: ignore[operator]  # a Connect method
         _walk_text(plan_text.analyzed_tree(printed), names, stateful)
     else:
-        _walk(df._jdf.queryExecution().analyzed(), names, stateful, time_modes)
+        _walk(df._jdf.queryExecution().analyzed(), names, stateful, processors)
     watermark = "EventTimeWatermark" in names
+    ttl_dedups = sum(processor == dedup.PROCESSOR for _, processor in processors)
     return PlanFacts(
         streaming=True,
         aggregate="Aggregate" in names,
@@ -359,7 +362,9 @@ def plan_facts(df: DataFrame) -> PlanFacts:
         stream_join=any(_JOIN.match(s) for s in stateful),
         static_join=_STATIC_JOIN in names,
         sources=sum(n in ("StreamingRelation", "StreamingRelationV2") for n in names),
-        processing_time_timers=any("ProcessingTime" in mode for mode in time_modes),
+        processing_time_timers=any("ProcessingTime" in mode for mode, _ in processors),
+        # Spark refuses Avro state for its other operators (lakefeed.runtime.query_start)
+        state_encoding="avro" if stateful and ttl_dedups == len(stateful) else None,
     )
 
 
@@ -375,11 +380,15 @@ def watermarks(df: DataFrame) -> list[tuple[str, str]]:
     return found
 
 
-def _walk(node, names: list[str], stateful: list[str], time_modes: list[str]) -> None:  # noqa: ANN001 - py4j object
+def _walk(node, names: list[str], stateful: list[str], processors: list[tuple[str, str]]) -> None:  # noqa: ANN001 - py4j object
+    """Collect the plan's node names, its stateful operators and, of each transformWithState,
+    its time mode and its processor's class (a Python processor's: empty)."""
     name = node.nodeName()
     names.append(name)
     if "TransformWithState" in name:
-        time_modes.append(str(node.timeMode()))
+        jvm_processor = name == "TransformWithState"
+        processor = node.statefulProcessor().getClass().getName() if jvm_processor else ""
+        processors.append((str(node.timeMode()), processor))
     streaming = [node.children().apply(i).isStreaming() for i in range(node.children().size())]
     is_stream_join = name == "Join" and all(streaming)
     if name == "Join" and any(streaming) and not all(streaming):
@@ -388,7 +397,7 @@ def _walk(node, names: list[str], stateful: list[str], time_modes: list[str]) ->
         stateful.append(_IDS.sub("", node.simpleString(50)) + _key_definitions(node))
     children = node.children()
     for i in range(children.size()):
-        _walk(children.apply(i), names, stateful, time_modes)
+        _walk(children.apply(i), names, stateful, processors)
 
 
 def _walk_text(root: plan_text.PlanNode, names: list[str], stateful: list[str]) -> None:

@@ -54,9 +54,9 @@ from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, expectation_event
 from lakefeed.runtime.pools import flow_pool
+from lakefeed.runtime.query_start import starting
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
-from lakefeed.runtime.timers import triggered_start
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
 from lakefeed.storage import remove_tree
@@ -481,7 +481,7 @@ class PipelineRunner:
         mode = state.plan.output_mode or "append"
         with (
             flow_pool(self.spark, state.name),
-            triggered_start(self.spark, state.plan.facts, trigger),
+            starting(self.spark, state.plan.facts, trigger),
         ):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)

@@ -35,10 +35,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * it. Spark's state TTL would add an index row per key ordered by expiry (twice the rows, the
  * writes and the changelog bytes, and four reads per new key: docs/benchmarks.md "Big state").
  * Here an expired key reads as absent at once (its time is checked on lookup) and its row is
- * removed by a sweep: keys are grouped into {@link #BUCKETS} buckets by Spark's hash of the key
- * columns, each bucket with one processing-time timer that reads the bucket and removes what
- * expired, once per sweep period; the buckets' timers are spread over the period, so a batch
- * sweeps about (batch interval / period) of the state instead of all of it.
+ * removed by a sweep: keys are grouped into buckets (lakefeed.pipeline.dedup.BUCKETS) by Spark's
+ * hash of the key columns, each bucket with one processing-time timer that reads the bucket and
+ * removes what expired, once per sweep period; the buckets' timers are spread over the period, so
+ * a batch sweeps about (batch interval / period) of the state instead of all of it.
  *
  * <p>In the JVM because each key costs state calls: from a Python worker each is a round trip to
  * the JVM's state server, here a call into RocksDB.
@@ -48,21 +48,21 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   public static final String SEEN = "seen";
   /** The bucket's registered sweep time (Spark warns on every re-registration of a timer). */
   public static final String SWEEP = "sweep";
-  /** Buckets of keys, each with one sweep timer. */
-  public static final int BUCKETS = 4096;
   /** A bucket is swept every TTL / this, at most once per {@link #MIN_SWEEP_MS}. */
   static final long SWEEPS_PER_TTL = 4;
   static final long MIN_SWEEP_MS = 60_000;
   private static final String BUCKET = "__lakefeed_bucket";
 
   private final long ttlMs;
+  private final int buckets;
   private final int[] keyPositions;
   private final StructType keySchema;
   private transient MapState<Row, Long> seen;
   private transient ValueState<Long> sweep;
 
-  FirstPerKey(long ttlMs, int[] keyPositions, StructType keySchema) {
+  FirstPerKey(long ttlMs, int buckets, int[] keyPositions, StructType keySchema) {
     this.ttlMs = ttlMs;
+    this.buckets = buckets;
     this.keyPositions = keyPositions;
     this.keySchema = keySchema;
   }
@@ -138,7 +138,7 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   /** The bucket's next sweep after {@code now}, at its own phase within the period. */
   long nextSweep(int bucket, long now) {
     long period = Math.max(ttlMs / SWEEPS_PER_TTL, MIN_SWEEP_MS);
-    long phase = period * bucket / BUCKETS;
+    long phase = period * bucket / buckets;
     return now - Math.floorMod(now - phase, period) + period;
   }
 
@@ -161,7 +161,7 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
   /** Spark prints the processor in the plan, which lakefeed's checkpoint guard compares. */
   @Override
   public String toString() {
-    return "FirstPerKey(ttl=" + ttlMs + " ms, " + BUCKETS + " buckets)";
+    return "FirstPerKey(ttl=" + ttlMs + " ms, " + buckets + " buckets)";
   }
 
   /** A row's bucket (its last column); printed in the plan too, so a stable name. */
@@ -177,9 +177,12 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
     }
   }
 
-  /** {@code df} without the rows whose {@code keys} columns were seen within the TTL. */
+  /**
+   * {@code df} without the rows whose {@code keys} columns were seen within the TTL, the keys
+   * swept in {@code buckets} buckets.
+   */
   public static Dataset<Row> dropDuplicatesWithinTtl(
-      Dataset<Row> df, List<String> keys, long ttlMs) {
+      Dataset<Row> df, List<String> keys, long ttlMs, int buckets) {
     StructType schema = df.schema();
     int[] positions = new int[keys.size()];
     StructField[] fields = new StructField[keys.size()];
@@ -189,11 +192,11 @@ public final class FirstPerKey extends StatefulProcessor<Integer, Row, Row> {
       fields[i] = schema.fields()[positions[i]];
       columns[i] = df.col("`" + keys.get(i).replace("`", "``") + "`");
     }
-    Dataset<Row> bucketed = df.withColumn(BUCKET, pmod(hash(columns), lit(BUCKETS)));
+    Dataset<Row> bucketed = df.withColumn(BUCKET, pmod(hash(columns), lit(buckets)));
     return bucketed
         .groupByKey(new BucketOf(), Encoders.INT())
         .transformWithState(
-            new FirstPerKey(ttlMs, positions, new StructType(fields)),
+            new FirstPerKey(ttlMs, buckets, positions, new StructType(fields)),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
             Encoders.row(schema));

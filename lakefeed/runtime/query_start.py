@@ -1,0 +1,72 @@
+"""Spark settings a flow's query reads once, when it starts: set on the session for that start.
+
+Spark's ``StreamExecution`` clones the session, settings included, when ``start()`` constructs
+it (``sparkSessionForStream``), and the offset log pins some settings for the checkpoint's life
+from the first batch on. So the runner sets a flow's own settings on the shared session around
+that flow's ``start()`` only, and restores the session's values afterwards (:func:`starting`):
+
+- **processing-time timers in a triggered run.** Spark runs a no-data micro-batch on every
+  trigger for a query whose ``transformWithState`` works in processing-time mode (its timers
+  could be due at any wall-clock moment, as with ``flatMapGroupsWithState``'s processing-time
+  timeout). Under ``trigger(availableNow=True)`` that query never ends: each batch asks for
+  another. Such a flow starts, in the triggered modes only, with
+  ``spark.sql.streaming.noDataMicroBatches.enabled=false``: due timers fire in the next batch
+  that has data, which is what Spark promises for processing-time timers. Continuous runs keep
+  the no-data batches.
+- **lakefeed's TTL dedup** (:func:`lakefeed.drop_duplicates_within_ttl`) keeps its state in
+  Spark's Avro state encoding (``spark.sql.streaming.stateStore.encodingFormat=avro``): a key's
+  row, (bucket, key columns) → first seen, takes 18 + 10 bytes there against 72 + 17 as
+  UnsafeRows (each part a row nesting a struct, 32 bytes for one integer; Spark's own dedup
+  stores 17 + 17), and RocksDB's memtables and block cache hold those bytes per key: half the
+  state memory for the same keys (docs/benchmarks.md, "Big state, round 4"). Spark refuses
+  Avro for its other stateful operators, so a flow gets it only when every stateful operator of
+  its plan is that dedup; the offset log pins the encoding, so a checkpoint begun in UnsafeRow
+  keeps it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+from lakefeed.pipeline.output_modes import PlanFacts
+
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+_STARTING = threading.Lock()  # one start at a time may change the shared session's settings
+
+
+def settings(facts: PlanFacts, trigger: dict) -> dict[str, str]:
+    """The settings a flow with this plan (``facts``, walked once at validation, see
+    :func:`lakefeed.runtime.evaluate.plan_facts`) starts with under ``trigger``."""
+    chosen: dict[str, str] = {}
+    if facts.processing_time_timers and "processingTime" not in trigger:
+        chosen[NO_DATA_BATCHES] = "false"
+    if facts.state_encoding:
+        chosen[STATE_ENCODING] = facts.state_encoding
+    return chosen
+
+
+@contextmanager
+def starting(spark: SparkSession, facts: PlanFacts, trigger: dict) -> Iterator[None]:
+    """Start a query (in the ``with`` block) with its :func:`settings` on ``spark``; the
+    session's own values are back afterwards."""
+    chosen = settings(facts, trigger)
+    if not chosen:
+        yield
+        return
+    with _STARTING:
+        previous = {key: spark.conf.get(key, None) for key in chosen}
+        for key, value in chosen.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, before in previous.items():
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)

@@ -51,7 +51,7 @@ from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
-from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
@@ -198,7 +198,7 @@ class PipelineRunner:
                 for flow in self.pipeline.flow_names(d)
             },
         )
-        self.spark.streams.addListener(listener)
+        detach = attach(self.spark, listener)
         restore = self._install_signals()
         try:
             if self.options.mode != "backfill":  # a backfill rewrites every table anyway
@@ -234,7 +234,7 @@ class PipelineRunner:
             self._stop_all()
             self._release_state()
             restore()
-            self.spark.streams.removeListener(listener)
+            detach()
             self.events.emit(
                 "run_stop",
                 f"run stopped: {result.reason}",

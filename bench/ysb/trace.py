@@ -8,8 +8,10 @@ HDFS-backed store) and the runner around the query. Each variant here changes on
 the plain PySpark job, all in the same warmed-up session and rotating order, so their ratios
 are comparable even on a loaded machine. Per variant it reports the job time, Spark's per-phase
 batch times (``durationMs``) and the Spark jobs/stages/tasks each batch ran (from the
-session's status REST API), and with ``--profile`` the driver's Python time inside the planned
-source's callbacks (cProfile, top functions). The ``-kept`` variants run cloudFiles as it was
+session's status REST API), with ``--profile`` the driver's Python time inside the planned
+source's callbacks (cProfile, top functions), and with ``--calls`` the Py4J calls the driver's
+Python makes into the JVM per run, by who makes them (each a round trip; load moves times, not
+these counts). The ``-kept`` variants run cloudFiles as it was
 before Spark's file metadata was pruned from scans that do not use it (the rule left out with
 ``spark.sql.optimizer.excludedRules``): an A/B of that fix in one process.
 
@@ -26,6 +28,7 @@ import os
 import pstats
 import statistics
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -76,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         for variant in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
             work = fresh_dir(args.out / "work" / f"{variant.name}-{repeat}")
             cpu = _cpu_seconds(spark)
-            with _profiling(profiles.get(variant.name)):
+            calls: Counter[str] = Counter()
+            with _profiling(profiles.get(variant.name)), _counting(calls if args.calls else None):
                 figures = variant.run(spark, args, work)
+            if args.calls:
+                figures["py4j_calls"] = dict(calls.most_common())
             figures["cpu_s"] = {k: round(v - cpu[k], 2) for k, v in _cpu_seconds(spark).items()}
             figures["jobs"] = _jobs(spark, figures.pop("run_ids"))
             figures["load"] = load_average()
@@ -320,6 +326,59 @@ def _profiling(profile: cProfile.Profile | None) -> Iterator[None]:
             setattr(cls, name, original)
 
 
+@contextmanager
+def _counting(calls: Counter[str] | None) -> Iterator[None]:
+    """Count into ``calls`` the commands this process sends the driver JVM over Py4J, by sender:
+    the planned source's callbacks, the Delta sink's ``foreachBatch`` body, the progress
+    listener (lakefeed's, or pyspark's field-by-field one), py4j's collection of dropped proxies
+    (``FinalizerWorker``) and the rest (the runner's thread: validation, start, waiting)."""
+    if calls is None:
+        yield
+        return
+    from py4j.clientserver import ClientServerConnection
+    from pyspark.sql.streaming.listener import JStreamingQueryListener
+
+    from lakefeed.connectors.delta.spark_write import SparkFilesSink
+    from lakefeed.jvm.bridge import Planner
+    from lakefeed.runtime import listener
+
+    local = threading.local()
+    send = ClientServerConnection.send_command
+    senders = [(Planner, n, "planner") for n in ("latestOffset", "batch", "commit")]
+    senders += [
+        (SparkFilesSink, "__call__", "delta sink"),
+        (JStreamingQueryListener, "onQueryProgress", "listener"),
+        (listener._FromJson, "onQueryProgress", "listener"),
+    ]
+    originals = [(cls, name, getattr(cls, name)) for cls, name, _ in senders]
+
+    def counted(self: Any, command: str) -> Any:
+        thread = threading.current_thread()
+        who = "py4j gc" if type(thread).__name__ == "FinalizerWorker" else "runner"
+        calls[getattr(local, "who", None) or who] += 1
+        return send(self, command)
+
+    def labelled(original: Callable, who: str) -> Callable:
+        def call(self: Any, *a: Any) -> Any:
+            local.who = who
+            try:
+                return original(self, *a)
+            finally:
+                local.who = None
+
+        return call
+
+    ClientServerConnection.send_command = counted  # type: ignore[method-assign]
+    for (cls, name, who), (_, _, original) in zip(senders, originals, strict=True):
+        setattr(cls, name, labelled(original, who))
+    try:
+        yield
+    finally:
+        ClientServerConnection.send_command = send  # type: ignore[method-assign]
+        for cls, name, original in originals:
+            setattr(cls, name, original)
+
+
 def _line(f: dict[str, Any]) -> str:
     d, j, cpu = f["durations_ms"], f["jobs"], f["cpu_s"]
     return (
@@ -328,6 +387,7 @@ def _line(f: dict[str, Any]) -> str:
         f"{d.get('triggerExecution', 0) / 1000:5.2f} s  addBatch {d.get('addBatch', 0) / 1000:5.2f}"
         f"  getBatch {d.get('getBatch', 0) / 1000:4.2f}  jobs {j['jobs']} stages {j['stages']} "
         f"tasks {j['tasks']} ({j['job_s']:.2f} s)  load {f['load']:.1f}"
+        + (f"\n      py4j calls {f['py4j_calls']}" if "py4j_calls" in f else "")
     )
 
 
@@ -385,6 +445,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="cProfile the planned source's callbacks and the Delta sink's foreachBatch body",
     )
     p.add_argument("--profile-lines", type=int, default=30)
+    p.add_argument(
+        "--calls",
+        action="store_true",
+        help="count the driver Python's Py4J calls per run, by sender",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ysb-trace")
     return p.parse_args(argv)
 

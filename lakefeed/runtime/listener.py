@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import QueryProgressEvent, StreamingQueryProgress
 
+from lakefeed import connect
 from lakefeed.logs import get_logger
 from lakefeed.observe.event_log import EventLog
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
@@ -130,3 +134,58 @@ class ProgressListener(StreamingQueryListener):
             flow=flow,
             details={"batch_id": int(progress.batchId), "sink": sink, "rows": rows},
         )
+
+
+def attach(spark: SparkSession, listener: StreamingQueryListener) -> Callable[[], None]:
+    """Have ``listener`` hear the progress of ``spark``'s queries; returns what detaches it.
+
+    pyspark's ``addListener`` builds each event's Python object field by field over Py4J
+    (``StreamingQueryProgress.fromJObject``: every duration, state operator and custom metric
+    a round trip), about 640 calls into the JVM per micro-batch of a stateful query, made on
+    the listener bus while the next batch runs and taking CPU from its tasks. On a classic
+    session the listener gets progress the way Spark Connect and ``recentProgress`` give it:
+    built from the progress JSON, two calls per batch (:class:`_FromJson`). A listener here
+    hears progress only: lakefeed's start, idle and end events come from the runner.
+    """
+    if connect.is_connect(spark):
+        spark.streams.addListener(listener)
+        return lambda: spark.streams.removeListener(listener)
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None  # a classic session's
+    ensure_callback_server_started(gateway)
+    manager = spark._jsparkSession.streams()
+    wrapper = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
+        _FromJson(listener)
+    )
+    manager.addListener(wrapper)
+    return lambda: manager.removeListener(wrapper)
+
+
+class _FromJson:
+    """Implements Spark's ``PythonStreamingQueryListener`` (the interface pyspark's own listener
+    wrapper calls) by handing ``listener`` each progress built from its JSON."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+    def __init__(self, listener: StreamingQueryListener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            progress = StreamingQueryProgress.fromJson(json.loads(event.progress().json()))
+        except Exception:  # a listener must never take the pipeline down
+            log.exception("could not read query progress")
+            return
+        self.listener.onQueryProgress(QueryProgressEvent(progress))
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass

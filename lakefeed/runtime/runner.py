@@ -52,7 +52,7 @@ from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
-from lakefeed.runtime.listener import ProgressListener, expectation_event
+from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.query_start import starting
 from lakefeed.runtime.sinks import SinkQuery
@@ -199,7 +199,7 @@ class PipelineRunner:
                 for flow in self.pipeline.flow_names(d)
             },
         )
-        self.spark.streams.addListener(listener)
+        detach = attach(self.spark, listener)
         restore = self._install_signals()
         try:
             if self.options.mode != "backfill":  # a backfill rewrites every table anyway
@@ -235,7 +235,7 @@ class PipelineRunner:
             self._stop_all()
             self._release_state()
             restore()
-            self.spark.streams.removeListener(listener)
+            detach()
             self.events.emit(
                 "run_stop",
                 f"run stopped: {result.reason}",

@@ -17,6 +17,7 @@ what a killed driver left of it goes with ``vacuum``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -247,7 +248,7 @@ def _write_in_place(
         writer = writer.options(**RAW_LOCAL)
     writer.option(DIRECT_PREFIX, prefix).parquet(spec.root)
     protocol = frame.sparkSession._jvm.dev.lakefeed.spark.DirectCommitProtocol  # type: ignore[union-attr]
-    written = [str(path) for path in protocol.take(token)]
+    written: list[str] = json.loads(protocol.take(token))
     try:
         with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
             found = list(pool.map(lambda rel: _described(spec.root, rel, schema), written))

@@ -14,11 +14,11 @@ reader by default and is refused when ``lakefeed.reader=spark`` is asked for.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.plan import ReadPlan
@@ -103,24 +103,29 @@ def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:
 
 
 class SparkFiles:
-    """Each batch's rows, parsed by Spark: the reader and the ``_metadata`` projection are built
-    once per stream, since neither depends on the batch's files and each costs Py4J round trips
-    on the driver, inside the batch's ``getBatch`` (176 round trips a batch before, 15 with the
-    reader kept, 7 fewer again with the projection kept as columns — a name becomes a column in
-    the JVM at each ``select``; measured with ``bench/ysb/trace.py --profile``)."""
+    """Each batch's rows, parsed by Spark, in one Py4J call (``PlannedFiles.read``, Java): the
+    reader is built once per stream and the ``_metadata`` projection is SQL text, since each
+    call into the JVM costs a round trip on the driver inside the batch's ``getBatch``. Built
+    in Python a batch cost 176 round trips, then 26 with the reader and columns kept (a path
+    and a column each: a Python list crosses Py4J element by element), now one; the projection
+    of pyspark ``Column`` calls cost ~290 round trips more at each query's first batch
+    (measured with ``bench/ysb/trace.py --profile``)."""
 
     def __init__(self, spark: SparkSession, plan: ReadPlan) -> None:
-        self._reader = _reader(spark, plan)
-        self._columns: list[Column] | None = (
-            [*map(F.col, plan.data_schema.names), _file_metadata().alias(METADATA_COLUMN)]
+        self._spark = spark
+        self._reader = _reader(spark, plan)._jreader
+        self._read = spark._jvm.dev.lakefeed.spark.PlannedFiles.read  # type: ignore[union-attr]
+        self._projection = (
+            json.dumps([*map(_quoted, plan.data_schema.names), _FILE_METADATA])
             if plan.include_metadata
             else None
         )
 
     def frame(self, paths: Sequence[str]) -> DataFrame:
         """The rows of ``paths`` in the stream's schema."""
-        frame = self._reader.load(list(paths))
-        return frame if self._columns is None else frame.select(*self._columns)
+        return DataFrame(
+            self._read(self._reader, json.dumps(list(paths)), self._projection), self._spark
+        )
 
 
 def _reader(spark: SparkSession, plan: ReadPlan) -> DataFrameReader:
@@ -144,17 +149,27 @@ def _reader(spark: SparkSession, plan: ReadPlan) -> DataFrameReader:
     return reader
 
 
-def _file_metadata() -> Column:
-    """lakefeed's ``_metadata`` struct from Spark's hidden one: the same fields, with the file
-    path as the file log has it and the name decoded (Spark gives ``file:/a%20b`` and ``a%20b``
-    for ``/a b``; an ``s3://`` URI keeps its scheme)."""
-    path = _decoded("file_path", F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", ""))
-    name = _decoded("file_name", F.col("_metadata.file_name"))
-    rest = [F.col(f"_metadata.{field}").alias(field) for field in METADATA_TYPE.names[2:]]
-    return F.struct(path, name, *rest)
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
-def _decoded(field: str, encoded: Column) -> Column:
+def _decoded(field: str, encoded: str) -> str:
     """``encoded`` (URI-escaped, where '+' is itself) decoded, non-null as the type says."""
-    plain = F.url_decode(F.replace(encoded, F.lit("+"), F.lit("%2B")))  # else '+' reads as ' '
-    return F.coalesce(plain, F.col(f"_metadata.{field}")).alias(field)
+    plain = f"url_decode(replace({encoded}, '+', '%2B'))"  # else '+' reads as ' '
+    return f"coalesce({plain}, _metadata.{field}) AS {field}"
+
+
+_FILE_METADATA = (
+    "struct("
+    + ", ".join(
+        [
+            _decoded("file_path", "regexp_replace(_metadata.file_path, '^file:(//)?', '')"),
+            _decoded("file_name", "_metadata.file_name"),
+            *(f"_metadata.{field} AS {field}" for field in METADATA_TYPE.names[2:]),
+        ]
+    )
+    + f") AS {METADATA_COLUMN}"
+)
+"""lakefeed's ``_metadata`` struct from Spark's hidden one, as SQL: the same fields, with the
+file path as the file log has it and the name decoded (Spark gives ``file:/a%20b`` and ``a%20b``
+for ``/a b``; an ``s3://`` URI keeps its scheme)."""

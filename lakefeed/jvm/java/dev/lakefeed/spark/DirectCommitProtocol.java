@@ -55,10 +55,13 @@ public class DirectCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     this.outputPath = path;
   }
 
-  /** The files (relative to the output path) of the committed write marked {@code token}. */
-  public static List<String> take(String token) {
+  /**
+   * The files (relative to the output path) of the committed write marked {@code token}, as a
+   * JSON array: one Py4J round trip for the driver's Python, whatever their number.
+   */
+  public static String take(String token) {
     List<String> files = COMMITTED.remove(token);
-    return files == null ? new ArrayList<>() : files;
+    return JsonStrings.write(files == null ? new ArrayList<>() : files);
   }
 
   @Override

@@ -143,21 +143,28 @@ def test_file_log_discovers_each_file_once_and_survives_a_torn_append(tmp_path: 
     ]
 
 
+TREE = [
+    "2026-01/a.json",
+    "2026-01/b.jsonl",
+    "2026-01/c.csv",
+    "2026-02/d.json",
+    "2025-12/e.json",
+    "2026-01/deep/f.json",
+    "top.json",
+    ".hidden.json",
+    "_tmp/g.json",
+    "2026-01/_SUCCESS",
+    "day=2026-03-01/hour=01/h.json",
+]
+
+
 def test_hadoop_glob_alternation_in_filter_and_load_path(tmp_path: Path) -> None:
     assert glob_regex("*.{json,jsonl}").fullmatch("a.jsonl")
     assert not glob_regex("*.{json,jsonl}").fullmatch("a.csv")
     assert glob_regex("{a{1,2},b}?.[^x]").fullmatch("a2z.y")
     assert glob_regex(r"\{x\}").fullmatch("{x}")
     land = tmp_path / "land"
-    for rel in [
-        "2026-01/a.json",
-        "2026-01/b.jsonl",
-        "2026-01/c.csv",
-        "2026-02/d.json",
-        "2025-12/e.json",
-        "2026-01/deep/f.json",
-        "top.json",
-    ]:
+    for rel in TREE:
         (land / rel).parent.mkdir(parents=True, exist_ok=True)
         (land / rel).write_text("{}\n")
 
@@ -189,19 +196,6 @@ def test_hadoop_glob_alternation_in_filter_and_load_path(tmp_path: Path) -> None
     assert log.discover() == 1 and log.entries(4, 5)[0].path.endswith("g.json")
 
 
-TREE = [
-    "2026-01/a.json",
-    "2026-01/b.jsonl",
-    "2026-01/c.csv",
-    "2026-02/d.json",
-    "2025-12/e.json",
-    "2026-01/deep/f.json",
-    "top.json",
-    ".hidden.json",
-    "_tmp/g.json",
-    "2026-01/_SUCCESS",
-    "day=2026-03-01/hour=01/h.json",
-]
 PATTERNS = [
     ("", "*.{json,jsonl}", False),
     ("/2026-01", "*.{json,jsonl}", True),

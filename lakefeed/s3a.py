@@ -117,6 +117,38 @@ def remember_resolution(driver_jars: str, given: Mapping[str, str]) -> list[str]
     return jars
 
 
+HADOOP_S3A = "spark.hadoop.fs.s3a."
+SHARED_SETTINGS = {
+    "access.key": ("AWS_ACCESS_KEY_ID",),
+    "secret.key": ("AWS_SECRET_ACCESS_KEY",),
+    "session.token": ("AWS_SESSION_TOKEN",),
+    "endpoint.region": ("AWS_REGION",),
+    "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+}
+"""S3A settings (``spark.hadoop.fs.s3a.<key>``) and the AWS variables lakefeed's clients read."""
+
+
+def share_hadoop_settings(given: Mapping[str, str]) -> None:
+    """S3A settings given as Spark conf serve lakefeed's own S3 clients too (delta-rs, pyarrow:
+    Delta commits, cloudFiles' file log, the event log), which read the standard AWS variables.
+
+    Set in this process's environment before the JVM starts, so its Python workers inherit
+    them; explicit settings win over the environment, as in S3A's own provider chain. Nothing
+    is logged; executors on a cluster still need the variables (or an instance role).
+    """
+    for key, variables in SHARED_SETTINGS.items():
+        value = given.get(HADOOP_S3A + key)
+        if not value:
+            continue
+        if key == "endpoint" and "://" not in value:  # S3A takes host:port, the SDKs a URL
+            ssl = given.get(HADOOP_S3A + "connection.ssl.enabled", "true") != "false"
+            value = f"{'https' if ssl else 'http'}://{value}"
+        if key == "endpoint" and value.startswith("http://"):
+            os.environ["AWS_ALLOW_HTTP"] = "true"  # delta-rs refuses plain HTTP otherwise
+        for variable in variables:
+            os.environ[variable] = value
+
+
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINT_MANAGER = "dev.lakefeed.spark.ObjectStoreCheckpointFileManager"
 """In lakefeed's jar: checkpoint files on S3 written in place instead of renamed (a copy)."""

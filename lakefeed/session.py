@@ -101,6 +101,7 @@ def spark_session(
         builder = builder.master(master)
     settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
     settings.update(cluster.cluster_conf(master, settings))
+    s3a.share_hadoop_settings(settings)
     object_store = s3a.uses_object_store(storage)
     if object_store:
         settings.update(s3a.spark_conf(settings))

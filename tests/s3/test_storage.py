@@ -10,7 +10,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from lakefeed import s3a, storage
 from lakefeed.connectors.delta import commit, log, table
@@ -131,6 +131,32 @@ def test_jars_spark_resolved_once_are_passed_as_plain_jars(tmp_path) -> None:
     assert later["spark.jars"] == ",".join(["/mine.jar", *map(str, jars)])
     jars[1].unlink()  # a cache cleaned since: Spark resolves again
     assert "spark.jars.packages" in s3a.spark_conf({"spark.jars.ivy": str(ivy)})
+
+
+def test_s3a_settings_given_as_spark_conf_serve_lakefeeds_clients(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = {v for names in s3a.SHARED_SETTINGS.values() for v in names}
+    for variable in [*shared, "AWS_ALLOW_HTTP"]:
+        monkeypatch.delenv(variable, raising=False)  # restored after the test
+    bucket = moto.bucket()
+    env = moto.env()
+    host = env["AWS_ENDPOINT_URL"].split("://", 1)[1]
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": host,  # S3A's host:port form
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": env["AWS_ACCESS_KEY_ID"],
+        "spark.hadoop.fs.s3a.secret.key": env["AWS_SECRET_ACCESS_KEY"],
+        "spark.hadoop.fs.s3a.endpoint.region": env["AWS_REGION"],
+    }
+    s3a.share_hadoop_settings(conf)
+    assert os.environ["AWS_ENDPOINT_URL"] == f"http://{host}"
+    storage.write_bytes(f"s3://{bucket}/x/one", b"1")  # pyarrow, through the shared settings
+    assert storage.exists(f"s3://{bucket}/x/one")
+    write_deltalake(f"s3://{bucket}/t", pa.table({"id": [1, 2]}))  # delta-rs, the same way
+    assert DeltaTable(f"s3://{bucket}/t").to_pyarrow_table().num_rows == 2
+    settings = storage.S3Settings.from_env()
+    assert env["AWS_SECRET_ACCESS_KEY"] not in repr(settings)
 
 
 def test_only_object_store_locations_add_s3a(tmp_path) -> None:

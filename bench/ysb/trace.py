@@ -146,7 +146,9 @@ def _stream(
     ``delta``), with ``state_store`` for the window counts and session settings ``conf``."""
 
     def run(spark: Any, args: argparse.Namespace, work: Path) -> dict:
-        with _session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
+        from lakefeed.runtime.query_start import session_conf
+
+        with session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
             started = time.perf_counter()
             counts = _query(spark, source(spark, args, work))
             stream = (
@@ -174,9 +176,10 @@ def _pipeline(
         from lakefeed.lakehouse import Lakehouse
         from lakefeed.observe.event_log import read_events
         from lakefeed.pipeline.loader import load_pipeline
+        from lakefeed.runtime.query_start import session_conf
         from lakefeed.runtime.runner import RunOptions, run_pipeline
 
-        with _session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
+        with session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
             loaded = load_pipeline([PIPELINE])
             started = time.perf_counter()
             result = run_pipeline(
@@ -190,23 +193,6 @@ def _pipeline(
         return _figures(elapsed, [p for p in progress if p])
 
     return run
-
-
-@contextmanager
-def _session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
-    """Session SQL settings for the queries started inside (each query reads them at start):
-    the state store, or the optimizer rules left out."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 VARIANTS = {

@@ -27,7 +27,7 @@ that flow's ``start()`` only, and restores the session's values afterwards (:fun
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
@@ -58,15 +58,22 @@ def starting(spark: SparkSession, facts: PlanFacts, trigger: dict) -> Iterator[N
     if not chosen:
         yield
         return
-    with _STARTING:
-        previous = {key: spark.conf.get(key, None) for key in chosen}
-        for key, value in chosen.items():
-            spark.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key, before in previous.items():
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
+    with _STARTING, session_conf(spark, chosen):
+        yield
+
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """``conf`` set on ``spark`` for the queries started inside (each reads it at start); the
+    session's own values, or their absence, are back afterwards."""
+    previous = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, before in previous.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)

@@ -137,19 +137,29 @@ def _temporary(path: str) -> str:
     return os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
 
 
-def write_bytes(location: str, data: bytes) -> None:
+def write_bytes(location: str, data: bytes, durable: bool = False) -> None:
     """Write a whole file. On S3 one PUT: readers see the old object or the new one, never
-    half; locally a temporary file renamed into place gives the same."""
+    half; locally a temporary file renamed into place gives the same. ``durable`` syncs a local
+    file to disk before the rename, for records a power loss must not empty (a log)."""
     fs, path = filesystem(location)
     if is_object_store(location):
         with fs.open_output_stream(path) as stream:
             stream.write(data)
         return
+    temporary = _complete_temporary(path, data, durable)
+    os.replace(temporary, path)
+
+
+def _complete_temporary(path: str, data: bytes, durable: bool = False) -> str:
+    """A local file's content written in full to its hidden temporary twin (made beside it)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temporary = _temporary(path)
     with open(temporary, "wb") as handle:
         handle.write(data)
-    os.replace(temporary, path)
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return temporary
 
 
 def create_exclusive(location: str, data: bytes) -> bool:
@@ -163,10 +173,7 @@ def create_exclusive(location: str, data: bytes) -> bool:
             return False
         write_bytes(location, data)
         return True
-    os.makedirs(os.path.dirname(location), exist_ok=True)
-    temporary = _temporary(location)
-    with open(temporary, "wb") as handle:
-        handle.write(data)
+    temporary = _complete_temporary(location, data)
     try:
         os.link(temporary, location)
         return True

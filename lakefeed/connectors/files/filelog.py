@@ -85,15 +85,7 @@ def _entries(found: list[Found]) -> list[FileEntry]:
 
 
 def _atomic_write(path: AnyPath, text: str) -> None:
-    if isinstance(path, ObjectPath):
-        path.write_text(text)  # one PUT: whole or absent
-        return
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with tmp.open("w") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    storage.write_bytes(str(path), text.encode(), durable=True)
 
 
 class FileLog:

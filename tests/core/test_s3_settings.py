@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,44 @@ def test_settings_travel_with_a_pickled_reader_to_another_process() -> None:
     pickle.loads(shipped)
     assert storage.settings_for("s3://land/in/a.json").secret_key == SECRET
     assert storage.settings_for("s3://state/schemas/_schemas/0").secret_key == SECRET
+
+
+def test_a_pipelines_sink_on_s3_counts_before_the_session_starts(tmp_path) -> None:
+    from lakefeed import s3a
+    from lakefeed.entry import storage_locations
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.pipeline.api import Pipeline, create_sink, loading
+
+    pipeline = Pipeline("p")
+    with loading(pipeline):
+        create_sink("out", "delta", {"path": "s3://bucket/out"})
+    places = storage_locations(pipeline, Lakehouse.at(tmp_path / "lh"))
+    assert "s3://bucket/out" in places and s3a.uses_object_store(places)
+
+
+DLT_FLOW = """
+import dlt
+
+@dlt.table
+def raw_events():
+    return (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+            .option("cloudFiles.schemaLocation", "s3a://state/schemas/raw")
+            .load("s3://landing/events"))
+"""
+
+
+def test_landing_folders_flows_name_count_before_the_session_starts(tmp_path) -> None:
+    from lakefeed.entry import load, storage_locations
+    from lakefeed.lakehouse import Lakehouse
+
+    (tmp_path / "dlt_flow.py").write_text(DLT_FLOW)
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    pipeline = load(
+        [str(examples / "file_ingest" / "pipeline.py"), str(tmp_path / "dlt_flow.py")],
+        {"files.landing": "s3://bucket/landing"},
+    )
+    places = storage_locations(pipeline, Lakehouse.at(tmp_path / "lh"))
+    assert places[0] == str(tmp_path / "lh")
+    assert set(places[1:]) == {
+        "s3://bucket/landing", "s3a://state/schemas/raw", "s3://landing/events"
+    }  # fmt: skip

@@ -23,7 +23,8 @@ form ``fs.s3a.bucket.<bucket>.<key>`` before the plain one at each level, then t
 AWS environment variables (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), the ones delta-rs and S3A read too. The
 registry is per process: readers and writers that run elsewhere (executors, Spark's Python
-planner processes) carry :func:`carried` settings and register them where they arrive.
+planner processes) carry their locations' settings (:class:`CarriesSettings`) and register
+them where they arrive.
 """
 
 from __future__ import annotations
@@ -118,6 +119,11 @@ class S3Settings:
             session_token=keys.session_token,
         )
 
+    def hadoop(self) -> dict[str, str]:
+        """The same settings as S3A keys (``fs.s3a.<key>``; the endpoint as a URL)."""
+        found = {S3A_PREFIX + key: getattr(self, name) for name, key in HADOOP_KEYS.items()}
+        return {key: value for key, value in found.items() if value}
+
     def storage_options(self) -> dict[str, str]:
         """The same settings as delta-rs's ``storage_options`` (its ``AWS_*`` keys)."""
         names = {
@@ -156,14 +162,10 @@ def register(location: str | None, settings: Mapping[str, str]) -> None:
         _REGISTERED[_key(location)] = s3a
 
 
-def carried(location: str, session: bool = True) -> dict[str, str]:
-    """The registered S3A settings that apply to ``location`` (the session's under the
-    location's own; only its own without ``session``), for a reader or writer to take to
-    another process and :func:`register` there, or to hand to Spark's own reads as options.
-    Holds secrets: keep it out of anything printed."""
-    if not is_object_store(location):
-        return {}
-    return {**(_REGISTERED.get("", {}) if session else {}), **_own(_key(location))}
+def given(location: str) -> dict[str, str]:
+    """The S3A settings registered for ``location`` itself (options of its reads and writes),
+    for Spark's own reads and writes of it as per-read options. Holds secrets."""
+    return _own(_key(location)) if is_object_store(location) else {}
 
 
 def _own(key: str) -> dict[str, str]:
@@ -173,8 +175,8 @@ def _own(key: str) -> dict[str, str]:
 
 
 def settings_for(location: str) -> S3Settings:
-    """The S3 settings of ``location``: registered ones (see :func:`carried`), then the AWS
-    environment variables."""
+    """The S3 settings of ``location``: its own registered ones, the session's, then the AWS
+    environment variables (per key; see the module docstring)."""
     key = _key(location)
     bucket = key.split("/", 1)[0]
     session = S3Settings.from_hadoop(_REGISTERED.get("", {}), bucket)
@@ -184,21 +186,24 @@ def settings_for(location: str) -> S3Settings:
 
 def delta_options(location: str) -> dict[str, str] | None:
     """delta-rs's ``storage_options`` for a table at ``location``: None (delta-rs reads the
-    AWS environment itself) unless settings were registered for it."""
-    if not carried(location):
+    AWS environment itself) unless settings were registered for it or the session."""
+    if not (is_object_store(location) and (_REGISTERED.get("") or given(location))):
         return None
     return settings_for(location).storage_options()
 
 
 class CarriesSettings:
     """A reader, writer or options object Spark pickles to other processes (executors, its
-    Python planner processes) takes the S3 settings of its locations along and registers them
-    where it is unpickled, before any of its methods runs there. Not in ``repr``: secrets."""
+    Python planner processes) takes the S3 settings of its locations along, as this process
+    resolves them (the AWS variables included: Spark's own S3A likewise ships the driver's to
+    the executors in its Hadoop conf), and registers them where it is unpickled, before any of
+    its methods runs there. Not in ``repr``: they hold secrets."""
 
     _settings: tuple[tuple[str, dict[str, str]], ...] = ()
 
     def carry(self, *locations: str | None) -> None:
-        found = tuple((place, carried(place)) for place in locations if place)
+        places = [place for place in locations if place and is_object_store(place)]
+        found = tuple((place, settings_for(place).hadoop()) for place in places)
         object.__setattr__(self, "_settings", found)  # frozen dataclasses carry too
 
     def __setstate__(self, state: dict) -> None:

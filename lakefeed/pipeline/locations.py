@@ -14,7 +14,7 @@ A location computed from Spark itself (``spark.conf.get``) is not found this way
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, suppress
 from typing import Any
 
@@ -39,6 +39,9 @@ class _Recorder:
 
     def __getitem__(self, key: Any) -> _Recorder:
         return self
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())  # ``df.columns`` and the like: nothing (not endless indexing)
 
     def _note(self, values: Iterable[Any]) -> None:
         for value in values:

@@ -67,7 +67,7 @@ def test_options_win_over_spark_conf_which_wins_over_the_environment() -> None:
         "AWS_SECRET_ACCESS_KEY": SECRET,
     }
     assert SECRET not in repr(storage.settings_for("s3://b/t"))
-    assert storage.carried("/local/t") == {}
+    assert storage.given("/local/t") == {}
 
 
 def test_a_plain_http_endpoint_lets_delta_rs_use_http() -> None:
@@ -82,7 +82,9 @@ def test_keys_are_never_mixed_across_sources() -> None:
     assert S3Settings(access_key="k2", secret_key="s2").over(token).session_token is None
 
 
-def test_settings_travel_with_a_pickled_reader_to_another_process() -> None:
+def test_settings_travel_with_a_pickled_reader_to_another_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     options = FileSourceOptions.parse(
         {
             "path": "s3://land/in",
@@ -94,9 +96,11 @@ def test_settings_travel_with_a_pickled_reader_to_another_process() -> None:
     )
     assert SECRET not in repr(options)
     shipped = pickle.dumps(options)
-    storage._REGISTERED.clear()  # what an executor starts with
+    storage._REGISTERED.clear()  # what an executor starts with: no registry, its own env
+    monkeypatch.delenv("AWS_REGION")
     pickle.loads(shipped)
     assert storage.settings_for("s3://land/in/a.json").secret_key == SECRET
+    assert storage.settings_for("s3://land/in").region == "eu-west-1"  # the driver's, as S3A
     assert storage.settings_for("s3://state/schemas/_schemas/0").secret_key == SECRET
 
 
@@ -139,3 +143,19 @@ def test_landing_folders_flows_name_count_before_the_session_starts(tmp_path) ->
     assert set(places[1:]) == {
         "s3://bucket/landing", "s3a://state/schemas/raw", "s3://landing/events"
     }  # fmt: skip
+
+
+def test_a_flow_that_walks_its_columns_ends_on_the_stand_in(tmp_path) -> None:
+    from lakefeed.entry import storage_locations
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.pipeline.api import Pipeline, loading, source, table
+
+    pipeline = Pipeline("p")
+    with loading(pipeline):
+
+        @table
+        def wide():
+            frame = source("delta", path="s3://tables/orders")
+            return frame.select(*[c for c in frame.columns if c != "x"], frame["y"])
+
+    assert storage_locations(pipeline, Lakehouse.at(tmp_path))[1:] == ["s3://tables/orders"]

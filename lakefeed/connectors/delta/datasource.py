@@ -159,24 +159,21 @@ class DeltaDataSource(DataSource):
         return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        register_settings(self.options)
         if changes.requested(self.options):
             return changes.ChangeFeedBatchReader(self.options, schema)
         return DeltaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        register_settings(self.options)
         if changes.requested(self.options):
             return changes.ChangeFeedStreamReader(self.options, schema)
         return DeltaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        register_settings(self.options)
         return DeltaBatchWriter(write_spec(self.options, schema, overwrite), schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         app_id = query_id(self.options)
-        snapshot = for_stream(register_settings(self.options), app_id)
+        snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
         return DeltaStreamWriter(spec, schema, app_id)
 

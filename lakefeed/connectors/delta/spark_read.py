@@ -47,7 +47,7 @@ def _scan(
     stored = StructType([f for f in schema.fields if f.name not in partition_values])
     # Paths are files the log names, never patterns: a '[' in a name must not glob.
     # Hadoop settings given for the table (fs.s3a.*) reach S3A as Spark's per-read options.
-    reader = spark.read.options(**storage.carried(paths[0], session=False))
+    reader = spark.read.options(**storage.given(paths[0]))
     frame = reader.schema(stored).option("__globPaths__", "false").parquet(*paths)
     return frame.select(
         *[

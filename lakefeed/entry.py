@@ -98,7 +98,7 @@ def run(
     )
     reset = set(loaded.datasets) if full_refresh_all else set(options.full_refresh)
     before = {name: None if name in reset else _version(house, name) for name in loaded.datasets}
-    runner = PipelineRunner(loaded, house, spark or _session(master, loaded.name), options)
+    runner = PipelineRunner(loaded, house, spark or _session(master, loaded, house), options)
     outcome = runner.run()
     return _run_result(runner, outcome, RunMode(options.mode), before)
 
@@ -125,8 +125,9 @@ def validate(
         loaded = load(pipeline, conf)
     except PipelineError as error:
         return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
-    session = spark or _session(master, loaded.name)
-    validation = check(loaded, lakehouse_for(lakehouse, loaded), session)
+    house = lakehouse_for(lakehouse, loaded)
+    session = spark or _session(master, loaded, house)
+    validation = check(loaded, house, session)
     result = _validation_result(loaded, validation)
     if not check_connections:
         return result
@@ -154,8 +155,9 @@ def verify(
     from lakefeed.runtime.verify import verify as compare
 
     loaded = load(pipeline, conf)
-    session = spark or _session(master, loaded.name)
-    tables = compare(loaded, lakehouse_for(lakehouse, loaded), session, run_first=run_first)
+    house = lakehouse_for(lakehouse, loaded)
+    session = spark or _session(master, loaded, house)
+    tables = compare(loaded, house, session, run_first=run_first)
     return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
 
 
@@ -176,8 +178,8 @@ def plan(
     from lakefeed.runtime.upgrade import plan_upgrade
 
     loaded = load(pipeline, conf)
-    session = spark or _session(master, loaded.name)
-    return plan_upgrade(loaded, lakehouse_for(lakehouse, loaded), session)
+    house = lakehouse_for(lakehouse, loaded)
+    return plan_upgrade(loaded, house, spark or _session(master, loaded, house))
 
 
 # -- helpers
@@ -203,10 +205,24 @@ def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) ->
     return Lakehouse.at(lakehouse or pipeline.storage or DEFAULT_ROOT)
 
 
-def _session(master: str | None, name: str) -> SparkSession:
+def storage_locations(pipeline: Pipeline, lakehouse: Lakehouse) -> list[str]:
+    """Where the pipeline keeps, reads or writes data, known before a session starts: the
+    lakehouse root, every sink option naming a location (``path``...) and the object-store
+    locations its flow functions read (:mod:`lakefeed.pipeline.locations`). The session adds
+    S3A when one is on object storage (:func:`lakefeed.session.spark_session`'s ``storage``)."""
+    from lakefeed.pipeline.locations import flow_locations
+
+    sinks = [ds.sink for ds in pipeline.datasets.values() if ds.sink is not None]
+    named = [str(value) for sink in sinks for value in sink.options.values()]
+    read = flow_locations(pipeline, lakehouse)
+    return [str(lakehouse.root), *(place for place in named if "://" in place), *read]
+
+
+def _session(master: str | None, pipeline: Pipeline, lakehouse: Lakehouse) -> SparkSession:
     from lakefeed.session import spark_session
 
-    return spark_session(app_name=f"lakefeed-{name}", master=master)
+    storage = storage_locations(pipeline, lakehouse)
+    return spark_session(app_name=f"lakefeed-{pipeline.name}", master=master, storage=storage)
 
 
 def _version(lakehouse: Lakehouse, name: str) -> int | None:

@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 from lakefeed.errors import ConfigError, register_code
 from lakefeed.spark_home import cache_root, pip_spark_home
-from lakefeed.storage import S3Settings, is_object_store
+from lakefeed.storage import S3Settings, is_object_store, register
 
 JARS_UNAVAILABLE = register_code("S3A_JARS_UNAVAILABLE", ConfigError)
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
@@ -118,35 +118,26 @@ def remember_resolution(driver_jars: str, given: Mapping[str, str]) -> list[str]
 
 
 HADOOP_S3A = "spark.hadoop.fs.s3a."
-SHARED_SETTINGS = {
-    "access.key": ("AWS_ACCESS_KEY_ID",),
-    "secret.key": ("AWS_SECRET_ACCESS_KEY",),
-    "session.token": ("AWS_SESSION_TOKEN",),
-    "endpoint.region": ("AWS_REGION",),
-    "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-}
-"""S3A settings (``spark.hadoop.fs.s3a.<key>``) and the AWS variables lakefeed's clients read."""
 
 
 def share_hadoop_settings(given: Mapping[str, str]) -> None:
     """S3A settings given as Spark conf serve lakefeed's own S3 clients too (delta-rs, pyarrow:
-    Delta commits, cloudFiles' file log, the event log), which read the standard AWS variables.
+    Delta commits, cloudFiles' file log, the event log).
 
-    Set in this process's environment before the JVM starts, so its Python workers inherit
-    them; explicit settings win over the environment, as in S3A's own provider chain. Nothing
-    is logged; executors on a cluster still need the variables (or an instance role).
+    Registered as the session's settings in :mod:`lakefeed.storage` (per-bucket ones included;
+    the Delta connector's readers and writers carry them to executors), and the plain ones set
+    as the standard AWS variables in this process's environment before the JVM starts, so its
+    Python workers and every delta-rs call inherit them; explicit settings win over the
+    environment, as in S3A's own provider chain. Nothing is logged.
     """
-    for key, variables in SHARED_SETTINGS.items():
-        value = given.get(HADOOP_S3A + key)
-        if not value:
-            continue
-        if key == "endpoint" and "://" not in value:  # S3A takes host:port, the SDKs a URL
-            ssl = given.get(HADOOP_S3A + "connection.ssl.enabled", "true") != "false"
-            value = f"{'https' if ssl else 'http'}://{value}"
-        if key == "endpoint" and value.startswith("http://"):
-            os.environ["AWS_ALLOW_HTTP"] = "true"  # delta-rs refuses plain HTTP otherwise
-        for variable in variables:
-            os.environ[variable] = value
+    hadoop = {
+        k.removeprefix("spark.hadoop."): v for k, v in given.items() if k.startswith(HADOOP_S3A)
+    }
+    register(None, hadoop)
+    shared = S3Settings.from_hadoop(hadoop).storage_options()
+    if "AWS_ENDPOINT_URL" in shared:
+        shared["AWS_ENDPOINT_URL_S3"] = shared["AWS_ENDPOINT_URL"]  # the one SDKs read first
+    os.environ.update(shared)
 
 
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"

@@ -14,10 +14,12 @@ to :func:`spark_session` wins):
   Delta table carry INT64 timestamps, as Delta readers expect (with INT96 lakefeed writes
   tables with timestamps through its Python sink instead).
 
-When any of ``storage`` (the lakehouse root, table or checkpoint locations the session will
-use) is an ``s3://`` / ``s3a://`` URI, Hadoop's S3A connector and its settings are added
-(:mod:`lakefeed.s3a`: ``spark.jars.packages`` hadoop-aws, ``fs.s3.impl``, endpoint and region
-from the AWS environment variables); otherwise the session stays jar-free.
+When any of ``storage`` (the lakehouse root, table, landing folder or checkpoint locations the
+session will use; for a pipeline, :func:`lakefeed.entry.storage_locations`) is an ``s3://`` /
+``s3a://`` URI, Hadoop's S3A connector and its settings are added (:mod:`lakefeed.s3a`:
+``spark.jars.packages`` hadoop-aws, ``fs.s3.impl``, endpoint and region from the AWS
+environment variables); otherwise the session stays jar-free. S3 settings given as
+``spark.hadoop.fs.s3a.*`` also serve lakefeed's own S3 clients (:mod:`lakefeed.storage`).
 
 ``compat=True`` (the default) also installs :mod:`lakefeed.connectors.compat`, so that
 Databricks-style ``format("delta")``/``format("cloudFiles")`` code runs unchanged; lakefeed's

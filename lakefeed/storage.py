@@ -13,10 +13,18 @@ fsspec/s3fs would add a dependency for the same; delta-rs's object store has no 
 
 :func:`as_path` hands out a :class:`pathlib.Path` for a local location and an :class:`ObjectPath`
 (the part of ``Path``'s interface lakefeed uses) for an object-store one, so code that walks a
-checkpoint or a lakehouse works on both without asking which. Endpoint, region and credentials
-come from the standard AWS environment variables (``AWS_ENDPOINT_URL``, ``AWS_REGION``,
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), the ones delta-rs and
-S3A read too, so one setting serves all three.
+checkpoint or a lakehouse works on both without asking which.
+
+Endpoint, region and credentials of a location resolve in S3A's order, per key: Hadoop
+settings given as options of the read or write that uses the location (``fs.s3a.access.key``
+..., registered here by :func:`register`, for that location and everything under it), then
+Spark's Hadoop conf (``spark.hadoop.fs.s3a.*``, registered by the session), S3A's per-bucket
+form ``fs.s3a.bucket.<bucket>.<key>`` before the plain one at each level, then the standard
+AWS environment variables (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), the ones delta-rs and S3A read too. The
+registry is per process: readers and writers that run elsewhere (executors, Spark's Python
+planner processes) carry their locations' settings (:class:`CarriesSettings`) and register
+them where they arrive.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import fnmatch
 import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -45,16 +53,30 @@ def is_object_store(location: str | os.PathLike[str] | ObjectPath) -> bool:
     return bool(sep) and scheme.lower() in OBJECT_SCHEMES
 
 
+HADOOP_KEYS = {
+    "endpoint": "endpoint",
+    "region": "endpoint.region",
+    "access_key": "access.key",
+    "secret_key": "secret.key",
+    "session_token": "session.token",
+}
+"""S3Settings fields and the S3A keys (``fs.s3a.<key>``) that set them."""
+S3A_PREFIX = "fs.s3a."
+HADOOP_PREFIXES = ("fs.", "dfs.")
+"""Options that are Hadoop file system settings (delta-spark's rule for DataFrame options)."""
+
+
 @dataclass(frozen=True)
 class S3Settings:
-    """Endpoint and credentials from the standard AWS variables; None means the SDK default.
-    The secrets stay out of ``repr`` (and so out of any log line that prints the settings)."""
+    """Endpoint and credentials of an S3 location; None means "not set here" (the next source,
+    finally the SDK default). The secrets stay out of ``repr`` (and so out of any log line
+    that prints the settings)."""
 
-    endpoint: str | None
-    region: str | None
-    access_key: str | None
-    secret_key: str | None = field(repr=False)
-    session_token: str | None = field(repr=False)
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls) -> S3Settings:
@@ -66,6 +88,129 @@ class S3Settings:
             secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
             session_token=env.get("AWS_SESSION_TOKEN"),
         )
+
+    @classmethod
+    def from_hadoop(cls, conf: Mapping[str, str], bucket: str | None = None) -> S3Settings:
+        """S3A's keys in ``conf`` (``fs.s3a.<key>``, any case), the per-bucket form
+        ``fs.s3a.bucket.<bucket>.<key>`` winning, as S3A reads them. An endpoint in S3A's
+        ``host:port`` form becomes a URL (``connection.ssl.enabled`` picks the scheme)."""
+        lowered = {str(k).lower(): str(v) for k, v in conf.items() if v not in (None, "")}
+
+        def get(key: str) -> str | None:
+            scoped = f"{S3A_PREFIX}bucket.{bucket.lower()}.{key}" if bucket else None
+            return (lowered.get(scoped) if scoped else None) or lowered.get(S3A_PREFIX + key)
+
+        found = {name: get(key) for name, key in HADOOP_KEYS.items()}
+        endpoint = found["endpoint"]
+        if endpoint and "://" not in endpoint:
+            ssl = (get("connection.ssl.enabled") or "true").lower() != "false"
+            found["endpoint"] = f"{'https' if ssl else 'http'}://{endpoint}"
+        return cls(**found)
+
+    def over(self, base: S3Settings) -> S3Settings:
+        """These settings where set, ``base``'s elsewhere; keys and token go together (an
+        access key never pairs with another source's secret)."""
+        keys = self if self.access_key or self.secret_key else base
+        return S3Settings(
+            endpoint=self.endpoint or base.endpoint,
+            region=self.region or base.region,
+            access_key=keys.access_key,
+            secret_key=keys.secret_key,
+            session_token=keys.session_token,
+        )
+
+    def hadoop(self) -> dict[str, str]:
+        """The same settings as S3A keys (``fs.s3a.<key>``; the endpoint as a URL)."""
+        found = {S3A_PREFIX + key: getattr(self, name) for name, key in HADOOP_KEYS.items()}
+        return {key: value for key, value in found.items() if value}
+
+    def storage_options(self) -> dict[str, str]:
+        """The same settings as delta-rs's ``storage_options`` (its ``AWS_*`` keys)."""
+        names = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_SESSION_TOKEN": self.session_token,
+        }
+        found = {k: v for k, v in names.items() if v}
+        if self.endpoint and self.endpoint.startswith("http://"):
+            found["AWS_ALLOW_HTTP"] = "true"  # delta-rs refuses plain HTTP otherwise
+        return found
+
+
+_REGISTERED: dict[str, dict[str, str]] = {}
+"""Location (``bucket/key prefix``, scheme dropped; "" for the session) -> its S3A settings."""
+
+
+def _key(location: str) -> str:
+    return location.split("://", 1)[-1].rstrip("/")
+
+
+def hadoop_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The Hadoop file system settings among a read's or write's options (``fs.*``/``dfs.*``)."""
+    return {k: str(v) for k, v in options.items() if str(k).lower().startswith(HADOOP_PREFIXES)}
+
+
+def register(location: str | None, settings: Mapping[str, str]) -> None:
+    """S3A settings (``fs.s3a.*`` keys; others are ignored) for ``location`` and everything
+    under it, in this process; ``location`` None: the session's (Spark's Hadoop conf)."""
+    s3a = {k.lower(): v for k, v in settings.items() if k.lower().startswith(S3A_PREFIX)}
+    if location is None:
+        _REGISTERED[""] = s3a
+    elif s3a and is_object_store(location):
+        _REGISTERED[_key(location)] = s3a
+
+
+def given(location: str) -> dict[str, str]:
+    """The S3A settings registered for ``location`` itself (options of its reads and writes),
+    for Spark's own reads and writes of it as per-read options. Holds secrets."""
+    return _own(_key(location)) if is_object_store(location) else {}
+
+
+def _own(key: str) -> dict[str, str]:
+    """The settings registered for the longest prefix of ``key`` (a location's own)."""
+    prefixes = [p for p in _REGISTERED if p and (key == p or key.startswith(p + "/"))]
+    return _REGISTERED[max(prefixes, key=len)] if prefixes else {}
+
+
+def settings_for(location: str) -> S3Settings:
+    """The S3 settings of ``location``: its own registered ones, the session's, then the AWS
+    environment variables (per key; see the module docstring)."""
+    key = _key(location)
+    bucket = key.split("/", 1)[0]
+    session = S3Settings.from_hadoop(_REGISTERED.get("", {}), bucket)
+    own = S3Settings.from_hadoop(_own(key), bucket)
+    return own.over(session).over(S3Settings.from_env())
+
+
+def delta_options(location: str) -> dict[str, str] | None:
+    """delta-rs's ``storage_options`` for a table at ``location``: None (delta-rs reads the
+    AWS environment itself) unless settings were registered for it or the session."""
+    if not (is_object_store(location) and (_REGISTERED.get("") or given(location))):
+        return None
+    return settings_for(location).storage_options()
+
+
+class CarriesSettings:
+    """A reader, writer or options object Spark pickles to other processes (executors, its
+    Python planner processes) takes the S3 settings of its locations along, as this process
+    resolves them (the AWS variables included: Spark's own S3A likewise ships the driver's to
+    the executors in its Hadoop conf), and registers them where it is unpickled, before any of
+    its methods runs there. Not in ``repr``: they hold secrets."""
+
+    _settings: tuple[tuple[str, dict[str, str]], ...] = ()
+
+    def carry(self, *locations: str | None) -> None:
+        places = [place for place in locations if place and is_object_store(place)]
+        found = tuple((place, settings_for(place).hadoop()) for place in places)
+        object.__setattr__(self, "_settings", found)  # frozen dataclasses carry too
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for location, settings in self._settings:
+            if settings:
+                register(location, settings)
 
 
 @functools.lru_cache(maxsize=8)
@@ -86,7 +231,7 @@ def _s3(settings: S3Settings) -> pafs.S3FileSystem:
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """The file system holding ``location`` and the path inside it (``bucket/key`` on S3)."""
     if is_object_store(location):
-        return _s3(S3Settings.from_env()), location.split("://", 1)[1].rstrip("/")
+        return _s3(settings_for(location)), location.split("://", 1)[1].rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(location)
 
 

@@ -53,12 +53,16 @@ def _spark(  # noqa: ANN202
     spark_conf: Sequence[str] = (),
     lakehouse: Lakehouse | None = None,
     remote: str | None = None,
+    pipeline: Pipeline | None = None,
 ):
     from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
-    storage = [lakehouse.root] if lakehouse is not None else []
+    storage: list[str] = []
+    if lakehouse is not None:  # the pipeline's sinks may name S3 locations too
+        found = pipeline and entry.storage_locations(pipeline, lakehouse)
+        storage = found or [str(lakehouse.root)]
     spark = spark_session(
         app_name=f"lakefeed-{app}", master=master, conf=conf, storage=storage, remote=remote
     )
@@ -176,7 +180,7 @@ def run(
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name, spark_conf, lakehouse, remote)
+        spark = _spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline)
         try:
             result = entry.run(
                 pipeline,
@@ -264,7 +268,7 @@ def validate(
         result = entry.validate(
             pipeline,
             lakehouse=lakehouse,
-            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote),
+            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline),
             check_connections=check_connections,
         )
     if as_json:
@@ -340,7 +344,7 @@ def verify(
         result = entry.verify(
             pipeline,
             lakehouse=lakehouse,
-            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote),
+            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:

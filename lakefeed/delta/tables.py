@@ -35,6 +35,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.exprs import Condition, Scope
@@ -149,10 +150,17 @@ def _local(path: str) -> str:
 class DeltaTable:
     """A Delta table for Spark code, as ``delta.tables.DeltaTable`` (see the module doc)."""
 
-    def __init__(self, spark: SparkSession, path: str, alias: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        alias: str | None = None,
+        hadoopConf: Mapping[str, str] | None = None,
+    ) -> None:
         self._spark = spark
         self._path = path
         self._alias = alias
+        self._hadoop = dict(hadoopConf or {})  # secrets: never in repr
 
     # ------------------------------------------------------------------ finding tables
 
@@ -160,14 +168,27 @@ class DeltaTable:
     def forPath(
         cls, sparkSession: SparkSession, path: str, hadoopConf: dict[str, str] | None = None
     ) -> DeltaTable:
-        """The Delta table at ``path`` (local paths and ``file:`` URIs)."""
+        """The Delta table at ``path`` (local paths, ``file:`` and ``s3://``/``s3a://`` URIs).
+
+        ``hadoopConf``: Hadoop file system settings for this table, as in delta-spark (only keys
+        starting with ``fs.`` or ``dfs.``; S3A's ``fs.s3a.endpoint``, ``fs.s3a.access.key``...
+        reach lakefeed's delta-rs and pyarrow clients of the table, and Spark's reads of it).
+        """
+        conf = dict(hadoopConf or {})
+        other = sorted(k for k in conf if k not in storage.hadoop_options(conf))
+        if other:
+            raise DeltaOperationError(
+                f"hadoopConf takes Hadoop file system settings only, not {other}",
+                fix="keep the keys that start with 'fs.' or 'dfs.'",
+            )
         root = _local(path)
+        storage.register(root, conf)
         if not log.is_delta_table(root):
             raise DeltaTableNotFoundError(
                 f"{path} is not a Delta table (no _delta_log with commits)",
                 fix="check the path, or write the table first",
             )
-        return cls(sparkSession, root)
+        return cls(sparkSession, root, hadoopConf=conf)
 
     @classmethod
     def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
@@ -195,11 +216,11 @@ class DeltaTable:
 
     def toDF(self) -> DataFrame:
         """The table's current rows (aliased when :meth:`alias` was called)."""
-        frame = self._spark.read.format("delta").load(self._path)
+        frame = self._spark.read.format("delta").options(**self._hadoop).load(self._path)
         return frame.alias(self._alias) if self._alias else frame
 
     def alias(self, aliasName: str) -> DeltaTable:
-        return DeltaTable(self._spark, self._path, aliasName)
+        return DeltaTable(self._spark, self._path, aliasName, self._hadoop)
 
     def _open(self) -> RsTable:
         return log.open_table(self._path)
@@ -271,7 +292,7 @@ class DeltaTable:
             metadata.id,
             metadata.name,
             metadata.description,
-            "file:" + self._path,
+            _uri(self._path),
             _utc(metadata.created_time),
             history[0]["timestamp"] if history else None,
             list(metadata.partition_columns),
@@ -302,7 +323,7 @@ class DeltaTable:
             raise DeltaOperationError(
                 str(error), fix=f"set {RETENTION_CHECK_CONF}=false if nothing reads old versions"
             ) from error
-        return self._spark.createDataFrame([("file:" + self._path,)], "path string")
+        return self._spark.createDataFrame([(_uri(self._path),)], "path string")
 
     def restoreToVersion(self, version: int) -> DataFrame:
         return self._restore(int(version))
@@ -374,7 +395,7 @@ class DeltaOptimizeBuilder:
     def _run(self, call: Any) -> DataFrame:
         metrics = self._table._change("OPTIMIZE", call) or {}
         spark = self._table._spark
-        row = ("file:" + self._table._path, {k: str(v) for k, v in metrics.items()})
+        row = (_uri(self._table._path), {k: str(v) for k, v in metrics.items()})
         return spark.createDataFrame([row], "path string, metrics map<string,string>")
 
 
@@ -441,3 +462,8 @@ def arrow_of(frame: DataFrame) -> pa.Table:
     (Spark's Arrow collect: executors encode Arrow batches, the driver only concatenates).
     Timestamps arrive as UTC instants whatever the session time zone."""
     return frame.toArrow()
+
+
+def _uri(path: str) -> str:
+    """A table's location as delta-spark shows it: a ``file:`` URI locally, else the URI."""
+    return path if storage.is_object_store(path) else "file:" + path

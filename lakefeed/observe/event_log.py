@@ -67,11 +67,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 
+from lakefeed.connectors.delta.log import rs_table
 from lakefeed.connectors.options import parse_duration
 from lakefeed.errors import ConfigError, EventLogError
 from lakefeed.logs import get_logger
 from lakefeed.redact import redact, redact_text
-from lakefeed.storage import AnyPath, Location, as_path
+from lakefeed.storage import AnyPath, Location, as_path, delta_options
 
 log = get_logger(__name__)
 
@@ -227,7 +228,10 @@ class EventLog:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
                 write_deltalake(
-                    str(self.path), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), mode="append"
+                    str(self.path),
+                    pa.Table.from_pylist(rows, schema=EVENT_SCHEMA),
+                    mode="append",
+                    storage_options=delta_options(str(self.path)),
                 )
             except Exception as e:  # any failure of the log must spare the run
                 self._failed(e, len(rows))
@@ -273,14 +277,14 @@ class EventLog:
 def _maintain(path: AnyPath, retention: Retention) -> None:
     if not (path / "_delta_log").is_dir():
         return
-    table = DeltaTable(str(path))  # a damaged log raises: it is left for repair
+    table = rs_table(str(path))  # a damaged log raises: it is left for repair
     if retention.bounded and (cutoff := _cutoff(table, retention)) is not None:
         table.delete(f"timestamp < '{cutoff.isoformat()}'")
-        table = DeltaTable(str(path))
+        table = rs_table(str(path))
     if table.metadata().configuration.get("delta.logRetentionDuration") != LOG_RETENTION:
         table.alter.set_table_properties({"delta.logRetentionDuration": LOG_RETENTION})
     table.optimize.compact()
-    table = DeltaTable(str(path))
+    table = rs_table(str(path))
     table.vacuum(retention_hours=VACUUM_HOURS, enforce_retention_duration=False, dry_run=False)
     table.create_checkpoint()
     table.cleanup_metadata()
@@ -367,7 +371,7 @@ def open_log(path: Location) -> tuple[DeltaTable | None, str | None]:
     if not (path / "_delta_log").is_dir():
         return None, None
     try:
-        return DeltaTable(str(path)), None
+        return rs_table(str(path)), None
     except Exception as e:  # damaged logs fail in many ways
         error = first_line(e)
     newest = _newest_commit(path)
@@ -375,7 +379,7 @@ def open_log(path: Location) -> tuple[DeltaTable | None, str | None]:
         return None, f"the event log at {path} cannot be read: {error}"
     for version in range(newest - 1, max(-1, newest - 1 - FALLBACK_VERSIONS), -1):
         try:
-            table = DeltaTable(str(path), version=version)
+            table = rs_table(str(path), version)
         except Exception:  # look further back
             continue
         return table, (
@@ -453,7 +457,12 @@ def repair_log(path: Location) -> Mended:
     path = as_path(path)
     readable = read_log(path)
     moved = _set_aside(path)
-    write_deltalake(str(path), readable.table.sort_by("timestamp"), mode="append")
+    write_deltalake(
+        str(path),
+        readable.table.sort_by("timestamp"),
+        mode="append",
+        storage_options=delta_options(str(path)),
+    )
     return Mended(readable.table.num_rows, moved, readable.problems)
 
 
@@ -461,5 +470,10 @@ def reset_log(path: Location) -> Mended:
     """Start an empty event log; the old one is moved aside, not deleted."""
     path = as_path(path)
     moved = _set_aside(path)
-    write_deltalake(str(path), EVENT_SCHEMA.empty_table(), mode="append")
+    write_deltalake(
+        str(path),
+        EVENT_SCHEMA.empty_table(),
+        mode="append",
+        storage_options=delta_options(str(path)),
+    )
     return Mended(0, moved, [])

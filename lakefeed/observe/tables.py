@@ -25,6 +25,7 @@ import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
 from lakefeed.connectors.delta import table as delta_table
+from lakefeed.connectors.delta.log import rs_table
 from lakefeed.errors import LakefeedError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.pipeline.expectations import quarantine_table
@@ -127,11 +128,11 @@ class TableReader:
         table = self._tables.get(name)
         try:
             if table is None:
-                table = DeltaTable(str(self.lakehouse.table_path(name)))
+                table = rs_table(str(self.lakehouse.table_path(name)))
             else:
                 table.update_incremental()
         except Exception:  # recreated or rewritten under us: open it afresh
-            table = DeltaTable(str(self.lakehouse.table_path(name)))
+            table = rs_table(str(self.lakehouse.table_path(name)))
         self._tables[name] = table
         return table
 

@@ -256,9 +256,8 @@ def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
                 )
             )
             continue
-        from deltalake import DeltaTable
 
-        done = DeltaTable(path).transaction_version(app_id)
+        done = log.rs_table(path).transaction_version(app_id)
         if done is not None and done >= last:
             continue
         holds = f"batches up to {done}" if done is not None else "no batch"
@@ -300,12 +299,11 @@ def _sources_behind(
 
 def _table_ids(tables: Mapping[str, AnyPath]) -> dict[str, str]:
     """Table id (Delta's ``metaData.id``, an offset's ``reservoirId``) to table name."""
-    from deltalake import DeltaTable
 
     ids = {}
     for name, path in tables.items():
         if log.latest_version(str(path)) is not None:
-            ids[str(DeltaTable(str(path)).metadata().id)] = name
+            ids[str(log.rs_table(str(path)).metadata().id)] = name
     return ids
 
 

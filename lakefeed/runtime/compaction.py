@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from lakefeed.connectors.delta.log import is_delta_table as log_exists
+from lakefeed.connectors.delta.log import rs_table
 from lakefeed.connectors.options import parse_bytes
 from lakefeed.errors import ConfigError
 from lakefeed.logs import get_logger
@@ -116,7 +116,7 @@ def compact_if_needed(path: str, policy: Policy) -> int:
     """Compact the crowded partitions of the table at ``path``; the files it removed."""
     if not log_exists(path):
         return 0
-    table = DeltaTable(path)
+    table = rs_table(path)
     if not enabled(table.metadata().configuration):
         return 0
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -127,7 +127,7 @@ def compact_if_needed(path: str, policy: Policy) -> int:
             partition_filters=filters or None, target_size=policy.max_file_size
         )
         removed += int(metrics.get("numFilesRemoved", 0))
-        table = DeltaTable(path)
+        table = rs_table(path)
     return removed
 
 

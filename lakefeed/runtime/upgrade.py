@@ -194,9 +194,9 @@ def _tables_no_longer_read(
 
 
 def _table_id(path: AnyPath) -> str:
-    from deltalake import DeltaTable
+    from lakefeed.connectors.delta.log import rs_table
 
-    return str(DeltaTable(str(path)).metadata().id)
+    return str(rs_table(str(path)).metadata().id)
 
 
 def _with_readers(

@@ -136,9 +136,11 @@ def test_jars_spark_resolved_once_are_passed_as_plain_jars(tmp_path) -> None:
 def test_s3a_settings_given_as_spark_conf_serve_lakefeeds_clients(
     moto: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shared = {v for names in s3a.SHARED_SETTINGS.values() for v in names}
-    for variable in [*shared, "AWS_ALLOW_HTTP"]:
-        monkeypatch.delenv(variable, raising=False)  # restored after the test
+    monkeypatch.setattr(storage, "_REGISTERED", {})
+    shared = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_ACCESS_KEY_ID"]
+    for variable in [*shared, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP"]:
+        monkeypatch.setenv(variable, "")  # set below: restored (or removed) after the test
+        monkeypatch.delenv(variable)
     bucket = moto.bucket()
     env = moto.env()
     host = env["AWS_ENDPOINT_URL"].split("://", 1)[1]

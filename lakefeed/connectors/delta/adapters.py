@@ -26,6 +26,7 @@ from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.datasource import (
     PARTITION_OPTION,
     check_stream_write,
+    register_settings,
     table_root,
     txn_option,
     write_spec,
@@ -133,7 +134,7 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
     else the mode (``append``/``overwrite``) the Python data source writes with."""
     chosen = mode.lower()
     if chosen in _ERROR_MODES | {"ignore"}:
-        if log.is_delta_table(table_root(options)):
+        if log.is_delta_table(register_settings(options)):
             if chosen == "ignore":
                 return None
             raise DeltaTableExistsError(

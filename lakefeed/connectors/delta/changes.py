@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -41,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.options import Options
 from lakefeed.errors import DeltaError
@@ -133,13 +133,14 @@ class ChangeRange(InputPartition):
     arguments: dict[str, Any]
 
 
-class ChangeFeedBatchReader(DataSourceReader):
+class ChangeFeedBatchReader(storage.CarriesSettings, DataSourceReader):
     """``read.format("delta").option("readChangeFeed", "true")``: one task reads the range."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        from lakefeed.connectors.delta.datasource import table_root
+        from lakefeed.connectors.delta.datasource import register_settings
 
-        self.root = table_root(options)
+        self.root = register_settings(options)
+        self.carry(self.root)
         self.arguments = feed_arguments(self.root, options)
         self.schema = schema
 
@@ -181,15 +182,18 @@ class Changes(InputPartition):
     snapshot: bool = False
 
 
-class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class ChangeFeedStreamReader(
+    storage.CarriesSettings, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
     """``readStream.format("delta").option("readChangeFeed", "true")``; offsets are
     ``{"next": version to read next, "snapshot": version whose snapshot is unread, or -1}``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        from lakefeed.connectors.delta.datasource import table_root
+        from lakefeed.connectors.delta.datasource import register_settings
 
         given = Options(options)
-        self.root = table_root(options)
+        self.root = register_settings(options)
+        self.carry(self.root)
         self.schema = schema
         start = _version(given.get("startingVersion"), "startingVersion")
         stamp = given.get("startingTimestamp")
@@ -245,7 +249,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 def _snapshot(root: str, version: int) -> pa.Table:
     """The rows of ``version`` as that version's inserts."""
-    table = DeltaTable(root, version=version)
+    table = log.rs_table(root, version)
     rows = pa.table(table.to_pyarrow_table())
     stamp = next((int(e["timestamp"]) for e in table.history() if int(e["version"]) == version), 0)
     count = rows.num_rows

@@ -129,6 +129,7 @@ def commit_files(
                 _actions(files),
                 mode="append",
                 partition_by=list(spec.partition_by) or None,
+                storage_options=storage.delta_options(spec.root),
                 commit_properties=properties,
             )
             opened.note_commit(txn)

@@ -99,6 +99,14 @@ def table_root(options: Mapping[str, str]) -> str:
     return os.path.abspath(path)
 
 
+def register_settings(options: Mapping[str, str]) -> str:
+    """The table's root, with the Hadoop settings among ``options`` (``fs.s3a.access.key``...,
+    as delta-spark takes them) registered for it in this process (see :mod:`lakefeed.storage`)."""
+    root = table_root(options)
+    storage.register(root, storage.hadoop_options(options))
+    return root
+
+
 def partition_columns(options: Mapping[str, str]) -> list[str]:
     """``partitionBy`` as ``a,b`` or a JSON list (what Spark's writer sets)."""
     opts = _options(options)
@@ -145,7 +153,7 @@ class DeltaDataSource(DataSource):
         return "delta"
 
     def schema(self) -> StructType:
-        root = table_root(self.options)
+        root = register_settings(self.options)
         if changes.requested(self.options):
             return changes.spark_schema(root)
         return spark_schema(log.open_table(root, time_travel_version(root, self.options)))
@@ -165,7 +173,7 @@ class DeltaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         app_id = query_id(self.options)
-        snapshot = for_stream(table_root(self.options), app_id)
+        snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
         return DeltaStreamWriter(spec, schema, app_id)
 
@@ -183,7 +191,7 @@ def write_spec(
     """Everything about a write decided (and refused) on the driver before a task runs, from
     one look at the table (``snapshot``: a stream's open table, as its last batch left it: the
     commit checks the schema again against the newest version; else opened here)."""
-    root, opts = table_root(options), _options(options)
+    root, opts = register_settings(options), _options(options)
     arrow = to_arrow_schema(schema, timezone="UTC")
     table = (snapshot or Snapshot(root)).current()
     partitions = commit.resolve_partitioning(root, partition_columns(options), table)
@@ -264,8 +272,9 @@ def _cleanup(messages: Sequence[WriterCommitMessage | None], root: str) -> None:
     remove_files(root, _collect(messages))
 
 
-class DeltaBatchWriter(DataSourceArrowWriter):
+class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
     def __init__(self, spec: commit.WriteSpec, schema: StructType, options: Mapping[str, str]):
+        self.carry(spec.root)
         self.spec = spec
         self.schema = schema
         self.txn = txn_option(options)
@@ -291,8 +300,9 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         _cleanup(messages, self.spec.root)
 
 
-class DeltaStreamWriter(DataSourceStreamArrowWriter):
+class DeltaStreamWriter(storage.CarriesSettings, DataSourceStreamArrowWriter):
     def __init__(self, spec: commit.WriteSpec, schema: StructType, app_id: str) -> None:
+        self.carry(spec.root)
         self.spec = spec
         self.schema = schema
         self.app_id = app_id
@@ -368,9 +378,10 @@ def _predicate(item: Filter) -> pruning.Predicate | None:
     return (op, attribute[0], value)
 
 
-class DeltaBatchReader(DataSourceReader):
+class DeltaBatchReader(storage.CarriesSettings, DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.root = table_root(options)
+        self.root = register_settings(options)
+        self.carry(self.root)
         self.version = time_travel_version(self.root, options)
         self.schema = schema
         self.predicates: list[pruning.Predicate] = []
@@ -392,9 +403,12 @@ class DeltaBatchReader(DataSourceReader):
         return _read_partition(self.root, self.schema, partition)
 
 
-class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class DeltaStreamReader(
+    storage.CarriesSettings, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.root = table_root(options)
+        self.root = register_settings(options)
+        self.carry(self.root)
         self.schema = schema
         opts = _options(options)
         self.starting_version = opts.get("startingVersion")
@@ -510,7 +524,7 @@ def planned_read(
         return None
     if bridge.reader_choice(options, default="spark") != "spark":
         return None
-    root = table_root(options)
+    root = register_settings(options)
     version = time_travel_version(root, options)
     table = log.open_table(root, version)
     if version is not None:

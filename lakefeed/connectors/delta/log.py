@@ -137,6 +137,12 @@ def check_readable(table: DeltaTable, root: str) -> None:
         )
 
 
+def rs_table(root: str, version: int | None = None) -> DeltaTable:
+    """delta-rs's handle on the table at ``root``, with the S3 settings registered for that
+    location (:func:`lakefeed.storage.delta_options`): every delta-rs open goes through here."""
+    return DeltaTable(root, version=version, storage_options=storage.delta_options(root))
+
+
 def open_table(root: str, version: int | None = None) -> DeltaTable:
     """A readable table handle, refusing clearly what is missing or unreadable."""
     if not is_delta_table(root):
@@ -144,7 +150,7 @@ def open_table(root: str, version: int | None = None) -> DeltaTable:
             f"{root} is not a Delta table (no _delta_log with commits). Write to it first, "
             "or check the path."
         )
-    table = DeltaTable(root, version=version)
+    table = rs_table(root, version)
     check_readable(table, root)
     return table
 
@@ -182,7 +188,7 @@ def version_at_timestamp(root: str, when: dt.datetime) -> int:
     newest = latest_version(root)
     if newest is None:
         raise DeltaSourceError(f"{root} is not a Delta table")
-    for entry in sorted(DeltaTable(root).history(), key=lambda e: e["version"]):
+    for entry in sorted(rs_table(root).history(), key=lambda e: e["version"]):
         if int(entry["timestamp"]) >= cutoff:
             return int(entry["version"])
     return newest + 1

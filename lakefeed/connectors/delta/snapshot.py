@@ -68,7 +68,7 @@ class Snapshot:
             self._update(self._table)
         if self._table is None:
             try:
-                self._table = DeltaTable(self.root)
+                self._table = log.rs_table(self.root)
             except TableNotFoundError:
                 return None
         return self._table
@@ -81,7 +81,7 @@ class Snapshot:
         table = self.latest() if refresh else self.current()
         if planned is not None and not self._committed_here():
             try:
-                now = DeltaTable(self.root).metadata().id
+                now = log.rs_table(self.root).metadata().id
             except TableNotFoundError:
                 now = None
             if now != planned:

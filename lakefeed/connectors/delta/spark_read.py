@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, StructType, TimestampNTZType
 
+from lakefeed import storage
 from lakefeed.connectors.delta.files import local_path, parse_partition_value
 from lakefeed.connectors.delta.log import DataFile
 
@@ -45,7 +46,9 @@ def _scan(
 ) -> DataFrame:
     stored = StructType([f for f in schema.fields if f.name not in partition_values])
     # Paths are files the log names, never patterns: a '[' in a name must not glob.
-    frame = spark.read.schema(stored).option("__globPaths__", "false").parquet(*paths)
+    # Hadoop settings given for the table (fs.s3a.*) reach S3A as Spark's per-read options.
+    reader = spark.read.options(**storage.given(paths[0]))
+    frame = reader.schema(stored).option("__globPaths__", "false").parquet(*paths)
     return frame.select(
         *[
             _literal(partition_values[f.name], f.dataType, arrow.field(f.name).type).alias(f.name)

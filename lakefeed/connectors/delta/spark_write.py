@@ -215,7 +215,9 @@ def _write(
 
 
 def _writer(frame: DataFrame, spec: commit.WriteSpec, mode: str) -> DataFrameWriter:
-    writer = frame.write.mode(mode).option("compression", "snappy")
+    # Hadoop settings given for the table (fs.s3a.*) reach S3A as Spark's per-write options.
+    writer = frame.write.mode(mode).options(**storage.given(spec.root))
+    writer = writer.option("compression", "snappy")
     return writer.partitionBy(*spec.partition_by) if spec.partition_by else writer
 
 

@@ -61,7 +61,7 @@ def exists(path: Location) -> bool:
 def _open(path: Location) -> DeltaTable:
     if not exists(path):
         raise FileNotFoundError(f"{path} is not a Delta table (no _delta_log with commits)")
-    return DeltaTable(str(path))
+    return log.rs_table(str(path))
 
 
 def rows_of(actions: pa.Table) -> int | None:
@@ -79,7 +79,7 @@ def row_count(path: Location) -> int | None:
     """Rows in the table's current version (0 when there is no table; see :func:`rows_of`)."""
     if not exists(path):
         return 0
-    return rows_of(pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)))
+    return rows_of(pa.table(log.rs_table(str(path)).get_add_actions(flatten=True)))
 
 
 def has_rows(path: Location) -> bool:
@@ -214,7 +214,7 @@ def truncate(path: Location) -> int | None:
         return None
     handle = _open(path)
     handle.delete()
-    return DeltaTable(str(path)).version()
+    return log.rs_table(str(path)).version()
 
 
 def reachable(options: Mapping[str, str]) -> Reached | None:

@@ -9,10 +9,11 @@ ignoring ``cloudFiles.maxFilePerTrigger`` would turn a throttled stream into an 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lakefeed import storage
 from lakefeed.connectors.files.globs import GLOB_CHARS, GlobError, PathMatcher
 from lakefeed.connectors.options import Options
 from lakefeed.errors import OptionError as LakefeedOptionError
@@ -81,8 +82,13 @@ def location(raw: str) -> str:
 
 
 @dataclass(frozen=True)
-class FileSourceOptions:
-    """Everything the source, the schema logic and the file readers need to agree on."""
+class FileSourceOptions(storage.CarriesSettings):
+    """Everything the source, the schema logic and the file readers need to agree on.
+
+    Hadoop settings among the options (``fs.s3a.access.key``..., as Spark's file sources take
+    them) serve the landing folder, the schema location and the move destination: registered
+    for each (:mod:`lakefeed.storage`) wherever these options travel, and given to Spark's
+    reader of the landed files."""
 
     path: str
     format: str
@@ -109,6 +115,7 @@ class FileSourceOptions:
     multi_line: bool
     schema_ddl: str | None
     matcher: PathMatcher
+    hadoop: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FileSourceOptions:
@@ -153,7 +160,11 @@ class FileSourceOptions:
             matcher = PathMatcher.of(source, glob, recursive)
         except GlobError as error:
             raise OptionError(f"{error} (load path or pathGlobFilter)") from None
-        return cls(
+        hadoop = storage.hadoop_options(options)
+        places = [matcher.base, *(location(p) for p in (schema_at, move_to) if p)]
+        for place in places:
+            storage.register(place, hadoop)
+        parsed = cls(
             path=source,
             format=fmt,
             schema_location=location(schema_at) if schema_at else None,
@@ -179,7 +190,10 @@ class FileSourceOptions:
             multi_line=opts.flag("multiLine"),
             schema_ddl=opts.get("lakefeed.schema"),
             matcher=matcher,
+            hadoop=hadoop,
         )
+        parsed.carry(*places)
+        return parsed
 
     def require_schema_location(self) -> str:
         if not self.schema_location:

@@ -131,9 +131,8 @@ class SparkFiles:
 def _reader(spark: SparkSession, plan: ReadPlan) -> DataFrameReader:
     opts = plan.opts
     # Paths come from the file log, never patterns: a '[' in a name must not glob.
-    reader = (
-        spark.read.format(opts.format).schema(plan.data_schema).option("__globPaths__", "false")
-    )
+    reader = spark.read.format(opts.format).options(**opts.hadoop)  # fs.s3a.*: S3A per read
+    reader = reader.schema(plan.data_schema).option("__globPaths__", "false")
     if opts.format == "json":
         return reader.options(mode="FAILFAST", multiLine=str(opts.multi_line).lower())
     if opts.format == "csv":

@@ -207,15 +207,12 @@ def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) ->
 
 def storage_locations(pipeline: Pipeline, lakehouse: Lakehouse) -> list[str]:
     """Where the pipeline keeps, reads or writes data, known before a session starts: the
-    lakehouse root, every sink option naming a location (``path``...) and the object-store
-    locations its flow functions read (:mod:`lakefeed.pipeline.locations`). The session adds
-    S3A when one is on object storage (:func:`lakefeed.session.spark_session`'s ``storage``)."""
-    from lakefeed.pipeline.locations import flow_locations
+    lakehouse root and the object-store URIs the pipeline names
+    (:mod:`lakefeed.pipeline.locations`). The session adds S3A when one is on object storage
+    (:func:`lakefeed.session.spark_session`'s ``storage``)."""
+    from lakefeed.pipeline.locations import pipeline_locations
 
-    sinks = [ds.sink for ds in pipeline.datasets.values() if ds.sink is not None]
-    named = [str(value) for sink in sinks for value in sink.options.values()]
-    read = flow_locations(pipeline, lakehouse)
-    return [str(lakehouse.root), *(place for place in named if "://" in place), *read]
+    return [str(lakehouse.root), *pipeline_locations(pipeline)]
 
 
 def _session(master: str | None, pipeline: Pipeline, lakehouse: Lakehouse) -> SparkSession:

@@ -1,76 +1,54 @@
-"""Where a pipeline's flows read, found before any Spark session exists.
+"""Where a pipeline reads and writes, found before any Spark session exists, without running it.
 
 Spark's S3A jars can only be added when the session starts, but a landing folder or a source
-table on ``s3://`` is only named when a flow function runs (``lf.read_files(path)``,
-``spark.readStream.format("cloudFiles")...load(path)``, ``lf.source("delta", path=...)``),
-and running it needs a session. So each flow function is run once against a stand-in
-(:class:`_Recorder`) for the session, the pipeline's resolver and every DataFrame or reader
-they return: any call on it notes the ``s3://`` / ``s3a://`` URIs among its arguments and
-returns the stand-in again. Whatever a function does after its reads (``F.col`` needs a real
-session and raises) ends its run; errors are ignored here, validation reports them later.
-A location computed from Spark itself (``spark.conf.get``) is not found this way: pass it to
-``lakefeed.spark_session(storage=[...])``.
+table on ``s3://`` is named inside a flow's code (``lf.read_files(path)``,
+``spark.readStream.format("cloudFiles")...load(path)``), which needs a session to run. So the
+places such a location is written are read as text instead: every ``s3://`` / ``s3a://`` URI
+in the pipeline's source files (Python and SQL, the files its datasets and flows were declared
+in), in its configuration values (``lf.config("files.landing")``) and in its sinks' options.
+
+Nothing user-written runs here. A location built at run time from elsewhere (an environment
+variable, a bucket name joined in code) is not found: name it in a configuration value, or
+with ``lakefeed.spark_session(storage=[...])`` (a cloudFiles stream on a folder the session
+cannot reach through S3A falls back to lakefeed's own reader).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, suppress
-from typing import Any
+import re
+from collections.abc import Iterable
+from pathlib import Path
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline.api import Pipeline, resolving
-from lakefeed.pipeline.context import flow_context
-from lakefeed.storage import is_object_store
+from lakefeed.pipeline.api import Pipeline, config, config_keys
 
-
-class _Recorder:
-    """The session, resolver, readers and DataFrames of a flow function, all at once."""
-
-    def __init__(self) -> None:
-        self.found: list[str] = []
-
-    def __getattr__(self, name: str) -> _Recorder:
-        return self
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _Recorder:
-        self._note([*args, *kwargs.values()])
-        return self
-
-    def __getitem__(self, key: Any) -> _Recorder:
-        return self
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(())  # ``df.columns`` and the like: nothing (not endless indexing)
-
-    def _note(self, values: Iterable[Any]) -> None:
-        for value in values:
-            if isinstance(value, Mapping):
-                self._note(value.values())
-            elif isinstance(value, str) and is_object_store(value):
-                self.found.append(value)
+URI = re.compile(r"\bs3a?://[^\s'\"`)\],;{}]+", re.IGNORECASE)
 
 
-def flow_locations(pipeline: Pipeline, lakehouse: Lakehouse) -> list[str]:
-    """The object-store URIs the pipeline's flow functions read from (see the module doc)."""
-    from lakefeed.session import evaluating_on
-
-    recorder = _Recorder()
-    for name, func in _functions(pipeline):
-        with ExitStack() as scope:
-            scope.enter_context(resolving(recorder))  # type: ignore[arg-type]
-            scope.enter_context(evaluating_on(recorder))  # type: ignore[arg-type]
-            scope.enter_context(flow_context(name, lakehouse))
-            scope.enter_context(suppress(Exception))  # a user's function on a stand-in
-            func()
-    return list(dict.fromkeys(recorder.found))
+def pipeline_locations(pipeline: Pipeline) -> list[str]:
+    """The object-store URIs the pipeline names (see the module doc), first seen first."""
+    sinks = [d.sink for d in pipeline.datasets.values() if d.sink is not None]
+    texts = [
+        *pipeline.configuration.values(),
+        *(str(config(key)) for key in config_keys()),  # the run's --conf on top of the spec's
+        *(str(value) for sink in sinks for value in sink.options.values()),
+        *(_read(file) for file in _source_files(pipeline)),
+    ]
+    return list(dict.fromkeys(uri.rstrip("/.") for text in texts for uri in URI.findall(text)))
 
 
-def _functions(pipeline: Pipeline) -> list[tuple[str, Callable[[], Any]]]:
-    """Each dataset's query and each append flow's, by the flow's name."""
-    found: list[tuple[str, Callable[[], Any]]] = []
-    for name, dataset in pipeline.datasets.items():
-        if not dataset.declared and dataset.kind != "sink":
-            found.append((name, dataset.func))
-        found.extend((flow.name, flow.func) for flow in dataset.flows)
-    return found
+def _source_files(pipeline: Pipeline) -> list[Path]:
+    """The files the pipeline's datasets and flows were declared in (``file:line`` sources)."""
+    declared: Iterable[str] = (
+        where
+        for dataset in pipeline.datasets.values()
+        for where in (dataset.source, *(flow.source for flow in dataset.flows))
+    )
+    files = (Path(where.rsplit(":", 1)[0]) for where in declared if ":" in where)
+    return [file for file in dict.fromkeys(files) if file.is_file()]
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -145,17 +145,22 @@ def test_landing_folders_flows_name_count_before_the_session_starts(tmp_path) ->
     }  # fmt: skip
 
 
-def test_a_flow_that_walks_its_columns_ends_on_the_stand_in(tmp_path) -> None:
-    from lakefeed.entry import storage_locations
+FLOW_THAT_CANNOT_RUN = """
+import lakefeed as lf
+
+ORDERS = "s3://tables/orders/"
+
+@lf.table
+def orders():
+    raise RuntimeError("never run before the session")
+    return lf.source("delta", path=ORDERS)
+"""
+
+
+def test_locations_are_read_from_the_pipeline_text_without_running_it(tmp_path) -> None:
+    from lakefeed.entry import load, storage_locations
     from lakefeed.lakehouse import Lakehouse
-    from lakefeed.pipeline.api import Pipeline, loading, source, table
 
-    pipeline = Pipeline("p")
-    with loading(pipeline):
-
-        @table
-        def wide():
-            frame = source("delta", path="s3://tables/orders")
-            return frame.select(*[c for c in frame.columns if c != "x"], frame["y"])
-
+    (tmp_path / "orders.py").write_text(FLOW_THAT_CANNOT_RUN)
+    pipeline = load([str(tmp_path / "orders.py")], {})
     assert storage_locations(pipeline, Lakehouse.at(tmp_path))[1:] == ["s3://tables/orders"]

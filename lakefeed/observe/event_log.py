@@ -147,6 +147,7 @@ EVENT_TYPES = frozenset(
         "file_skipped",
         "late_rows",
         "sink_batch",
+        "state_memory",
         "error",
     }
 )

@@ -67,6 +67,8 @@ TABLES = {"dedup": "unique_ids", "sessions": "user_sessions"}
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MIB = 1024 * 1024
 STABLE = 1.5  # last quarter's median batch time over the first quarter's
+SPIKE = 3.0  # the worst batch after the warm-up over the first quarter's median
+LAST = 3  # the last batches, judged one by one (a state outgrowing its cache slows the end)
 ROCKSDB_SHOWN = ("boundedMemoryUsage", "maxMemoryUsageMB")
 
 
@@ -84,6 +86,14 @@ class Batch:
     load_ms: float  # loading the state store (customMetrics: rocksdbLoadLatencyMs)
     replayed: int  # changelog files replayed by that load (rocksdbNumReplayChangelogFiles)
     snapshot: int  # the oldest of the partitions' last uploaded snapshot versions (-1: none)
+    # where RocksDB's time went in this batch (customMetrics, summed over partitions)
+    gets: int  # rocksdbGetCount: lookups
+    get_ms: float  # rocksdbGetLatency: their time
+    cache_hits: int  # rocksdbReadBlockCacheHitCount: blocks found in the shared cache
+    cache_misses: int  # rocksdbReadBlockCacheMissCount: blocks read from SST files
+    stall_ms: float  # rocksdbWriterStallLatencyMs: writes waiting for a flush or compaction
+    compaction_ms: float  # rocksdbTotalCompactionLatencyMs
+    flushed_mib: float  # rocksdbTotalBytesWrittenByFlush: memtables written out
     driver_mib: float
     jvm_mib: float
     workers_mib: float
@@ -112,18 +122,30 @@ class Workload:
 
     def verdicts(self) -> dict[str, Any]:
         """Batch time and JVM RSS: last quarter over first quarter (the warm-up's batches left
-        out), and whether every id / user is accounted for."""
+        out), the worst batch and each of the last ones over the first quarter's median (a
+        median hides a few slow batches at the end, where a state outgrowing its cache shows
+        first), and whether every id / user is accounted for."""
         warm = self.batches[self.warmup :] or self.batches
         quarter = max(1, len(warm) // 4)
         head, tail = warm[:quarter], warm[-quarter:]
         time_ratio = _ratio([b.duration_ms for b in tail], [b.duration_ms for b in head])
         rss_ratio = _ratio([b.jvm_mib for b in tail], [b.jvm_mib for b in head])
+        worst = max(warm, key=lambda b: b.duration_ms, default=None)
+        head_ms = [b.duration_ms for b in head]
+        worst_ratio = _ratio([worst.duration_ms], head_ms) if worst else None
+        last_ratios = [_ratio([b.duration_ms], head_ms) for b in warm[-LAST:]]
         final_state = self.batches[-1].state_rows if self.batches else 0
         return {
             "warmup_batches": self.warmup,
             "median_batch_ms": statistics.median(b.duration_ms for b in warm) if warm else None,
             "batch_time_last_over_first_quarter": time_ratio,
-            "batch_time_stable": time_ratio is not None and time_ratio <= STABLE,
+            "worst_batch": worst.batch_id if worst else None,
+            "worst_batch_over_first_quarter": worst_ratio,
+            "last_batches_over_first_quarter": last_ratios,
+            "batch_time_stable": time_ratio is not None
+            and time_ratio <= STABLE
+            and worst_ratio is not None
+            and worst_ratio <= SPIKE,
             "jvm_rss_last_over_first_quarter": rss_ratio,
             "max_jvm_mib": max((b.jvm_mib for b in self.batches), default=0.0),
             "max_state_mib": max((b.state_mib for b in self.batches), default=0.0),
@@ -137,6 +159,10 @@ class Workload:
 
 def _snapshots(metrics: dict[str, float]) -> list[float]:
     return [v for k, v in metrics.items() if k.startswith("SnapshotLastUploaded.")]
+
+
+def _misses_per_get(batch: Batch) -> float:
+    return batch.cache_misses / batch.gets if batch.gets else 0.0
 
 
 def _ratio(tail: list[float], head: list[float]) -> float | None:
@@ -188,6 +214,13 @@ class BatchRecorder(StreamingQueryListener):
                 load_ms=metrics.get("rocksdbLoadLatencyMs", 0),
                 replayed=int(metrics.get("rocksdbNumReplayChangelogFiles", 0)),
                 snapshot=int(min(_snapshots(metrics), default=-1)),
+                gets=int(metrics.get("rocksdbGetCount", 0)),
+                get_ms=metrics.get("rocksdbGetLatency", 0),
+                cache_hits=int(metrics.get("rocksdbReadBlockCacheHitCount", 0)),
+                cache_misses=int(metrics.get("rocksdbReadBlockCacheMissCount", 0)),
+                stall_ms=metrics.get("rocksdbWriterStallLatencyMs", 0),
+                compaction_ms=metrics.get("rocksdbTotalCompactionLatencyMs", 0),
+                flushed_mib=round(metrics.get("rocksdbTotalBytesWrittenByFlush", 0) / MIB, 1),
                 driver_mib=round(usage.driver.rss_bytes / MIB),
                 jvm_mib=round(usage.jvm.rss_bytes / MIB),
                 workers_mib=round(usage.workers.rss_bytes / MIB),
@@ -322,13 +355,15 @@ def sessions(args: argparse.Namespace, root: Path) -> Workload:
 def _print_batches(batches: list[Batch]) -> None:
     print(
         f"{'batch':>6}{'ms':>7}{'rows in':>9}{'state rows':>12}{'state MiB':>10}{'pinned':>7}"
-        f"{'sst MiB':>8}{'evict read':>11}{'driver':>7}{'jvm':>6}{'workers':>8}"
+        f"{'sst MiB':>8}{'evict read':>11}{'get ms':>8}{'cache hit':>10}{'miss':>9}"
+        f"{'stall ms':>9}{'compact ms':>11}{'flushed':>8}{'driver':>7}{'jvm':>6}{'workers':>8}"
     )
     for b in batches:
         print(
             f"{b.batch_id:>6}{b.duration_ms:>7.0f}{b.input_rows:>9,}{b.state_rows:>12,}"
             f"{b.state_mib:>10.1f}{b.pinned_mib:>7.1f}{b.sst_mib:>8.1f}{b.evict_read:>11,}"
-            f"{b.driver_mib:>7.0f}{b.jvm_mib:>6.0f}{b.workers_mib:>8.0f}"
+            f"{b.get_ms:>8.0f}{b.cache_hits:>10,}{b.cache_misses:>9,}{b.stall_ms:>9.0f}"
+            f"{b.compaction_ms:>11.0f}{b.flushed_mib:>8.1f}{b.driver_mib:>7.0f}{b.jvm_mib:>6.0f}{b.workers_mib:>8.0f}"
         )
 
 
@@ -362,10 +397,22 @@ def report(work: Workload, cap: str) -> dict[str, Any]:
         else f"the first {work.warmup} batches (warm-up: each user's first events open sessions)"
     )
     print(
-        f"batch time, last/first quarter: {ratio}x -> "
-        f"{'stable' if verdicts['batch_time_stable'] else 'NOT stable'} (target <= {STABLE}x; "
-        f"{warmup} left out)"
+        f"batch time, last/first quarter (medians): {ratio}x; worst batch "
+        f"{verdicts['worst_batch']}: {verdicts['worst_batch_over_first_quarter']}x; last "
+        f"{LAST} batches: {', '.join(f'{r}x' for r in verdicts['last_batches_over_first_quarter'])}"
+        f" (each over the first quarter's median) -> "
+        f"{'stable' if verdicts['batch_time_stable'] else 'NOT stable'} (targets: medians <= "
+        f"{STABLE}x, every batch <= {SPIKE}x; {warmup} left out)"
     )
+    thrash = max(work.batches[work.warmup :], key=_misses_per_get, default=None)
+    if thrash is not None and thrash.gets:
+        print(
+            f"RocksDB block cache: most misses per lookup in batch {thrash.batch_id}: "
+            f"{_misses_per_get(thrash):.2f} ({thrash.cache_misses:,} misses, {thrash.gets:,} "
+            f"gets taking {thrash.get_ms:,.0f} ms summed; healthy: under 0.05, and each state "
+            f"store whose filter the cache cannot keep adds ~1/partitions: "
+            f"lakefeed.runtime.state_memory)"
+        )
     print(
         f"state memory max {verdicts['max_state_mib']:.1f} MiB of the {cap} cap -> "
         f"{'bounded' if verdicts['state_memory_within_cap'] else 'OVER the cap'}; JVM RSS "
@@ -393,7 +440,8 @@ def compare_legs(results: dict[str, dict[str, Any]]) -> None:
             f"{name:<24} run {leg['run_s']:>7.1f} s ({leg['run_s'] / base['run_s']:.2f}x), "
             f"median batch {verdicts['median_batch_ms']:>7.0f} ms "
             f"({verdicts['median_batch_ms'] / base_verdicts['median_batch_ms']:.2f}x), "
-            f"last/first quarter {verdicts['batch_time_last_over_first_quarter']}x, "
+            f"last/first quarter {verdicts['batch_time_last_over_first_quarter']}x, worst batch "
+            f"{verdicts['worst_batch_over_first_quarter']}x, "
             f"evict read (last batch) {leg['batches'][-1]['evict_read']:,}"
         )
 

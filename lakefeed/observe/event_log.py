@@ -148,6 +148,7 @@ EVENT_TYPES = frozenset(
         "file_skipped",
         "late_rows",
         "sink_batch",
+        "state_memory",
         "error",
     }
 )

@@ -17,6 +17,7 @@ from lakefeed.observe.event_log import EventLog
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
 from lakefeed.runtime.sinks import OBSERVATION as SINK_OBSERVATION
 from lakefeed.runtime.skipped import report_skipped_files
+from lakefeed.runtime.state_memory import StateSizing
 
 log = get_logger(__name__)
 
@@ -47,9 +48,16 @@ class ProgressListener(StreamingQueryListener):
     batches outlast their trigger interval never has.
     """
 
-    def __init__(self, events: EventLog, rules: Mapping[str, list[Expectation]]) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        rules: Mapping[str, list[Expectation]],
+        sizing: StateSizing | None = None,
+    ) -> None:
         self.events = events
         self.rules = dict(rules)
+        self.sizing = sizing  # the RocksDB bound each batch's state is held against
+        self._warned: set[tuple[str, str]] = set()  # (flow, kind): each sizing warning once
         self.flows: set[str] = set()
         # External sources per flow (from the evaluator), for skipped-file events.
         self.sources: dict[str, list[tuple[str, dict[str, str]]]] = {}
@@ -110,6 +118,7 @@ class ProgressListener(StreamingQueryListener):
         )
         report_skipped_files(self.events, flow, self.sources.get(flow, []), progress.batchId)
         self._sink_rows(flow, progress)
+        self._state_sizing(flow, details)
         observed = (progress.observedMetrics or {}).get(OBSERVATION_NAME)
         rules = self.rules.get(flow) or []
         if observed is not None and rules:
@@ -119,6 +128,24 @@ class ProgressListener(StreamingQueryListener):
                 f"batch {progress.batchId}: expectations checked",
                 flow=flow,
                 details=expectation_event(flow, rules, progress.batchId, metrics),
+            )
+
+    def _state_sizing(self, flow: str, details: dict) -> None:
+        """``state_memory`` (WARN), once per flow and kind: its state outgrew the RocksDB bound
+        (:class:`lakefeed.runtime.state_memory.StateSizing`)."""
+        if self.sizing is None:
+            return
+        for warning in self.sizing.warnings(details):
+            if (flow, warning.kind) in self._warned:
+                continue
+            self._warned.add((flow, warning.kind))
+            log.warning("%s: %s", flow, warning.message)
+            self.events.emit(
+                "state_memory",
+                f"{flow}: {warning.message}",
+                flow=flow,
+                level="WARN",
+                details={"kind": warning.kind, **warning.details},
             )
 
     def _sink_rows(self, flow: str, progress) -> None:  # noqa: ANN001

@@ -198,6 +198,7 @@ class PipelineRunner:
                 for d in self.pipeline.datasets.values()
                 for flow in self.pipeline.flow_names(d)
             },
+            state_memory.StateSizing.of(lambda key: self.spark.conf.get(key, None)),
         )
         detach = attach(self.spark, listener)
         restore = self._install_signals()

@@ -32,6 +32,23 @@ So blocks pinned by open iterators and memtables being flushed can take the cach
 RocksDB does not charge to the cache (table readers, compaction buffers) comes on top. Size
 ``lakefeed.state.memory`` about 15% under the memory state may really use.
 
+**Sizing: a store's bloom filter must fit one shard of the cache.** Under a bound Spark keeps
+RocksDB's index and filter blocks in the shared cache (``cache_index_and_filter_blocks``), and
+the cache is an ``LRUCache`` of 64 shards (RocksDB's default for 32 MiB and more), each holding
+1/64 of the bound. An SST file has one bloom filter block of 10 bits per key (Spark's
+``BloomFilter()``), so after compaction a state store's big file carries a filter of ~1.25 bytes
+per key of that store in a single block (plus ~0.2 bytes of index), up to RocksDB's 64 MiB file
+target. The memtables are charged to the same cache in pinned 256 KiB entries spread over the
+shards. Once a shard's pinned entries leave less room than the filter it should hold, the cache
+(not strict) drops the filter as soon as a lookup releases it: every lookup in that store reads
+and parses the whole filter again. Measured (docs/benchmarks.md, "Big state, round 5"): block
+cache misses equal to the lookups, ~10 GB of filter blocks inserted per batch, batches 10-20x
+slower (the 256m run at 10 million keys over 4 partitions: 33 and 40 s instead of 2 s). None of
+it is a Spark setting, so lakefeed sizes instead: :func:`rows_per_store` is what a bound holds
+(the largest filter and one reservation entry within a shard's share left by the memtables),
+:func:`memory_for` the bound rows need, and :class:`StateSizing` warns once per flow, from the
+query progress, when a stateful operator's stores outgrow it or its lookups miss the cache.
+
 When a run's queries have stopped, :func:`release` closes the state stores the driver's JVM
 still holds (in local mode the executor is the driver): Spark leaves a stopped query's RocksDB
 instances open until its maintenance task (every ``stateStore.maintenanceInterval``, 60 s) finds
@@ -44,9 +61,9 @@ RocksDB's native code at exit, docs/benchmarks.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lakefeed.connectors.options import Options, parse_bytes
 from lakefeed.errors import OptionError
@@ -179,6 +196,145 @@ def apply(spark: SparkSession, get: Callable[[str], str | None], keys: list[str]
         )
     for key, value in StateMemory.from_config(get).spark_conf().items():
         spark.conf.set(key, value)
+
+
+# --- sizing: what a bound holds (module docstring: a store's filter must fit a cache shard) ---
+
+MIN_SHARD = 512 << 10  # RocksDB's default LRU cache shards hold at least this much...
+MAX_SHARD_BITS = 6  # ... and there are at most 64 of them
+RESERVATION = 256 << 10  # the write buffer manager charges memtables to the cache in these
+FILTER_INDEX_BYTES = 1.5  # per key of an SST file: bloom filter 10 bits + index ~0.2 (measured)
+TARGET_FILE_BYTES = 64 * MIB  # compaction splits files here (RocksDB's target_file_size_base)
+# A thrashing cache, as measured: one store of four rereading its filter on every lookup is
+# ~0.25 misses a lookup at 70-100 us a lookup (a healthy batch: under 0.05 and 1-5 us).
+THRASH_MISSES = 0.1  # block cache misses per lookup...
+THRASH_LOOKUP_MS = 0.02  # ... and milliseconds per lookup, both at least
+MIN_LOOKUPS = 10_000  # a batch with fewer lookups says nothing about the cache
+
+
+def cache_shards(capacity: int) -> int:
+    """The shards of RocksDB's ``LRUCache`` of ``capacity`` bytes as Spark builds it
+    (``numShardBits=-1``: shards of at least 512 KiB, at most 64)."""
+    bits, shards = 0, capacity // MIN_SHARD
+    while shards > 1 and bits < MAX_SHARD_BITS:
+        shards >>= 1
+        bits += 1
+    return 1 << bits
+
+
+def rows_per_store(memory_mib: int, write_buffer_ratio: float = SPARK_WRITE_BUFFER_RATIO) -> int:
+    """Keys a state store's largest file may hold under a bound of ``memory_mib`` while its
+    filter and index still fit a cache shard beside the memtables' share and one reservation."""
+    capacity = memory_mib * MIB
+    room = capacity / cache_shards(capacity) * (1 - write_buffer_ratio) - RESERVATION
+    return max(0, int(room / FILTER_INDEX_BYTES))
+
+
+def memory_for(rows: float, write_buffer_ratio: float = SPARK_WRITE_BUFFER_RATIO) -> int:
+    """The bound, in MiB and a multiple of 64, under which a store's file of ``rows`` keys keeps
+    its filter cached (the inverse of :func:`rows_per_store` at 64 shards)."""
+    shard = (rows * FILTER_INDEX_BYTES + RESERVATION) / (1 - write_buffer_ratio)
+    return 64 * math.ceil(shard * (1 << MAX_SHARD_BITS) / MIB / 64)
+
+
+@dataclass(frozen=True)
+class SizingWarning:
+    """A stateful operator outgrowing the bound (``kind``: ``outgrown`` or ``thrashing``)."""
+
+    kind: str
+    message: str
+    details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StateSizing:
+    """Spark's RocksDB bound on a session, held against each micro-batch's state."""
+
+    memory_mib: int
+    write_buffer_ratio: float = SPARK_WRITE_BUFFER_RATIO
+
+    @classmethod
+    def of(cls, get: Callable[[str], str | None]) -> StateSizing | None:
+        """From Spark's settings (``get``: the session's conf lookup); None when RocksDB's memory
+        is not bounded: then each file's filter lives with its reader, outside any cache."""
+        if (get(ROCKSDB + "boundedMemoryUsage") or "").strip().lower() != "true":
+            return None
+        memory = int(get(ROCKSDB + "maxMemoryUsageMB") or 500)  # Spark's default
+        ratio = get(ROCKSDB + "writeBufferCacheRatio")
+        return cls(memory, float(ratio) if ratio else SPARK_WRITE_BUFFER_RATIO)
+
+    def warnings(self, progress: Mapping[str, Any]) -> list[SizingWarning]:
+        """What a batch's progress (its JSON, as a dict) says about the bound, per RocksDB
+        stateful operator: stores grown past :func:`rows_per_store`, lookups missing the cache."""
+        found = []
+        for operator in progress.get("stateOperators") or []:
+            metrics = operator.get("customMetrics") or {}
+            if "rocksdbGetCount" not in metrics:
+                continue  # not RocksDB
+            found.extend(self._outgrown(operator, metrics))
+            found.extend(self._thrashing(operator, metrics, progress.get("batchId")))
+        return found
+
+    def _outgrown(self, operator: Mapping[str, Any], metrics: Mapping) -> list[SizingWarning]:
+        rows = int(operator.get("numRowsTotal") or 0)
+        partitions = max(1, int(operator.get("numShufflePartitions") or 1))
+        sst = float(metrics.get("rocksdbSstFileSize") or 0)
+        per_file = rows / partitions
+        if sst:  # compaction splits files at the target size: no filter outgrows that
+            per_file = min(per_file, TARGET_FILE_BYTES * rows / sst)
+        limit = rows_per_store(self.memory_mib, self.write_buffer_ratio)
+        if per_file <= limit:
+            return []
+        need = memory_for(per_file * 1.5, self.write_buffer_ratio)
+        name = operator.get("operatorName", "stateful operator")
+        return [
+            SizingWarning(
+                "outgrown",
+                f"{name}: {rows:,} state rows over {partitions} partitions; under "
+                f"{MEMORY}={self.memory_mib}m a state store keeps its RocksDB bloom filter "
+                f"cached up to about {limit:,} rows, past that lookups may reread it (batches "
+                f"10-20x slower). Set {MEMORY}={need}m (this state and half again), or lower "
+                f"{WRITE_BUFFER_RATIO}, or start the flow's checkpoint with more "
+                "spark.sql.shuffle.partitions",
+                {
+                    "operator": name,
+                    "state_rows": rows,
+                    "partitions": partitions,
+                    "rows_per_store_limit": limit,
+                    "memory_mib": self.memory_mib,
+                    "advised_memory_mib": need,
+                },
+            )
+        ]
+
+    def _thrashing(
+        self, operator: Mapping[str, Any], metrics: Mapping, batch_id: Any
+    ) -> list[SizingWarning]:
+        gets = int(metrics.get("rocksdbGetCount") or 0)
+        misses = int(metrics.get("rocksdbReadBlockCacheMissCount") or 0)
+        lookup_ms = float(metrics.get("rocksdbGetLatency") or 0)  # summed over the stores
+        if gets < MIN_LOOKUPS or misses < THRASH_MISSES * gets:
+            return []
+        if lookup_ms < THRASH_LOOKUP_MS * gets:  # misses of data blocks, read fast
+            return []
+        name = operator.get("operatorName", "stateful operator")
+        return [
+            SizingWarning(
+                "thrashing",
+                f"{name}: batch {batch_id} missed RocksDB's block cache {misses:,} times in "
+                f"{gets:,} lookups, which took {lookup_ms / gets * 1000:.0f} us each: the "
+                f"state's filter blocks do not stay in the {self.memory_mib}m cache. Raise "
+                f"{MEMORY}",
+                {
+                    "operator": name,
+                    "batch_id": batch_id,
+                    "lookups": gets,
+                    "misses": misses,
+                    "lookup_ms": lookup_ms,
+                    "memory_mib": self.memory_mib,
+                },
+            )
+        ]
 
 
 def release(spark: SparkSession) -> None:

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
-from lakefeed.runtime.state_memory import ROCKSDB, StateMemory, StateMemoryError, apply
+from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.runtime.listener import ProgressListener
+from lakefeed.runtime.state_memory import (
+    ROCKSDB,
+    StateMemory,
+    StateMemoryError,
+    StateSizing,
+    apply,
+    cache_shards,
+    memory_for,
+    rows_per_store,
+)
 
 
 def _conf(**settings: str) -> dict[str, str]:
@@ -82,3 +95,109 @@ def test_apply_sets_the_session_and_refuses_an_unknown_state_key() -> None:
     typo = {"lakefeed.state.memroy": "300m"}
     with pytest.raises(StateMemoryError, match="unknown state setting lakefeed.state.memroy"):
         apply(cast(Any, session), typo.get, list(typo))
+
+
+# --- sizing: a state store's bloom filter must fit one shard of the bounded cache ------------
+
+GIB = 1 << 30
+
+
+def _progress(
+    rows: int, *, gets: int = 0, misses: int = 0, get_ms: float = 0, sst: int = 0
+) -> dict[str, Any]:
+    """A batch's progress JSON as Spark writes it for a RocksDB stateful operator."""
+    metrics = {"rocksdbGetCount": gets, "rocksdbReadBlockCacheMissCount": misses}
+    metrics |= {"rocksdbGetLatency": get_ms, "rocksdbSstFileSize": sst}
+    operator = {"operatorName": "transformWithStateExec", "numRowsTotal": rows}
+    operator |= {"numShufflePartitions": 4, "customMetrics": metrics}
+    return {"batchId": 39, "stateOperators": [operator]}
+
+
+def test_cache_shards_as_rocksdb_builds_them() -> None:
+    assert [cache_shards(size) for size in (1 << 20, 16 << 20, 64 << 20, 256 << 20, GIB)] == [
+        2,
+        32,
+        64,
+        64,
+        64,
+    ]
+
+
+def test_the_bound_a_state_needs_follows_the_runs_measured() -> None:
+    """docs/benchmarks.md, "Big state, round 5": 10M keys over 4 partitions (2.5M a store)
+    thrashed under 256m and held under 512m; at 64m a store's file of ~290k keys thrashed."""
+    assert memory_for(2_500_000) == 512
+    assert rows_per_store(512) >= 2_500_000 > rows_per_store(256)
+    assert rows_per_store(64) < 289_000
+    assert rows_per_store(memory_for(1_000_000)) >= 1_000_000
+    # less of the cache for memtables leaves each shard more room for filters
+    assert rows_per_store(256, write_buffer_ratio=0.25) > rows_per_store(256)
+
+
+def test_sizing_reads_sparks_bound_and_skips_unbounded_memory() -> None:
+    assert StateSizing.of({}.get) is None
+    assert StateSizing.of({ROCKSDB + "boundedMemoryUsage": "false"}.get) is None
+    bounded = {ROCKSDB + "boundedMemoryUsage": "true", ROCKSDB + "maxMemoryUsageMB": "256"}
+    assert StateSizing.of(bounded.get) == StateSizing(256, 0.5)
+    bounded[ROCKSDB + "writeBufferCacheRatio"] = "0.25"
+    assert StateSizing.of(bounded.get) == StateSizing(256, 0.25)
+
+
+def test_sizing_warns_when_stores_outgrow_the_bound_or_miss_the_cache() -> None:
+    # the idle full run's batch 39 under 256m: 9.75M rows, 529k lookups taking 38 s, 130k misses
+    full = _progress(9_754_096, gets=529_144, misses=130_289, get_ms=38_085, sst=86_805_613)
+    outgrown, thrashing = StateSizing(256).warnings(full)
+    assert (outgrown.kind, thrashing.kind) == ("outgrown", "thrashing")
+    assert "lakefeed.state.memory=704m" in outgrown.message, outgrown.message
+    assert outgrown.details["rows_per_store_limit"] == rows_per_store(256)
+    assert "130,289 times in 529,144 lookups, which took 72 us each" in thrashing.message
+    assert "Raise lakefeed.state.memory" in thrashing.message
+    # batch 37 of that run, before the thrash: as many misses would be data blocks, read fast
+    assert [
+        w.kind
+        for w in StateSizing(256).warnings(
+            {**full, "batchId": 37}
+            | _progress(9_504_096, gets=529_000, misses=60_000, get_ms=900, sst=86_805_613)
+        )
+    ] == ["outgrown"]
+    # the same state fits 512m; a few lookups say nothing; other state stores are not RocksDB
+    assert StateSizing(512).warnings(_progress(10_000_000, gets=5_000, misses=5_000)) == []
+    hdfs = {"stateOperators": [{"numRowsTotal": 10**9, "customMetrics": {}}]}
+    assert StateSizing(64).warnings(hdfs) == []
+
+
+def test_compaction_splits_files_so_filters_stop_growing() -> None:
+    """Past RocksDB's 64 MiB file target a store's keys spread over files: at 10 bytes a row
+    on disk no file holds more than ~6.7M keys, whatever the store holds."""
+    rows = 400_000_000  # 100M a store
+    kinds = StateSizing(2048).warnings(_progress(rows, sst=rows * 10))
+    assert kinds == [] and rows_per_store(2048) > 64 * 2**20 / 10
+
+
+def test_the_listener_warns_once_per_flow_and_kind(tmp_path: Any) -> None:
+    events = EventLog(str(tmp_path / "events"), "p")
+    listener = ProgressListener(events, {}, StateSizing(64))
+    listener.flows = {"dedup"}
+    for batch in (1, 2):
+        listener.catch_up(
+            _Query("dedup", batch, _progress(2_000_000, gets=50_000, misses=40_000, get_ms=4_000))
+        )
+    events.flush()
+    warned = [e for e in read_events(str(tmp_path / "events")) if e["event_type"] == "state_memory"]
+    assert sorted(e["details"]["kind"] for e in warned) == ["outgrown", "thrashing"]
+    assert {e["level"] for e in warned} == {"WARN"}
+
+
+class _Query:
+    def __init__(self, name: str, batch: int, progress: dict[str, Any]) -> None:
+        body = {**progress, "batchId": batch}
+        self.recentProgress = [
+            SimpleNamespace(
+                name=name,
+                runId="r",
+                batchId=batch,
+                numInputRows=1,
+                json=json.dumps(body),
+                observedMetrics={},
+            )
+        ]

@@ -39,7 +39,7 @@ from lakefeed import storage
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.exprs import Condition, Scope
-from lakefeed.errors import ConflictError, DeltaError
+from lakefeed.errors import ConflictError, DeltaError, register_code
 from lakefeed.lakehouse import Lakehouse
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ TXN_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LAKEHOUSE_CONF = "lakefeed.lakehouse"
 """Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
+
+
+UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
 
 
 class DeltaTableNotFoundError(DeltaError):
@@ -295,13 +298,17 @@ class DeltaTable:
         )
 
     def generate(self, mode: str) -> None:
-        """Refused: delta-rs writes no symlink manifests."""
-        _unsupported(
-            f"generate({mode!r})",
-            "delta-rs cannot write symlink format manifests",
-            "read the table with a Delta reader (Trino/Athena Delta connectors, delta-rs, "
-            "DuckDB over pyarrow) instead of manifests",
-        )
+        """Write the table's symlink format manifests (``mode`` ``"symlink_format_manifest"``,
+        any case), as Delta's full generation; see :mod:`lakefeed.connectors.delta.manifest`."""
+        from lakefeed.connectors.delta.manifest import write_manifests
+
+        if mode.lower() != "symlink_format_manifest":
+            raise DeltaOperationError(
+                f"generate mode {mode!r} is not supported",
+                fix="use generate('symlink_format_manifest')",
+                code=UNKNOWN_GENERATE_MODE,
+            )
+        write_manifests(self._path)
 
     def clone(
         self,

@@ -259,9 +259,14 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     )
     for call in (
         lambda: delta.dropFeatureSupport("changeDataFeed"),
-        lambda: delta.generate("symlink_format_manifest"),
         lambda: delta.clone(str(tmp_path / "copy")),
     ):
         assert refused(call) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    # docs.delta.io, "Generate a manifest file" (Python):
+    deltaTable = DeltaTable.forPath(spark, str(parted))
+    deltaTable.generate("symlink_format_manifest")
+    manifest = parted / "_symlink_format_manifest" / "part=1" / "manifest"
+    assert manifest.read_text().startswith(f"file:{parted}/part=1/")
+    assert refused(lambda: deltaTable.generate("other")) == "DELTA_MODE_NOT_SUPPORTED"
     with pytest.raises(ValueError, match="readerVersion needs to be an integer"):
         delta.upgradeTableProtocol("1", 3)  # type: ignore[arg-type]

@@ -128,6 +128,7 @@ def convert(root: str, partition_schema: str | T.StructType | None) -> None:
         root,
         lambda: convert_to_deltalake(
             root,
+            mode="ignore",  # as Delta: converting a Delta table is a no-op
             partition_by=schema,
             partition_strategy="hive" if schema is not None else None,
             commit_properties=commit_properties(None),

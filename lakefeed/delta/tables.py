@@ -54,6 +54,7 @@ LAKEHOUSE_CONF = "lakefeed.lakehouse"
 
 
 UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
+DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
 
 
 class DeltaTableNotFoundError(DeltaError):
@@ -317,8 +318,9 @@ class DeltaTable:
         replace: bool = False,
         properties: dict[str, str] | None = None,
     ) -> DeltaTable:
-        """Refused: delta-rs cannot clone; see :func:`_refuse_clone`."""
-        return _refuse_clone()
+        """Refused: a deep clone as in delta-spark (``DELTA_UNSUPPORTED_DEEP_CLONE``), a shallow
+        one because its files live outside the table folder, which delta-rs cannot read."""
+        return _refuse_clone(isShallow)
 
     def cloneAtVersion(
         self,
@@ -328,7 +330,7 @@ class DeltaTable:
         replace: bool = False,
         properties: dict[str, str] | None = None,
     ) -> DeltaTable:
-        return _refuse_clone()
+        return _refuse_clone(isShallow)
 
     def cloneAtTimestamp(
         self,
@@ -338,7 +340,7 @@ class DeltaTable:
         replace: bool = False,
         properties: dict[str, str] | None = None,
     ) -> DeltaTable:
-        return _refuse_clone()
+        return _refuse_clone(isShallow)
 
     # ------------------------------------------------------------------ reading
 
@@ -503,12 +505,19 @@ def _unsupported(call: str, why: str, fix: str) -> NoReturn:
     )
 
 
-def _refuse_clone() -> NoReturn:
+def _refuse_clone(shallow: bool) -> NoReturn:
+    copy = (
+        "copy the rows instead: spark.read.format('delta').load(source)"
+        ".write.format('delta').save(target) (add .option('versionAsOf', v) for a version)"
+    )
+    if not shallow:
+        raise DeltaOperationError(
+            "Deep clone is not supported by this Delta version.", fix=copy, code=DEEP_CLONE
+        )
     _unsupported(
-        "clone",
-        "delta-rs cannot clone tables",
-        "copy the rows: spark.read.format('delta').load(source)"
-        ".write.format('delta').save(target) (a deep clone without the source's history)",
+        "shallow clone",
+        "a shallow clone's files stay in the source folder, which delta-rs cannot read",
+        copy,
     )
 
 

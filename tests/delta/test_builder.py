@@ -229,6 +229,7 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     assert [(r.v, r.part) for r in rows] == [("x1", 1), ("x2", 2)]
     assert RsTable(str(parted)).metadata().partition_columns == ["part"]
     assert RsTable(str(parted)).to_pyarrow_table().num_rows == 2
+    assert DeltaTable.convertToDelta(spark, f"parquet.`{plain}`").history().count() == 1
     with pytest.raises(Exception) as not_parquet:
         DeltaTable.convertToDelta(spark, f"csv.`{plain}`")
     assert code_of(not_parquet.value) == "DELTA_CONVERT_NON_PARQUET_TABLE"
@@ -259,9 +260,11 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     )
     for call in (
         lambda: delta.dropFeatureSupport("changeDataFeed"),
-        lambda: delta.clone(str(tmp_path / "copy")),
+        lambda: delta.clone(str(tmp_path / "copy"), isShallow=True),
     ):
         assert refused(call) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    deep = refused(lambda: delta.cloneAtVersion(0, str(tmp_path / "copy")))
+    assert deep == "DELTA_UNSUPPORTED_DEEP_CLONE"
     # docs.delta.io, "Generate a manifest file" (Python):
     deltaTable = DeltaTable.forPath(spark, str(parted))
     deltaTable.generate("symlink_format_manifest")

@@ -603,3 +603,5 @@ def test_commits_refuse_nulls_in_not_null_columns(tmp_path: Path) -> None:
         ):
             commit.commit_files(spec, written, batch.schema)
     assert DeltaTable(str(root)).version() == 1
+    replace = commit.WriteSpec(str(root), "overwrite", ("k",), overwrite_schema=True)
+    assert commit.commit_files(replace, written, no_id.schema).version == 2  # a new schema

@@ -166,10 +166,10 @@ def commit_files(
     if txn is not None and opened.committed(txn):
         return CommitResult(None, skipped=True)
     current = table_arrow_schema(table.schema())
-    check_not_null(current, files, data_schema, spec.root)
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
     else:
+        check_not_null(current, files, data_schema, spec.root)
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
         if len(schema) > len(current):
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash

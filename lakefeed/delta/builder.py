@@ -29,6 +29,7 @@ from deltalake import Schema as RsSchema
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from lakefeed import storage
 from lakefeed.connectors.delta import log, properties
 from lakefeed.delta.tables import (
     DeltaOperationError,
@@ -46,7 +47,10 @@ MISSING_TABLE = register_code("DELTA_CANNOT_REPLACE_MISSING_TABLE", DeltaTableNo
 NO_NAME = register_code("DELTA_CREATE_TABLE_MISSING_TABLE_NAME_OR_LOCATION", DeltaOperationError)
 MISMATCH = register_code("DELTA_CREATE_TABLE_IDENTIFIER_LOCATION_MISMATCH", DeltaOperationError)
 NO_SCHEMA = register_code("DELTA_SCHEMA_NOT_PROVIDED", DeltaOperationError)
-BAD_COLUMN = register_code("DELTA_COLUMN_NOT_FOUND_IN_SCHEMA", DeltaOperationError)
+BAD_COLUMN = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", DeltaOperationError)
+ALL_COLUMNS = register_code("DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaOperationError)
+DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
+NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
 NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
 UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
@@ -236,6 +240,14 @@ class DeltaTableBuilder:
                 code=MISSING_TABLE,
             )
         schema = self._checked_schema()
+        if not exists and storage.list_names(path):
+            raise DeltaOperationError(
+                f"cannot create table {self._display()}: its location {path} is not empty and "
+                "also not a Delta table",
+                fix="convert the Parquet there with DeltaTable.convertToDelta, or pick an empty "
+                "location",
+                code=NOT_EMPTY,
+            )
         run_rs(
             "CREATE OR REPLACE TABLE" if exists else "CREATE TABLE",
             path,
@@ -284,14 +296,27 @@ class DeltaTableBuilder:
                 fix="add columns with .addColumn(name, type) or .addColumns(df.schema)",
                 code=NO_SCHEMA,
             )
-        names = {field.name.lower() for field in self._columns}
+        names = [field.name.lower() for field in self._columns]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise DeltaOperationError(
+                f"found duplicate column(s) in {self._display()}: {', '.join(twice)}",
+                fix="give each column once (names compare without case)",
+                code=DUPLICATE,
+            )
         for column in self._partitioned_by:
             if column.lower() not in names:
                 raise DeltaOperationError(
-                    f"partition column {column!r} is not a column of {self._display()}",
-                    fix=f"partition by columns of the table: {sorted(names)}",
+                    f"partition column {column!r} not found in schema {names}",
+                    fix="partition by columns of the table",
                     code=BAD_COLUMN,
                 )
+        if len(set(c.lower() for c in self._partitioned_by)) == len(names):
+            raise DeltaOperationError(
+                "cannot use all columns for partition columns",
+                fix="keep at least one column out of partitionedBy",
+                code=ALL_COLUMNS,
+            )
         _refuse_unsupported(self._columns, self._clustered_by)
         properties.check(self._display(), self._properties)
         return T.StructType(self._columns)

@@ -192,7 +192,16 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     assert refused(missing) == "DELTA_CANNOT_REPLACE_MISSING_TABLE"
     assert refused(DeltaTable.create(spark).tableName("e")) == "DELTA_SCHEMA_NOT_PROVIDED"
     bad_part = DeltaTable.create(spark).tableName("e").addColumn("a", "INT").partitionedBy("b")
-    assert refused(bad_part) == "DELTA_COLUMN_NOT_FOUND_IN_SCHEMA"
+    assert refused(bad_part) == "DELTA_PARTITION_COLUMN_NOT_FOUND"
+    every = DeltaTable.create(spark).tableName("e").addColumn("a", "INT").partitionedBy(["a"])
+    assert refused(every) == "DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION"
+    twice = DeltaTable.create(spark).tableName("e").addColumn("a", "INT").addColumn("A", "INT")
+    assert refused(twice) == "DELTA_DUPLICATE_COLUMNS_FOUND"
+    folder = home.root / "parquet_here"
+    folder.mkdir(parents=True)
+    (folder / "part-0.parquet").write_bytes(b"PAR1")
+    occupied = DeltaTable.create(spark).location(str(folder)).addColumn("a", "INT")
+    assert refused(occupied) == "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
     typo = DeltaTable.create(spark).tableName("e").addColumn("a", "INT")
     assert refused(typo.property("delta.appendOnyl", "true")) == "DELTA_UNKNOWN_CONFIGURATION"
 

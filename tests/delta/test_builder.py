@@ -274,6 +274,12 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
         assert refused(call) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     deep = refused(lambda: delta.cloneAtVersion(0, str(tmp_path / "copy")))
     assert deep == "DELTA_UNSUPPORTED_DEEP_CLONE"
+    # without a lakehouse, names go to Spark's managed layout (as forName looks them up)
+    DeltaTable.create(spark).tableName("analytics.builder_t").addColumn("a", "INT").execute()
+    warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+    assert RsTable(str(warehouse / "analytics.db" / "builder_t")).version() == 0
+    assert DeltaTable.forName(spark, "analytics.builder_t").toDF().columns == ["a"]
+
     # docs.delta.io, "Generate a manifest file" (Python):
     deltaTable = DeltaTable.forPath(spark, str(parted))
     deltaTable.generate("symlink_format_manifest")

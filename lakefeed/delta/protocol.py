@@ -2,14 +2,16 @@
 folders into Delta tables: delta-spark's ``upgradeTableProtocol``, ``addFeatureSupport`` and
 ``convertToDelta``, over delta-rs.
 
-A feature is only added when lakefeed can still read and write the table afterwards: features
-whose readers must do more than read Parquet files (deletion vectors, column mapping) or whose
-writers must add to every commit (row tracking) are refused with what to do instead.
+A protocol change is only made when lakefeed can still read and write the table afterwards:
+features whose readers must do more than read Parquet files (deletion vectors, column mapping),
+whose writers must add to every commit (row tracking), or that delta-rs then refuses to write
+(identity columns, domain metadata, V2 checkpoints) are refused with what to do instead.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 from deltalake import DeltaTable as RsTable
 from deltalake import Schema as RsSchema
@@ -26,28 +28,45 @@ BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperati
 NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7
-# Delta's feature names (PROTOCOL.md) to delta-rs's, for the features lakefeed keeps working with.
+# Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs
+# then refuses to write (checked: "Unsupported table features required: [IdentityColumns]").
+MAX_LEGACY_WRITER = 5
+# Delta's feature names (PROTOCOL.md) to delta-rs's, for the features lakefeed keeps working with
+# (each checked: added by delta-rs, then appended to and deleted from by delta-rs).
 FEATURES = {
     "appendOnly": TableFeatures.AppendOnly,
     "invariants": TableFeatures.Invariants,
     "checkConstraints": TableFeatures.CheckConstraints,
     "changeDataFeed": TableFeatures.ChangeDataFeed,
     "generatedColumns": TableFeatures.GeneratedColumns,
-    "identityColumns": TableFeatures.IdentityColumns,
     "timestampNtz": TableFeatures.TimestampWithoutTimezone,
-    "domainMetadata": TableFeatures.DomainMetadata,
-    "v2Checkpoint": TableFeatures.V2Checkpoint,
 }
 REFUSED = {
     "deletionVectors": "lakefeed reads a table's Parquet files and cannot apply deletion vectors",
     "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
     "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
+    "identityColumns": "delta-rs cannot write to a table with this feature",
+    "domainMetadata": "delta-rs cannot write to a table with this feature",
+    "v2Checkpoint": "delta-rs writes no V2 checkpoints",
+}
+# The features each legacy writer version implies (PROTOCOL.md), kept when the table moves to
+# table features (delta-rs would list only the one added).
+LEGACY_WRITER = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
 }
 _PARQUET_IDENTIFIER = re.compile(r"^parquet\.`(.+)`$", re.IGNORECASE)
 
 
 def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
-    """Raise the table's protocol to ``(reader, writer)``; never lower (Delta's rule)."""
+    """Raise the table's legacy protocol to ``(reader, writer)``; never lower (Delta's rule).
+
+    Table features (writer 7, reader 3) come with :func:`add_feature`, which names what the
+    table then supports; delta-rs's own upgrade to them lists features lakefeed cannot honour.
+    """
     protocol = table.protocol()
     if reader < protocol.min_reader_version or writer < protocol.min_writer_version:
         raise DeltaOperationError(
@@ -63,16 +82,16 @@ def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
             fix="use reader 1-3 and writer 2-7",
             code=BAD_VERSION,
         )
-    if reader == MAX_READER and writer < MAX_WRITER:
+    if reader == MAX_READER or writer > MAX_LEGACY_WRITER:
         raise DeltaOperationError(
-            "reader version 3 (table features) needs writer version 7",
-            fix="upgradeTableProtocol(3, 7)",
-            code=BAD_VERSION,
+            f"upgradeTableProtocol({reader}, {writer}) is not supported by lakefeed: writer 6 "
+            "implies identity columns, which delta-rs cannot write, and table features (reader "
+            "3, writer 7) are added one by one",
+            fix="use addFeatureSupport(name) for table features (it moves the table to writer "
+            "7, and reader 3 for a reader feature); writer versions up to 5 work here",
+            code=UNSUPPORTED,
         )
-    wanted = {
-        "delta.minReaderVersion": str(reader),
-        "delta.minWriterVersion": str(writer),
-    }
+    wanted = {"delta.minReaderVersion": str(reader), "delta.minWriterVersion": str(writer)}
     run_rs(
         "UPGRADE PROTOCOL",
         root,
@@ -81,28 +100,48 @@ def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
 
 
 def add_feature(table: RsTable, root: str, name: str) -> None:
-    """Add support for the feature Delta calls ``name`` (the protocol goes to table features)."""
-    if name in REFUSED:
-        raise DeltaOperationError(
-            f"table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
-            fix="leave the feature off; tables with it need Spark with delta-spark",
-            code=UNSUPPORTED,
-        )
-    feature = FEATURES.get(name)
-    if feature is None:
-        raise DeltaOperationError(
-            f"unsupported table feature {name!r}",
-            fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
-            code=BAD_FEATURE,
-        )
+    """Add support for the feature Delta calls ``name``; a legacy table moves to table features
+    with the features its versions implied."""
+    if name not in FEATURES:
+        _refuse_feature(name)
+    protocol = table.protocol()
+    implied = [
+        feature
+        for version, features in LEGACY_WRITER.items()
+        if protocol.min_writer_version < MAX_WRITER and version <= protocol.min_writer_version
+        for feature in features
+    ]
+    if protocol.min_reader_version == 2:
+        implied.append("columnMapping")  # reader 2 is column mapping's version
+    for feature in implied:
+        if feature not in FEATURES:
+            _refuse_feature(
+                feature,
+                f"the table's protocol ({protocol.min_reader_version}, "
+                f"{protocol.min_writer_version}) implies {feature!r}, which table features "
+                "would then list: ",
+            )
+    wanted = [FEATURES[feature] for feature in dict.fromkeys([*implied, name])]
     run_rs(
         "ADD FEATURE",
         root,
         lambda: table.alter.add_feature(
-            feature,
-            allow_protocol_versions_increase=True,
-            commit_properties=commit_properties(None),
+            wanted, allow_protocol_versions_increase=True, commit_properties=commit_properties(None)
         ),
+    )
+
+
+def _refuse_feature(name: str, context: str = "") -> NoReturn:
+    if name in REFUSED:
+        raise DeltaOperationError(
+            f"{context}table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
+            fix="leave the feature off; tables with it need Spark with delta-spark",
+            code=UNSUPPORTED,
+        )
+    raise DeltaOperationError(
+        f"unsupported table feature {name!r}",
+        fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
+        code=BAD_FEATURE,
     )
 
 

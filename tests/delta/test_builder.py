@@ -250,7 +250,13 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 3)
     delta.addFeatureSupport("changeDataFeed")
     detail = delta.detail().first()
-    assert detail.minWriterVersion == 7 and "changeDataFeed" in detail.tableFeatures
+    assert (detail.minReaderVersion, detail.minWriterVersion) == (1, 7)
+    assert detail.tableFeatures == [
+        "appendOnly",
+        "changeDataFeed",
+        "checkConstraints",
+        "invariants",
+    ]
     spark.createDataFrame([(3,)], "a long").write.format("delta").mode("append").save(str(plain))
     assert sorted(r.a for r in delta.toDF().collect()) == [1, 2, 3]
 

@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 
 from lakefeed import storage
 from lakefeed.connectors.delta import log, properties
+from lakefeed.delta.protocol import UNSUPPORTED, check_properties
 from lakefeed.delta.tables import (
     DeltaOperationError,
     DeltaTable,
@@ -52,7 +53,6 @@ ALL_COLUMNS = register_code("DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaO
 DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
 NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
 NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
 GENERATION_EXPRESSION = "delta.generationExpression"
 IDENTITY_START = "delta.identity.start"
@@ -319,6 +319,7 @@ class DeltaTableBuilder:
             )
         _refuse_unsupported(self._columns, self._clustered_by)
         properties.check(self._display(), self._properties)
+        check_properties(self._display(), self._properties)
         return T.StructType(self._columns)
 
 

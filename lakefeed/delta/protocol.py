@@ -11,6 +11,7 @@ whose writers must add to every commit (row tracking), or that delta-rs then ref
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import NoReturn
 
 from deltalake import DeltaTable as RsTable
@@ -18,7 +19,7 @@ from deltalake import Schema as RsSchema
 from deltalake import TableFeatures, convert_to_deltalake
 from pyspark.sql import types as T
 
-from lakefeed.delta.builder import UNSUPPORTED
+from lakefeed.connectors.delta.properties import FEATURE_PREFIX
 from lakefeed.delta.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.errors import register_code
 
@@ -26,6 +27,7 @@ DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationErro
 BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
 BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
 NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaOperationError)
+UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7
 # Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs
@@ -58,6 +60,13 @@ LEGACY_WRITER = {
     5: ("columnMapping",),
     6: ("identityColumns",),
 }
+# Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
+_ENABLING = {
+    "delta.enabledeletionvectors": "deletionVectors",
+    "delta.columnmapping.mode": "columnMapping",
+    "delta.enablerowtracking": "rowTracking",
+}
+_VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
 _PARQUET_IDENTIFIER = re.compile(r"^parquet\.`(.+)`$", re.IGNORECASE)
 
 
@@ -143,6 +152,26 @@ def _refuse_feature(name: str, context: str = "") -> NoReturn:
         fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
         code=BAD_FEATURE,
     )
+
+
+def check_properties(table: str, properties: Mapping[str, str]) -> None:
+    """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
+    record without acting on (``delta.feature.*``, versions above (2, 5))."""
+    for key, value in properties.items():
+        lower, setting = key.lower(), value.strip().lower()
+        feature = _ENABLING.get(lower)
+        if feature is not None and setting not in ("false", "none"):
+            _refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ")
+        if lower.startswith(FEATURE_PREFIX) or (
+            lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
+        ):
+            raise DeltaOperationError(
+                f"table {table!r}: property {key}={value} is not supported by lakefeed here "
+                "(delta-rs would record it without changing the protocol as Delta does)",
+                fix="create the table without it, then call addFeatureSupport(name) or "
+                "upgradeTableProtocol(reader, writer)",
+                code=UNSUPPORTED,
+            )
 
 
 def parquet_folder(identifier: str) -> str:

@@ -498,7 +498,7 @@ def _verify_str(value: Any, name: str) -> None:
 
 
 def _unsupported(call: str, why: str, fix: str) -> NoReturn:
-    from lakefeed.delta.builder import UNSUPPORTED
+    from lakefeed.delta.protocol import UNSUPPORTED
 
     raise DeltaOperationError(
         f"{call} is not supported by lakefeed: {why}", fix=fix, code=UNSUPPORTED

@@ -68,3 +68,19 @@ def test_column_mapping_implied_by_reader_2_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="implies 'columnMapping'") as error:
         protocol.add_feature(DeltaTable(root), root, "appendOnly")
     assert code_of(error.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+
+
+def test_table_properties_that_change_the_protocol_are_checked() -> None:
+    fine = {"delta.appendOnly": "true", "delta.enableDeletionVectors": "false", "own": "x"}
+    protocol.check_properties("t", fine | {"delta.columnMapping.mode": "none"})
+    protocol.check_properties("t", {"delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    for key, value in [
+        ("delta.enableDeletionVectors", "true"),
+        ("delta.columnMapping.mode", "name"),
+        ("delta.enableRowTracking", "true"),
+        ("delta.feature.appendOnly", "supported"),
+        ("delta.minWriterVersion", "7"),
+    ]:
+        with pytest.raises(Exception, match=key) as error:
+            protocol.check_properties("t", {key: value})
+        assert code_of(error.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"

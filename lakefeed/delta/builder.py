@@ -258,6 +258,7 @@ class DeltaTableBuilder:
                 partition_by=self._partitioned_by or None,
                 description=self._comment,
                 configuration=self._properties or None,
+                storage_options=storage.delta_options(path),
                 raise_if_key_not_exists=False,
                 commit_properties=commit_properties(None),
             ),

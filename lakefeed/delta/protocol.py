@@ -19,6 +19,7 @@ from deltalake import Schema as RsSchema
 from deltalake import TableFeatures, convert_to_deltalake
 from pyspark.sql import types as T
 
+from lakefeed import storage
 from lakefeed.connectors.delta.properties import FEATURE_PREFIX
 from lakefeed.delta.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.errors import register_code
@@ -199,6 +200,7 @@ def convert(root: str, partition_schema: str | T.StructType | None) -> None:
             mode="ignore",  # as Delta: converting a Delta table is a no-op
             partition_by=schema,
             partition_strategy="hive" if schema is not None else None,
+            storage_options=storage.delta_options(root),
             commit_properties=commit_properties(None),
         ),
     )

@@ -2,11 +2,14 @@
 
 delta-spark cannot run on Spark 4.3; this package gives Databricks/delta-spark code the same
 ``DeltaTable`` (``forPath``, ``merge`` builders, ``update``, ``delete``, ``history``, ``detail``,
-``optimize``, ``vacuum``, ``restoreTo*``) over delta-rs, so it ports by changing one import.
+``optimize``, ``vacuum``, ``restoreTo*``, the ``create``/``replace`` table builder,
+``convertToDelta``, ``upgradeTableProtocol``, ``addFeatureSupport``) over delta-rs, so it
+ports by changing one import.
 """
 
 from __future__ import annotations
 
+from lakefeed.delta.builder import DeltaColumnBuilder, DeltaTableBuilder, IdentityGenerator
 from lakefeed.delta.merge import DeltaMergeBuilder, MergeMultipleMatchesError
 from lakefeed.delta.tables import (
     DeltaOperationError,
@@ -16,10 +19,13 @@ from lakefeed.delta.tables import (
 )
 
 __all__ = [
+    "DeltaColumnBuilder",
     "DeltaMergeBuilder",
     "DeltaOperationError",
     "DeltaOptimizeBuilder",
     "DeltaTable",
+    "DeltaTableBuilder",
     "DeltaTableNotFoundError",
+    "IdentityGenerator",
     "MergeMultipleMatchesError",
 ]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 from deltalake import DeltaTable as RsTable
@@ -39,8 +39,11 @@ from lakefeed import storage
 from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.exprs import Condition, Scope
-from lakefeed.errors import ConflictError, DeltaError
+from lakefeed.errors import ConflictError, DeltaError, register_code
 from lakefeed.lakehouse import Lakehouse
+
+if TYPE_CHECKING:
+    from lakefeed.delta.builder import DeltaColumnBuilder, DeltaTableBuilder
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -48,6 +51,10 @@ TXN_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LAKEHOUSE_CONF = "lakefeed.lakehouse"
 """Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
+
+
+UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
+DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
 
 
 class DeltaTableNotFoundError(DeltaError):
@@ -212,6 +219,129 @@ class DeltaTable:
         """True when ``identifier`` (a path) holds a Delta table."""
         return log.is_delta_table(_local(identifier))
 
+    # ------------------------------------------------------------------ creating tables
+
+    @classmethod
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder for a new table; ``execute()`` fails if it exists (``CREATE TABLE``)."""
+        return _builder(sparkSession, "create")
+
+    @classmethod
+    def createIfNotExists(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that leaves an existing table as it is (``CREATE TABLE IF NOT EXISTS``)."""
+        return _builder(sparkSession, "createIfNotExists")
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder replacing an existing table, failing if there is none (``REPLACE TABLE``)."""
+        return _builder(sparkSession, "replace")
+
+    @classmethod
+    def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder replacing the table or creating it (``CREATE OR REPLACE TABLE``)."""
+        return _builder(sparkSession, "createOrReplace")
+
+    @classmethod
+    def columnBuilder(cls, sparkSession: SparkSession, colName: str) -> DeltaColumnBuilder:
+        """A column for ``addColumns``: ``dataType``, ``nullable``, ``comment``, ``build()``."""
+        from lakefeed.delta.builder import DeltaColumnBuilder
+
+        return DeltaColumnBuilder(sparkSession, colName)
+
+    @classmethod
+    def convertToDelta(
+        cls,
+        sparkSession: SparkSession,
+        identifier: str,
+        partitionSchema: str | T.StructType | None = None,
+    ) -> DeltaTable:
+        """A Delta log over the Parquet folder ``parquet.`/path``` (partition folders typed by
+        ``partitionSchema``: ``"part int"`` or a StructType), in one commit, files left as they
+        are. As in Delta, stop writers to the folder first."""
+        from lakefeed.delta import protocol
+
+        root = _local(protocol.parquet_folder(identifier))
+        protocol.convert(root, partitionSchema)
+        return cls.forPath(sparkSession, root)
+
+    # ------------------------------------------------------------------ protocol
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the reader/writer versions (never lowered), as delta-spark does."""
+        from lakefeed.delta import protocol
+
+        if not isinstance(readerVersion, int):
+            raise ValueError(
+                f"The readerVersion needs to be an integer but got '{type(readerVersion)}'."
+            )
+        if not isinstance(writerVersion, int):
+            raise ValueError(
+                f"The writerVersion needs to be an integer but got '{type(writerVersion)}'."
+            )
+        protocol.upgrade(self._open(), self._path, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add table feature ``featureName`` (Delta's name, e.g. ``appendOnly``), raising the
+        protocol to table features (writer 7, and reader 3 for a reader feature)."""
+        from lakefeed.delta import protocol
+
+        _verify_str(featureName, "featureName")
+        protocol.add_feature(self._open(), self._path, featureName)
+
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """Refused: delta-rs cannot drop a table feature."""
+        _verify_str(featureName, "featureName")
+        _unsupported(
+            f"dropFeatureSupport({featureName!r})",
+            "delta-rs cannot drop table features",
+            "recreate the table without the feature: DeltaTable.createOrReplace(...) and "
+            "write the rows back (or use Spark with delta-spark)",
+        )
+
+    def generate(self, mode: str) -> None:
+        """Write the table's symlink format manifests (``mode`` ``"symlink_format_manifest"``,
+        any case), as Delta's full generation; see :mod:`lakefeed.connectors.delta.manifest`."""
+        from lakefeed.connectors.delta.manifest import write_manifests
+
+        if mode.lower() != "symlink_format_manifest":
+            raise DeltaOperationError(
+                f"generate mode {mode!r} is not supported",
+                fix="use generate('symlink_format_manifest')",
+                code=UNKNOWN_GENERATE_MODE,
+            )
+        write_manifests(self._path)
+
+    def clone(
+        self,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        """Refused: a deep clone as in delta-spark (``DELTA_UNSUPPORTED_DEEP_CLONE``), a shallow
+        one because its files live outside the table folder, which delta-rs cannot read."""
+        return _refuse_clone(isShallow)
+
+    def cloneAtVersion(
+        self,
+        version: int,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        return _refuse_clone(isShallow)
+
+    def cloneAtTimestamp(
+        self,
+        timestamp: str,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        return _refuse_clone(isShallow)
+
     # ------------------------------------------------------------------ reading
 
     def toDF(self) -> DataFrame:
@@ -351,6 +481,44 @@ class DeltaTable:
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._path!r}{', alias=' + repr(self._alias) if self._alias else ''})"
+
+
+def _builder(spark: SparkSession | None, mode: str) -> DeltaTableBuilder:
+    from lakefeed.delta.builder import DeltaTableBuilder
+
+    session = spark or SparkSession.getActiveSession()
+    assert session is not None, "no active SparkSession: pass one"
+    return DeltaTableBuilder(session, mode)
+
+
+def _verify_str(value: Any, name: str) -> None:
+    """delta-spark's ``_verify_type_str``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} needs to be a string but got '{type(value)}'.")
+
+
+def _unsupported(call: str, why: str, fix: str) -> NoReturn:
+    from lakefeed.delta.protocol import UNSUPPORTED
+
+    raise DeltaOperationError(
+        f"{call} is not supported by lakefeed: {why}", fix=fix, code=UNSUPPORTED
+    )
+
+
+def _refuse_clone(shallow: bool) -> NoReturn:
+    copy = (
+        "copy the rows instead: spark.read.format('delta').load(source)"
+        ".write.format('delta').save(target) (add .option('versionAsOf', v) for a version)"
+    )
+    if not shallow:
+        raise DeltaOperationError(
+            "Deep clone is not supported by this Delta version.", fix=copy, code=DEEP_CLONE
+        )
+    _unsupported(
+        "shallow clone",
+        "a shallow clone's files stay in the source folder, which delta-rs cannot read",
+        copy,
+    )
 
 
 class DeltaOptimizeBuilder:

@@ -585,3 +585,23 @@ def test_expired_logs_are_looked_for_only_at_checkpoints(tmp_path: Path) -> None
     assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == list(
         range(7)
     )
+
+
+def test_commits_refuse_nulls_in_not_null_columns(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    id_ = pa.field("id", pa.int64(), nullable=False)
+    schema = pa.schema([id_, pa.field("k", pa.string()), pa.field("v", pa.int64())])
+    DeltaTable.create(str(root), schema, partition_by=["k"])
+    assert _stream_commit(root, 0, range(3), partition_by=("k",)).version == 1
+    spec = commit.WriteSpec(str(root), "append", ("k",))
+    nulls = pa.RecordBatch.from_pydict({"id": pa.array([None], pa.int64()), "k": ["a"]})
+    no_id = pa.RecordBatch.from_pydict({"k": ["a"], "v": [1]})
+    for batch in (nulls, no_id):
+        written = files.write_batches(str(root), iter([batch]), ("k",), "x-")
+        with pytest.raises(
+            SchemaMismatchError, match="NOT NULL constraint violated for column 'id'"
+        ):
+            commit.commit_files(spec, written, batch.schema)
+    assert DeltaTable(str(root)).version() == 1
+    replace = commit.WriteSpec(str(root), "overwrite", ("k",), overwrite_schema=True)
+    assert commit.commit_files(replace, written, no_id.schema).version == 2  # a new schema

@@ -9,6 +9,7 @@ nobody listing the folder trips over them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,9 +36,10 @@ from lakefeed.connectors.delta.schema import (
     table_arrow_schema,
 )
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
-from lakefeed.errors import ConflictError
+from lakefeed.errors import ConflictError, register_code
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
 # writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
@@ -88,6 +90,28 @@ def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str]) -> N
         )
     if partition_by and len(partition_by) == len(schema):
         raise SchemaMismatchError("a Delta table cannot be partitioned by all of its columns")
+
+
+def check_not_null(
+    table: pa.Schema, files: Sequence[WrittenFile], data_schema: pa.Schema, root: str
+) -> None:
+    """Refuse files with nulls in the table's NOT NULL columns (Delta's writers must), from the
+    files' ``nullCount`` statistics and partition values; no data is read again. A column whose
+    count is unknown (a footer without it) is let through."""
+    required = [f.name for f in table if not f.nullable]
+    for file in files if required else ():
+        counts = json.loads(file.stats).get("nullCount") or {}
+        for name in required:
+            absent = name not in data_schema.names and file.rows > 0
+            null_partition = name in file.partition_values and file.partition_values[name] is None
+            if absent or counts.get(name) or null_partition:
+                raise SchemaMismatchError(
+                    f"NOT NULL constraint violated for column {name!r} of the Delta table {root}: "
+                    "the data has nulls there",
+                    fix=f"filter or fill the nulls first (df.na.drop(subset=[{name!r}])), or "
+                    "write to a table where the column is nullable",
+                    code=NOT_NULL,
+                )
 
 
 def _actions(files: Sequence[WrittenFile]) -> list[AddAction]:
@@ -145,6 +169,7 @@ def commit_files(
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
     else:
+        check_not_null(current, files, data_schema, spec.root)
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
         if len(schema) > len(current):
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakefeed.connectors.delta import properties
-from lakefeed.errors import ConfigError
+from lakefeed.delta import protocol
+from lakefeed.errors import ConfigError, DeltaError
 from lakefeed.pipeline import dlt_compat, sdp
 from lakefeed.pipeline.api import (
     Dataset,
@@ -87,7 +88,8 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
             problems.append(str(error))
         try:
             properties.check(dataset.name, dataset.table_properties)
-        except ConfigError as error:
+            protocol.check_properties(dataset.name, dataset.table_properties)
+        except (ConfigError, DeltaError) as error:
             problems.append(f"{dataset.source}: {error}")
     if not pipeline.datasets and not problems:
         problems.append(

@@ -207,3 +207,25 @@ def test_unknown_delta_table_properties_are_refused_when_the_pipeline_loads(
         },
     )
     assert load_pipeline([good]).datasets["c"].table_properties["team"] == "x"
+
+
+def test_table_properties_turning_on_refused_features_are_refused_when_the_pipeline_loads(
+    tmp_path: Path,
+) -> None:
+    """As for DeltaTable.create's properties: delta-rs would give the table a protocol lakefeed
+    cannot read or write (deletion vectors come with variantType)."""
+    from lakefeed.delta.protocol import UNSUPPORTED
+    from lakefeed.pipeline.graph import PipelineError
+    from lakefeed.pipeline.loader import load_pipeline
+
+    folder = write(
+        tmp_path / "p",
+        {
+            "a.py": "import lakefeed as lf\n\n@lf.table(table_properties="
+            "{'delta.enableDeletionVectors': 'true'})\ndef a():\n    return lf.source('iot')\n"
+        },
+    )
+    with pytest.raises(PipelineError) as caught:
+        load_pipeline([folder])
+    (problem,) = caught.value.problems
+    assert f"[LAKEFEED:{UNSUPPORTED}]" in problem and "enableDeletionVectors" in problem

@@ -429,7 +429,7 @@ class DeltaTable:
             [],
             info.files,
             info.size_bytes,
-            dict(metadata.configuration),
+            _table_properties(metadata.configuration),
             protocol.min_reader_version,
             protocol.min_writer_version,
             features,
@@ -565,6 +565,15 @@ class DeltaOptimizeBuilder:
         spark = self._table._spark
         row = (_uri(self._table._path), {k: str(v) for k, v in metrics.items()})
         return spark.createDataFrame([row], "path string, metrics map<string,string>")
+
+
+PROTOCOL_PROPERTIES = ("delta.minreaderversion", "delta.minwriterversion")
+"""Set to change the protocol (``upgradeTableProtocol``); delta-rs keeps them among the table's
+properties, Delta does not (its ``DESCRIBE DETAIL`` shows them as the protocol's columns)."""
+
+
+def _table_properties(configuration: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in configuration.items() if k.lower() not in PROTOCOL_PROPERTIES}
 
 
 def _utc(millis: int | None) -> dt.datetime | None:

@@ -251,6 +251,7 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     delta.addFeatureSupport("changeDataFeed")
     detail = delta.detail().first()
     assert (detail.minReaderVersion, detail.minWriterVersion) == (1, 7)
+    assert not any(key.startswith("delta.min") for key in detail.properties)  # as Delta shows
     assert detail.tableFeatures == [
         "appendOnly",
         "changeDataFeed",

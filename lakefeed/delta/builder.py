@@ -11,10 +11,15 @@ The same calls, argument checks and outcomes as ``delta.tables.DeltaTableBuilder
         .property("delta.appendOnly", "true") \\
         .execute()
 
-A replace is one commit with the new metadata that removes every file, history kept. What
-lakefeed's writers cannot honour is refused at ``execute()`` with a coded error naming what to do
-instead: generated and identity columns (lakefeed's writers do not compute them) and liquid
-clustering (delta-rs cannot cluster).
+A replace is one commit with the new metadata that removes every file, history kept.
+
+Generated columns (``generatedAlwaysAs="CAST(eventTime AS DATE)"``) are recorded as Delta does
+(field metadata ``delta.generationExpression``; delta-rs gives the table writer version 4), after
+Spark analyses each expression over the other columns and finds the column's type: every
+lakefeed write then computes them (:mod:`lakefeed.connectors.delta.generated`). What lakefeed's
+writers cannot honour is refused at ``execute()`` with a coded error naming what to do instead:
+identity columns (lakefeed's writers do not assign them) and liquid clustering (delta-rs cannot
+cluster).
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from typing import Any, NoReturn
 
 from deltalake import DeltaTable as RsTable
 from deltalake import Schema as RsSchema
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed import storage
 from lakefeed.connectors.delta import log, properties
+from lakefeed.connectors.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.protocol import UNSUPPORTED, check_properties
 from lakefeed.delta.tables import (
     DeltaOperationError,
@@ -53,8 +61,9 @@ ALL_COLUMNS = register_code("DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaO
 DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
 NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
 NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
+BAD_EXPRESSION = register_code("DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", DeltaOperationError)
+TYPE_MISMATCH = register_code("DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError)
 
-GENERATION_EXPRESSION = "delta.generationExpression"
 IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
 IDENTITY_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
@@ -319,6 +328,7 @@ class DeltaTableBuilder:
                 code=ALL_COLUMNS,
             )
         _refuse_unsupported(self._columns, self._clustered_by)
+        _check_generated(self._spark or SparkSession.active(), self._columns)
         properties.check(self._display(), self._properties)
         check_properties(self._display(), self._properties)
         return T.StructType(self._columns)
@@ -367,17 +377,9 @@ def _check_identity(generator: IdentityGenerator) -> None:
 
 
 def _refuse_unsupported(columns: list[T.StructField], clustered_by: list[str] | None) -> None:
-    """Generated and identity columns and clustering: Delta's writers must honour them on every
-    write, and lakefeed's writers would not, so the table is not created at all."""
+    """Identity columns and clustering: Delta's writers must honour them on every write, and
+    lakefeed's writers would not, so the table is not created at all."""
     for field in columns:
-        if GENERATION_EXPRESSION in field.metadata:
-            raise DeltaOperationError(
-                f"column {field.name!r} is generated ({field.metadata[GENERATION_EXPRESSION]}): "
-                "lakefeed's Delta writers do not compute generated columns",
-                fix="add it as a plain column and compute it when writing "
-                f"(df.withColumn({field.name!r}, F.expr(...)))",
-                code=UNSUPPORTED,
-            )
         if IDENTITY_START in field.metadata:
             raise DeltaOperationError(
                 f"column {field.name!r} is an identity column: lakefeed's Delta writers do not "
@@ -393,3 +395,33 @@ def _refuse_unsupported(columns: list[T.StructField], clustered_by: list[str] | 
             fix="use partitionedBy(...) for coarse columns, or optimize().executeZOrderBy(...)",
             code=UNSUPPORTED,
         )
+
+
+def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
+    """Delta's checks of a generated column: its expression is Spark SQL over the table's
+    other (not generated) columns and gives the column's type. Spark analyses it over an empty
+    frame: no job runs."""
+    generated = [field for field in columns if GENERATION_EXPRESSION in field.metadata]
+    if not generated:
+        return
+    names = {field.name for field in generated}
+    plain = spark.createDataFrame([], T.StructType([f for f in columns if f.name not in names]))
+    for field in generated:
+        expression = field.metadata[GENERATION_EXPRESSION]
+        try:
+            found = plain.select(F.expr(expression)).schema.fields[0].dataType
+        except PySparkException as exc:
+            raise DeltaOperationError(
+                f"generated column {field.name!r}: {expression!r} is not an expression over the "
+                f"table's other columns ({exc.getMessage() or exc})",
+                fix="use Spark SQL over columns that are not generated themselves, e.g. "
+                "CAST(eventTime AS DATE)",
+                code=BAD_EXPRESSION,
+            ) from None
+        if found != field.dataType:
+            raise DeltaOperationError(
+                f"generated column {field.name!r} is {field.dataType.simpleString()} but its "
+                f"expression {expression!r} gives {found.simpleString()}",
+                fix=f"cast it: CAST({expression} AS {field.dataType.simpleString().upper()})",
+                code=TYPE_MISMATCH,
+            )

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import generated, log
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.exprs import Condition, Scope
 from lakefeed.errors import ConflictError, DeltaError, register_code
@@ -396,6 +396,8 @@ class DeltaTable:
         """One idempotent delta-rs change; None when its transaction is already committed."""
         txn = txn or Txn.from_conf(self._spark)
         table = self._open()
+        if operation in ("MERGE", "UPDATE"):
+            _refuse_generated(operation, table)
         if txn is not None and txn.done(table):
             _reset_txn_conf(self._spark, txn)
             return None
@@ -503,6 +505,22 @@ def _unsupported(call: str, why: str, fix: str) -> NoReturn:
     raise DeltaOperationError(
         f"{call} is not supported by lakefeed: {why}", fix=fix, code=UNSUPPORTED
     )
+
+
+def _refuse_generated(operation: str, table: RsTable) -> None:
+    """delta-rs's MERGE and UPDATE do not recompute generated columns as Delta does: an update
+    of a column they derive from fails delta-rs's check, and camelCase names fail its SQL
+    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs."""
+    columns = generated.expressions(table.schema())
+    if columns:
+        names = ", ".join(f"{name} = {expression}" for name, expression in columns)
+        _unsupported(
+            operation,
+            f"the table has generated columns ({names}), which delta-rs's {operation} does not "
+            "recompute",
+            "delete the rows (DeltaTable.delete) and append their new versions with a write "
+            "(lakefeed's writes compute generated columns)",
+        )
 
 
 def _refuse_clone(shallow: bool) -> NoReturn:

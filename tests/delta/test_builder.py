@@ -1,9 +1,11 @@
 """delta-spark's table builder, convertToDelta and protocol methods on lakefeed.delta.DeltaTable:
 docs.delta.io's examples run verbatim (only the import differs), the tables read back by Spark's
-``format("delta")`` and by delta-rs, and misuse refused with Delta's codes."""
+``format("delta")`` and by delta-rs, and misuse refused with Delta's codes. Generated columns:
+lakefeed's batch and stream writes compute them or refuse a wrong value."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable as RsTable
+from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, LongType, StructField
 
 from lakefeed.delta import DeltaTable, IdentityGenerator
@@ -22,6 +25,12 @@ from lakefeed.lakehouse import Lakehouse
 PEOPLE = "id int, firstName string, middleName string, lastName string, gender string, " + (
     "birthDate timestamp, ssn string, salary int"
 )
+
+
+ROWS = [
+    (1, "Ann", None, "Lee", "F", dt.datetime(1990, 5, 17, 10, 30), "1", 10),
+    (2, "Bo", None, "Kim", "M", None, "2", 20),
+]
 
 
 @pytest.fixture
@@ -161,16 +170,6 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
             builder.execute()
         return code_of(error.value)
 
-    # docs.delta.io's generated-column example: refused before anything is written
-    generated = DeltaTable.create(spark) \
-      .tableName("default.events") \
-      .addColumn("eventId", "BIGINT") \
-      .addColumn("data", "STRING") \
-      .addColumn("eventType", "STRING") \
-      .addColumn("eventTime", "TIMESTAMP") \
-      .addColumn("eventDate", "DATE", generatedAlwaysAs="CAST(eventTime AS DATE)") \
-      .partitionedBy("eventType", "eventDate")  # fmt: skip
-    assert refused(generated) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     identity = (
         DeltaTable.create()
         .tableName("table_name")
@@ -179,7 +178,19 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     assert refused(identity) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     clustered = DeltaTable.create(spark).tableName("c").addColumn("a", "INT").clusterBy("a")
     assert refused(clustered) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
-    assert not home.table_path("events").exists() and not home.table_path("c").exists()
+    assert not home.table_path("c").exists()
+    not_sql = DeltaTable.create(spark).tableName("g").addColumn("a", "INT")
+    not_sql = not_sql.addColumn("b", "INT", generatedAlwaysAs="a +* 1")
+    assert refused(not_sql) == "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
+    unknown = DeltaTable.create(spark).tableName("g").addColumn("a", "INT")
+    assert refused(unknown.addColumn("b", "INT", generatedAlwaysAs="nope + 1")) == (
+        "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
+    )
+    typed = DeltaTable.create(spark).tableName("g").addColumn("a", "STRING")
+    assert refused(typed.addColumn("b", "INT", generatedAlwaysAs="upper(a)")) == (
+        "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH"
+    )
+    assert not home.table_path("g").exists()
 
     assert refused(DeltaTable.create(spark).addColumn("a", "INT")) == (
         "DELTA_CREATE_TABLE_MISSING_TABLE_NAME_OR_LOCATION"
@@ -216,6 +227,113 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
         )
     with pytest.raises(ValueError, match="step to be non-zero"):
         builder.addColumn("a", "INT", generatedAlwaysAs=IdentityGenerator(step=0))
+
+
+def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_path) -> None:
+    # docs.delta.io, "Create a table" / "Use generated columns" (Python), verbatim:
+    DeltaTable.create(spark) \
+      .tableName("default.people10m") \
+      .addColumn("id", "INT") \
+      .addColumn("firstName", "STRING") \
+      .addColumn("middleName", "STRING") \
+      .addColumn("lastName", "STRING", comment = "surname") \
+      .addColumn("gender", "STRING") \
+      .addColumn("birthDate", "TIMESTAMP") \
+      .addColumn("dateOfBirth", DateType(), generatedAlwaysAs="CAST(birthDate AS DATE)") \
+      .addColumn("ssn", "STRING") \
+      .addColumn("salary", "INT") \
+      .execute()  # fmt: skip
+
+    path = str(home.table_path("people10m"))
+    protocol = RsTable(path).protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 4)
+
+    people = spark.createDataFrame(ROWS, PEOPLE)
+    people.write.format("delta").mode("append").save(path)  # without the generated column
+    born = {r.id: r.dateOfBirth for r in spark.read.format("delta").load(path).collect()}
+    assert born == {1: dt.date(1990, 5, 17), 2: None}
+
+    right = people.where("id = 1").withColumn("id", F.lit(3))
+    right = right.withColumn("dateOfBirth", F.to_date("birthDate"))
+    right.write.format("delta").mode("append").save(path)  # given and equal: taken
+    wrong = people.withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    with pytest.raises(Exception) as violated:
+        wrong.write.format("delta").mode("append").save(path)
+    assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert "\tat " not in str(violated.value)  # the row, not the JVM stack
+    assert "Generated Column (`dateOfBirth` <=> CAST(birthDate AS DATE))" in str(violated.value)
+    with pytest.raises(Exception) as python_sink:
+        people.write.format("delta").mode("append").option("lakefeed.writer", "python").save(path)
+    assert code_of(python_sink.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
+    assert RsTable(path).version() == 2  # the refused writes committed nothing
+
+    # a stream appending rows without the column (availableNow) gets it computed
+    source = tmp_path / "landing"
+    spark.createDataFrame([(10, dt.datetime(2001, 2, 3, 4, 5))], "id int, birthDate timestamp") \
+        .write.parquet(str(source))  # fmt: skip
+    stream = spark.readStream.schema("id int, birthDate timestamp").parquet(str(source))
+    query = (
+        stream.writeStream.format("delta")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start(path)
+    )
+    query.awaitTermination()
+
+    # delta-rs's MERGE and UPDATE do not recompute the column: refused before they run
+    target = DeltaTable.forPath(spark, path)
+    with pytest.raises(Exception) as merge:
+        target.alias("t").merge(
+            people.alias("s"), "t.id = s.id"
+        ).whenNotMatchedInsertAll().execute()
+    with pytest.raises(Exception) as update:
+        target.update("id = 1", {"birthDate": "birthDate + INTERVAL 1 DAY"})
+    assert code_of(merge.value) == code_of(update.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+
+    table = RsTable(path).to_pyarrow_table(columns=["id", "dateOfBirth"]).to_pylist()
+    rows = {r["id"]: r["dateOfBirth"] for r in table}
+    assert rows == {
+        1: dt.date(1990, 5, 17),
+        2: None,
+        3: dt.date(1990, 5, 17),
+        10: dt.date(2001, 2, 3),
+    }
+
+
+def test_docs_partitioned_by_generated_column(spark, home) -> None:
+    # docs.delta.io, "Use generated columns" (Python), verbatim:
+    DeltaTable.create(spark) \
+      .tableName("default.events") \
+      .addColumn("eventId", "BIGINT") \
+      .addColumn("data", "STRING") \
+      .addColumn("eventType", "STRING") \
+      .addColumn("eventTime", "TIMESTAMP") \
+      .addColumn("eventDate", "DATE", generatedAlwaysAs="CAST(eventTime AS DATE)") \
+      .partitionedBy("eventType", "eventDate") \
+      .execute()  # fmt: skip
+
+    path = str(home.table_path("events"))
+    events = [
+        (1, "a", "click", dt.datetime(2024, 3, 1, 8)),
+        (2, "b", "view", dt.datetime(2024, 3, 2, 9)),
+    ]
+    frame = spark.createDataFrame(
+        events, "eventId long, data string, eventType string, eventTime timestamp"
+    )
+    frame.write.format("delta").mode("append").save(path)
+
+    adds = pa.table(RsTable(path).get_add_actions(flatten=True)).to_pylist()
+    assert sorted(a["partition.eventDate"] for a in adds) == [
+        dt.date(2024, 3, 1),
+        dt.date(2024, 3, 2),
+    ]
+    by_spark = spark.read.format("delta").load(path).where("eventDate = '2024-03-02'")
+    assert [r.eventId for r in by_spark.collect()] == [2]
+    by_rs = RsTable(path).to_pyarrow_table(columns=["eventId", "eventDate"]).to_pylist()
+    assert sorted((r["eventId"], r["eventDate"]) for r in by_rs) == [
+        (1, dt.date(2024, 3, 1)),
+        (2, dt.date(2024, 3, 2)),
+    ]
 
 
 def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:

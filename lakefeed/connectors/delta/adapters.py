@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import generated, log
 from lakefeed.connectors.delta.datasource import (
     PARTITION_OPTION,
     check_stream_write,
@@ -124,6 +124,7 @@ def stream_sink(
         )
     spec = check_stream_write(options, frame.schema, complete=mode == "complete")
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
+        generated.refuse_python_sink(spec.generated, spec.root)
         return None
     return SparkFilesSink(spec, str(Options(options).get("checkpointLocation")))
 
@@ -145,6 +146,7 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
     snapshot = Snapshot(table_root(options))
     spec = write_spec(options, frame.schema, chosen == "overwrite", snapshot=snapshot)
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
+        generated.refuse_python_sink(spec.generated, spec.root)
         return chosen
     write_batch(frame, spec, txn_option(options), snapshot)
     return None

@@ -57,6 +57,7 @@ class WriteSpec:
     merge_schema: bool = False
     overwrite_schema: bool = False
     operation: str = "WRITE"
+    generated: tuple[tuple[str, str], ...] = ()  # (column, expression): generated.apply
 
 
 @dataclass(frozen=True)

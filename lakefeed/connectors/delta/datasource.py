@@ -50,7 +50,15 @@ from pyspark.sql.types import StructType
 
 from lakefeed import storage
 from lakefeed.connectors import packing
-from lakefeed.connectors.delta import changes, commit, log, offsets, pruning, spark_read
+from lakefeed.connectors.delta import (
+    changes,
+    commit,
+    generated,
+    log,
+    offsets,
+    pruning,
+    spark_read,
+)
 from lakefeed.connectors.delta.files import (
     WrittenFile,
     read_file,
@@ -169,12 +177,15 @@ class DeltaDataSource(DataSource):
         return DeltaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return DeltaBatchWriter(write_spec(self.options, schema, overwrite), schema, self.options)
+        spec = write_spec(self.options, schema, overwrite)
+        generated.refuse_python_sink(spec.generated, spec.root)
+        return DeltaBatchWriter(spec, schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         app_id = query_id(self.options)
         snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
+        generated.refuse_python_sink(spec.generated, spec.root)
         return DeltaStreamWriter(spec, schema, app_id)
 
 
@@ -195,6 +206,10 @@ def write_spec(
     arrow = to_arrow_schema(schema, timezone="UTC")
     table = (snapshot or Snapshot(root)).current()
     partitions = commit.resolve_partitioning(root, partition_columns(options), table)
+    computed = generated.expressions(table.schema() if table is not None else None)
+    if computed and table is not None:
+        # The generated columns the data lacks are computed before any file is written.
+        arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed)
     commit.check_partition_columns(arrow, partitions)
     spec = commit.WriteSpec(
         root=root,
@@ -203,6 +218,7 @@ def write_spec(
         merge_schema=opts.flag("mergeSchema"),
         overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
+        generated=computed,
     )
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema

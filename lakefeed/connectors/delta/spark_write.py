@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import commit
+from lakefeed.connectors.delta import commit, generated
 from lakefeed.connectors.delta.files import (
     NULL_PARTITION,
     STAGING,
@@ -199,7 +199,21 @@ def _write(
 ) -> tuple[list[WrittenFile], pa.Schema]:
     """Spark writes ``frame`` into the table as files named ``prefix…``, not yet committed:
     in place when the session runs lakefeed's commit protocol, else through a staging folder
-    (``tag``: whose) from which lakefeed moves them."""
+    (``tag``: whose) from which lakefeed moves them. The table's generated columns are
+    computed or checked here (:mod:`~lakefeed.connectors.delta.generated`)."""
+    frame = generated.apply(frame, spec.generated)
+    try:
+        return _write_files(frame, spec, tag, prefix)
+    except Exception as exc:
+        coded = generated.violation(exc, spec.root)
+        if coded is None:
+            raise
+        raise coded from None
+
+
+def _write_files(
+    frame: DataFrame, spec: commit.WriteSpec, tag: str, prefix: str
+) -> tuple[list[WrittenFile], pa.Schema]:
     schema = to_arrow_schema(frame.schema, timezone="UTC")
     if in_place(frame.sparkSession):
         return _write_in_place(frame, spec, prefix, schema), schema

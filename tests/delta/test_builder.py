@@ -280,6 +280,12 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
     )
     query.awaitTermination()
 
+    # a new column (mergeSchema) keeps the generation expression in the table's schema
+    extra = people.where("id = 1").withColumn("id", F.lit(4)).withColumn("note", F.lit("x"))
+    extra.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    generation = _fields(path)["dateOfBirth"]["metadata"]
+    assert generation == {"delta.generationExpression": "CAST(birthDate AS DATE)"}
+
     # delta-rs's MERGE and UPDATE do not recompute the column: refused before they run
     target = DeltaTable.forPath(spark, path)
     with pytest.raises(Exception) as merge:
@@ -296,6 +302,7 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
         1: dt.date(1990, 5, 17),
         2: None,
         3: dt.date(1990, 5, 17),
+        4: dt.date(1990, 5, 17),
         10: dt.date(2001, 2, 3),
     }
 

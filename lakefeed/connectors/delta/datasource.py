@@ -206,9 +206,11 @@ def write_spec(
     arrow = to_arrow_schema(schema, timezone="UTC")
     table = (snapshot or Snapshot(root)).current()
     partitions = commit.resolve_partitioning(root, partition_columns(options), table)
-    computed = generated.expressions(table.schema() if table is not None else None)
+    # The generated columns the data lacks are computed before any file is written; an
+    # overwriteSchema write replaces the schema with the data's, generation included (Delta).
+    replaced = overwrite and opts.flag("overwriteSchema")
+    computed = generated.expressions(None if table is None or replaced else table.schema())
     if computed and table is not None:
-        # The generated columns the data lacks are computed before any file is written.
         arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed)
     commit.check_partition_columns(arrow, partitions)
     spec = commit.WriteSpec(

@@ -409,7 +409,8 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
     for field in generated:
         expression = field.metadata[GENERATION_EXPRESSION]
         try:
-            found = plain.select(F.expr(expression)).schema.fields[0].dataType
+            projected = plain.select(F.expr(expression))
+            found = projected.schema.fields[0].dataType
         except PySparkException as exc:
             raise DeltaOperationError(
                 f"generated column {field.name!r}: {expression!r} is not an expression over the "
@@ -418,6 +419,13 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
                 "CAST(eventTime AS DATE)",
                 code=BAD_EXPRESSION,
             ) from None
+        if not _deterministic(projected):
+            raise DeltaOperationError(
+                f"generated column {field.name!r}: {expression!r} is not deterministic (each "
+                "write would compute another value)",
+                fix="derive the column from the row's own values only (no rand(), uuid())",
+                code=BAD_EXPRESSION,
+            )
         if found != field.dataType:
             raise DeltaOperationError(
                 f"generated column {field.name!r} is {field.dataType.simpleString()} but its "
@@ -425,3 +433,10 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
                 fix=f"cast it: CAST({expression} AS {field.dataType.simpleString().upper()})",
                 code=TYPE_MISMATCH,
             )
+
+
+def _deterministic(projected: Any) -> bool:
+    """Spark's analysed plan says whether the expression is deterministic (Spark Connect has
+    no plan here: taken as deterministic)."""
+    jdf = getattr(projected, "_jdf", None)
+    return jdf is None or bool(jdf.queryExecution().analyzed().deterministic())

@@ -186,6 +186,10 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     assert refused(unknown.addColumn("b", "INT", generatedAlwaysAs="nope + 1")) == (
         "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
     )
+    random = DeltaTable.create(spark).tableName("g").addColumn("a", "DOUBLE")
+    assert refused(random.addColumn("b", "DOUBLE", generatedAlwaysAs="a * rand()")) == (
+        "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
+    )
     typed = DeltaTable.create(spark).tableName("g").addColumn("a", "STRING")
     assert refused(typed.addColumn("b", "INT", generatedAlwaysAs="upper(a)")) == (
         "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH"

@@ -283,6 +283,16 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
         .start(path)
     )
     query.awaitTermination()
+    wrong_day = stream.withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    failing = (
+        wrong_day.writeStream.format("delta")
+        .option("checkpointLocation", str(tmp_path / "ckpt2"))
+        .trigger(availableNow=True)
+        .start(path)
+    )
+    with pytest.raises(Exception) as stream_violated:
+        failing.awaitTermination()
+    assert code_of(stream_violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 
     # a new column (mergeSchema) keeps the generation expression in the table's schema
     extra = people.where("id = 1").withColumn("id", F.lit(4)).withColumn("note", F.lit("x"))

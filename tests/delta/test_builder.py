@@ -246,6 +246,7 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
       .addColumn("dateOfBirth", DateType(), generatedAlwaysAs="CAST(birthDate AS DATE)") \
       .addColumn("ssn", "STRING") \
       .addColumn("salary", "INT") \
+      .partitionedBy("gender") \
       .execute()  # fmt: skip
 
     path = str(home.table_path("people10m"))
@@ -273,9 +274,10 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
 
     # a stream appending rows without the column (availableNow) gets it computed
     source = tmp_path / "landing"
-    spark.createDataFrame([(10, dt.datetime(2001, 2, 3, 4, 5))], "id int, birthDate timestamp") \
+    landed = "id int, gender string, birthDate timestamp"  # gender: the partition column
+    spark.createDataFrame([(10, "F", dt.datetime(2001, 2, 3, 4, 5))], landed) \
         .write.parquet(str(source))  # fmt: skip
-    stream = spark.readStream.schema("id int, birthDate timestamp").parquet(str(source))
+    stream = spark.readStream.schema(landed).parquet(str(source))
     query = (
         stream.writeStream.format("delta")
         .option("checkpointLocation", str(tmp_path / "ckpt"))

@@ -7,8 +7,8 @@ each row checked against the expression (``col <=> expression``) and fails on th
 that differs. Spark SQL evaluates the expression, as in Delta: :func:`apply` is the one place a
 DataFrame going into a Delta write gets its generated columns, so only writes whose files Spark
 produces can honour them; the Python sink, which receives Arrow rows, is refused instead.
-(delta-rs's own writes, merges and updates compute missing generated columns and refuse rows
-that differ; that is what ``DeltaTable.merge``/``update`` rely on.)
+(delta-rs 1.6's MERGE and UPDATE do not recompute a generated column when its source columns
+change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyspark
+from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
@@ -229,6 +230,79 @@ def _start(original: Callable) -> Callable:
     return start
 
 
+# -- Delta tables by name: no metastore, a name is a folder ------------------------------------
+
+
+def _named_delta(spark: Any, name: str) -> str:
+    """Where a Delta table's name points, as ``DeltaTable.forName`` resolves it (the session's
+    ``lakefeed.lakehouse``, a running flow's lakehouse, else Spark's warehouse layout)."""
+    from lakefeed.delta.tables import _table_path
+
+    return _table_path(spark, name)
+
+
+def _save_as_table(original: Callable) -> Callable:
+    def save_as_table(
+        self: Any,
+        name: str,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        if format is not None:
+            self.format(format)
+        if not _is_delta(self):
+            return original(self, name, None, mode, partitionBy, **options)
+        location = _named_delta(self._spark, name)
+        return self.save(location, mode=mode, partitionBy=partitionBy, **options)
+
+    return save_as_table
+
+
+def _to_table(original: Callable) -> Callable:
+    def to_table(
+        self: Any,
+        tableName: str,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: Any = None,
+        queryName: str | None = None,
+        **options: Any,
+    ) -> Any:
+        if format is not None:
+            self.format(format)
+        if not _is_delta(self):
+            return original(self, tableName, None, outputMode, partitionBy, queryName, **options)
+        location = _named_delta(self._spark, tableName)
+        return self.start(location, None, outputMode, partitionBy, queryName, **options)
+
+    return to_table
+
+
+def _read_table(original: Callable) -> Callable:
+    def table(self: Any, tableName: str) -> Any:
+        from lakefeed.connectors.delta import log
+        from lakefeed.pipeline.context import current_flow
+
+        # Inside a flow the pipeline reads its own datasets (lakefeed.pipeline.sdp routes the
+        # same method); Spark's own tables and views win everywhere.
+        if current_flow() is None and not self._spark.catalog.tableExists(tableName):
+            location = _named_delta(self._spark, tableName)
+            if log.is_delta_table(location):
+                return self.format("delta").load(location)
+        return original(self, tableName)
+
+    return table
+
+
+def _session_table(original: Callable) -> Callable:
+    def table(self: Any, tableName: str) -> Any:
+        return self.read.table(tableName)  # through the reader's wrapper
+
+    return table
+
+
 # -- the table of every wrapped method ----------------------------------------------------------
 
 
@@ -271,7 +345,16 @@ WRITE_PATCHES: tuple[Patch, ...] = (
     *_writer_patches(DataFrameWriter, "mode", "save", _save),
     *_writer_patches(DataStreamWriter, "outputMode", "start", _start),
 )
-PATCHES: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES
+NAME_PATCHES: tuple[Patch, ...] = (
+    Patch(DataFrameWriter, "saveAsTable", _save_as_table, "a Delta table's name is a folder"),
+    Patch(DataStreamWriter, "toTable", _to_table, "a Delta table's name is a folder"),
+    Patch(DataFrameReader, "table", _read_table, "a Delta table's name is a folder"),
+    Patch(DataStreamReader, "table", _read_table, "a Delta table's name is a folder"),
+    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
+)
+"""Delta tables by name (no metastore): written and read at the folder ``DeltaTable.forName``
+resolves a name to; names Spark's catalog knows stay Spark's."""
+PATCHES: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES + NAME_PATCHES
 """Every pyspark method this module may wrap."""
 
 _ORIGINALS: dict[tuple[type, str], Callable] = {}
@@ -297,8 +380,9 @@ def install(connectors: Iterable[Connector]) -> None:
     _CONNECTORS.clear()
     _CONNECTORS.update({f.lower(): c for c in connectors for f in c.formats})
     readers = any(c.planned_stream or c.planned_read for c in _CONNECTORS.values())
+    delta = "delta" in _CONNECTORS
     for patch in (READ_PATCHES if readers else ()) + (
-        WRITE_PATCHES if "delta" in _CONNECTORS else ()
+        WRITE_PATCHES + NAME_PATCHES if delta else ()
     ):
         _wrap(patch)
 

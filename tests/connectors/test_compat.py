@@ -118,3 +118,35 @@ def test_a_non_delta_writer_is_left_as_spark_made_it(spark, tmp_path: Path) -> N
         table
     )
     assert DeltaTable(table).metadata().partition_columns == ["p"]
+
+
+def test_delta_tables_by_name_are_written_and_read_at_their_folder(spark, tmp_path: Path) -> None:
+    """No metastore: ``saveAsTable``/``toTable``/``table`` on Delta use the folder
+    ``DeltaTable.forName`` resolves a name to; names Spark's catalog knows stay Spark's."""
+    from lakefeed.delta.tables import LAKEHOUSE_CONF
+    from lakefeed.lakehouse import Lakehouse
+
+    spark.conf.set(LAKEHOUSE_CONF, str(tmp_path / "lh"))
+    try:
+        house = Lakehouse.at(tmp_path / "lh")
+        spark.range(3).write.format("delta").saveAsTable("events")
+        spark.range(2).write.format("delta").mode("append").saveAsTable("default.events")
+        with pytest.raises(Exception) as exists:
+            spark.range(1).write.format("delta").saveAsTable("events")
+        assert code_of(exists.value) == "DELTA_TABLE_EXISTS"
+        assert DeltaTable(str(house.table_path("events"))).to_pyarrow_table().num_rows == 5
+        assert spark.table("events").count() == 5 and spark.read.table("events").count() == 5
+        query = (
+            spark.readStream.table("events")
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+            .toTable("copied")
+        )
+        query.awaitTermination(240)
+        assert sorted(r.id for r in spark.table("copied").collect()) == [0, 0, 1, 1, 2]
+        spark.range(7).createOrReplaceTempView("events")  # the catalog's name wins
+        assert spark.table("events").count() == 7
+        spark.catalog.dropTempView("events")
+    finally:
+        spark.conf.unset(LAKEHOUSE_CONF)

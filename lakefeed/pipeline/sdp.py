@@ -17,6 +17,7 @@ reaches Spark's own method.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -216,10 +217,11 @@ def route_table_reads() -> None:
 
 
 def _routed(original: Callable[..., DataFrame], streaming: bool) -> Callable[..., DataFrame]:
+    # wraps: the doc, and lakefeed.connectors.compat's mark when it wrapped the method first
+    @functools.wraps(original)
     def table(self: Any, tableName: str) -> DataFrame:  # noqa: N803 - pyspark's parameter name
         if not api.defined(tableName):
             return original(self, tableName)
         return api.read_stream(tableName) if streaming else api.read(tableName)
 
-    table.__doc__ = original.__doc__
     return table

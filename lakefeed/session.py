@@ -39,6 +39,7 @@ from pyspark.sql import SparkSession
 from lakefeed import cluster, connect, s3a
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
+from lakefeed.runtime import pools
 from lakefeed.scoped import bound
 from lakefeed.spark_home import compiled_spark_home
 
@@ -112,6 +113,7 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    pools.quiet_pool_creation(spark)
     if object_store:
         _ship_resolved_jars(spark, settings)
     if on_cluster:

@@ -20,6 +20,7 @@ def init(name: str) -> None:
         click.echo(f"  created {folder / relative}")
     click.echo(
         f"\nNext:\n  cd {folder}\n  lakefeed run pipeline --mode available-now\n"
+        "  python -m pip install pytest   # once, if this environment lacks it\n"
         "  python -m pytest tests"
     )
 

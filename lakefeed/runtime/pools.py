@@ -8,7 +8,9 @@ set in the thread that calls ``start()``, is inherited by the query's own thread
 of that flow (its micro-batches, ``foreachBatch`` writes, a materialized view's refresh) runs in
 a pool named after the flow. Pools not declared in an allocation file
 (``spark.scheduler.allocation.file``) are made on first use with weight 1, so the flows share
-the cores evenly; declare a pool of the flow's name there to weigh one flow higher.
+the cores evenly (:func:`quiet_pool_creation` keeps Spark's warning about each such pool out of
+the log: lakefeed makes them on purpose); declare a pool of the flow's name there to weigh one
+flow higher.
 
 A session built in FIFO mode ignores the property (Spark's own behaviour); Spark Connect
 sessions have no SparkContext, and their flows keep the server's scheduling.
@@ -37,3 +39,16 @@ def flow_pool(spark: SparkSession, flow: str) -> Iterator[None]:
         yield
     finally:
         context.setLocalProperty(POOL_PROPERTY, previous)  # None unsets it
+
+
+def quiet_pool_creation(spark: SparkSession) -> None:
+    """Silence Spark's WARN "A job was submitted with scheduler pool X, which has not been
+    configured": once per flow, for pools :func:`flow_pool` makes by design. A broken allocation
+    file still fails the session's start (Spark raises it, it does not warn)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: the server's log4j configuration decides
+        return
+    level = jvm.org.apache.logging.log4j.Level.toLevel("ERROR")
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.scheduler.FairSchedulableBuilder", level
+    )

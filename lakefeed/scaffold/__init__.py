@@ -124,9 +124,10 @@ expectations, and a SQL materialized view of per-device statistics
 ```bash
 lakefeed validate pipeline                        # the graph and its problems; starts nothing
 lakefeed run pipeline --mode available-now        # process what is there, then stop
-lakefeed run pipeline --conf rows=100000          # more input (a pipeline configuration)
+lakefeed run pipeline --mode available-now --conf rows=100000   # more input (a configuration)
 lakefeed run pipeline --mode continuous --ui      # keep running, with the web UI
 lakefeed events -n 20                             # what happened, from the event log
+python -m pip install pytest                      # once, if this environment lacks it
 python -m pytest tests                            # run the pipeline on a temp lakehouse
 ```
 """

@@ -49,6 +49,10 @@ def test_each_flow_runs_in_its_own_pool(spark, tmp_path: Path) -> None:
         assert spark._jsc.sc().getPoolForName(name).isDefined()
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
+    # made on purpose: Spark's warning that each pool "has not been configured" is not logged
+    builder = "org.apache.spark.scheduler.FairSchedulableBuilder"
+    level = spark._jvm.org.apache.logging.log4j.LogManager.getLogger(builder).getLevel()
+    assert level.toString() == "ERROR"
 
 
 COMPACTED = """

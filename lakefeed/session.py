@@ -79,8 +79,10 @@ def spark_session(
     to run on instead of a driver in this process (see :mod:`lakefeed.connect`).
     """
     url = connect.remote_url(remote, master or (conf or {}).get("spark.master"))
+    settings = registry.without_foreign_conf(
+        {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
+    )
     if url is not None:
-        settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
         return _ready(connect.connect_session(url, app_name, settings, conf), compat)
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -102,7 +104,6 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    settings = {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
     settings.update(cluster.cluster_conf(master, settings))
     s3a.share_hadoop_settings(settings)
     object_store = s3a.uses_object_store(storage)

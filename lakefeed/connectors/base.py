@@ -172,6 +172,9 @@ class Connector:
     """Other names ``lakefeed.source(kind)`` accepts for it (any case)."""
     session_conf: Mapping[str, str] = field(default_factory=dict)
     """Session settings it needs, set once where the session is made (see ``lakefeed.session``)."""
+    foreign_conf: Callable[[Mapping[str, str]], dict[str, str]] = dict
+    """The session's settings without those naming the system it stands in for when that
+    system is absent (delta-spark's extension and catalog): they would break the session."""
     pipeline_defaults: Callable[[str, Mapping[str, str]], dict[str, str]] = _no_defaults
     """Options a pipeline flow adds unless given: (the flow's schema folder, options) -> options."""
     batch_events: Callable[[str, Mapping[str, str]], Iterable[ConnectorEvent]] = _no_events

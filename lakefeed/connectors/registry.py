@@ -28,6 +28,15 @@ def connectors() -> tuple[Connector, ...]:
     )
 
 
+def without_foreign_conf(settings: Mapping[str, str]) -> dict[str, str]:
+    """A new session's settings without any a connector's absent counterpart would need (see
+    :attr:`Connector.foreign_conf`)."""
+    kept = dict(settings)
+    for connector in connectors():
+        kept = connector.foreign_conf(kept)
+    return kept
+
+
 def find(name: str) -> Connector | None:
     """The connector serving format or alias ``name`` (any case), or None (a Spark format)."""
     return next((c for c in connectors() if c.serves(name)), None)

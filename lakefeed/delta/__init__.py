@@ -3,8 +3,10 @@
 delta-spark cannot run on Spark 4.3; this package gives Databricks/delta-spark code the same
 ``DeltaTable`` (``forPath``, ``merge`` builders, ``update``, ``delete``, ``history``, ``detail``,
 ``optimize``, ``vacuum``, ``restoreTo*``, the ``create``/``replace`` table builder,
-``convertToDelta``, ``upgradeTableProtocol``, ``addFeatureSupport``) over delta-rs, so it
-ports by changing one import.
+``convertToDelta``, ``upgradeTableProtocol``, ``addFeatureSupport``) over delta-rs. The top-level
+``delta`` package lakefeed also ships (``from delta.tables import DeltaTable``,
+``configure_spark_with_delta_pip``, ``delta.exceptions``) re-exports it, so that code runs as
+written.
 """
 
 from __future__ import annotations

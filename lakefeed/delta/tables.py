@@ -1,8 +1,9 @@
 """``DeltaTable``: delta-spark's Python API (``delta.tables.DeltaTable``) over delta-rs.
 
-Code written for Databricks or delta-spark ports by changing one import::
+Code written for Databricks or delta-spark runs unchanged (lakefeed ships the ``delta``
+package delta-spark's docs import, see ``delta/__init__.py``), or imports it from lakefeed::
 
-    from lakefeed.delta import DeltaTable
+    from delta.tables import DeltaTable        # or: from lakefeed.delta import DeltaTable
 
     target = DeltaTable.forPath(spark, "/data/customers")
     (target.alias("t")

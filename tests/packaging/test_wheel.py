@@ -48,7 +48,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for name in ("lakefeed", "examples"):  # lakefeed/examples stays a link to examples/
+    for name in ("lakefeed", "delta", "examples"):  # lakefeed/examples: a link to examples/
         shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=IGNORED)
     _run([uv, "build", "--out-dir", work / "dist", source])
     (wheel,) = (work / "dist").glob("lakefeed-*.whl")
@@ -87,3 +87,68 @@ def test_demo_runs_from_a_folder_outside_the_repository(installed: Path, tmp_pat
     bronze = DeltaTable(str(tmp_path / "lakehouse" / "tables" / "bronze_readings"))
     assert bronze.to_pyarrow_table().num_rows > 0
     assert "bronze_readings:" in done.stdout
+
+
+# docs.delta.io's quick start (Python tabs), verbatim but for its /tmp paths: delta-spark's own
+# session setup, imports and API, on the installed wheel's ``delta`` package.
+QUICK_START = """
+import pyspark
+from delta import *
+
+builder = pyspark.sql.SparkSession.builder.appName("MyApp") \\
+    .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension") \\
+    .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+
+spark = configure_spark_with_delta_pip(builder).getOrCreate()
+
+data = spark.range(0, 5)
+data.write.format("delta").save("/tmp/delta-table")
+
+df = spark.read.format("delta").load("/tmp/delta-table")
+df.show()
+
+data = spark.range(5, 10)
+data.write.format("delta").mode("overwrite").save("/tmp/delta-table")
+
+from delta.tables import *
+from pyspark.sql.functions import *
+
+deltaTable = DeltaTable.forPath(spark, "/tmp/delta-table")
+
+# Update every even value by adding 100 to it
+deltaTable.update(
+  condition = expr("id % 2 == 0"),
+  set = { "id": expr("id + 100") })
+
+# Delete every even value
+deltaTable.delete(condition = expr("id % 2 == 0"))
+
+# Upsert (merge) new data
+newData = spark.range(0, 20)
+
+deltaTable.alias("oldData") \\
+  .merge(
+    newData.alias("newData"),
+    "oldData.id = newData.id") \\
+  .whenMatchedUpdate(set = { "id": col("newData.id") }) \\
+  .whenNotMatchedInsert(values = { "id": col("newData.id") }) \\
+  .execute()
+
+deltaTable.toDF().show()
+
+df = spark.read.format("delta").option("versionAsOf", 0).load("/tmp/delta-table")
+df.show()
+
+from delta.exceptions import ConcurrentAppendException
+print("NOW", sorted(r.id for r in deltaTable.toDF().collect()))
+print("V0", sorted(r.id for r in df.collect()))
+"""
+
+
+def test_delta_spark_quick_start_runs_as_written(installed: Path, tmp_path: Path):
+    script = tmp_path / "quick_start.py"
+    script.write_text(QUICK_START.replace("/tmp/delta-table", str(tmp_path / "delta-table")))
+    done = _run([installed / "python", script], cwd=tmp_path, env=_env(installed), timeout=600)
+    assert f"NOW {list(range(20))}" in done.stdout, done.stdout[-2000:]
+    assert f"V0 {list(range(5))}" in done.stdout
+    assert "ClassNotFoundException" not in done.stderr, done.stderr[-2000:]

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 NATIVE_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+NATIVE_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+EXTENSIONS_CONF = "spark.sql.extensions"
+CATALOG_CONF = "spark.sql.catalog.spark_catalog"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -34,10 +37,34 @@ def native_delta_available(spark: SparkSession) -> bool:
     return loadable(spark, NATIVE_EXTENSION)
 
 
+def without_delta_spark(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` without delta-spark's SQL extension and catalog, unless delta-spark's jar is
+    asked for (``spark.jars.packages`` / ``spark.jars``).
+
+    delta-spark's documented session setup names both; with no delta-spark on the classpath
+    (none supports Spark 4.3) the catalog fails the session's first query and the extension logs
+    a ClassNotFoundException. lakefeed serves Delta there, so the docs' code runs as written.
+    """
+    kept = dict(settings)
+    jars = f"{kept.get('spark.jars.packages', '')},{kept.get('spark.jars', '')}"
+    if "delta-spark" in jars or "delta-core" in jars:
+        return kept
+    if kept.get(CATALOG_CONF) == NATIVE_CATALOG:
+        del kept[CATALOG_CONF]
+    if EXTENSIONS_CONF in kept:
+        others = [e for e in kept.pop(EXTENSIONS_CONF).split(",") if e.strip() != NATIVE_EXTENSION]
+        if any(e.strip() for e in others):
+            kept[EXTENSIONS_CONF] = ",".join(others)
+    return kept
+
+
 def register(spark: SparkSession) -> bool:
-    """Register ``delta`` on ``spark`` (idempotent); False when delta-spark serves it."""
+    """Register ``delta`` on ``spark`` (idempotent); False when delta-spark serves it. A session
+    made elsewhere with delta-spark's catalog (see :func:`without_delta_spark`) loses it."""
     if native_delta_available(spark):
         return False
+    if spark.conf.get(CATALOG_CONF, None) == NATIVE_CATALOG:
+        spark.conf.unset(CATALOG_CONF)
     from lakefeed.connectors.delta.datasource import DeltaDataSource
 
     spark.dataSource.register(DeltaDataSource)
@@ -75,6 +102,7 @@ CONNECTOR = Connector(
     formats=("delta",),
     register=register,
     describe=lambda options: f"Delta table {options.get('path', '?')}",
+    foreign_conf=without_delta_spark,
     session_conf={
         PUSHDOWN_CONF: "true",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from lakefeed.redact import redact, redact_text
@@ -44,3 +45,14 @@ def configure_logging(level: str = "INFO", stream: Any = None) -> None:
 
 def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(name if name.startswith("lakefeed") else f"lakefeed.{name}")
+
+
+def set_spark_log_level(spark: Any, loggers: Iterable[str], level: str) -> None:
+    """Set log4j ``level`` (``ERROR``, ``OFF``...) on Spark JVM ``loggers`` of a classic session;
+    under Spark Connect the server's log4j configuration decides, and nothing is set."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return
+    wanted = jvm.org.apache.logging.log4j.Level.toLevel(level)
+    for name in loggers:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, wanted)

@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 
 from lakefeed.explain import explain
+from lakefeed.logs import set_spark_log_level
 
 console = Console(stderr=True)
 DEBUG_KEY = "lakefeed.debug"
@@ -57,12 +58,7 @@ def quiet_spark_failure_logs(spark: Any) -> None:
         return
     # pyspark logs each analysis error with its JVM trace before raising it
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: the server's log4j configuration decides
-        return
-    off = jvm.org.apache.logging.log4j.Level.toLevel("OFF")
-    for name in _STACK_DUMPING_LOGGERS:
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    set_spark_log_level(spark, _STACK_DUMPING_LOGGERS, "OFF")
 
 
 class FailureReporting(click.Group):

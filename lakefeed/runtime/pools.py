@@ -23,6 +23,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from lakefeed.logs import set_spark_log_level
+
 POOL_PROPERTY = "spark.scheduler.pool"
 
 
@@ -45,10 +47,4 @@ def quiet_pool_creation(spark: SparkSession) -> None:
     """Silence Spark's WARN "A job was submitted with scheduler pool X, which has not been
     configured": once per flow, for pools :func:`flow_pool` makes by design. A broken allocation
     file still fails the session's start (Spark raises it, it does not warn)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: the server's log4j configuration decides
-        return
-    level = jvm.org.apache.logging.log4j.Level.toLevel("ERROR")
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.scheduler.FairSchedulableBuilder", level
-    )
+    set_spark_log_level(spark, ["org.apache.spark.scheduler.FairSchedulableBuilder"], "ERROR")

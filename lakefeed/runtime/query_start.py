@@ -21,7 +21,9 @@ that flow's ``start()`` only, and restores the session's values afterwards (:fun
   state memory for the same keys (docs/benchmarks.md, "Big state, round 4"). Spark refuses
   Avro for its other stateful operators, so a flow gets it only when every stateful operator of
   its plan is that dedup; the offset log pins the encoding, so a checkpoint begun in UnsafeRow
-  keeps it.
+  keeps it. Spark's Avro writer warns "Writing Avro files with non-nullable Avro schema..."
+  each time a store's encoders are made (about 24 lines per million keys): lakefeed's key
+  schema is non-nullable on purpose, so that warning is silenced once Avro is chosen.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from lakefeed.logs import set_spark_log_level
 from lakefeed.pipeline.output_modes import PlanFacts
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+AVRO_SERIALIZER = "org.apache.spark.sql.avro.AvroSerializer"
 _STARTING = threading.Lock()  # one start at a time may change the shared session's settings
 
 
@@ -58,6 +62,8 @@ def starting(spark: SparkSession, facts: PlanFacts, trigger: dict) -> Iterator[N
     if not chosen:
         yield
         return
+    if STATE_ENCODING in chosen:
+        set_spark_log_level(spark, [AVRO_SERIALIZER], "ERROR")
     with _STARTING, session_conf(spark, chosen):
         yield
 

@@ -123,6 +123,14 @@ def test_the_state_is_avro_encoded(runs) -> None:
 
 
 @pytest.mark.spark
+def test_sparks_avro_nullability_warning_is_silenced(runs, spark) -> None:
+    """Spark warns at each store's encoders that the (non-nullable on purpose) key schema is
+    not nullable: once Avro was chosen, that logger says errors only."""
+    logger = spark._jvm.org.apache.logging.log4j.LogManager.getLogger(query_start.AVRO_SERIALIZER)
+    assert logger.getLevel().toString() == "ERROR"
+
+
+@pytest.mark.spark
 def test_a_checkpoint_begun_in_unsaferow_keeps_it(spark, tmp_path) -> None:
     """A TTL dedup started before lakefeed chose Avro: the offset log pins UnsafeRow, the next
     run (which asks for Avro) resumes it, and the keys of run 1 are still remembered."""

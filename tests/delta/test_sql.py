@@ -63,6 +63,9 @@ def test_quick_start_sql(spark, tmp_path: Path) -> None:
     assert tuple(merged.first()) == (10, 3, 0, 7)
     assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table`;")) == list(range(1, 20, 2))
     assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 0;")) == [0, 1, 2, 3, 4]
+    with pytest.raises(LakefeedError) as missing:
+        sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 99")
+    assert code_of(missing.value) == "DELTA_VERSION_NOT_FOUND"
     # Delta's @v<n> path suffix, a join, a CTE and a subquery in one query.
     joined = sql(
         "WITH old AS (SELECT id FROM delta.`/tmp/delta-table@v1`) "
@@ -94,6 +97,13 @@ def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
     detail = DeltaTable.forName(spark, "people10m").detail().first()
     assert detail.partitionColumns == ["gender"] and detail.description == "people"
     assert detail.properties == {"department": "accounting"}
+    described = sql("DESCRIBE TABLE people10m").collect()
+    assert [tuple(r) for r in described][-3:] == [
+        ("# Partition Information", "", ""),
+        ("# col_name", "data_type", "comment"),
+        ("gender", "string", None),
+    ]
+    assert tuple(described[7]) == ("salary", "int", "yearly")
     fields = {f.name: f for f in RsTable(path).schema().fields}
     assert not fields["id"].nullable and fields["salary"].metadata["comment"] == "yearly"
     assert spark.table("default.people10m").columns[:2] == ["id", "firstName"]

@@ -221,6 +221,11 @@ class DescribeDetail(Statement):
 
 
 @dataclass
+class DescribeTable(Statement):
+    target: TableRef
+
+
+@dataclass
 class Vacuum(Statement):
     target: TableRef
     hours: float | None = None
@@ -931,7 +936,7 @@ def _describe(c: _Cursor) -> Statement | None:
     token = c.peek()
     if token is None or token.kind not in ("string", "word", "quoted") or token.upper in _KINDS:
         return None  # DESCRIBE FUNCTION / DATABASE / QUERY...: Spark's
-    return Other(c.table(), "DESCRIBE TABLE")
+    return DescribeTable(c.table())
 
 
 def _vacuum(c: _Cursor) -> Vacuum:

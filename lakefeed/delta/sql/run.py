@@ -31,6 +31,7 @@ from lakefeed.delta.sql.parse import (
     DeltaSqlError,
     DescribeDetail,
     DescribeHistory,
+    DescribeTable,
     Generate,
     Insert,
     Merge,
@@ -281,6 +282,26 @@ class _Runner:
     def detail(self, statement: DescribeDetail, table: DeltaTable) -> DataFrame:
         return table.detail()
 
+    def describe(self, statement: DescribeTable, table: DeltaTable) -> DataFrame:
+        """Spark's ``DESCRIBE TABLE`` rows: each column, then the partition columns."""
+        opened = table._open()
+        comments = {f.name: f.metadata.get("comment") for f in opened.schema().fields}
+        rows = {
+            f.name: (f.name, f.dataType.simpleString(), comments.get(f.name))
+            for f in table._schema().fields
+        }
+        described = list(rows.values())
+        partitions = opened.metadata().partition_columns
+        if partitions:
+            described += [
+                ("# Partition Information", "", ""),
+                ("# col_name", "data_type", "comment"),
+            ]
+            described += [rows[name] for name in partitions]
+        return self.spark.createDataFrame(
+            described, "col_name string, data_type string, comment string"
+        )
+
     def vacuum(self, statement: Vacuum, table: DeltaTable) -> DataFrame:
         if statement.inventory:
             _refuse("VACUUM ... USING INVENTORY", "run VACUUM <table> [RETAIN n HOURS]")
@@ -335,7 +356,7 @@ class _Runner:
         _refuse(
             f"{statement.what} on a Delta table",
             "lakefeed runs SELECT, CREATE/REPLACE TABLE, INSERT, UPDATE, DELETE, MERGE, DESCRIBE "
-            "HISTORY/DETAIL, VACUUM, OPTIMIZE, RESTORE, GENERATE, CONVERT TO DELTA and ALTER "
+            "HISTORY/DETAIL/TABLE, VACUUM, OPTIMIZE, RESTORE, GENERATE, CONVERT TO DELTA and ALTER "
             "TABLE SET TBLPROPERTIES on Delta tables; for the rest use lakefeed.delta.DeltaTable "
             "(e.g. DeltaTable.forPath(spark, path).toDF().schema)",
         )
@@ -350,6 +371,7 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
     Merge: _Runner.merge,
     DescribeHistory: _Runner.history,
     DescribeDetail: _Runner.detail,
+    DescribeTable: _Runner.describe,
     Vacuum: _Runner.vacuum,
     Optimize: _Runner.optimize,
     Restore: _Runner.restore,

@@ -73,6 +73,10 @@ def test_quick_start_sql(spark, tmp_path: Path) -> None:
         "WHERE n.id IN (SELECT id FROM delta.`/tmp/delta-table` VERSION AS OF 1)"
     )
     assert _ids(joined) == [5, 7, 9]
+    # the statements' views are gone; their DataFrames keep reading
+    frame = sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 0")
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("__lakefeed_delta_")]
+    assert frame.count() == 5
 
 
 def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:

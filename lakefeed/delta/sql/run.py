@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -64,7 +65,11 @@ def sql(
     statement = parse(text) if isinstance(text, str) else None
     if statement is None:
         return original(spark, text, args, **kwargs)
-    return _Runner(spark, original, text, args, kwargs).run(statement)
+    runner = _Runner(spark, original, text, args, kwargs)
+    try:
+        return runner.run(statement)
+    finally:
+        runner.drop_views()
 
 
 class _Runner:
@@ -77,6 +82,7 @@ class _Runner:
         self.args = args
         self.kwargs = kwargs
         self.reads: list[TableRef] = []
+        self.views: set[str] = set()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -112,7 +118,19 @@ class _Runner:
         key = repr((path, ref.version, self.timestamp(ref), ref.changes)).encode()
         name = VIEW_PREFIX + hashlib.sha1(key).hexdigest()[:16]
         reader.load(path).createOrReplaceTempView(name)
+        self.views.add(name)
         return name
+
+    def drop_views(self) -> None:
+        """Drop the statement's views once Spark has analysed it (a DataFrame keeps its
+        resolved plan), except those a view or cache names: a statement making one pins them
+        for the session (later statements naming the table refresh them)."""
+        pinned = _PINNED.setdefault(self.spark, set())
+        if _KEEPS_VIEWS.match(self.text):
+            pinned.update(self.views)
+            return
+        for name in self.views - pinned:
+            self.spark.catalog.dropTempView(name)
 
     def timestamp(self, ref: TableRef) -> str | None:
         """``TIMESTAMP AS OF``'s instant: the literal, or Spark's value of the expression (in
@@ -362,6 +380,12 @@ class _Runner:
         )
 
 
+_PINNED: weakref.WeakKeyDictionary[SparkSession, set[str]] = weakref.WeakKeyDictionary()
+_KEEPS_VIEWS = re.compile(
+    r"\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+)?VIEW|ALTER\s+VIEW"
+    r"|CACHE)\b",
+    re.IGNORECASE,
+)
 _PROTOCOL = ("delta.minreaderversion", "delta.minwriterversion")
 
 _HANDLERS: dict[type, Callable[..., DataFrame]] = {

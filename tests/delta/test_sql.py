@@ -130,6 +130,9 @@ def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
     assert _ids(sql(f"SELECT * FROM default.people10m TIMESTAMP AS OF '{stamp}'")) == [1, 2]
     expression = f"timestamp_millis({int(before.timestamp() * 1000) + 1}) + INTERVAL 0 DAYS"
     assert _ids(sql(f"SELECT * FROM people10m TIMESTAMP AS OF {expression} p")) == [1, 2]
+    # the name is this session's (as Spark's in-memory catalog): another session does not see it
+    with pytest.raises(LakefeedError, match="is not a Delta table"):
+        DeltaTable.forName(spark.newSession(), "people10m")
     # the docs' update page, by name and by path
     sql("UPDATE people10m SET gender = 'Female' WHERE gender = 'F';")
     sql("UPDATE delta.`/tmp/delta/people10m` SET gender = 'Male' WHERE gender = 'M';")
@@ -263,3 +266,11 @@ def test_change_feed_and_parameters(spark, tmp_path: Path) -> None:
         f"SELECT id FROM delta.`{tmp_path}/cdf` WHERE v = :v", args={"v": "a"}
     ).collect()
     assert [r.id for r in found] == [1]
+    keys = spark.createDataFrame([(2,)], "id INT")
+    joined = spark.sql(
+        f"SELECT c.v FROM {{keys}} k JOIN delta.`{tmp_path}/cdf` c USING (id)", keys=keys
+    )
+    assert [r.v for r in joined.collect()] == ["B"]
+    sql("ALTER TABLE delta.`/tmp/cdf` SET TBLPROPERTIES ('delta.feature.appendOnly' = 'supported')")
+    detail = sql("DESCRIBE DETAIL delta.`/tmp/cdf`").first()
+    assert detail.minWriterVersion == 7 and "appendOnly" in detail.tableFeatures

@@ -139,6 +139,10 @@ def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
     sql("DELETE FROM people10m WHERE birthDate < '1955-01-01'")  # no birth dates: none match
     rows = sql("SELECT id, gender FROM people10m").collect()
     assert sorted(map(tuple, rows)) == [(1, "Female"), (2, "Male")]
+    sql("DROP TABLE people10m")  # the name goes, the table stays
+    assert _ids(sql("SELECT * FROM delta.`/tmp/delta/people10m`")) == [1, 2]
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        sql("SELECT * FROM people10m")
     # a name saveAsTable wrote, read by SQL; a temp view of the same name wins (Spark's).
     spark.range(3).write.format("delta").saveAsTable("events_sql")
     assert _ids(sql("SELECT * FROM events_sql")) == [0, 1, 2]

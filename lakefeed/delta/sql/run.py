@@ -48,7 +48,13 @@ from lakefeed.delta.sql.parse import (
     parse,
     tokens,
 )
-from lakefeed.delta.tables import DeltaTable, _local, _table_path, register_location
+from lakefeed.delta.tables import (
+    DeltaTable,
+    _local,
+    _table_path,
+    forget_location,
+    register_location,
+)
 from lakefeed.errors import register_code
 
 UNSUPPORTED_SQL = register_code("DELTA_SQL_UNSUPPORTED_BY_LAKEFEED", DeltaSqlError)
@@ -370,13 +376,19 @@ class _Runner:
             housekeeping.describe(table._path, None, rest)
         return _empty(self.spark)
 
-    def other(self, statement: Other, table: DeltaTable) -> NoReturn:
+    def other(self, statement: Other, table: DeltaTable) -> DataFrame:
+        """``DROP TABLE`` of a name ``CREATE TABLE ... LOCATION`` gave: the name goes, the
+        files stay (Delta's external table); anything else is refused."""
+        name = statement.target.name
+        if statement.what == "DROP TABLE" and name and forget_location(self.spark, name):
+            return _empty(self.spark)
         _refuse(
             f"{statement.what} on a Delta table",
             "lakefeed runs SELECT, CREATE/REPLACE TABLE, INSERT, UPDATE, DELETE, MERGE, DESCRIBE "
             "HISTORY/DETAIL/TABLE, VACUUM, OPTIMIZE, RESTORE, GENERATE, CONVERT TO DELTA and ALTER "
             "TABLE SET TBLPROPERTIES on Delta tables; for the rest use lakefeed.delta.DeltaTable "
-            "(e.g. DeltaTable.forPath(spark, path).toDF().schema)",
+            "(e.g. DeltaTable.forPath(spark, path).toDF().schema); DROP TABLE forgets a name "
+            "given a LOCATION, a table's folder is deleted with the file system's tools",
         )
 
 

@@ -278,3 +278,35 @@ def test_change_feed_and_parameters(spark, tmp_path: Path) -> None:
     sql("ALTER TABLE delta.`/tmp/cdf` SET TBLPROPERTIES ('delta.feature.appendOnly' = 'supported')")
     detail = sql("DESCRIBE DETAIL delta.`/tmp/cdf`").first()
     assert detail.minWriterVersion == 7 and "appendOnly" in detail.tableFeatures
+
+
+PIPELINE = """
+import lakefeed as lf
+from pyspark.sql import SparkSession
+
+@lf.materialized_view
+def first_version():
+    return SparkSession.active().sql("SELECT id FROM delta.`{path}` VERSION AS OF 0")
+"""
+PIPELINE_SQL = "CREATE MATERIALIZED VIEW latest AS SELECT id FROM delta.`{path}` WHERE id > 0"
+
+
+def test_delta_paths_in_a_pipelines_sql(spark, tmp_path: Path) -> None:
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.runtime.runner import PipelineRunner, RunOptions
+    from tests.pipeline.support import load, table, write
+
+    path = str(tmp_path / "source")
+    spark.range(3).write.format("delta").save(path)
+    spark.range(3, 5).write.format("delta").mode("append").save(path)
+    folder = write(
+        tmp_path / "p",
+        {"flows.py": PIPELINE.format(path=path), "latest.sql": PIPELINE_SQL.format(path=path)},
+    )
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    result = PipelineRunner(
+        load([folder]), lakehouse, spark, RunOptions(mode="available-now")
+    ).run()
+    assert result.ok
+    assert sorted(table(lakehouse, "first_version")["id"].to_pylist()) == [0, 1, 2]
+    assert sorted(table(lakehouse, "latest")["id"].to_pylist()) == [1, 2, 3, 4]

@@ -148,6 +148,9 @@ def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
     assert _ids(sql("SELECT * FROM events_sql")) == [0, 1, 2]
     # INSERT INTO a Spark (non-Delta) table from a Delta read
     sql("CREATE TABLE plain_copy (id BIGINT) USING parquet")
+    # Spark's own grammar lakefeed's reader does not know: Spark's statement, untouched
+    sql("CREATE TABLE bucketed (a INT, b INT) USING parquet CLUSTERED BY (a) INTO 2 BUCKETS")
+    assert spark.catalog.tableExists("bucketed")
     sql("INSERT INTO plain_copy SELECT id FROM events_sql WHERE id > 0")
     assert _ids(spark.table("plain_copy")) == [1, 2]
     spark.range(7, 8).createOrReplaceTempView("events_sql")

@@ -109,6 +109,12 @@ def test_create_table_with_every_clause() -> None:
     assert parse("REPLACE TABLE t USING delta AS SELECT 1").mode == "replace"  # type: ignore[union-attr]
 
 
+def test_spark_property_lists() -> None:
+    statement = parse("CREATE TABLE t (a INT) USING parquet OPTIONS (path '/x', 'k' = 'v', a.b 1)")
+    assert isinstance(statement, CreateTable)
+    assert statement.properties == {"path": "/x", "k": "v", "a.b": "1"}
+
+
 def test_insert_update_delete() -> None:
     insert = parse("INSERT INTO TABLE delta.`/p` (a, b) VALUES (1, 'x')")
     assert isinstance(insert, Insert) and insert.columns == ["a", "b"] and not insert.overwrite

@@ -798,17 +798,20 @@ def _column(definition: str) -> Column:
 
 
 def _properties(c: _Cursor) -> dict[str, str]:
-    """``('key' = 'value', key.part = value, ...)``."""
+    """``('key' = 'value', key.part = value, key 'value', ...)`` (Spark's ``propertyList``)."""
     found = {}
     for item in c.parenthesized():
-        inner = _Cursor(item, tokens(item))
-        key_span = inner.span_until({"="})
-        key = "".join(t.value for t in inner.toks[: inner.i])
-        if not inner.take("="):
-            raise DeltaSqlError(f"property {item!r} has no value", fix="write 'key' = 'value'")
-        rest = inner.toks[inner.i :]
-        value = rest[0].value if len(rest) == 1 else item[rest[0].start :] if rest else ""
-        found[key or item[key_span[0] : key_span[1]]] = value
+        toks = tokens(item)
+        if not toks:
+            continue
+        at = 1
+        if toks[0].kind != "string":
+            while at + 1 < len(toks) and toks[at].text == "." and toks[at + 1].kind != "string":
+                at += 2
+        key = "".join(t.value for t in toks[:at])
+        at += at < len(toks) and toks[at].text == "="
+        rest = toks[at:]
+        found[key] = rest[0].value if len(rest) == 1 else item[rest[0].start :] if rest else ""
     return found
 
 

@@ -68,7 +68,12 @@ def sql(
     spark: SparkSession, original: Original, text: Any, args: Any, kwargs: dict[str, Any]
 ) -> DataFrame:
     """``spark.sql(text, args, **kwargs)``, Delta tables served by lakefeed (see module doc)."""
-    statement = parse(text) if isinstance(text, str) else None
+    try:
+        statement = parse(text) if isinstance(text, str) else None
+    except DeltaSqlError:
+        if _NAMES_DELTA.search(text) is None:
+            return original(spark, text, args, **kwargs)  # not Delta's: Spark's grammar decides
+        raise
     if statement is None:
         return original(spark, text, args, **kwargs)
     runner = _Runner(spark, original, text, args, kwargs)
@@ -392,6 +397,7 @@ class _Runner:
         )
 
 
+_NAMES_DELTA = re.compile(r"\bdelta\b", re.IGNORECASE)
 _PINNED: weakref.WeakKeyDictionary[SparkSession, set[str]] = weakref.WeakKeyDictionary()
 _KEEPS_VIEWS = re.compile(
     r"\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+)?VIEW|ALTER\s+VIEW"

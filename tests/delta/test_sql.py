@@ -281,6 +281,14 @@ def test_change_feed_and_parameters(spark, tmp_path: Path) -> None:
     sql("ALTER TABLE delta.`/tmp/cdf` SET TBLPROPERTIES ('delta.feature.appendOnly' = 'supported')")
     detail = sql("DESCRIBE DETAIL delta.`/tmp/cdf`").first()
     assert detail.minWriterVersion == 7 and "appendOnly" in detail.tableFeatures
+    # with a lakehouse, a name no lakehouse folder can have is simply Spark's
+    spark.conf.set("lakefeed.lakehouse", str(tmp_path / "lh"))
+    try:
+        spark.range(2).createOrReplaceTempView("1view")
+        assert _ids(spark.sql("SELECT * FROM `1view`")) == [0, 1]
+    finally:
+        spark.conf.unset("lakefeed.lakehouse")
+        spark.catalog.dropTempView("1view")
 
 
 PIPELINE = """

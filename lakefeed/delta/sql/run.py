@@ -169,7 +169,10 @@ class _Runner:
         assert ref.name is not None
         if current_flow() is not None:
             return None  # inside a flow, names are the pipeline's (or Spark's)
-        path = _table_path(self.spark, ref.name)
+        try:
+            path = _table_path(self.spark, ref.name)
+        except ValueError:  # not a name a lakehouse folder can have: Spark's
+            return None
         if not log.is_delta_table(path) or self.spark.catalog.tableExists(ref.name):
             return None
         return path

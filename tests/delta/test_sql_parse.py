@@ -73,6 +73,12 @@ def test_timestamp_expressions() -> None:
     assert statement.reads[0].timestamp_expression == "current_timestamp() - INTERVAL 2 DAYS"
 
 
+def test_comma_joins_after_a_join_condition() -> None:
+    reads = _reads("SELECT * FROM a JOIN b ON f(a.x, b.x) = 1, c WHERE c.y IN (1, 2)")
+    assert [r[1] for r in reads] == ["a", "b", "c"]
+    assert _reads("SELECT x, y FROM a") == [(None, "a", None, None, "a")]
+
+
 def test_table_changes() -> None:
     statement = parse("SELECT * FROM table_changes('events', 2, 5) WHERE x > 1")
     assert statement is not None

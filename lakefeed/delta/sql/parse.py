@@ -542,24 +542,19 @@ def _clause_ends(token: Token | None) -> bool:
 
 def find_reads(text: str, toks: list[Token], skip: tuple[int, int] | None = None) -> list[TableRef]:
     """Every table reference a query in ``text`` reads: ``delta.`p``` anywhere, names after
-    ``FROM``/``JOIN`` (and commas of a ``FROM`` list) that are not CTE names or function calls,
-    and ``table_changes``/``table_changes_by_path`` calls. ``skip``: a span (the statement's
-    target) whose references are not reads."""
+    ``FROM``/``JOIN`` and the commas of a ``FROM`` clause that are not CTE names or function
+    calls, and ``table_changes``/``table_changes_by_path`` calls. ``skip``: a span (the
+    statement's target) whose references are not reads."""
     cursor = _Cursor(text, toks)
     ctes = _cte_names(toks)
     reads: list[TableRef] = []
-    query_parens: list[bool] = []
+    levels = [_Level(query=True)]
     while cursor.i < len(toks):
         token = toks[cursor.i]
         if skip and skip[0] <= token.start < skip[1]:
             cursor.i += 1
             continue
-        in_query = all(query_parens)
-        if token.text == "(":
-            following = cursor.peek(1)
-            query_parens.append(following is not None and following.upper in _QUERY_STARTS)
-        elif token.text == ")" and query_parens:
-            query_parens.pop()
+        in_query = all(level.query for level in levels)
         if token.upper in _CHANGES and cursor.at(token.upper, "("):
             reads.append(_changes(cursor, _CHANGES[token.upper]))
             continue
@@ -569,9 +564,36 @@ def find_reads(text: str, toks: list[Token], skip: tuple[int, int] | None = None
             reads.append(path_ref)
             continue
         cursor.i += 1
-        if token.upper in ("FROM", "JOIN") and in_query:
+        _nest(levels, token, cursor.peek())
+        starts_list = token.upper in ("FROM", "JOIN") or (token.text == "," and levels[-1].in_from)
+        if starts_list and in_query:
             reads.extend(_from_list(cursor, ctes))
+            levels[-1].in_from = True
+        elif token.upper in _FROM_ENDS:
+            levels[-1].in_from = False
     return reads
+
+
+@dataclass
+class _Level:
+    """One parenthesis level of a query: whether it holds a query (not a function's
+    arguments), and whether the scan is inside its FROM clause."""
+
+    query: bool
+    in_from: bool = False
+
+
+_FROM_ENDS = {
+    "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "MINUS",
+    "SELECT", "WINDOW", "QUALIFY", "SORT", "CLUSTER", "DISTRIBUTE", "OFFSET", "SET", "WHEN",
+}  # fmt: skip
+
+
+def _nest(levels: list[_Level], token: Token, following: Token | None) -> None:
+    if token.text == "(":
+        levels.append(_Level(following is not None and following.upper in _QUERY_STARTS))
+    elif token.text == ")" and len(levels) > 1:
+        levels.pop()
 
 
 def _from_list(cursor: _Cursor, ctes: set[str]) -> list[TableRef]:
@@ -838,9 +860,6 @@ def _insert(c: _Cursor) -> Insert:
     query = (start.start if start else len(c.text), _end(c))
     c.i = len(c.toks)
     return Insert(target, overwrite, columns, query, unsupported)
-
-
-_SET_STOPS = {"WHERE", ","}
 
 
 def _assignments(c: _Cursor, stops: set[str]) -> dict[str, str]:

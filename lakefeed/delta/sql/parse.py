@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NoReturn
+from typing import Literal, NamedTuple, NoReturn
 
 from lakefeed.errors import DeltaError, register_code
 
@@ -47,16 +47,14 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token (a tuple: the parser makes one per word of every statement it sees)."""
+
     kind: str  # word, quoted, string, number, op
     text: str
     start: int
     end: int
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
+    upper: str  # a word's text upper-cased, else ""
 
     @property
     def value(self) -> str:
@@ -75,7 +73,9 @@ def tokens(text: str) -> list[Token]:
     for match in _TOKEN.finditer(text):
         kind = match.lastgroup or "op"
         if kind != "space":
-            found.append(Token(kind, match.group(), match.start(), match.end()))
+            word = match.group()
+            upper = word.upper() if kind == "word" else ""
+            found.append(Token(kind, word, match.start(), match.end(), upper))
     return found
 
 
@@ -554,15 +554,15 @@ def find_reads(text: str, toks: list[Token], skip: tuple[int, int] | None = None
         if skip and skip[0] <= token.start < skip[1]:
             cursor.i += 1
             continue
-        in_query = all(level.query for level in levels)
         if token.upper in _CHANGES and cursor.at(token.upper, "("):
             reads.append(_changes(cursor, _CHANGES[token.upper]))
             continue
-        path_ref = _table_at(cursor)
+        path_ref = _table_at(cursor) if token.upper == "DELTA" else None
         if path_ref is not None:
             _time_travel(cursor, path_ref)
             reads.append(path_ref)
             continue
+        in_query = all(level.query for level in levels)
         cursor.i += 1
         _nest(levels, token, cursor.peek())
         starts_list = token.upper in ("FROM", "JOIN") or (token.text == "," and levels[-1].in_from)
@@ -665,7 +665,7 @@ def _changes(cursor: _Cursor, kind: str) -> TableRef:
             fix=f"e.g. {head.text.lower()}('events', 2, 5)",
         )
     end = cursor.toks[cursor.i - 1].end
-    table, bounds = Token("string", arguments[0], 0, 0).value, tuple(arguments[1:])
+    table, bounds = Token("string", arguments[0], 0, 0, "").value, tuple(arguments[1:])
     if kind == "path":
         return TableRef(head.start, end, path=table, changes=bounds)
     return TableRef(head.start, end, name=table, changes=bounds)

@@ -303,6 +303,15 @@ def _session_table(original: Callable) -> Callable:
     return table
 
 
+def _session_sql(original: Callable) -> Callable:
+    def sql(self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
+        from lakefeed.delta.sql.run import sql as delta_sql
+
+        return delta_sql(self, original, sqlQuery, args, kwargs)
+
+    return sql
+
+
 # -- the table of every wrapped method ----------------------------------------------------------
 
 
@@ -351,9 +360,11 @@ NAME_PATCHES: tuple[Patch, ...] = (
     Patch(DataFrameReader, "table", _read_table, "a Delta table's name is a folder"),
     Patch(DataStreamReader, "table", _read_table, "a Delta table's name is a folder"),
     Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
+    Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
 )
 """Delta tables by name (no metastore): written and read at the folder ``DeltaTable.forName``
-resolves a name to; names Spark's catalog knows stay Spark's."""
+resolves a name to; names Spark's catalog knows stay Spark's. ``spark.sql`` serves Delta's SQL
+(:mod:`lakefeed.delta.sql`): statements touching no Delta table reach Spark's method as given."""
 PATCHES: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES + NAME_PATCHES
 """Every pyspark method this module may wrap."""
 

@@ -24,7 +24,6 @@ cluster).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -40,6 +39,7 @@ from lakefeed import storage
 from lakefeed.connectors.delta import log, properties
 from lakefeed.connectors.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.protocol import UNSUPPORTED, check_properties
+from lakefeed.delta.sql.parse import path_identifier
 from lakefeed.delta.tables import (
     DeltaOperationError,
     DeltaTable,
@@ -67,7 +67,6 @@ TYPE_MISMATCH = register_code("DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", Delt
 IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
 IDENTITY_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
-_PATH_IDENTIFIER = re.compile(r"^delta\.`(.+)`$", re.IGNORECASE)
 
 
 def _type_error(message: str, objs: Iterable[Any]) -> NoReturn:
@@ -232,22 +231,9 @@ class DeltaTableBuilder:
 
     def execute(self) -> DeltaTable:
         """Create or replace the table as asked (one commit), then return it."""
-        path = self._path()
-        exists = log.is_delta_table(path)
+        path, exists = self._target()
         if exists and self._mode == "createIfNotExists":
             return DeltaTable.forPath(self._spark, path)
-        if exists and self._mode == "create":
-            raise DeltaOperationError(
-                f"table {self._display()} already exists (at {path})",
-                fix="use DeltaTable.createIfNotExists, replace or createOrReplace",
-                code=ALREADY_EXISTS,
-            )
-        if not exists and self._mode == "replace":
-            raise DeltaTableNotFoundError(
-                f"table {self._display()} cannot be replaced as it does not exist (at {path})",
-                fix="use DeltaTable.createOrReplace to create it",
-                code=MISSING_TABLE,
-            )
         schema = self._checked_schema()
         if not exists and storage.list_names(path):
             raise DeltaOperationError(
@@ -274,6 +260,25 @@ class DeltaTableBuilder:
         )
         return DeltaTable.forPath(self._spark, path)
 
+    def _target(self) -> tuple[str, bool]:
+        """The table's folder and whether a table is there, after refusing what the mode
+        forbids (SQL's ``CREATE TABLE ... AS SELECT`` writes its rows there instead)."""
+        path = self._path()
+        exists = log.is_delta_table(path)
+        if exists and self._mode == "create":
+            raise DeltaOperationError(
+                f"table {self._display()} already exists (at {path})",
+                fix="use DeltaTable.createIfNotExists, replace or createOrReplace",
+                code=ALREADY_EXISTS,
+            )
+        if not exists and self._mode == "replace":
+            raise DeltaTableNotFoundError(
+                f"table {self._display()} cannot be replaced as it does not exist (at {path})",
+                fix="use DeltaTable.createOrReplace to create it",
+                code=MISSING_TABLE,
+            )
+        return path, exists
+
     def _path(self) -> str:
         """The table's folder: Delta's rules for a name, a location, or both."""
         if self._identifier is None and self._location is None:
@@ -282,8 +287,8 @@ class DeltaTableBuilder:
                 fix="call .tableName(name) or .location(path) before .execute()",
                 code=NO_NAME,
             )
-        named = _PATH_IDENTIFIER.match(self._identifier or "")
-        if named and self._location is not None and named.group(1) != self._location:
+        named = path_identifier(self._identifier or "")
+        if named is not None and self._location is not None and named != self._location:
             raise DeltaOperationError(
                 f"creating path-based Delta table with a different location isn't supported. "
                 f"Identifier: {self._identifier}, Location: {self._location}",
@@ -293,7 +298,7 @@ class DeltaTableBuilder:
         if self._location is not None:
             return _local(self._location)
         assert self._identifier is not None
-        return _local(named.group(1)) if named else _table_path(self._spark, self._identifier)
+        return _local(named) if named is not None else _table_path(self._spark, self._identifier)
 
     def _display(self) -> str:
         return self._identifier or f"delta.`{self._location}`"

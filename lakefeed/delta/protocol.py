@@ -10,7 +10,6 @@ whose writers must add to every commit (row tracking), or that delta-rs then ref
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import NoReturn
 
@@ -21,6 +20,7 @@ from pyspark.sql import types as T
 
 from lakefeed import storage
 from lakefeed.connectors.delta.properties import FEATURE_PREFIX
+from lakefeed.delta.sql.parse import path_identifier
 from lakefeed.delta.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.errors import register_code
 
@@ -68,7 +68,6 @@ _ENABLING = {
     "delta.enablerowtracking": "rowTracking",
 }
 _VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
-_PARQUET_IDENTIFIER = re.compile(r"^parquet\.`(.+)`$", re.IGNORECASE)
 
 
 def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
@@ -177,14 +176,14 @@ def check_properties(table: str, properties: Mapping[str, str]) -> None:
 
 def parquet_folder(identifier: str) -> str:
     """The folder of delta-spark's ``parquet.`path``` identifier; anything else is refused."""
-    match = _PARQUET_IDENTIFIER.match(identifier.strip())
-    if match is None:
+    folder = path_identifier(identifier, "parquet")
+    if folder is None:
         raise DeltaOperationError(
             f"convertToDelta takes a Parquet folder as parquet.`/path`, not {identifier!r}",
             fix="name the folder as parquet.`/path/to/folder` (only Parquet can be converted)",
             code=NOT_PARQUET,
         )
-    return match.group(1)
+    return folder
 
 
 def convert(root: str, partition_schema: str | T.StructType | None) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -131,12 +132,38 @@ def _reset_txn_conf(spark: SparkSession, txn: Txn | None) -> None:
         spark.conf.unset(TXN_VERSION_CONF)
 
 
+_LOCATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
+"""Per session (as Spark's in-memory catalog): table name -> the folder ``CREATE TABLE name ...
+LOCATION '...'`` gave it."""
+
+
+def _catalog_key(name: str) -> str:
+    """A table name as one key: ``events``, ``default.events`` and ``spark_catalog.default.events``
+    are the same table (names compare without case, as Spark's catalog)."""
+    parts = name.replace("`", "").lower().split(".")
+    return ".".join((["default"] + parts)[-2:])
+
+
+def register_location(spark: SparkSession, name: str, path: str) -> None:
+    """Make ``name`` resolve to the table at ``path`` in this session (``forName``, ``spark.table``,
+    SQL), as an external table in Spark's catalog would."""
+    _LOCATIONS.setdefault(spark, {})[_catalog_key(name)] = path
+
+
+def forget_location(spark: SparkSession, name: str) -> bool:
+    """Drop a name :func:`register_location` gave; whether it had one."""
+    return _LOCATIONS.get(spark, {}).pop(_catalog_key(name), None) is not None
+
+
 def _table_path(spark: SparkSession, name: str) -> str:
     """Where ``forName`` looks: see :meth:`DeltaTable.forName`."""
     from lakefeed.pipeline.context import current_flow
 
     parts = name.replace("`", "").split(".")
     flow = current_flow()
+    registered = _LOCATIONS.get(spark, {}).get(_catalog_key(name))
+    if flow is None and registered is not None:
+        return registered
     lakehouse = spark.conf.get(LAKEHOUSE_CONF, None)
     if flow is not None or lakehouse:
         home = flow.lakehouse if flow is not None else Lakehouse.at(str(lakehouse))
@@ -203,8 +230,10 @@ class DeltaTable:
         """A table by name, looked up (there is no metastore) in this order:
 
         1. inside a running pipeline flow: that pipeline's lakehouse (``tables/<name>``);
-        2. with the session conf ``lakefeed.lakehouse`` set: ``<lakehouse>/tables/<name>``;
-        3. else Spark's managed-table layout under ``spark.sql.warehouse.dir``:
+        2. the location SQL's ``CREATE TABLE name ... LOCATION '...'`` gave the name in this
+           session;
+        3. with the session conf ``lakefeed.lakehouse`` set: ``<lakehouse>/tables/<name>``;
+        4. else Spark's managed-table layout under ``spark.sql.warehouse.dir``:
            ``<warehouse>/<name>`` (database ``default``) or ``<warehouse>/<db>.db/<name>``.
         """
         path = _table_path(sparkSession, tableOrViewName)
@@ -376,22 +405,34 @@ class DeltaTable:
         set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
     ) -> None:
         """Set columns of the rows matching ``condition`` (all rows without one)."""
+        self._update(condition, set)
+
+    def _update(
+        self, condition: Condition | None, values: Mapping[str, Condition] | None
+    ) -> dict[str, Any]:
+        """:meth:`update`, returning delta-rs's metrics (SQL's ``UPDATE`` shows them)."""
         scope = Scope(self._spark, {None: self._schema()})
-        updates = scope.values(set, "set")
+        updates = scope.values(values, "set")
         predicate = scope.sql(condition, "update condition")
-        self._change(
+        metrics = self._change(
             "UPDATE",
             lambda table, props: table.update(
                 updates=updates, predicate=predicate, commit_properties=props
             ),
         )
+        return metrics or {}
 
     def delete(self, condition: Condition | None = None) -> None:
         """Delete the rows matching ``condition`` (every row without one)."""
+        self._delete(condition)
+
+    def _delete(self, condition: Condition | None) -> dict[str, Any]:
+        """:meth:`delete`, returning delta-rs's metrics (SQL's ``DELETE`` shows them)."""
         predicate = Scope(self._spark, {None: self._schema()}).sql(condition, "delete condition")
-        self._change(
+        metrics = self._change(
             "DELETE", lambda table, props: table.delete(predicate, commit_properties=props)
         )
+        return metrics or {}
 
     def _change(self, operation: str, call: Any, txn: Txn | None = None) -> dict[str, Any] | None:
         """One idempotent delta-rs change; None when its transaction is already committed."""
@@ -448,15 +489,20 @@ class DeltaTable:
         As in Delta, a retention below 168 hours is refused unless the session conf
         ``spark.databricks.delta.retentionDurationCheck.enabled`` is ``false``.
         """
-        hours = housekeeping.DEFAULT_RETENTION_HOURS if retentionHours is None else retentionHours
+        self._vacuum(retentionHours, dry_run=False)
+        return self._spark.createDataFrame([(_uri(self._path),)], "path string")
+
+    def _vacuum(self, hours: float | None, dry_run: bool) -> list[str]:
+        """:meth:`vacuum`; SQL's ``VACUUM ... DRY RUN`` lists the files instead (as URIs)."""
+        retention = housekeeping.DEFAULT_RETENTION_HOURS if hours is None else hours
         check = _flag(self._spark, RETENTION_CHECK_CONF, True)
         try:
-            housekeeping.vacuum(self._path, hours, dry_run=False, force=not check)
+            files = housekeeping.vacuum(self._path, retention, dry_run=dry_run, force=not check)
         except ValueError as error:
             raise DeltaOperationError(
                 str(error), fix=f"set {RETENTION_CHECK_CONF}=false if nothing reads old versions"
             ) from error
-        return self._spark.createDataFrame([(_uri(self._path),)], "path string")
+        return [_uri(self._path.rstrip("/") + "/" + name) for name in files]
 
     def restoreToVersion(self, version: int) -> DataFrame:
         return self._restore(int(version))

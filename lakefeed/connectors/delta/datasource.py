@@ -70,7 +70,7 @@ from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.connectors.options import Options
-from lakefeed.errors import OptionError
+from lakefeed.errors import OptionError, register_code
 from lakefeed.pipeline import offset_log
 
 PARTITION_OPTION = "partitionBy"
@@ -81,6 +81,9 @@ class DeltaOptionError(OptionError):
     """An option of ``format("delta")`` that is missing, malformed or contradicts another."""
 
     code = "DELTA_OPTION"
+
+
+VERSION_NOT_FOUND = register_code("DELTA_VERSION_NOT_FOUND", DeltaOptionError)
 
 
 def _options(options: Mapping[str, str]) -> Options:
@@ -131,6 +134,14 @@ def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
         raise DeltaOptionError("set only one of versionAsOf and timestampAsOf")
     version = opts.non_negative_int("versionAsOf")
     if version is not None:
+        latest = log.latest_version(root)
+        if latest is not None and version > latest:
+            raise DeltaOptionError(
+                f"Cannot time travel Delta table to version {version}. Available versions: "
+                f"[0, {latest}].",
+                fix=f"read a version up to {latest}; DESCRIBE HISTORY lists them",
+                code=VERSION_NOT_FOUND,
+            )
         return version
     if stamp is not None:
         when = log.parse_timestamp(stamp)

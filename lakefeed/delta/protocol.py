@@ -20,14 +20,13 @@ from pyspark.sql import types as T
 
 from lakefeed import storage
 from lakefeed.connectors.delta.properties import FEATURE_PREFIX
-from lakefeed.delta.sql.parse import path_identifier
+from lakefeed.delta.sql.parse import NOT_PARQUET, path_identifier
 from lakefeed.delta.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.errors import register_code
 
 DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
 BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
 BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
-NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaOperationError)
 UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log, properties
+from lakefeed.connectors.delta import log, manifest, properties
 from lakefeed.connectors.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.protocol import UNSUPPORTED, check_properties
 from lakefeed.delta.tables import (
@@ -263,6 +263,7 @@ class DeltaTableBuilder:
                 "location",
                 code=NOT_EMPTY,
             )
+        before = log.rs_table(path).version() if exists else -1
         run_rs(
             "CREATE OR REPLACE TABLE" if exists else "CREATE TABLE",
             path,
@@ -278,6 +279,7 @@ class DeltaTableBuilder:
                 commit_properties=commit_properties(None),
             ),
         )
+        manifest.after_commit(path, self._properties, before)
         return DeltaTable.forPath(self._spark, path)
 
     def _path(self) -> str:

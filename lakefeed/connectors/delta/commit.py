@@ -27,7 +27,7 @@ from deltalake.transaction import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, manifest
 from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.connectors.delta.schema import (
     SchemaMismatchError,
@@ -211,6 +211,7 @@ def commit_files(
         post_commithook_properties=post_commit_hooks(table),
     )
     opened.note_commit(txn)
+    manifest.after_commit(spec.root, table.metadata().configuration, table.version())
     return CommitResult(table.version() + 1)
 
 

@@ -17,6 +17,7 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, LongType, StructField
 
+from lakefeed.connectors import delta
 from lakefeed.delta import DeltaTable, IdentityGenerator
 from lakefeed.delta.tables import LAKEHOUSE_CONF
 from lakefeed.errors import code_of
@@ -288,6 +289,11 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
     with pytest.raises(Exception) as python_sink:
         people.write.format("delta").mode("append").option("lakefeed.writer", "python").save(path)
     assert code_of(python_sink.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
+    assert "has generated columns (dateOfBirth)" in str(python_sink.value)
+    python = {"lakefeed.writer": "python"}
+    with pytest.raises(Exception) as explicit:  # lakefeed's explicit function, alike
+        delta.write(people, path, mode="append", **python)
+    assert code_of(explicit.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
     assert RsTable(path).version() == 2  # the refused writes committed nothing
 
     # a stream appending rows without the column (availableNow) gets it computed

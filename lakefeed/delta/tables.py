@@ -402,7 +402,8 @@ class DeltaTable:
         before = table.version()
         result = run_rs(operation, self._path, lambda: call(table, commit_properties(txn)))
         _reset_txn_conf(self._spark, txn)
-        manifest.after_commit(self._path, table.metadata().configuration, before)
+        # delta-rs's operations leave their handle at the version they committed
+        manifest.after_commit(self._path, table.metadata().configuration, before, lambda: table)
         return dict(result)
 
     # ------------------------------------------------------------------ table utilities

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from lakefeed.connectors.delta import manifest
 from lakefeed.connectors.delta.log import is_delta_table as log_exists
@@ -130,8 +131,13 @@ def compact_if_needed(path: str, policy: Policy) -> int:
         )
         removed += int(metrics.get("numFilesRemoved", 0))
         table = rs_table(path)
-        manifest.after_commit(path, table.metadata().configuration, before)
+        _refresh_manifests(path, table, before)
     return removed
+
+
+def _refresh_manifests(path: str, table: DeltaTable, before: int) -> None:
+    """Delta's manifests hook after a compaction (``table``: opened after it)."""
+    manifest.after_commit(path, table.metadata().configuration, before, lambda: table)
 
 
 class AutoCompactor:

@@ -211,7 +211,7 @@ def commit_files(
         post_commithook_properties=post_commit_hooks(table),
     )
     opened.note_commit(txn)
-    manifest.after_commit(spec.root, table.metadata().configuration, table.version())
+    manifest.after_commit(spec.root, table.metadata().configuration, table.version(), opened.latest)
     return CommitResult(table.version() + 1)
 
 

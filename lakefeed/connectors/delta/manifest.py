@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from deltalake import DeltaTable
 
@@ -43,13 +43,20 @@ def enabled(configuration: Mapping[str, str]) -> bool:
     return str(value).strip().lower() == "true"
 
 
-def after_commit(root: str, configuration: Mapping[str, str], since: int) -> None:
+def after_commit(
+    root: str,
+    configuration: Mapping[str, str],
+    since: int,
+    latest: Callable[[], DeltaTable | None] | None = None,
+) -> None:
     """Delta's post-commit hook: refresh the manifests of the partitions that the commits after
-    version ``since`` touched, when the table's ``configuration`` enables it. Never raises."""
+    version ``since`` touched, when the table's ``configuration`` enables it. Never raises.
+    ``latest``: the writer's own handle brought up to date (a stream's kept snapshot: its next
+    batch then finds nothing new to read), else the table is opened afresh."""
     if not enabled(configuration):
         return
     try:
-        refresh(root, since)
+        refresh(root, since, latest() if latest is not None else None)
     except Exception as error:  # noqa: BLE001 - the commit stands; the next one repairs this
         _log.warning(
             "symlink format manifests not refreshed after a commit: the next commit (or "
@@ -60,10 +67,12 @@ def after_commit(root: str, configuration: Mapping[str, str], since: int) -> Non
             _put(storage.join(root, MANIFEST_DIR, STALE), b"")
 
 
-def refresh(root: str, since: int) -> int:
+def refresh(root: str, since: int, table: DeltaTable | None = None) -> int:
     """Rewrite the manifests of the partitions touched after version ``since`` (every one when
-    the folder has none, or a failed refresh left its marker); returns how many were written."""
-    table = log.open_table(root)
+    the folder has none, or a failed refresh left its marker); returns how many were written.
+    ``table``: the table at its newest version, else opened here."""
+    table = table or log.rs_table(root)  # just committed to: no need to look for the log first
+    log.check_readable(table, root)  # as Delta's hook, refuse what it cannot list files of
     present = storage.list_names(storage.join(root, MANIFEST_DIR))
     touched = _touched(root, table, since) if present and STALE not in present else None
     return write_manifests(root, table, touched)

@@ -35,7 +35,6 @@ from lakefeed.cdc.apply import ApplyChanges
 from lakefeed.cdc.snapshot import ApplySnapshots, snapshot_app_id
 from lakefeed.cdc.spec import state_table
 from lakefeed.connectors import delta, registry
-from lakefeed.connectors.delta import manifest
 from lakefeed.connectors.delta import table as delta_table
 from lakefeed.errors import CheckpointError
 from lakefeed.explain import Failure, explain
@@ -434,7 +433,6 @@ class PipelineRunner:
             configuration=dataset.table_properties or None,
             raise_if_key_not_exists=False,  # Delta takes any key outside ``delta.``
         )
-        manifest.after_commit(path, dataset.table_properties, -1)
 
     def _guard(self, dataset: Dataset, plan: FlowPlan, flow: str | None = None) -> list[str]:
         flow = flow or dataset.name

@@ -112,8 +112,13 @@ def test_after_commit_refreshes_touched_partitions_and_repairs_after_a_failure(
     manifest.after_commit(str(other), {manifest.ENABLED: "false"}, -1)
     manifest.after_commit(str(other), {}, -1)
     assert not (other / "_symlink_format_manifest").exists()
-    # turning it on for a table (a pipeline's TBLPROPERTIES) writes them all, as Delta's hook
+    # as in Delta, turning it on (a pipeline's TBLPROPERTIES) commits no file: no manifests
+    # until the next commit that adds or removes files, which writes them all
     describe(str(other), None, {manifest.ENABLED: "true"})
+    manifest.after_commit(str(other), on, 0)
+    assert not (other / "_symlink_format_manifest").exists()
+    write_deltalake(str(other), rows, mode="append")
+    manifest.after_commit(str(other), on, 1)
     assert _manifests(other) == _current(other)
 
 

@@ -74,7 +74,7 @@ def check_inputs(data: pa.Schema, table: pa.Schema, generated: Generated, root: 
 
 
 _TOKENS = re.compile(
-    r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`((?:[^`]|``)+)`|\d[\w.]*|([A-Za-z_]\w*)|(\S)"""
+    r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`((?:[^`]|``)+)`|\d[\w.]*|([^\W\d]\w*)|(\S)"""
 )
 
 

@@ -6,11 +6,12 @@ manifest`` lists the absolute paths of the current data files of that partition 
 at the folder's top for an unpartitioned table); manifests of partitions that no longer have
 files are deleted. :func:`write_manifests` is the full generation of
 ``generate("symlink_format_manifest")``. With the table property
-``delta.compatibility.symlinkFormatManifest.enabled = true``, every lakefeed commit (writes,
-streams, merge/update/delete, optimize, auto compaction, restore, property changes) is followed
-by :func:`after_commit`, Delta's post-commit hook: only the partitions the new commits touched
-are rewritten (all of them when there are no manifests yet). It never fails the commit, which
-is already done: a failed refresh is logged as a warning and leaves a marker
+``delta.compatibility.symlinkFormatManifest.enabled = true``, every lakefeed commit that adds
+or removes files (writes, streams, merge/update/delete, optimize, auto compaction, restore, a
+replace) is followed by :func:`after_commit`, Delta's post-commit hook: only the partitions the
+new commits touched are rewritten (all of them when there are no manifests yet; as in Delta,
+turning the property on writes nothing by itself: run ``generate`` then). It never fails the
+commit, which is already done: a failed refresh is logged as a warning and leaves a marker
 (``_lakefeed_stale``, hidden from Hive-style readers by its ``_``) that makes the next commit
 regenerate every manifest (as ``generate`` does at once).
 """
@@ -70,12 +71,16 @@ def after_commit(
 def refresh(root: str, since: int, table: DeltaTable | None = None) -> int:
     """Rewrite the manifests of the partitions touched after version ``since`` (every one when
     the folder has none, or a failed refresh left its marker); returns how many were written.
-    ``table``: the table at its newest version, else opened here."""
+    Commits that add or remove no file (a property or schema change) change nothing, as Delta
+    registers its hook only for those that do. ``table``: the table at its newest version, else
+    opened here."""
     table = table or log.rs_table(root)  # just committed to: no need to look for the log first
     log.check_readable(table, root)  # as Delta's hook, refuse what it cannot list files of
+    touched = _touched(root, table, since)
+    if touched is not None and not touched:
+        return 0
     present = storage.list_names(storage.join(root, MANIFEST_DIR))
-    touched = _touched(root, table, since) if present and STALE not in present else None
-    return write_manifests(root, table, touched)
+    return write_manifests(root, table, touched if present and STALE not in present else None)
 
 
 def write_manifests(
@@ -102,11 +107,10 @@ def write_manifests(
 
 
 def _touched(root: str, table: DeltaTable, since: int) -> set[str] | None:
-    """Partition folders that the commits after ``since`` added or removed files in; None when
-    that cannot be told (a commit file gone, a remove without partition values)."""
+    """Partition folders (``""`` unpartitioned) that the commits after ``since`` added or
+    removed files in; None when that cannot be told (a commit file gone, a remove without
+    partition values)."""
     columns = list(table.metadata().partition_columns)
-    if not columns:
-        return {""}
     touched: set[str] = set()
     for version in range(since + 1, table.version() + 1):
         actions = log.commit_actions(root, version)
@@ -114,9 +118,9 @@ def _touched(root: str, table: DeltaTable, since: int) -> set[str] | None:
             return None
         for action in _file_actions(actions):
             values = action.get("partitionValues")
-            if values is None:
+            if values is None and columns:
                 return None
-            touched.add(_folder(columns, values))
+            touched.add(_folder(columns, values or {}))
     return touched
 
 

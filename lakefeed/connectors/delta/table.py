@@ -32,7 +32,7 @@ from deltalake import DeltaTable
 
 from lakefeed import storage
 from lakefeed.connectors.base import Reached
-from lakefeed.connectors.delta import log, manifest
+from lakefeed.connectors.delta import log
 from lakefeed.connectors.delta.files import STAGING, stale_staging
 from lakefeed.connectors.options import Options
 from lakefeed.storage import Location
@@ -122,9 +122,7 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
     if changed:
         # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
-        before = handle.version()
         handle.alter.set_table_properties(changed, raise_if_not_exists=False)
-        manifest.after_commit(str(path), {**metadata.configuration, **changed}, before)
     redescribe = description is not None and description != (metadata.description or None)
     if description is not None and redescribe:
         handle.alter.set_table_description(description)

@@ -4,9 +4,12 @@ columns, which every writer must honour.
 
 As in Delta, a write that leaves the column out gets it computed, and a write that gives it has
 each row checked against the expression (``col <=> expression``) and fails on the first row
-that differs. Spark SQL evaluates the expression, as in Delta: :func:`apply` is the one place a
-DataFrame going into a Delta write gets its generated columns, so only writes whose files Spark
-produces can honour them; the Python sink, which receives Arrow rows, is refused instead.
+that differs, naming that row's values of the column and of the columns the expression reads
+(:func:`references`). A write lacking one of those columns is refused before it starts
+(delta-spark fails on the unresolved column). Spark SQL evaluates the expression, as in
+Delta: :func:`apply` is the one place a DataFrame going into a Delta write gets its generated
+columns, so only writes whose files Spark produces can honour them; the Python sink, which
+receives Arrow rows, is refused instead.
 (delta-rs 1.6's MERGE and UPDATE do not recompute a generated column when its source columns
 change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
 """

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log, properties
+from lakefeed.connectors.delta import log, manifest, properties
 from lakefeed.connectors.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.protocol import UNSUPPORTED, check_properties
 from lakefeed.delta.sql.parse import path_identifier
@@ -62,6 +62,12 @@ DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
 NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
 NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
 BAD_EXPRESSION = register_code("DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", DeltaOperationError)
+BAD_REFERENCE = register_code("DELTA_INVALID_GENERATED_COLUMN_REFERENCES", DeltaOperationError)
+UDF = register_code("DELTA_UDF_IN_GENERATED_COLUMN", DeltaOperationError)
+NON_DETERMINISTIC = register_code(
+    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN", DeltaOperationError
+)
+AGGREGATE = register_code("DELTA_AGGREGATE_IN_GENERATED_COLUMN", DeltaOperationError)
 TYPE_MISMATCH = register_code("DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError)
 
 IDENTITY_START = "delta.identity.start"
@@ -243,6 +249,7 @@ class DeltaTableBuilder:
                 "location",
                 code=NOT_EMPTY,
             )
+        before = log.rs_table(path).version() if exists else -1
         run_rs(
             "CREATE OR REPLACE TABLE" if exists else "CREATE TABLE",
             path,
@@ -258,6 +265,7 @@ class DeltaTableBuilder:
                 commit_properties=commit_properties(None),
             ),
         )
+        manifest.after_commit(path, self._properties, before)
         return DeltaTable.forPath(self._spark, path)
 
     def _target(self) -> tuple[str, bool]:
@@ -403,9 +411,10 @@ def _refuse_unsupported(columns: list[T.StructField], clustered_by: list[str] | 
 
 
 def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
-    """Delta's checks of a generated column: its expression is Spark SQL over the table's
-    other (not generated) columns and gives the column's type. Spark analyses it over an empty
-    frame: no job runs."""
+    """Delta's checks of a generated column (``GeneratedColumn.validateGeneratedColumns``): its
+    expression is Spark SQL over the table's other (not generated) columns, allowed in a
+    generated column (:func:`_refused_part`), and gives the column's type. Spark analyses it
+    over an empty frame: no job runs."""
     generated = [field for field in columns if GENERATION_EXPRESSION in field.metadata]
     if not generated:
         return
@@ -413,24 +422,17 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
     plain = spark.createDataFrame([], T.StructType([f for f in columns if f.name not in names]))
     for field in generated:
         expression = field.metadata[GENERATION_EXPRESSION]
-        try:
-            projected = plain.select(F.expr(expression))
-            found = projected.schema.fields[0].dataType
-        except PySparkException as exc:
+        projected = _analysed(plain, field.name, expression)
+        refused = _refused_part(projected)
+        if refused is not None:
+            code, message = refused
             raise DeltaOperationError(
-                f"generated column {field.name!r}: {expression!r} is not an expression over the "
-                f"table's other columns ({exc.getMessage() or exc})",
-                fix="use Spark SQL over columns that are not generated themselves, e.g. "
-                "CAST(eventTime AS DATE)",
-                code=BAD_EXPRESSION,
-            ) from None
-        if not _deterministic(projected):
-            raise DeltaOperationError(
-                f"generated column {field.name!r}: {expression!r} is not deterministic (each "
-                "write would compute another value)",
-                fix="derive the column from the row's own values only (no rand(), uuid())",
-                code=BAD_EXPRESSION,
+                f"generated column {field.name!r} = {expression!r}: {message}",
+                fix="derive the column from the row's own values with built-in, deterministic "
+                "functions (e.g. CAST(eventTime AS DATE)); compute anything else before writing",
+                code=code,
             )
+        found = projected.schema.fields[0].dataType
         if found != field.dataType:
             raise DeltaOperationError(
                 f"generated column {field.name!r} is {field.dataType.simpleString()} but its "
@@ -440,8 +442,110 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
             )
 
 
-def _deterministic(projected: Any) -> bool:
-    """Spark's analysed plan says whether the expression is deterministic (Spark Connect has
-    no plan here: taken as deterministic)."""
+def _analysed(plain: Any, name: str, expression: str) -> Any:
+    """``plain`` projected on the expression (analysed): an unknown column or another generated
+    column is Delta's ``DELTA_INVALID_GENERATED_COLUMN_REFERENCES``, bad SQL is refused too."""
+    try:
+        projected = plain.select(F.expr(expression))
+        projected.schema  # noqa: B018 - analyses the plan (Spark Connect: on the server)
+    except PySparkException as exc:
+        unresolved = (exc.getCondition() or "").startswith("UNRESOLVED_COLUMN")
+        raise DeltaOperationError(
+            f"generated column {name!r}: {expression!r} is not an expression over the table's "
+            f"other columns ({exc.getMessage() or exc})"
+            + (
+                ": a generated column cannot use a non-existent column or another generated column"
+                if unresolved
+                else ""
+            ),
+            fix="use Spark SQL over columns that are not generated themselves, e.g. "
+            "CAST(eventTime AS DATE)",
+            code=BAD_REFERENCE if unresolved else BAD_EXPRESSION,
+        ) from None
+    return projected
+
+
+_UNSUPPORTED = (
+    "org.apache.spark.sql.catalyst.expressions.Generator",
+    "org.apache.spark.sql.catalyst.expressions.WindowExpression",
+    "org.apache.spark.sql.catalyst.expressions.CurrentTimestampLike",
+    "org.apache.spark.sql.catalyst.expressions.CurrentDate",
+    "org.apache.spark.sql.catalyst.expressions.CurrentTimeZone",
+    "org.apache.spark.sql.catalyst.expressions.CurrentUser",
+    "org.apache.spark.sql.catalyst.expressions.CurrentDatabase",
+    "org.apache.spark.sql.catalyst.expressions.CurrentCatalog",
+    "org.apache.spark.sql.catalyst.expressions.SubqueryExpression",
+)
+"""Deterministic within one query but not across queries, or not one value per row: Delta's
+list of allowed expressions leaves them out (``current_timestamp() cannot be used in a
+generated column``)."""
+
+
+def _refused_part(projected: Any) -> tuple[str, str] | None:
+    """The first part of the analysed expression Delta refuses in a generated column (top down,
+    in Delta's order: a UDF, anything non-deterministic, an aggregate, :data:`_UNSUPPORTED`), as
+    (code, Delta's message); None when all is allowed. Spark Connect has no plan here: its
+    expressions are taken as allowed (the write still checks each given value)."""
     jdf = getattr(projected, "_jdf", None)
-    return jdf is None or bool(jdf.queryExecution().analyzed().deterministic())
+    if jdf is None:
+        return None
+    jvm = projected.sparkSession._jvm
+    kinds = _classes(jvm)
+    pending = list(_plan_expressions(jdf.queryExecution().analyzed()))
+    while pending:
+        node = pending.pop(0)
+        # An alias is as deterministic as what it names: judge that instead (as Delta does).
+        refused = None if node.getClass().getSimpleName() == "Alias" else _refusal(node, kinds)
+        if refused is not None:
+            return refused
+        children = node.children()
+        pending[:0] = [children.apply(i) for i in range(children.size())]
+    return None
+
+
+def _refusal(node: Any, kinds: dict[str, Any]) -> tuple[str, str] | None:
+    if kinds["udf"].isInstance(node):
+        return UDF, f"found {node.sql()}. A generated column cannot use a user-defined function"
+    if not node.deterministic():
+        return NON_DETERMINISTIC, (
+            f"found {node.sql()}. A generated column cannot use a non deterministic expression"
+        )
+    if kinds["aggregate"].isInstance(node):
+        return (
+            AGGREGATE,
+            f"found {node.sql()}. A generated column cannot use an aggregate expression",
+        )
+    if any(kind.isInstance(node) for kind in kinds["unsupported"]):
+        return BAD_EXPRESSION, f"{node.sql()} cannot be used in a generated column"
+    return None
+
+
+def _plan_expressions(plan: Any) -> list[Any]:
+    """The expressions of every node of an analysed plan (the relation's none)."""
+    found = []
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop(0)
+        expressions = node.expressions()
+        found += [expressions.apply(i) for i in range(expressions.size())]
+        children = node.children()
+        nodes += [children.apply(i) for i in range(children.size())]
+    return found
+
+
+def _classes(jvm: Any) -> dict[str, Any]:
+    """The JVM classes :func:`_refused_part` tests against (those this Spark has)."""
+    load = jvm.java.lang.Class.forName
+    unsupported = []
+    for name in _UNSUPPORTED:
+        try:
+            unsupported.append(load(name))
+        except Exception:  # noqa: BLE001 - an expression class this Spark version lacks
+            continue
+    return {
+        "udf": load("org.apache.spark.sql.catalyst.expressions.UserDefinedExpression"),
+        "aggregate": load(
+            "org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression"
+        ),
+        "unsupported": unsupported,
+    }

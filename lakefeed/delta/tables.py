@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import generated, log
+from lakefeed.connectors.delta import generated, log, manifest
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.exprs import Condition, Scope
 from lakefeed.errors import ConflictError, DeltaError, register_code
@@ -331,15 +331,13 @@ class DeltaTable:
     def generate(self, mode: str) -> None:
         """Write the table's symlink format manifests (``mode`` ``"symlink_format_manifest"``,
         any case), as Delta's full generation; see :mod:`lakefeed.connectors.delta.manifest`."""
-        from lakefeed.connectors.delta.manifest import write_manifests
-
         if mode.lower() != "symlink_format_manifest":
             raise DeltaOperationError(
                 f"generate mode {mode!r} is not supported",
                 fix="use generate('symlink_format_manifest')",
                 code=UNKNOWN_GENERATE_MODE,
             )
-        write_manifests(self._path)
+        manifest.write_manifests(self._path)
 
     def clone(
         self,
@@ -443,8 +441,11 @@ class DeltaTable:
         if txn is not None and txn.done(table):
             _reset_txn_conf(self._spark, txn)
             return None
+        before = table.version()
         result = run_rs(operation, self._path, lambda: call(table, commit_properties(txn)))
         _reset_txn_conf(self._spark, txn)
+        # delta-rs's operations leave their handle at the version they committed
+        manifest.after_commit(self._path, table.metadata().configuration, before, lambda: table)
         return dict(result)
 
     # ------------------------------------------------------------------ table utilities

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
+from lakefeed.connectors.delta import manifest
 from lakefeed.connectors.delta.log import is_delta_table as log_exists
 from lakefeed.connectors.delta.log import rs_table
 from lakefeed.connectors.options import parse_bytes
@@ -123,12 +125,19 @@ def compact_if_needed(path: str, policy: Policy) -> int:
     columns = list(table.metadata().partition_columns)
     removed = 0
     for filters in crowded_partitions(actions, columns, policy):
+        before = table.version()
         metrics = table.optimize.compact(
             partition_filters=filters or None, target_size=policy.max_file_size
         )
         removed += int(metrics.get("numFilesRemoved", 0))
         table = rs_table(path)
+        _refresh_manifests(path, table, before)
     return removed
+
+
+def _refresh_manifests(path: str, table: DeltaTable, before: int) -> None:
+    """Delta's manifests hook after a compaction (``table``: opened after it)."""
+    manifest.after_commit(path, table.metadata().configuration, before, lambda: table)
 
 
 class AutoCompactor:

@@ -164,3 +164,16 @@ def test_locations_are_read_from_the_pipeline_text_without_running_it(tmp_path) 
     (tmp_path / "orders.py").write_text(FLOW_THAT_CANNOT_RUN)
     pipeline = load([str(tmp_path / "orders.py")], {})
     assert storage_locations(pipeline, Lakehouse.at(tmp_path))[1:] == ["s3://tables/orders"]
+
+
+def test_resolved_settings_are_cached_until_the_registry_or_environment_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = storage.settings_for("s3://b/t/part-0.parquet")
+    assert storage.settings_for("s3://b/t/part-0.parquet") is first  # cached
+    storage.register("s3://b/t", {"fs.s3a.endpoint.region": "table-r"})
+    assert storage.settings_for("s3://b/t/part-0.parquet").region == "table-r"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "rotated")
+    assert storage.settings_for("s3://b/t/part-0.parquet").access_key == "rotated"
+    storage._REGISTERED.clear()  # what a test or a fresh registry does without register()
+    assert storage.settings_for("s3://b/t/part-0.parquet").region == "eu-west-1"

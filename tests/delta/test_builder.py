@@ -17,6 +17,7 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, LongType, StructField
 
+from lakefeed.connectors import delta
 from lakefeed.delta import DeltaTable, IdentityGenerator
 from lakefeed.delta.tables import LAKEHOUSE_CONF
 from lakefeed.errors import code_of
@@ -184,12 +185,22 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     assert refused(not_sql) == "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
     unknown = DeltaTable.create(spark).tableName("g").addColumn("a", "INT")
     assert refused(unknown.addColumn("b", "INT", generatedAlwaysAs="nope + 1")) == (
-        "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
+        "DELTA_INVALID_GENERATED_COLUMN_REFERENCES"
     )
-    random = DeltaTable.create(spark).tableName("g").addColumn("a", "DOUBLE")
-    assert refused(random.addColumn("b", "DOUBLE", generatedAlwaysAs="a * rand()")) == (
-        "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"
-    )
+    # GeneratedColumnSuite "validateGeneratedColumns: unsupported expressions", in Python:
+    spark.udf.register("myudf", lambda s: s, "array<int>")
+    for expression, code, message in [
+        ("myudf(foo)", "DELTA_UDF_IN_GENERATED_COLUMN", "cannot use a user-defined function"),
+        ("rand()", "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN", "Found rand()"),
+        ("max(foo)", "DELTA_AGGREGATE_IN_GENERATED_COLUMN", "cannot use an aggregate"),
+        ("explode(foo)", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", "explode(foo) cannot"),
+        ("current_timestamp", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", "current_times"),
+    ]:
+        builder = DeltaTable.create(spark).tableName("g").addColumn("foo", "ARRAY<INT>")
+        with pytest.raises(Exception) as error:
+            builder.addColumn("bar", "INT", generatedAlwaysAs=expression).execute()
+        assert code_of(error.value) == code
+        assert message.lower() in str(error.value).lower()
     typed = DeltaTable.create(spark).tableName("g").addColumn("a", "STRING")
     assert refused(typed.addColumn("b", "INT", generatedAlwaysAs="upper(a)")) == (
         "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH"
@@ -267,9 +278,22 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
     assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
     assert "\tat " not in str(violated.value)  # the row, not the JVM stack
     assert "Generated Column (`dateOfBirth` <=> CAST(birthDate AS DATE))" in str(violated.value)
+    # the row's values of the column and what its expression reads, as Delta's message
+    assert " - dateOfBirth : 2000-01-01\n - birthDate : " in str(violated.value)
+    assert " - firstName" not in str(violated.value)
+    lacking = people.drop("birthDate").withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    with pytest.raises(Exception) as no_input:
+        lacking.write.format("delta").mode("append").save(path)
+    assert code_of(no_input.value) == "DELTA_GENERATED_COLUMN_INPUT_MISSING"
+    assert "computed from `birthDate`, which the written rows lack" in str(no_input.value)
     with pytest.raises(Exception) as python_sink:
         people.write.format("delta").mode("append").option("lakefeed.writer", "python").save(path)
     assert code_of(python_sink.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
+    assert "has generated columns (dateOfBirth)" in str(python_sink.value)
+    python = {"lakefeed.writer": "python"}
+    with pytest.raises(Exception) as explicit:  # lakefeed's explicit function, alike
+        delta.write(people, path, mode="append", **python)
+    assert code_of(explicit.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
     assert RsTable(path).version() == 2  # the refused writes committed nothing
 
     # a stream appending rows without the column (availableNow) gets it computed

@@ -36,9 +36,25 @@ def test_expressions_and_the_schema_a_write_is_checked_with() -> None:
     assert generated.expressions(None) == ()
     table = pa.schema([("eventTime", pa.timestamp("us", "UTC")), ("eventDate", pa.date32())])
     lacking = pa.schema([("eventTime", pa.timestamp("us", "UTC"))])
-    assert generated.completed(lacking, table, columns).names == ["eventTime", "eventDate"]
+    assert generated.completed(lacking, table, columns, "/t").names == ["eventTime", "eventDate"]
     giving = pa.schema([("EVENTDATE", pa.date32()), ("eventTime", pa.timestamp("us", "UTC"))])
-    assert generated.completed(giving, table, columns) == giving
+    assert generated.completed(giving, table, columns, "/t") == giving
+    # a write lacking what the expression reads is refused, naming only that column
+    other = pa.schema([("id", pa.int64()), ("eventDate", pa.date32())])
+    with pytest.raises(Exception) as lacks:
+        generated.completed(other, pa.schema([("id", pa.int64()), *table]), columns, "/t")
+    assert code_of(lacks.value) == "DELTA_GENERATED_COLUMN_INPUT_MISSING"
+    assert "computed from `eventTime`, which the written rows lack" in str(lacks.value)
+    assert "`id`" not in str(lacks.value)
+
+
+def test_references_are_the_columns_an_expression_reads() -> None:
+    columns = ["eventTime", "date", "a", "s", "x y", "id"]
+    assert generated.references("CAST(eventTime AS DATE)", columns) == ["eventTime"]
+    assert generated.references('date_format(EVENTTIME, "yyyy-MM")', columns) == ["eventTime"]
+    text = "concat(a, 'id', s.id) || `x y` || 1e10 || date"
+    assert generated.references(text, columns) == ["date", "a", "s", "x y"]
+    assert generated.references("CAST(a AS DECIMAL(10, 2))", columns) == ["a"]
 
 
 def test_violation_and_python_sink_errors_are_coded() -> None:

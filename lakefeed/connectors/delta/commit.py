@@ -27,7 +27,7 @@ from deltalake.transaction import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, manifest
 from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.connectors.delta.schema import (
     SchemaMismatchError,
@@ -40,6 +40,8 @@ from lakefeed.errors import ConflictError, register_code
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
+MISSING_NOT_NULL = register_code("DELTA_MISSING_NOT_NULL_COLUMN_VALUE", SchemaMismatchError)
+PARTITION_NOT_FOUND = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", SchemaMismatchError)
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
 # writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
@@ -83,19 +85,39 @@ def resolve_partitioning(
     return tuple(existing)
 
 
-def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str]) -> None:
+def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], root: str) -> None:
+    """delta-spark's ``checkPartitionColumns``: a write must give every partition column (a
+    missing one is not written as null, unlike other columns: its value names the folder) and
+    at least one other column."""
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
         raise SchemaMismatchError(
-            f"partition column(s) {missing} are not in the data (columns: {schema.names})"
+            f"Partition column `{missing[0]}` not found in schema [{', '.join(schema.names)}] "
+            f"(writing the Delta table {root}, partitioned by {list(partition_by)})",
+            fix="give the column in the written rows (F.lit(None).cast(...) for nulls: Delta "
+            "writes each row into the folder of its partition values), or, for a new table, "
+            "partition by columns the data has",
+            code=PARTITION_NOT_FOUND,
         )
     if partition_by and len(partition_by) == len(schema):
         raise SchemaMismatchError("a Delta table cannot be partitioned by all of its columns")
 
 
-def check_not_null(
-    table: pa.Schema, files: Sequence[WrittenFile], data_schema: pa.Schema, root: str
-) -> None:
+def check_required_columns(table: pa.Schema, data: pa.Schema, root: str) -> None:
+    """Delta's ``DELTA_MISSING_NOT_NULL_COLUMN_VALUE``: a NOT NULL column may not be left out
+    of a write (other columns may: they read as null)."""
+    given = {name.lower() for name in data.names}
+    for field in table:
+        if not field.nullable and field.name.lower() not in given:
+            raise SchemaMismatchError(
+                f"Column {field.name}, which has a NOT NULL constraint, is missing from the "
+                f"data being written into the table {root}",
+                fix=f"give the column {field.name!r} a value in every written row",
+                code=MISSING_NOT_NULL,
+            )
+
+
+def check_not_null(table: pa.Schema, files: Sequence[WrittenFile], root: str) -> None:
     """Refuse files with nulls in the table's NOT NULL columns (Delta's writers must), from the
     files' ``nullCount`` statistics and partition values; no data is read again. A column whose
     count is unknown (a footer without it) is let through."""
@@ -103,9 +125,8 @@ def check_not_null(
     for file in files if required else ():
         counts = json.loads(file.stats).get("nullCount") or {}
         for name in required:
-            absent = name not in data_schema.names and file.rows > 0
             null_partition = name in file.partition_values and file.partition_values[name] is None
-            if absent or counts.get(name) or null_partition:
+            if counts.get(name) or null_partition:
                 raise SchemaMismatchError(
                     f"NOT NULL constraint violated for column {name!r} of the Delta table {root}: "
                     "the data has nulls there",
@@ -170,7 +191,8 @@ def commit_files(
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
     else:
-        check_not_null(current, files, data_schema, spec.root)
+        check_required_columns(current, data_schema, spec.root)
+        check_not_null(current, files, spec.root)
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
         if len(schema) > len(current):
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
@@ -189,6 +211,7 @@ def commit_files(
         post_commithook_properties=post_commit_hooks(table),
     )
     opened.note_commit(txn)
+    manifest.after_commit(spec.root, table.metadata().configuration, table.version(), opened.latest)
     return CommitResult(table.version() + 1)
 
 

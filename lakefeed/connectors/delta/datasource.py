@@ -222,8 +222,8 @@ def write_spec(
     replaced = overwrite and opts.flag("overwriteSchema")
     computed = generated.expressions(None if table is None or replaced else table.schema())
     if computed and table is not None:
-        arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed)
-    commit.check_partition_columns(arrow, partitions)
+        arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed, root)
+    commit.check_partition_columns(arrow, partitions, root)
     spec = commit.WriteSpec(
         root=root,
         mode="overwrite" if overwrite else "append",
@@ -240,6 +240,7 @@ def write_spec(
         log.check_readable(table, root)
         current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
+        commit.check_required_columns(current, arrow, root)
     return spec
 
 

@@ -4,16 +4,20 @@ columns, which every writer must honour.
 
 As in Delta, a write that leaves the column out gets it computed, and a write that gives it has
 each row checked against the expression (``col <=> expression``) and fails on the first row
-that differs. Spark SQL evaluates the expression, as in Delta: :func:`apply` is the one place a
-DataFrame going into a Delta write gets its generated columns, so only writes whose files Spark
-produces can honour them; the Python sink, which receives Arrow rows, is refused instead.
+that differs, naming that row's values of the column and of the columns the expression reads
+(:func:`references`). A write lacking one of those columns is refused before it starts
+(delta-spark fails on the unresolved column). Spark SQL evaluates the expression, as in
+Delta: :func:`apply` is the one place a DataFrame going into a Delta write gets its generated
+columns, so only writes whose files Spark produces can honour them; the Python sink, which
+receives Arrow rows, is refused instead.
 (delta-rs 1.6's MERGE and UPDATE do not recompute a generated column when its source columns
 change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable
 
 import pyarrow as pa
 from deltalake import Schema as DeltaSchema
@@ -26,6 +30,7 @@ from lakefeed.errors import register_code
 GENERATION_EXPRESSION = "delta.generationExpression"
 VIOLATION = register_code("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", SchemaMismatchError)
 PYTHON_SINK = register_code("DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER", SchemaMismatchError)
+MISSING_INPUT = register_code("DELTA_GENERATED_COLUMN_INPUT_MISSING", SchemaMismatchError)
 _MARKER = "lakefeed generated column violated: "
 
 Generated = tuple[tuple[str, str], ...]
@@ -43,12 +48,55 @@ def expressions(schema: DeltaSchema | None) -> Generated:
     )
 
 
-def completed(data: pa.Schema, table: pa.Schema, generated: Generated) -> pa.Schema:
+def completed(data: pa.Schema, table: pa.Schema, generated: Generated, root: str) -> pa.Schema:
     """The schema the write has once :func:`apply` adds the generated columns it lacks (what
-    the partition and schema checks look at before any row is written)."""
+    the partition and schema checks look at before any row is written); a write lacking a
+    column a generated one is computed from is refused (:func:`check_inputs`)."""
+    check_inputs(data, table, generated, root)
     given = {name.lower() for name in data.names}
     missing = [table.field(name) for name, _ in generated if name.lower() not in given]
     return pa.schema([*data, *missing])
+
+
+def check_inputs(data: pa.Schema, table: pa.Schema, generated: Generated, root: str) -> None:
+    """Refuse a write that lacks a table column a generated column's expression reads: delta-spark
+    cannot evaluate the expression then (its analysis fails on the unresolved column), and a
+    given value could not be checked. Names only the offending columns."""
+    given = {name.lower() for name in data.names}
+    for name, expression in generated:
+        lacking = [c for c in references(expression, table.names) if c.lower() not in given]
+        if lacking:
+            raise SchemaMismatchError(
+                f"the generated column `{name}` = {expression} of the Delta table {root} is "
+                f"computed from {', '.join(f'`{c}`' for c in lacking)}, which the written rows "
+                "lack",
+                fix=f"add {', '.join(lacking)} to the written rows (a null literal cast to the "
+                "column's type for nulls)",
+                code=MISSING_INPUT,
+            )
+
+
+_TOKENS = re.compile(
+    r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`((?:[^`]|``)+)`|\d[\w.]*|([^\W\d]\w*)|(\S)"""
+)
+
+
+def references(expression: str, columns: Iterable[str]) -> list[str]:
+    """The ``columns`` a Spark SQL expression reads (case-insensitive, in ``columns``' order),
+    Spark-free: quoted strings, function names (a word before ``(``), types after ``AS`` and
+    struct fields (after ``.``) are not column references."""
+    words: set[str] = set()
+    previous = ""
+    matches = list(_TOKENS.finditer(expression))
+    for index, match in enumerate(matches):
+        quoted, word, other = match.group(1), match.group(2), match.group(3)
+        following = matches[index + 1].group(0) if index + 1 < len(matches) else ""
+        if quoted is not None and previous != ".":
+            words.add(quoted.replace("``", "`").lower())
+        elif word is not None and following != "(" and previous.upper() != "AS" and previous != ".":
+            words.add(word.lower())
+        previous = other or match.group(0)
+    return list(dict.fromkeys(c for c in columns if c.lower() in words))
 
 
 def apply(frame: DataFrame, generated: Generated) -> DataFrame:
@@ -59,16 +107,18 @@ def apply(frame: DataFrame, generated: Generated) -> DataFrame:
         if column is None:
             frame = frame.withColumn(name, F.expr(expression))
         else:
-            frame = frame.withColumn(column, _checked(column, expression, frame.columns))
+            inputs = references(expression, frame.columns)
+            frame = frame.withColumn(column, _checked(column, expression, inputs))
     return frame
 
 
-def _checked(name: str, expression: str, columns: Sequence[str]) -> Column:
+def _checked(name: str, expression: str, inputs: Iterable[str]) -> Column:
     """The given value where it equals the expression (null-safe, as Delta's check), else a
-    task failure naming the row's values (Delta's ``CHECK constraint ... violated`` message)."""
+    task failure naming the row's values of the column and the columns its expression reads
+    (Delta's ``CHECK constraint ... violated by row with values`` message)."""
     values = [
         F.concat(F.lit(f"\n - {c} : "), F.coalesce(F.col(c).cast("string"), F.lit("null")))
-        for c in columns
+        for c in dict.fromkeys([name, *inputs])
     ]
     message = F.concat(
         F.lit(

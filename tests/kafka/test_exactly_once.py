@@ -12,7 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakefeed.connectors.kafka import transact
@@ -26,35 +25,6 @@ EOS = {"lakefeed.deliveryGuarantee": "exactly-once"}
 DRIVER = Path(__file__).with_name("eos_crash_driver.py")
 REPO = Path(__file__).resolve().parents[2]
 VALUE = StructType([StructField("value", StringType())])
-
-
-def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[str]:
-    """Every committed value of ``topic`` (read_committed, from the start to the end)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[str] = []
-    ended: set[int] = set()
-    try:
-        while len(ended) < partitions:
-            message = consumer.poll(30)
-            assert message is not None, "no answer from the broker"
-            error = message.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                ended.add(message.partition())
-                continue
-            values.append((message.value() or b"").decode())
-    finally:
-        consumer.close()
-    return values
 
 
 # -- refused before the query starts (Spark-free) ---------------------------------------------
@@ -104,7 +74,7 @@ def test_a_committed_batch_is_skipped_and_a_zombie_is_fenced(broker: Tansu) -> N
     assert transact.commit_batch(options, txn, 1, [rows]) == 2
     # tansu does not filter aborted transactions (its Fetch returns no aborted-transaction
     # list), so only committed rows are produced here; Apache Kafka would hide aborted ones.
-    assert read_committed(broker.bootstrap, topic) == ["a", "b", "a", "b"]
+    assert broker.committed_values(topic) == ["a", "b", "a", "b"]
     assert transact.committed_batch(options, txn) == 1
 
 
@@ -141,14 +111,14 @@ def test_stream_then_replayed_batch_is_skipped(spark: Any, broker: Tansu, tmp_pa
     checkpoint = tmp_path / "cp"
     _copy(spark, broker, source, target, checkpoint)
     expected = sorted(f"v{i}" for i in range(60))
-    assert sorted(read_committed(broker.bootstrap, target)) == expected
+    assert sorted(broker.committed_values(target)) == expected
     # Crash after the Kafka commit, before Spark's commit log: the last batch is run again.
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     assert len(commits) >= 3  # 60 messages, 20 per trigger
     for name in (str(commits[-1]), f".{commits[-1]}.crc"):
         (checkpoint / "commits" / name).unlink(missing_ok=True)
     _copy(spark, broker, source, target, checkpoint)
-    assert sorted(read_committed(broker.bootstrap, target)) == expected
+    assert sorted(broker.committed_values(target)) == expected
 
 
 # -- kill -9 mid-stream -----------------------------------------------------------------------
@@ -183,5 +153,5 @@ def test_kill_9_mid_stream_then_restart_produces_each_row_once(
         final_timeout=120.0,
     )
     assert report.kills == 1, report
-    values = read_committed(broker.bootstrap, target)
+    values = broker.committed_values(target)
     assert sorted(values) == sorted(f"m{i}" for i in range(total))

@@ -97,6 +97,8 @@ def committed_batch(options: SinkOptions, txn_id: str) -> int | None:
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # The sink's kafka.* settings include producer ones, each a CONFWARN per batch here.
+            "log_level": 3,
             "logger": LIBRDKAFKA_LOG,
         }
     )
@@ -121,9 +123,9 @@ def _last_marker(consumer: Consumer, key: bytes, options: SinkOptions) -> int | 
             if error.code() == KafkaError._PARTITION_EOF:
                 return found
             raise KafkaSinkError(options.scrub(f"reading {options.control_topic}: {error.str()}"))
-        if message.key() == key:
-            found = int(message.value() or b"-1")
-    return found
+        value = message.value() or b""
+        if message.key() == key and value.isdigit():  # anything else is not one of ours
+            found = int(value)
 
 
 def commit_batch(

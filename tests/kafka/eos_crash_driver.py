@@ -20,7 +20,7 @@ def main(bootstrap: str, source: str, target: str, checkpoint: str) -> None:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 300)
+        .option("maxOffsetsPerTrigger", 250)
         .load()
         .selectExpr("key", "CAST(value AS STRING) AS value")
         .writeStream.format("lakefeed_kafka")

@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -108,6 +108,35 @@ class Tansu:
         admin = self.admin()
         for future in admin.delete_topics([name]).values():
             future.result(timeout=10)
+
+    def committed_values(self, topic: str, partitions: int = 1) -> list[str]:
+        """Every committed value of ``topic``, read as the exactly-once sink's consumers must
+        (``isolation.level=read_committed``), from the start to the end."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"check-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        values: list[str] = []
+        ended: set[int] = set()
+        try:
+            while len(ended) < partitions:
+                message = consumer.poll(30)
+                assert message is not None, "no answer from the broker"
+                error = message.error()
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, error
+                    ended.add(message.partition())
+                    continue
+                values.append((message.value() or b"").decode())
+        finally:
+            consumer.close()
+        return values
 
     def produce(
         self,

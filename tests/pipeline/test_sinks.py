@@ -38,6 +38,9 @@ lf.create_sink("counts", "postgres", {"url": lf.config("test.url"), "dbtable": "
                                       "keys": "device_id"})
 lf.create_sink("topic", "kafka", {"kafka.bootstrap.servers": lf.config("test.kafka"),
                                   "topic": lf.config("test.topic")})
+lf.create_sink("topic_eos", "kafka", {"kafka.bootstrap.servers": lf.config("test.kafka"),
+                                      "topic": lf.config("test.topic_eos"),
+                                      "lakefeed.deliveryGuarantee": "exactly-once"})
 
 
 @lf.table
@@ -56,6 +59,11 @@ def to_export():
 def to_topic():
     return lf.read_stream("readings").selectExpr("device_id AS key",
                                                  "CAST(offset AS STRING) AS value")
+
+
+@lf.append_flow(target="topic_eos")
+def to_topic_eos():
+    return lf.read_stream("readings").selectExpr("CAST(offset AS STRING) AS value")
 
 
 @lf.append_flow(target="counts")
@@ -116,13 +124,14 @@ def runs(
     url = postgres.create_database()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE device_counts (device_id text PRIMARY KEY, readings bigint)")
-    topic = broker.create_topic(1)
+    topic, topic_eos = broker.create_topic(1), broker.create_topic(1)
     conf = {
         "test.export": str(root / "export"),
         "test.audit": str(root / "audit"),
         "test.url": url,
         "test.kafka": broker.bootstrap,
         "test.topic": topic,
+        "test.topic_eos": topic_eos,
     }
     folder = write(root / "p", {"sinks.py": PIPELINE})
     lakehouse = Lakehouse.at(root / "lh")
@@ -131,6 +140,7 @@ def runs(
         result = lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark)
         assert result.ok, result
         seen.append(_sinks(root, url, broker.bootstrap, topic))
+        seen[-1]["topic_eos"] = sorted(int(v) for v in broker.committed_values(topic_eos))
     plan = lf.plan(folder, lakehouse=lakehouse, conf=conf, spark=spark)
     yield {"seen": seen, "lakehouse": lakehouse, "plan": plan, "folder": folder, "conf": conf}
 
@@ -164,6 +174,7 @@ def test_each_sink_gets_every_row_once(runs: dict[str, Any]) -> None:
     assert {r["flow"] for r in first["audit"]} == {"to_audit"}
     assert sum(first["counts"].values()) == 40 and len(first["counts"]) == 4
     assert first["topic"] == list(range(40))  # at-least-once, and no batch was replayed here
+    assert first["topic_eos"] == list(range(40))  # one transaction per batch, read_committed
 
 
 def test_a_second_run_without_new_input_changes_no_sink(runs: dict[str, Any]) -> None:
@@ -174,7 +185,7 @@ def test_a_second_run_without_new_input_changes_no_sink(runs: dict[str, Any]) ->
 def test_plan_keeps_the_sink_flows_of_unchanged_code(runs: dict[str, Any]) -> None:
     verdicts = {c.flow: c.verdict.value for c in runs["plan"].flows}
     assert verdicts == dict.fromkeys(
-        ("readings", "to_audit", "to_counts", "to_export", "to_topic"), "keep"
+        ("readings", "to_audit", "to_counts", "to_export", "to_topic", "to_topic_eos"), "keep"
     )
 
 
@@ -187,7 +198,7 @@ def test_a_full_refresh_of_a_table_takes_the_sink_flows_that_read_it(
     with pytest.raises(DataLossRiskError) as error:
         guard.check_versions(flows, tables, ["readings"])
     named = str(error.value).rsplit("--full-refresh ", 1)[1].split("`")[0].split(",")
-    assert sorted(named) == ["audit", "counts", "export", "readings", "topic"]
+    assert sorted(named) == ["audit", "counts", "export", "readings", "topic", "topic_eos"]
 
 
 def test_sinks_are_sinks_in_the_graph_and_the_event_log(runs: dict[str, Any]) -> None:
@@ -196,7 +207,7 @@ def test_sinks_are_sinks_in_the_graph_and_the_event_log(runs: dict[str, Any]) ->
     start = read_events(lakehouse.event_log_path, event_types=["run_start"])[0]
     kinds = {n["name"]: n["kind"] for n in start["details"]["graph"]["nodes"]}
     assert kinds == {"readings": "table"} | dict.fromkeys(
-        ("export", "counts", "topic", "audit"), "sink"
+        ("export", "counts", "topic", "topic_eos", "audit"), "sink"
     )
     batches = read_events(lakehouse.event_log_path, event_types=["sink_batch"])
     rows: dict[str, int] = {}
@@ -204,7 +215,8 @@ def test_sinks_are_sinks_in_the_graph_and_the_event_log(runs: dict[str, Any]) ->
         rows[event["details"]["sink"]] = (
             rows.get(event["details"]["sink"], 0) + (event["details"]["rows"])
         )
-    assert rows["export"] == rows["audit"] == rows["topic"] == 40 and rows["counts"] >= 4
+    assert rows["export"] == rows["audit"] == rows["topic"] == rows["topic_eos"] == 40
+    assert rows["counts"] >= 4
 
 
 def test_misuse_of_sinks_is_refused_at_validate(spark, tmp_path: Path) -> None:  # noqa: ANN001

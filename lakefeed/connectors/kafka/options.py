@@ -345,7 +345,16 @@ _SOURCE_OPTIONS = (
     "groupIdPrefix",
 )
 # queryName: Spark hands a query's name to its sink as an option.
-_SINK_OPTIONS = ("topic", "checkpointLocation", "path", "queryName", "producer.flushTimeoutMs")
+_SINK_OPTIONS = (
+    "topic",
+    "checkpointLocation",
+    "path",
+    "queryName",
+    "producer.flushTimeoutMs",
+    "lakefeed.deliveryGuarantee",
+    "lakefeed.transactionalIdPrefix",
+    "lakefeed.controlTopic",
+)
 _SPARK_SPELLING = {name.lower(): name for name in _SOURCE_OPTIONS + _SINK_OPTIONS}
 
 
@@ -425,6 +434,17 @@ def _scrubbed(error: KafkaOptionError, opts: Options) -> KafkaOptionError:
     return KafkaOptionError(scrub(error.message, opts), fix=fix)
 
 
+EXACTLY_ONCE = "exactly-once"
+_GUARANTEES = {
+    "at-least-once": "each task produces its rows; a replayed batch is sent again (default)",
+    EXACTLY_ONCE: "the driver produces each micro-batch in one Kafka transaction, once",
+}
+CONTROL_TOPIC = "_lakefeed_kafka_sink_commits"
+"""Default compacted topic of the exactly-once sink's markers (sink → last committed batch)."""
+# Producer settings a transaction needs; the exactly-once sink refuses anything else.
+_TRANSACTION_NEEDS = {"enable.idempotence": ("true",), "acks": ("all", "-1")}
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     """A validated Kafka sink configuration. ``repr`` never shows secrets."""
@@ -432,9 +452,30 @@ class SinkOptions:
     client: dict[str, str] = field(repr=False)
     topic: str | None
     flush_timeout_s: float
+    exactly_once: bool = False
+    """lakefeed.deliveryGuarantee=exactly-once: one transaction per micro-batch."""
+    transactional_id_prefix: str = "lakefeed-"
+    control_topic: str = CONTROL_TOPIC
+    checkpoint: str | None = None
 
     def scrub(self, text: str) -> str:
         return scrub(text, self.client)
+
+
+def _check_transactional(client: Mapping[str, str]) -> None:
+    """Settings that would contradict the exactly-once sink's transactions, refused."""
+    if "transactional.id" in client:
+        raise KafkaOptionError(
+            "kafka.transactional.id is set by the exactly-once sink (prefix + the query id, "
+            "stable across restarts); set lakefeed.transactionalIdPrefix instead"
+        )
+    for name, allowed in _TRANSACTION_NEEDS.items():
+        value = client.get(name)
+        if value is not None and value.strip().lower() not in allowed:
+            raise KafkaOptionError(
+                f"kafka.{name}={value} contradicts lakefeed.deliveryGuarantee=exactly-once "
+                f"(Kafka transactions need {name}={allowed[0]}); remove the option"
+            )
 
 
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
@@ -442,10 +483,20 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     opts = Options(options, KafkaOptionError)
     try:
         _refuse_unknown(opts, frozenset(o.lower() for o in _SINK_OPTIONS), "sink")
+        client = client_config(opts)
+        exactly_once = (
+            opts.choice("lakefeed.deliveryGuarantee", _GUARANTEES, "at-least-once") == EXACTLY_ONCE
+        )
+        if exactly_once:
+            _check_transactional(client)
         return SinkOptions(
-            client=client_config(opts),
+            client=client,
             topic=opts.get("topic") or None,
             flush_timeout_s=_seconds(opts, "producer.flushTimeoutMs", 60_000),
+            exactly_once=exactly_once,
+            transactional_id_prefix=opts.get("lakefeed.transactionalIdPrefix", "lakefeed-"),
+            control_topic=opts.get("lakefeed.controlTopic") or CONTROL_TOPIC,
+            checkpoint=opts.get("checkpointLocation") or None,
         )
     except KafkaOptionError as exc:
         raise _scrubbed(exc, opts) from None

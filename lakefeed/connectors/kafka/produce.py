@@ -62,10 +62,11 @@ def check_sink_columns(columns: dict[str, str], options: SinkOptions) -> None:
             )
 
 
-def producer_config(options: SinkOptions) -> dict[str, Any]:
+def producer_config(options: SinkOptions, **owned: Any) -> dict[str, Any]:
     return {
         "linger.ms": 5,
         **options.client,
+        **owned,
         # Retries inside one task must never duplicate or reorder: not user-overridable.
         "enable.idempotence": True,
         "acks": "all",
@@ -76,10 +77,10 @@ def producer_config(options: SinkOptions) -> dict[str, Any]:
 class BatchProducer:
     """Sends rows, remembers the first delivery error, and fails unless all are acknowledged."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, **owned: Any) -> None:
         self.options = options
         try:
-            self.producer = Producer(producer_config(options))
+            self.producer = Producer(producer_config(options, **owned))
         except (KafkaException, ValueError, TypeError) as exc:
             raise KafkaOptionError(options.scrub(f"invalid Kafka producer option: {exc}")) from None
         self.failed = 0

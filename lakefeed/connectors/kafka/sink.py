@@ -1,7 +1,10 @@
 """Spark adapters for writing Kafka: the ``lakefeed_kafka`` stream and batch writers.
 
-Each task produces its rows with :mod:`~lakefeed.connectors.kafka.produce` (idempotent producer,
-at-least-once); options are parsed and the columns checked on the driver, before any task runs.
+By default each task produces its rows with :mod:`~lakefeed.connectors.kafka.produce`
+(idempotent producer, at-least-once). With ``lakefeed.deliveryGuarantee=exactly-once`` tasks
+only hand their rows to the driver, whose commit produces the batch in one transaction
+(:mod:`~lakefeed.connectors.kafka.transact`). Options are parsed and the columns checked on the
+driver, before any task runs.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.kafka.options import SinkOptions, parse_sink_options
+from lakefeed.connectors.kafka import transact
+from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions, parse_sink_options
 from lakefeed.connectors.kafka.produce import check_sink_columns, write_batches
+from lakefeed.pipeline.offset_log import running_query_id
 
 log = logging.getLogger("lakefeed.kafka.sink")
 
@@ -30,8 +35,24 @@ class KafkaCommitMessage(WriterCommitMessage):
     sent: int
 
 
-def sink_options(options: Any, schema: StructType) -> SinkOptions:
+@dataclass
+class KafkaRowsMessage(WriterCommitMessage):
+    """An exactly-once task's rows (Arrow IPC stream bytes), produced by the driver."""
+
+    rows: bytes
+    count: int
+
+
+def sink_options(options: Any, schema: StructType, *, stream: bool = True) -> SinkOptions:
+    """Parsed options, refusing what the first batch would fail on (``stream`` False for
+    ``df.write``, which has no micro-batches to make exactly-once)."""
     parsed = parse_sink_options(options)
+    if parsed.exactly_once and not stream:
+        raise KafkaOptionError(
+            "lakefeed.deliveryGuarantee=exactly-once is for streaming writes (one transaction "
+            "per micro-batch); df.write to Kafka is at least once: drop the option, or write "
+            "with writeStream and trigger(availableNow=True)"
+        )
     check_sink_columns(
         {field.name.lower(): field.dataType.simpleString() for field in schema.fields}, parsed
     )
@@ -53,6 +74,42 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("Kafka sink batch %d failed; it will be sent again (at-least-once)", batchId)
+
+
+class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+    """Exactly-once streaming sink: tasks return their rows, the driver's commit produces the
+    whole micro-batch in one Kafka transaction (see :mod:`lakefeed.connectors.kafka.transact`)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaRowsMessage:
+        return KafkaRowsMessage(*transact.rows_to_ipc(iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = [m.rows for m in messages if isinstance(m, KafkaRowsMessage)]
+        sent = transact.commit_batch(self.options, self._transactional_id(), batchId, rows)
+        log.info("Kafka sink batch %d: %d messages committed in one transaction", batchId, sent)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        transact.fence(self.options, self._transactional_id())
+        log.warning("Kafka sink batch %d failed; its transaction is aborted", batchId)
+
+    def _transactional_id(self) -> str:
+        assert self.options.checkpoint is not None  # sink_options refuses a query without one
+        return transact.transactional_id(self.options, running_query_id(self.options.checkpoint))
+
+
+def stream_writer(options: SinkOptions) -> DataSourceStreamArrowWriter:
+    """The writer for ``lakefeed.deliveryGuarantee``; an exactly-once one needs a checkpoint."""
+    if options.exactly_once:
+        if not options.checkpoint:
+            raise KafkaOptionError(
+                "lakefeed.deliveryGuarantee=exactly-once needs the query's own checkpoint (its "
+                "query id names the Kafka transactions): set .option('checkpointLocation', ...)"
+            )
+        return TransactionalStreamWriter(options)
+    return KafkaStreamWriter(options)
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):

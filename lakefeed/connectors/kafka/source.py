@@ -51,7 +51,7 @@ from lakefeed.connectors.kafka.options import (
     TopicPartition,
     parse_source_options,
 )
-from lakefeed.connectors.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, sink_options
+from lakefeed.connectors.kafka.sink import KafkaBatchWriter, sink_options, stream_writer
 
 NAME = "lakefeed_kafka"
 """Spark reserves ``kafka`` (even without its jar), so the format is ``lakefeed_kafka``."""
@@ -246,8 +246,8 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
             raise KafkaOptionError("a Kafka topic cannot be overwritten; use mode('append')")
-        return KafkaBatchWriter(sink_options(self.options, schema))
+        return KafkaBatchWriter(sink_options(self.options, schema, stream=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         # Complete mode (overwrite) re-sends the whole result each batch, as Spark's sink does.
-        return KafkaStreamWriter(sink_options(self.options, schema))
+        return stream_writer(sink_options(self.options, schema))

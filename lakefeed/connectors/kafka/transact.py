@@ -1,0 +1,180 @@
+"""The exactly-once Kafka sink's core: one Kafka transaction per micro-batch (Spark-free).
+
+Tasks do not produce: each returns its rows as Arrow IPC bytes, and the driver's commit produces
+every row of the batch in ONE transaction together with a marker (transactional id → batch id)
+in a small compacted control topic. Kafka then holds "these rows" and "batch N is done"
+atomically, so the commit is idempotent:
+
+- crash before the Kafka commit: the open transaction is aborted when the restarted query's
+  producer calls ``init_transactions`` with the same transactional id (which also fences a
+  zombie driver); read_committed consumers never see its rows, and the batch is produced again;
+- crash after the Kafka commit but before Spark's commit log: the replayed batch finds its
+  marker (read with ``isolation.level=read_committed``) and is skipped.
+
+The transactional id is the user's prefix + the query id in ``<checkpoint>/metadata``: stable
+across restarts of one query, different for a new checkpoint (whose batch ids start again at 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
+from lakefeed.connectors.kafka.options import SinkOptions
+from lakefeed.connectors.kafka.produce import BatchProducer, KafkaSinkError
+
+log = logging.getLogger("lakefeed.kafka.sink")
+
+_SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
+_TIMEOUT_S = 30.0
+
+
+def rows_to_ipc(batches: Iterable[pa.RecordBatch]) -> tuple[bytes, int]:
+    """A task's rows (only the columns the sink produces) as Arrow IPC stream bytes, and their
+    count: what travels to the driver in the task's commit message."""
+    sink = pa.BufferOutputStream()
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
+    rows = 0
+    for batch in batches:
+        keep = [i for i, name in enumerate(batch.schema.names) if name.lower() in _SINK_COLUMNS]
+        batch = pa.RecordBatch.from_arrays(
+            [batch.column(i) for i in keep], names=[batch.schema.names[i] for i in keep]
+        )
+        if writer is None:
+            writer = pa.ipc.new_stream(sink, batch.schema)
+        writer.write_batch(batch)
+        rows += batch.num_rows
+    if writer is None:
+        return b"", 0
+    writer.close()
+    return sink.getvalue().to_pybytes(), rows
+
+
+def _batches(payloads: Sequence[bytes]) -> Iterable[pa.RecordBatch]:
+    for payload in payloads:
+        if payload:
+            yield from pa.ipc.open_stream(payload)
+
+
+def transactional_id(options: SinkOptions, query_id: str) -> str:
+    return f"{options.transactional_id_prefix}{query_id}"
+
+
+def ensure_control_topic(options: SinkOptions) -> None:
+    """Create the compacted one-partition marker topic unless it exists."""
+    admin = AdminClient({**options.client, "logger": LIBRDKAFKA_LOG})  # type: ignore[dict-item]
+    topic = options.control_topic
+    try:
+        if topic in admin.list_topics(timeout=_TIMEOUT_S).topics:
+            return
+        futures = admin.create_topics(
+            [NewTopic(topic, 1, -1, config={"cleanup.policy": "compact"})],
+            request_timeout=_TIMEOUT_S,
+        )
+        futures[topic].result(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        raise KafkaSinkError(
+            options.scrub(f"could not create the control topic {topic}: {exc}"),
+            fix="create it (1 partition, cleanup.policy=compact) or set lakefeed.controlTopic",
+        ) from None
+
+
+def committed_batch(options: SinkOptions, txn_id: str) -> int | None:
+    """The last batch id committed under ``txn_id``: its newest committed marker, or None."""
+    consumer = Consumer(
+        {
+            **options.client,
+            "group.id": f"lakefeed-sink-markers-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            # The sink's kafka.* settings include producer ones, each a CONFWARN per batch here.
+            "log_level": 3,
+            "logger": LIBRDKAFKA_LOG,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(options.control_topic, 0, 0)])
+        return _last_marker(consumer, txn_id.encode(), options)
+    finally:
+        consumer.close()
+
+
+def _last_marker(consumer: Consumer, key: bytes, options: SinkOptions) -> int | None:
+    found: int | None = None
+    while True:
+        message = consumer.poll(_TIMEOUT_S)
+        if message is None:
+            raise KafkaSinkError(
+                f"no answer reading the control topic {options.control_topic} within "
+                f"{_TIMEOUT_S:g} s; the batch fails and is retried"
+            )
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                return found
+            raise KafkaSinkError(options.scrub(f"reading {options.control_topic}: {error.str()}"))
+        value = message.value() or b""
+        if message.key() == key and value.isdigit():  # anything else is not one of ours
+            found = int(value)
+
+
+def commit_batch(
+    options: SinkOptions, txn_id: str, batch_id: int, payloads: Sequence[bytes]
+) -> int:
+    """Produce a micro-batch's rows and its marker in one transaction; the rows sent (0 when
+    the batch had been committed already)."""
+    ensure_control_topic(options)
+    sender = BatchProducer(options, **{"transactional.id": txn_id})
+    producer = sender.producer
+    try:
+        # Fences any older producer with this id and aborts its open transaction.
+        producer.init_transactions(_TIMEOUT_S)
+        last = committed_batch(options, txn_id)
+        if last is not None and last >= batch_id:
+            log.info(
+                "Kafka sink batch %d was committed already (marker %d): skipped", batch_id, last
+            )
+            return 0
+        producer.begin_transaction()
+        for batch in _batches(payloads):
+            sender.send_batch(batch)
+        producer.produce(options.control_topic, key=txn_id.encode(), value=str(batch_id).encode())
+        sent = sender.finish()
+        producer.commit_transaction(_TIMEOUT_S)
+        return sent
+    except KafkaException as exc:
+        _abort(producer)
+        raise KafkaSinkError(
+            options.scrub(f"Kafka transaction for batch {batch_id} failed: {exc}; it is retried")
+        ) from None
+    except BaseException:
+        _abort(producer)
+        raise
+
+
+def _abort(producer: Producer) -> None:
+    try:
+        producer.abort_transaction(_TIMEOUT_S)
+    except KafkaException as exc:  # nothing open, or fenced: the next init aborts it anyway
+        log.debug("abort_transaction: %s", exc)
+
+
+def fence(options: SinkOptions, txn_id: str) -> None:
+    """Abort whatever transaction ``txn_id`` left open (``init_transactions`` does it)."""
+    sender = BatchProducer(options, **{"transactional.id": txn_id})
+    try:
+        sender.producer.init_transactions(_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaSinkError(
+            options.scrub(f"could not abort the Kafka transaction: {exc}")
+        ) from None

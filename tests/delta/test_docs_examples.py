@@ -45,6 +45,10 @@ def test_spark_timestamps_are_retyped_as_delta_columns() -> None:
     assert for_delta_rs("TIMESTAMP_NTZ '2020-01-01 00:00:00'") == (
         "CAST('2020-01-01 00:00:00' AS TIMESTAMP(6))"
     )
+    paris = "'Timestamp(Microsecond, Some(\"Europe/Paris\"))'"
+    assert for_delta_rs("(b < CAST('1960-01-01' AS TIMESTAMP))", "Europe/Paris") == (
+        f"(b < arrow_cast('1960-01-01', {paris}))"
+    )
     untouched = "(x = 'CAST(a AS TIMESTAMP)') AND TRY_CAST(y AS TIMESTAMP) IS NULL AND z = 'it\\'s'"
     assert for_delta_rs(untouched) == untouched
 
@@ -92,6 +96,15 @@ def test_delta_update_page_delete_and_update(spark, tmp_path: Path) -> None:
         {"birthDate": lit(datetime.datetime(1981, 1, 5))},
     )
     assert deltaTable.toDF().first()["birthDate"] == datetime.datetime(1981, 1, 5)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
+    try:  # Paris time, as Spark reads it: 1981-01-04 23:30 UTC, before the row's 01:00 Paris
+        deltaTable.delete(col("birthDate") < "1981-01-05 00:30:00")
+        assert deltaTable.toDF().count() == 1
+        deltaTable.delete(col("birthDate") < "1981-01-05 01:30:00")
+        assert deltaTable.toDF().count() == 0
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 def test_delta_batch_page_replace_where_and_user_metadata(spark, tmp_path: Path) -> None:

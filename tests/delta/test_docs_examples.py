@@ -195,3 +195,23 @@ def test_delta_update_page_upsert_from_streaming_queries(spark, tmp_path: Path) 
 
     rows = spark.read.format("delta").load(f"{tmp_path}/data/aggregates").collect()
     assert sorted(tuple(r) for r in rows) == [(0, 2), (1, 1)]
+
+
+def test_delta_utility_page_restore(spark, tmp_path: Path) -> None:
+    """delta-utility: 'Restore a Delta table to an earlier state'. A timestamp before the first
+    commit fails as in Delta (before: delta-rs restored some version without a word)."""
+    pathToTable = f"{tmp_path}/u"
+    spark.range(3).write.format("delta").save(pathToTable)
+    spark.range(3, 5).write.format("delta").mode("append").save(pathToTable)
+
+    deltaTable = DeltaTable.forPath(spark, pathToTable)  # path-based tables, or
+
+    deltaTable.restoreToVersion(0)  # restore table to oldest version
+    assert deltaTable.toDF().count() == 3
+
+    with pytest.raises(LakefeedError) as early:
+        deltaTable.restoreToTimestamp("2019-02-14")  # restore to a specific timestamp
+    assert code_of(early.value) == "DELTA_OPTION"
+    second = deltaTable.history().where("version = 1").first()["timestamp"]
+    deltaTable.restoreToTimestamp(second)  # the version a timestampAsOf read of it sees
+    assert deltaTable.toDF().count() == 5

@@ -92,6 +92,17 @@ def _record_options(original: Callable) -> Callable:
     return options
 
 
+def _forget_format(original: Callable) -> Callable:
+    """``foreachBatch``/``foreach`` make Spark ignore an earlier ``format``: so does lakefeed
+    (docs.delta.io's ``.format("delta").foreachBatch(upsert).outputMode("update")``)."""
+
+    def forget(self: Any, func: Any) -> Any:
+        self._lakefeed_format = None
+        return original(self, func)
+
+    return forget
+
+
 def _remember_schema(original: Callable) -> Callable:
     def schema(self: Any, value: Any) -> Any:
         self._lakefeed_schema = value
@@ -168,7 +179,19 @@ def _delta_options(
         writer.option(PARTITION_OPTION, every[PARTITION_OPTION])  # for the Python sink
     if streaming and getattr(writer, "_lakefeed_jvm_partitioned", False):
         every[WRITER_OPTION] = "python"  # Spark partitions this writer itself: no foreachBatch
+    if _auto_merge(writer) and not any(k.lower() == "mergeschema" for k in every):
+        every["mergeSchema"] = "true"
+        writer.option("mergeSchema", "true")  # for the Python sink
     return every
+
+
+def _auto_merge(writer: Any) -> bool:
+    """Delta's session-wide ``mergeSchema`` (an explicit option still wins), as in delta-spark."""
+    from lakefeed.connectors.delta.schema import AUTO_MERGE
+
+    frame = getattr(writer, "_df", None)
+    value = frame.sparkSession.conf.get(AUTO_MERGE, "false") if frame is not None else "false"
+    return str(value).lower() == "true"
 
 
 def _save(original: Callable) -> Callable:
@@ -353,6 +376,8 @@ READ_PATCHES: tuple[Patch, ...] = (
 WRITE_PATCHES: tuple[Patch, ...] = (
     *_writer_patches(DataFrameWriter, "mode", "save", _save),
     *_writer_patches(DataStreamWriter, "outputMode", "start", _start),
+    Patch(DataStreamWriter, "foreachBatch", _forget_format, "its sink replaces format('delta')"),
+    Patch(DataStreamWriter, "foreach", _forget_format, "its sink replaces format('delta')"),
 )
 NAME_PATCHES: tuple[Patch, ...] = (
     Patch(DataFrameWriter, "saveAsTable", _save_as_table, "a Delta table's name is a folder"),

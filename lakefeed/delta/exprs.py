@@ -8,11 +8,19 @@ TIMESTAMP))``) is handed over. Resolution makes Spark report unknown or ambiguou
 would; what Spark cannot print as SQL (Python UDFs, aggregates) is refused with one clear error.
 Function names must also exist in DataFusion: common SQL (comparisons, AND/OR/NOT, IS NULL, IN,
 CASE, CAST, arithmetic, coalesce, concat, upper, ...) does; Spark-only functions fail in delta-rs
-with its own message. Timestamp literals without a zone are read by delta-rs as UTC.
+with its own message. Timestamp literals without a zone in a SQL string are read by delta-rs as
+UTC.
+
+Spark prints timestamps as ``CAST(x AS TIMESTAMP)`` and ``TIMESTAMP '...'``, which DataFusion
+types as nanoseconds without a zone and then refuses to compare with Delta's microsecond columns
+(``Invalid comparison operation: Timestamp(µs, "UTC") < Timestamp(ns)``), so ``col("birthDate")
+< "1960-01-01"`` failed: :func:`for_delta_rs` retypes them as the columns are (TIMESTAMP: µs,
+read in the session's time zone as Spark reads them; TIMESTAMP_NTZ: µs without a zone).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,7 +92,8 @@ class Scope:
                 "the Delta engine (delta-rs)",
                 fix="express it with SQL functions, as a SQL string",
             )
-        return str(expression.sql())
+        zone = self.spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        return for_delta_rs(str(expression.sql()), zone)
 
     def values(self, mapping: Mapping[str, Condition] | None, what: str) -> dict[str, str]:
         """A ``set``/``values`` mapping with every value as SQL text."""
@@ -110,3 +119,70 @@ def _refused_node(expression: Any) -> str | None:
         if found:
             return found
     return None
+
+
+_TIMESTAMP_TYPES = {
+    "TIMESTAMP": "arrow_cast({}, 'Timestamp(Microsecond, Some(\"{zone}\"))')",
+    "TIMESTAMP_NTZ": "CAST({} AS TIMESTAMP(6))",
+}
+_TIMESTAMP_LITERAL = re.compile(r"(TIMESTAMP_NTZ|TIMESTAMP) (?=')")
+
+
+def for_delta_rs(sql: str, zone: str = "UTC") -> str:
+    """Spark's SQL text with its timestamp casts and literals typed as Delta's columns are;
+    ``zone``: the session time zone Spark printed TIMESTAMP values in."""
+    out: list[str] = []
+    index = 0
+    while index < len(sql):
+        char = sql[index]
+        if char in "'`\"":
+            end = _quoted_end(sql, index)
+            out.append(sql[index:end])
+            index = end
+        elif _word_at(sql, index, "CAST("):
+            close = _closing(sql, index + 4)
+            inner = for_delta_rs(sql[index + 5 : close], zone)
+            value, _, type_name = inner.rpartition(" AS ")
+            template = _TIMESTAMP_TYPES.get(type_name.strip())
+            out.append(template.format(value, zone=zone) if template else f"CAST({inner})")
+            index = close + 1
+        elif (literal := _TIMESTAMP_LITERAL.match(sql, index)) and _word_at(sql, index, ""):
+            end = _quoted_end(sql, literal.end())
+            text = sql[literal.end() : end]
+            out.append(_TIMESTAMP_TYPES[literal.group(1)].format(text, zone=zone))
+            index = end
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _word_at(sql: str, index: int, word: str) -> bool:
+    """Whether ``word`` starts at ``index`` as a whole word (``TRY_CAST(`` is not ``CAST(``)."""
+    before = sql[index - 1] if index else " "
+    return sql.startswith(word, index) and not (before.isalnum() or before in "_.")
+
+
+def _quoted_end(sql: str, start: int) -> int:
+    """The index just past the quoted text starting at ``start`` (backslash escapes skipped)."""
+    quote = sql[start]
+    index = start + 1
+    while index < len(sql) and sql[index] != quote:
+        index += 2 if sql[index] == "\\" else 1
+    return index + 1
+
+
+def _closing(sql: str, opening: int) -> int:
+    """The index of the parenthesis closing the one at ``opening``, quotes skipped."""
+    depth = 0
+    index = opening
+    while index < len(sql):
+        char = sql[index]
+        if char in "'`\"":
+            index = _quoted_end(sql, index)
+            continue
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return index
+        index += 1
+    raise ExpressionError(f"unbalanced parentheses in {sql!r}", fix="pass a SQL string")

@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 from lakefeed import storage
 from lakefeed.connectors.delta import generated, log, manifest
 from lakefeed.connectors.delta import table as housekeeping
+from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.delta.exprs import Condition, Scope
 from lakefeed.errors import ConflictError, DeltaError, register_code
 from lakefeed.lakehouse import Lakehouse
@@ -509,8 +510,11 @@ class DeltaTable:
         return self._restore(int(version))
 
     def restoreToTimestamp(self, timestamp: str | dt.datetime) -> DataFrame:
-        when = timestamp if isinstance(timestamp, dt.datetime) else log.parse_timestamp(timestamp)
-        return self._restore(when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+        """Restore the version a ``timestampAsOf`` read would see, as Delta does: a timestamp
+        before the first commit is an error (delta-rs alone restored some version)."""
+        stamp = timestamp.isoformat() if isinstance(timestamp, dt.datetime) else timestamp
+        version = time_travel_version(self._path, {"timestampAsOf": stamp})
+        return self._restore(int(version or 0))
 
     def _restore(self, target: int | dt.datetime) -> DataFrame:
         metrics = self._change(

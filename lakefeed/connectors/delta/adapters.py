@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
-from lakefeed.connectors.delta import generated, log
+from lakefeed.connectors.delta import generated, log, replace
 from lakefeed.connectors.delta.datasource import (
     PARTITION_OPTION,
     check_stream_write,
@@ -143,8 +143,13 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
                 ".mode('append') to add rows or .mode('overwrite') to replace them"
             )
         chosen = "append"
+    session_mode = frame.sparkSession.conf.get("spark.sql.sources.partitionOverwriteMode")
+    where = replace.predicate(options, chosen, session_mode)
     snapshot = Snapshot(table_root(options))
     spec = write_spec(options, frame.schema, chosen == "overwrite", snapshot=snapshot)
+    if where is not None:
+        replace.replace_where(frame, spec, where, txn_option(options))
+        return None
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
         generated.refuse_python_sink(spec.generated, spec.root)
         return chosen

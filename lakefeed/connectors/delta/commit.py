@@ -60,6 +60,12 @@ class WriteSpec:
     overwrite_schema: bool = False
     operation: str = "WRITE"
     generated: tuple[tuple[str, str], ...] = ()  # (column, expression): generated.apply
+    user_metadata: str | None = None  # the userMetadata option: commitInfo.userMetadata
+
+    def commit_info(self) -> dict[str, str]:
+        """What the write adds to its commitInfo (delta-rs writes these keys at its top)."""
+        given = {"userMetadata": self.user_metadata} if self.user_metadata is not None else {}
+        return {**given, "engineInfo_lakefeed": "lakefeed"}
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,7 @@ def commit_files(
     the version a transaction read (one with the same ``txn`` app id fails it).
     """
     properties = CommitProperties(
-        custom_metadata={**(metadata or {}), "engineInfo_lakefeed": "lakefeed"},
+        custom_metadata={**(metadata or {}), **spec.commit_info()},
         app_transactions=[Transaction(*txn)] if txn else None,
     )
     opened = snapshot or Snapshot(spec.root)

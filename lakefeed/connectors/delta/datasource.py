@@ -232,6 +232,7 @@ def write_spec(
         overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
         generated=computed,
+        user_metadata=opts.get("userMetadata"),
     )
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema

@@ -12,6 +12,9 @@ from deltalake import Schema as DeltaSchema
 
 from lakefeed.errors import DeltaError
 
+AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
+"""The session conf that turns ``mergeSchema`` on for every Delta write without the option."""
+
 
 class SchemaMismatchError(DeltaError, ValueError):
     """A write whose schema the table cannot take as it is."""

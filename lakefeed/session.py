@@ -59,6 +59,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.python.authenticate.socketTimeout": "120s",
     # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools).
     "spark.scheduler.mode": "FAIR",
+    # pyspark's daemon, quiet when Spark closed a failed task's socket (lakefeed.runtime.daemon)
+    "spark.python.daemon.module": "lakefeed.runtime.daemon",
 }
 
 

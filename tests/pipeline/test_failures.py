@@ -286,3 +286,29 @@ def test_a_checkpoint_damaged_during_a_continuous_run_fails_its_restart_at_once(
     restart = failed[1]["details"]
     assert restart["code"] == "CHECKPOINT_CORRUPT" and restart["permanent"]
     assert "--full-refresh t1" in failed[1]["message"]
+
+
+def test_the_worker_daemon_drops_only_the_hung_up_traceback() -> None:
+    """A failed task's worker may find its socket closed by Spark at its last flush: pyspark's
+    daemon printed that BrokenPipeError's traceback beside lakefeed's report (CI caught it once
+    under load); any other exception's traceback is still printed."""
+    code = (
+        "import sys\n"
+        "from lakefeed.runtime import daemon\n"
+        "errors = BrokenPipeError(32, 'Broken pipe'), ConnectionResetError(), KeyError('k')\n"
+        "for error in errors:\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except BaseException:\n"
+        "        daemon.daemon.traceback.print_exc()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Traceback") == 1 and "KeyError: 'k'" in done.stderr, done.stderr
+
+
+@pytest.mark.spark
+def test_sessions_run_lakefeeds_worker_daemon(spark) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.python.daemon.module") == "lakefeed.runtime.daemon"
+    assert spark.range(3).selectExpr("id").rdd.map(lambda row: row.id * 2).sum() == 6

@@ -126,6 +126,8 @@ spark_conf_opt = click.option(
     type=click.Choice(choices(RunMode)),
     default=RunMode.CONTINUOUS.value,
     show_default=True,
+    help="continuous: until stopped; available-now: what is there, then stop; once: one "
+    "micro-batch per flow; backfill: the same queries in batch, replacing the tables.",
 )
 @click.option(
     "--trigger-interval",
@@ -149,9 +151,19 @@ spark_conf_opt = click.option(
     help="Restarts of a failing flow (exponential backoff) before giving up on it.",
 )
 @click.option("--ui", is_flag=True, help="Serve the web UI while running.")
-@click.option("--ui-port", default=8765, show_default=True)
-@click.option("--ui-host", default="127.0.0.1", show_default=True)
-@click.option("--ui-token", default=None, envvar="LAKEFEED_UI_TOKEN")
+@click.option("--ui-port", default=8765, show_default=True, help="Port of the web UI (--ui).")
+@click.option(
+    "--ui-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the web UI binds (--ui); off loopback it needs --ui-token.",
+)
+@click.option(
+    "--ui-token",
+    default=None,
+    envvar="LAKEFEED_UI_TOKEN",
+    help="Access token of the web UI (16+ characters; env LAKEFEED_UI_TOKEN).",
+)
 def run(
     paths: tuple[str, ...],
     lakehouse_dir: str,
@@ -456,7 +468,12 @@ _PLAN_COLOURS = {
 @lakehouse_opt
 @master_opt
 @click.option("--duration", default=60.0, show_default=True, help="Seconds of streaming.")
-@click.option("--rows-per-second", default=200, show_default=True)
+@click.option(
+    "--rows-per-second",
+    default=200,
+    show_default=True,
+    help="Rows the IoT generator makes a second.",
+)
 @click.option(
     "--backlog-minutes",
     default=11.0,

@@ -1,0 +1,218 @@
+"""References generated from the code when the site is built (a mkdocs hook).
+
+``<!-- error-codes -->`` becomes the error-code reference; ``<!-- compat-patches -->`` the table
+of pyspark methods lakefeed's compatibility module wraps (``lakefeed.connectors.compat.PATCHES``).
+
+The error codes:
+
+The codes, their classes and whether each is permanent come from ``lakefeed.errors``'s registry
+after importing every lakefeed module (a code is registered where it is defined). What a code
+means and how to fix it come from the source itself: the class docstring of its error class, and
+the message and ``fix=`` text of the places that raise it (read with ``ast``, never executed). So
+the page cannot drift from the code: a new code appears at the next build, and a test checks that
+every registered code is on the page.
+
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ERRORS_MARKER = "<!-- error-codes -->"
+PATCHES_MARKER = "<!-- compat-patches -->"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("lakefeed", "delta")
+SKIP = ("lakefeed.examples",)  # user pipelines shipped as package data
+
+
+@dataclass
+class Code:
+    """One error code as the reference shows it."""
+
+    code: str
+    cls: type
+    messages: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+    @property
+    def permanent(self) -> bool:
+        return bool(self.cls.permanent)
+
+
+def registry() -> dict[str, type]:
+    """Every registered code to its class, after importing every module that may register one."""
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, f"{package}."):
+            if not info.name.startswith(SKIP):
+                importlib.import_module(info.name)
+    from lakefeed import errors
+
+    return dict(errors._CODES)
+
+
+def _template(node: ast.expr | None) -> str | None:
+    """A string literal or f-string as text, each ``{...}`` part shown as ``…``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = [v.value if isinstance(v, ast.Constant) else "…" for v in node.values]
+        return "".join(str(p) for p in parts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _template(node.left), _template(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def _call_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+class _Source:
+    """Raise sites found in the source: code -> message and fix templates."""
+
+    def __init__(self, classes: dict[str, type]) -> None:
+        self.class_codes = {
+            cls.__name__: code for code, cls in classes.items() if cls.__dict__.get("code") == code
+        }
+        self.messages: dict[str, list[str]] = defaultdict(list)
+        self.fixes: dict[str, list[str]] = defaultdict(list)
+
+    def scan(self, path: Path) -> None:
+        tree = ast.parse(path.read_text(), str(path))
+        names = self._code_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                self._call(node, names)
+
+    @staticmethod
+    def _code_names(tree: ast.Module) -> dict[str, str]:
+        """``NAME = register_code("CODE", ...)`` in this module (and codes in kin modules are
+        usually imported under the same name, resolved by :func:`_global_names`)."""
+        found: dict[str, str] = {}
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and _call_name(node.value) == "register_code"
+                and node.value.args
+                and isinstance(node.value.args[0], ast.Constant)
+            ):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        found[target.id] = str(node.value.args[0].value)
+        return found
+
+    def _call(self, node: ast.Call, names: dict[str, str]) -> None:
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        code: str | None = None
+        given = keywords.get("code")
+        if isinstance(given, ast.Constant) and isinstance(given.value, str):
+            code = given.value
+        elif isinstance(given, ast.Name):
+            code = names.get(given.id) or GLOBAL_NAMES.get(given.id)
+        elif given is None:
+            code = self.class_codes.get(_call_name(node) or "")
+        if code is None:
+            return
+        message = _template(node.args[0]) if node.args else _template(keywords.get("message"))
+        fix = _template(keywords.get("fix"))
+        if message and message not in self.messages[code]:
+            self.messages[code].append(message)
+        if fix and fix not in self.fixes[code]:
+            self.fixes[code].append(fix)
+
+
+GLOBAL_NAMES: dict[str, str] = {}
+
+
+def _sources() -> list[Path]:
+    return [
+        path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "examples" not in path.relative_to(ROOT).parts[:2]
+    ]
+
+
+def codes() -> list[Code]:
+    """Every registered code with what the source says about it, sorted by code."""
+    classes = registry()
+    source = _Source(classes)
+    paths = _sources()
+    for path in paths:  # names that modules import from each other: unique ones only
+        for name, code in source._code_names(ast.parse(path.read_text())).items():
+            GLOBAL_NAMES[name] = code if GLOBAL_NAMES.get(name, code) == code else ""
+    for path in paths:
+        source.scan(path)
+    return [
+        Code(code, cls, source.messages.get(code, []), source.fixes.get(code, []))
+        for code, cls in sorted(classes.items())
+    ]
+
+
+_RST_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def _meaning(cls: type) -> str:
+    """The first paragraph of the class docstring, its reST roles and literals as Markdown."""
+    doc = inspect.getdoc(cls) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    return _RST_ROLE.sub(r"`\1`", text).replace("``", "`")
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def section(item: Code) -> str:
+    """One code as a short section: its heading (an anchor to link), kind, meaning, fix."""
+    kind = "permanent" if item.permanent else "transient: retried with backoff"
+    lines = [f"### {item.code}", "", f"*{kind}* · `{item.cls.__name__}` · {_meaning(item.cls)}", ""]
+    if item.messages:
+        lines += ["Says, e.g.:", ""] + [f"- “{_cell(m)}”" for m in item.messages[:3]] + [""]
+    if item.fixes:
+        lines += ["**Fix:** " + "; ".join(_cell(f) for f in item.fixes[:3]), ""]
+    return "\n".join(lines)
+
+
+def render() -> str:
+    """The reference as Markdown: an index table, then a section per code."""
+    items = codes()
+    index = ["| code | retry? |", "| --- | --- |"] + [
+        f"| [`{i.code}`](#{i.code.lower()}) | {'permanent' if i.permanent else '**transient**'} |"
+        for i in items
+    ]
+    return "\n".join(index) + "\n\n" + "\n".join(section(i) for i in items)
+
+
+def render_patches() -> str:
+    """The compatibility module's patches as Markdown: class, method, why."""
+    from lakefeed.connectors.compat import PATCHES
+
+    lines = ["| pyspark class | method | why lakefeed wraps it |", "| --- | --- | --- |"]
+    for patch in PATCHES:
+        lines.append(f"| `{patch.cls.__name__}` | `{patch.method}` | {_cell(patch.why)} |")
+    return "\n".join(lines) + "\n"
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    """mkdocs hook: replace each marker with its generated table."""
+    if ERRORS_MARKER in markdown:
+        markdown = markdown.replace(ERRORS_MARKER, render())
+    if PATCHES_MARKER in markdown:
+        markdown = markdown.replace(PATCHES_MARKER, render_patches())
+    return markdown

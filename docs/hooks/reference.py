@@ -1,7 +1,14 @@
 """References generated from the code when the site is built (a mkdocs hook).
 
-``<!-- error-codes -->`` becomes the error-code reference; ``<!-- compat-patches -->`` the table
-of pyspark methods lakefeed's compatibility module wraps (``lakefeed.connectors.compat.PATCHES``).
+Each marker in a page becomes a table made from the code:
+
+- ``<!-- error-codes -->``: the error-code reference (below);
+- ``<!-- compat-patches -->``: the pyspark methods lakefeed's compatibility module wraps
+  (``lakefeed.connectors.compat.PATCHES``);
+- ``<!-- delta-features -->``: the Delta table features lakefeed keeps working with or refuses
+  (``lakefeed.delta.protocol.FEATURES`` / ``REFUSED``);
+- ``<!-- event-log-schema -->``: the event log's columns and event types
+  (``lakefeed.observe.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``).
 
 The error codes:
 
@@ -209,10 +216,56 @@ def render_patches() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_features() -> str:
+    """Delta table features: the ones lakefeed can add and keep writing, the ones it refuses."""
+    from lakefeed.delta.protocol import FEATURES, REFUSED
+
+    lines = ["| table feature | on lakefeed | why |", "| --- | --- | --- |"]
+    lines += [
+        f"| `{name}` | supported | read and written; `addFeatureSupport` adds it |"
+        for name in FEATURES
+    ]
+    lines += [f"| `{name}` | refused | {_cell(why)} |" for name, why in REFUSED.items()]
+    return "\n".join(lines) + "\n"
+
+
+# What each event-log column holds; a test checks these are exactly the schema's columns.
+EVENT_COLUMNS = {
+    "event_id": "unique id of the event",
+    "timestamp": "when it happened",
+    "pipeline": "the pipeline's name",
+    "run_id": "the run that wrote it",
+    "flow": "the flow, for flow events",
+    "event_type": "one of the event types below",
+    "level": "`INFO`, `WARN` or `ERROR`",
+    "message": "one line for people (secrets masked)",
+    "details": "a JSON object with the event's figures (secrets masked)",
+}
+
+
+def render_event_log() -> str:
+    """The event log's columns (from its Arrow schema) and its event types."""
+    from lakefeed.observe.event_log import EVENT_SCHEMA, EVENT_TYPES
+
+    lines = ["| column | type | null? | meaning |", "| --- | --- | --- | --- |"]
+    for f in EVENT_SCHEMA:
+        null = "nullable" if f.nullable else "never null"
+        lines.append(f"| `{f.name}` | {f.type} | {null} | {EVENT_COLUMNS.get(f.name, '')} |")
+    types = ", ".join(f"`{t}`" for t in sorted(EVENT_TYPES))
+    return "\n".join(lines) + f"\n\nEvent types: {types}.\n"
+
+
+RENDERERS = {
+    ERRORS_MARKER: render,
+    PATCHES_MARKER: render_patches,
+    "<!-- delta-features -->": render_features,
+    "<!-- event-log-schema -->": render_event_log,
+}
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """mkdocs hook: replace each marker with its generated table."""
-    if ERRORS_MARKER in markdown:
-        markdown = markdown.replace(ERRORS_MARKER, render())
-    if PATCHES_MARKER in markdown:
-        markdown = markdown.replace(PATCHES_MARKER, render_patches())
+    for marker, make in RENDERERS.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
     return markdown

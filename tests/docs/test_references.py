@@ -102,3 +102,28 @@ def test_readme_is_short_and_keeps_the_quick_start() -> None:
     assert "./dev test     # installs into .venv" in readme
     for target in re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", readme):
         assert (ROOT / target).exists(), target
+
+
+def test_event_log_page_describes_every_column(hook: ModuleType) -> None:
+    from lakefeed.observe.event_log import EVENT_SCHEMA, EVENT_TYPES
+
+    assert set(hook.EVENT_COLUMNS) == set(EVENT_SCHEMA.names)
+    page = hook.render_event_log()
+    assert all(f"`{t}`" in page for t in EVENT_TYPES)
+
+
+def test_delta_feature_table_lists_supported_and_refused_features(hook: ModuleType) -> None:
+    from lakefeed.delta.protocol import FEATURES, REFUSED
+
+    page = hook.render_features()
+    assert all(f"| `{name}` | supported |" in page for name in FEATURES)
+    assert all(f"| `{name}` | refused |" in page for name in REFUSED)
+
+
+def test_every_marker_on_a_page_is_rendered(hook: ModuleType) -> None:
+    """A marker no renderer knows would reach readers as an empty spot."""
+    used = {
+        m for page in DOCS.rglob("*.md") for m in re.findall(r"<!-- [a-z-]+ -->", page.read_text())
+    }
+    assert used <= set(hook.RENDERERS)
+    assert set(hook.RENDERERS) <= used

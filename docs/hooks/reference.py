@@ -8,7 +8,11 @@ Each marker in a page becomes a table made from the code:
 - ``<!-- delta-features -->``: the Delta table features lakefeed keeps working with or refuses
   (``lakefeed.delta.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
-  (``lakefeed.observe.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``).
+  (``lakefeed.observe.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
+- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires.
+
+The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
+--version`` prints and the wheel is built with.
 
 The error codes:
 
@@ -255,12 +259,34 @@ def render_event_log() -> str:
     return "\n".join(lines) + f"\n\nEvent types: {types}.\n"
 
 
+def render_versions() -> str:
+    """What the package requires, from pyproject.toml: the versions CI installs and tests."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = ["| requirement | version |", "| --- | --- |"]
+    lines.append(f"| Python | {project['requires-python']} |")
+    for dependency in project["dependencies"]:
+        name, spec = re.match(r"([A-Za-z0-9_.-]+)(.*)", dependency).groups()
+        lines.append(f"| {name} | {spec or 'any'} |")
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS = {
     ERRORS_MARKER: render,
     PATCHES_MARKER: render_patches,
     "<!-- delta-features -->": render_features,
     "<!-- event-log-schema -->": render_event_log,
+    "<!-- versions -->": render_versions,
 }
+
+
+def on_config(config: Any, **_: Any) -> Any:
+    """mkdocs hook: the site's name carries the package version."""
+    from lakefeed import __version__
+
+    config["site_name"] = f"lakefeed {__version__}"
+    return config
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:

@@ -127,3 +127,9 @@ def test_every_marker_on_a_page_is_rendered(hook: ModuleType) -> None:
     }
     assert used <= set(hook.RENDERERS)
     assert set(hook.RENDERERS) <= used
+
+
+def test_versions_table_names_the_pinned_engines(hook: ModuleType) -> None:
+    table = hook.render_versions()
+    assert "| pyspark | ==4.3.0 |" in table
+    assert "| deltalake | ==" in table

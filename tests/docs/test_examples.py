@@ -108,3 +108,27 @@ def test_python_block_is_python(page: str, block: str) -> None:
         ast.parse(block)
     except SyntaxError as error:
         pytest.fail(f"{page}: line {error.lineno} of a python block: {error.msg}")
+
+
+def _page_pipeline(page: Path, folder: Path) -> Path:
+    """A page's first Python block and first SQL block, as the files of one pipeline."""
+    text = page.read_text()
+    python = re.search(r"```python\n(.*?)```", text, re.S)
+    sql = re.search(r"```sql\n(.*?)```", text, re.S)
+    assert python is not None and sql is not None
+    folder.mkdir()
+    (folder / "flows.py").write_text(python.group(1))
+    (folder / "more.sql").write_text(sql.group(1))
+    return folder
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/get-started/quickstart.md"])
+def test_first_pipeline_of_a_page_loads(page: str, tmp_path: Path) -> None:
+    """The first pipeline a reader copies loads as lakefeed loads any pipeline (no Spark: the
+    decorators and the SQL parser check names, arguments and the graph's datasets)."""
+    from lakefeed.pipeline.loader import load_pipeline
+
+    pipeline = load_pipeline([_page_pipeline(ROOT / page, tmp_path / "pipe")])
+    assert {"bronze_readings", "silver_readings", "device_counts", "hot_readings"} <= set(
+        pipeline.datasets
+    )

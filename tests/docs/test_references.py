@@ -133,3 +133,11 @@ def test_versions_table_names_the_pinned_engines(hook: ModuleType) -> None:
     table = hook.render_versions()
     assert "| pyspark | ==4.3.0 |" in table
     assert "| deltalake | ==" in table
+
+
+def test_changelog_names_the_package_version() -> None:
+    """Keep a Changelog: the newest released section is the version the wheel and --version
+    carry."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.M)
+    assert released and released[0] == lakefeed.__version__

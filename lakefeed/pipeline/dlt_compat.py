@@ -69,8 +69,7 @@ def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
 
 
 _STORAGE_FIX = (
-    "remove it: tables live under the lakehouse (tables/<name>), their schema is the query's; "
-    "set Spark confs with `lakefeed run --conf` or on the session"
+    "remove it: tables live under the lakehouse (tables/<name>), their schema is the query's"
 )
 
 
@@ -97,7 +96,6 @@ def table(
         _refuse(
             f"@dlt.table {name or fn.__name__!r}",
             {
-                "spark_conf": spark_conf,
                 "path": path,
                 "cluster_by": cluster_by,
                 "cluster_by_auto": cluster_by_auto,
@@ -111,6 +109,7 @@ def table(
             comment=comment,
             partition_cols=partition_cols,
             table_properties=dict(table_properties or {}),
+            spark_conf=spark_conf,
         )(fn)
         fn.__dict__["__lakefeed_dataset__"].infer_kind = True
         return fn
@@ -146,7 +145,6 @@ def create_streaming_table(
     _refuse(
         f"dlt.create_streaming_table({name!r})",
         {
-            "spark_conf": spark_conf,
             "path": path,
             "cluster_by": cluster_by,
             "cluster_by_auto": cluster_by_auto,
@@ -163,6 +161,7 @@ def create_streaming_table(
         expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop,
         expect_all_or_fail=expect_all_or_fail,
+        spark_conf=spark_conf,
     )
 
 
@@ -175,8 +174,9 @@ def append_flow(
     once: bool = False,
 ) -> Callable[[F], F]:
     """DLT's ``@dlt.append_flow``: one more flow into a streaming table."""
-    _refuse(f"@dlt.append_flow(target={target!r})", {"spark_conf": spark_conf}, _STORAGE_FIX)
-    return api.append_flow(target=target, name=name, once=once, comment=comment)
+    return api.append_flow(
+        target=target, name=name, once=once, comment=comment, spark_conf=spark_conf
+    )
 
 
 def _cdc_flow(name: str, flow: Callable[..., None], fix: str) -> Callable[..., None]:

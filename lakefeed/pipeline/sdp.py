@@ -99,42 +99,41 @@ class LakefeedRegistry(GraphElementRegistry):
 
     def register_flow(self, flow: Flow) -> None:
         where = _where(flow.source_code_location)
-        if flow.spark_conf:
-            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
+        conf = api.stringify(flow.spark_conf or {})
         target = self.pipeline.datasets.get(flow.target)
         own = target is not None and target.sink is None and flow.name == flow.target
         if own and target is not None and _has_no_query(target):
             # The dataset's own query (@dp.table / materialized_view / temporary_view)
             target.func, target.declared, target.source = flow.func, False, where
             target.expectations = list(reversed(pending_expectations(flow.func)))
+            target.spark_conf = conf
             return
-        self.pipeline.add_flow(AppendFlow(flow.name, flow.target, flow.func, source=where))
+        appended = AppendFlow(flow.name, flow.target, flow.func, source=where, spark_conf=conf)
+        self.pipeline.add_flow(appended)
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
         """``dp.create_auto_cdc_flow``: its Spark Connect Columns back to SQL text. SDP names
         an unnamed flow after its target; here flows and datasets share names, so such a flow
         gets lakefeed's default (``<target>_cdc``)."""
         where = _where(flow.source_code_location)
-        if flow.spark_conf:
-            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
-        self.pipeline.add_flow(
-            api.auto_cdc_flow(
-                where,
-                flow.target,
-                None if flow.name in (None, flow.target) else flow.name,
-                source=flow.source,
-                keys=[_sql(c) for c in flow.keys],
-                sequence_by=_sql(flow.sequence_by),
-                apply_as_deletes=_sql(flow.apply_as_deletes),
-                column_list=[_sql(c) for c in flow.column_list or []],
-                except_column_list=[_sql(c) for c in flow.except_column_list or []],
-                stored_as_scd_type=flow.stored_as_scd_type or 1,
-                track_history_column_list=[_sql(c) for c in flow.track_history_column_list or []],
-                track_history_except_column_list=[
-                    _sql(c) for c in flow.track_history_except_column_list or []
-                ],
-            )
+        cdc_flow = api.auto_cdc_flow(
+            where,
+            flow.target,
+            None if flow.name in (None, flow.target) else flow.name,
+            source=flow.source,
+            keys=[_sql(c) for c in flow.keys],
+            sequence_by=_sql(flow.sequence_by),
+            apply_as_deletes=_sql(flow.apply_as_deletes),
+            column_list=[_sql(c) for c in flow.column_list or []],
+            except_column_list=[_sql(c) for c in flow.except_column_list or []],
+            stored_as_scd_type=flow.stored_as_scd_type or 1,
+            track_history_column_list=[_sql(c) for c in flow.track_history_column_list or []],
+            track_history_except_column_list=[
+                _sql(c) for c in flow.track_history_except_column_list or []
+            ],
         )
+        cdc_flow.spark_conf = api.stringify(flow.spark_conf or {})
+        self.pipeline.add_flow(cdc_flow)
 
     def register_sql(self, sql_text: str, file_path: Any) -> None:
         from lakefeed.pipeline.loader import add_sql
@@ -149,9 +148,6 @@ def registering(pipeline: Pipeline) -> Iterator[None]:
     route_table_reads()
     with graph_element_registration_context(LakefeedRegistry(pipeline)):
         yield
-
-
-_CONF_FIX = "set Spark confs in the spec's configuration or with `lakefeed run --conf`"
 
 
 def _has_no_query(dataset: Dataset) -> bool:

@@ -35,6 +35,7 @@ from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime import plan_text
 from lakefeed.runtime.late import keeping_late, without_kept_late
+from lakefeed.runtime.query_start import flow_conf
 from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
@@ -203,8 +204,14 @@ class Evaluator:
         and for code the runner calls itself (a snapshot flow's source function)."""
         self._stack.append(name)
         self.reads.setdefault(name, [])
+        conf = self.pipeline.spark_conf_of(name)
         try:
-            with resolving(self), evaluating_on(self.spark), flow_context(name, self.lakehouse):
+            with (
+                resolving(self),
+                evaluating_on(self.spark),
+                flow_context(name, self.lakehouse),
+                flow_conf(self.spark, conf, name),
+            ):
                 yield
         finally:
             self._stack.pop()

@@ -54,7 +54,7 @@ from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
 from lakefeed.runtime.pools import flow_pool
-from lakefeed.runtime.query_start import starting
+from lakefeed.runtime.query_start import flow_conf, starting
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
@@ -482,7 +482,9 @@ class PipelineRunner:
         mode = state.plan.output_mode or "append"
         with (
             flow_pool(self.spark, state.name),
-            starting(self.spark, state.plan.facts, trigger),
+            starting(
+                self.spark, state.plan.facts, trigger, self.pipeline.spark_conf_of(state.name)
+            ),
         ):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
@@ -810,13 +812,15 @@ class PipelineRunner:
         observation = Observation("lakefeed_expectations_batch")
         checked = expect.with_flags(frame, rules, dataset.name, observation)
         target = str(self.lakehouse.table_path(dataset.name))
+        flow = once or dataset.name
         checked.persist()
         try:
-            _save(expect.kept_rows(checked, rules), target, dataset.partition_cols, once)
-            delta_table.describe(target, dataset.comment, dataset.table_properties)
-            if dataset.quarantine:
-                quarantine = str(self.lakehouse.table_path(dataset.quarantine))
-                _save(expect.dropped_rows(checked, rules), quarantine, [], once)
+            with flow_conf(self.spark, self.pipeline.spark_conf_of(flow), flow):
+                _save(expect.kept_rows(checked, rules), target, dataset.partition_cols, once)
+                delta_table.describe(target, dataset.comment, dataset.table_properties)
+                if dataset.quarantine:
+                    quarantine = str(self.lakehouse.table_path(dataset.quarantine))
+                    _save(expect.dropped_rows(checked, rules), quarantine, [], once)
         finally:
             checked.unpersist()
         if rules:

@@ -3,6 +3,7 @@ lakefeed loads a pipeline, so another ``dlt`` package (dlthub's) is never shadow
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -113,8 +114,8 @@ def test_the_shim_is_dlt_only_while_loading(tmp_path: Path) -> None:
             "once not supported",
         ),
         (
-            '@dlt.table(spark_conf={"a": "b"}, path="/x")\ndef t():\n    return None',
-            "path, spark_conf not supported",
+            '@dlt.table(row_filter="ROW FILTER f ON (x)", path="/x")\ndef t():\n    return None',
+            "path, row_filter not supported",
         ),
     ],
 )
@@ -124,3 +125,75 @@ def test_what_lakefeed_cannot_honour_is_refused(tmp_path: Path, text: str, probl
         load([folder])
     (message,) = error.value.problems
     assert problem in message and "[LAKEFEED:DLT_UNSUPPORTED]" in message and "p.py:" in message
+
+
+SPARK_CONF_PIPELINE = """
+import dlt
+from pyspark.sql.functions import expr
+
+RAW = dict(totalRows=40, rowsPerSecond=1000, devices=4, seed=7,
+           startTime="2026-01-01T00:00:00Z", malformedRate=0, duplicateRate=0)
+
+
+@dlt.table
+def raw():
+    return spark.readStream.format("lakefeed_iot").options(**RAW).load()
+
+
+@dlt.table(spark_conf={"spark.sql.shuffle.partitions": "3"})
+def per_device():
+    return dlt.read_stream("raw").groupBy("device_id").count()
+
+
+@dlt.table(spark_conf={"spark.sql.ansi.enabled": "false"})
+def lenient():
+    # Not a number: NULL without ANSI mode, an error with Spark 4's default
+    return dlt.read("raw").select(expr("CAST(device_id AS INT)").alias("n"))
+
+
+dlt.create_streaming_table("devices", spark_conf={"spark.sql.shuffle.partitions": "4"})
+
+
+@dlt.append_flow(target="devices", spark_conf={"spark.sql.shuffle.partitions": "5"})
+def own_conf():
+    return dlt.read_stream("raw").select("device_id")
+
+
+@dlt.append_flow(target="devices")
+def target_conf():
+    return dlt.read_stream("raw").select("device_id")
+"""
+
+
+def _shuffle_partitions(lakehouse: Lakehouse, flow: str) -> str:
+    """The setting Spark recorded in the flow's first offset-log entry (it pins it there)."""
+    lines = (lakehouse.checkpoint_path(flow) / "offsets" / "0").read_text().splitlines()
+    return json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"]
+
+
+def test_spark_conf_applies_to_its_table_or_flow_alone(spark, tmp_path: Path) -> None:
+    """DLT's spark_conf: a table's settings for its query, a flow's own over its target's; the
+    session keeps its own values."""
+    folder = write(tmp_path / "p", {"pipeline.py": SPARK_CONF_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert result.run().ok
+    assert _shuffle_partitions(lakehouse, "per_device") == "3"
+    assert _shuffle_partitions(lakehouse, "own_conf") == "5"
+    assert _shuffle_partitions(lakehouse, "target_conf") == "4"
+    assert _shuffle_partitions(lakehouse, "raw") == before
+    assert table(lakehouse, "lenient").column("n").to_pylist() == [None] * 40
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def test_a_static_spark_conf_is_refused_before_anything_runs(spark, tmp_path: Path) -> None:
+    text = '@dlt.table(spark_conf={"spark.executor.memory": "1g"})\ndef t():\n    return spark.range(1)\n'
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    with pytest.raises(PipelineError) as error:
+        PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
+    message = " ".join(error.value.problems)
+    assert "[SPARK_CONF_STATIC]" in message and "spark.executor.memory" in message
+    assert not (lakehouse.root / "tables" / "t").exists()

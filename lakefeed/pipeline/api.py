@@ -26,6 +26,7 @@ from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
 from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
+from lakefeed.pipeline.table_schema import DeclaredSchema
 from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Dataset:
     sink: Sink | None = None  # a sink's format and options (kind "sink")
     # DLT's spark_conf: Spark SQL settings for this dataset's flows (their queries and batches).
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # DLT's/SDP's schema=: the table's columns and constraints, its query's rows conformed to it
+    schema: DeclaredSchema | None = None
 
     @property
     def stored(self) -> bool:

@@ -6,7 +6,9 @@ never shadowed outside loading. Each function maps onto lakefeed's own API with 
 a parameter lakefeed cannot honour is refused with its name and what to do instead.
 
 ``@dlt.table`` is DLT's: a streaming table when its query reads a stream, a materialized view
-when it reads in batch (decided when the pipeline is validated). ``temporary``/``private``
+when it reads in batch (decided when the pipeline is validated). ``schema=`` declares the
+table's columns (:mod:`lakefeed.pipeline.table_schema`) and ``spark_conf=`` its flows' Spark
+settings. ``temporary``/``private``
 tables are accepted and stored like the others (a lakehouse has no catalog to hide them from).
 """
 
@@ -31,6 +33,7 @@ from lakefeed.pipeline.api import (
     read,
     read_stream,
 )
+from lakefeed.pipeline.table_schema import DeclaredSchema
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,7 +72,8 @@ def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
 
 
 _STORAGE_FIX = (
-    "remove it: tables live under the lakehouse (tables/<name>), their schema is the query's"
+    "remove it: tables live under the lakehouse (tables/<name>); partition_cols partitions "
+    "them; row filters are a Unity Catalog feature, so filter in the query instead"
 )
 
 
@@ -99,7 +103,6 @@ def table(
                 "path": path,
                 "cluster_by": cluster_by,
                 "cluster_by_auto": cluster_by_auto,
-                "schema": schema,
                 "row_filter": row_filter,
             },
             _STORAGE_FIX,
@@ -111,7 +114,9 @@ def table(
             table_properties=dict(table_properties or {}),
             spark_conf=spark_conf,
         )(fn)
-        fn.__dict__["__lakefeed_dataset__"].infer_kind = True
+        dataset = fn.__dict__["__lakefeed_dataset__"]
+        dataset.infer_kind = True
+        dataset.schema = _declared(schema, dataset.name)
         return fn
 
     return register(query_function) if query_function is not None else register
@@ -148,7 +153,6 @@ def create_streaming_table(
             "path": path,
             "cluster_by": cluster_by,
             "cluster_by_auto": cluster_by_auto,
-            "schema": schema,
             "row_filter": row_filter,
         },
         _STORAGE_FIX,
@@ -163,6 +167,12 @@ def create_streaming_table(
         expect_all_or_fail=expect_all_or_fail,
         spark_conf=spark_conf,
     )
+    api.current_pipeline().datasets[name].schema = _declared(schema, name)
+
+
+def _declared(schema: Any, table: str) -> DeclaredSchema | None:
+    """DLT's ``schema=`` (a DDL string or a StructType), None when not given."""
+    return None if schema is None else DeclaredSchema.of(schema, table)
 
 
 def append_flow(

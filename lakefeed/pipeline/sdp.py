@@ -44,6 +44,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expecta
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.sinks import Sink as LakefeedSink
 from lakefeed.pipeline.sql import parse_sql
+from lakefeed.pipeline.table_schema import DeclaredSchema
 
 UNSUPPORTED = register_code("SDP_UNSUPPORTED", PipelineDefinitionError)
 
@@ -94,6 +95,7 @@ class LakefeedRegistry(GraphElementRegistry):
                 table_properties=api.stringify(getattr(output, "table_properties", None) or {}),
                 source=where,
                 declared=kind is DatasetKind.STREAMING_TABLE,
+                schema=_declared(output),
             )
         )
 
@@ -170,16 +172,20 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 def _check_table(output: Output, where: str) -> None:
     unsupported = {
         "cluster_by": getattr(output, "cluster_by", None),
-        "schema": getattr(output, "schema", None),
         "format": getattr(output, "format", None) not in (None, "delta") or None,
     }
     used = sorted(key for key, value in unsupported.items() if value)
     if used:
         _refuse(
             f"{output.name!r} ({where}): {', '.join(used)}",
-            "remove it: lakefeed stores every table as Delta with its query's schema "
-            "(partition_cols partitions it)",
+            "remove it: lakefeed stores every table as Delta (partition_cols partitions it)",
         )
+
+
+def _declared(output: Output) -> DeclaredSchema | None:
+    """SDP's ``schema=`` of a table (a DDL string or a StructType), None when not given."""
+    given = getattr(output, "schema", None)
+    return None if given is None else DeclaredSchema.of(given, output.name)
 
 
 def _refuse(what: str, fix: str) -> NoReturn:

@@ -34,6 +34,7 @@ from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime import plan_text
+from lakefeed.runtime.conform import conform
 from lakefeed.runtime.late import keeping_late, without_kept_late
 from lakefeed.runtime.query_start import flow_conf
 from lakefeed.session import evaluating_on
@@ -173,6 +174,9 @@ class Evaluator:
         if name in self.errors:
             raise _Abort(name)
         nested = bool(self._stack)
+        declared = self._declared(name)
+        if declared is not None:
+            func = _conformed(func, declared)
         try:
             with self.inside(name), self._late_split(name):
                 frame = func()
@@ -197,6 +201,16 @@ class Evaluator:
             frame = batch_plan(frame)
         self.frames[name] = frame
         return frame
+
+    def _declared(self, name: str) -> Dataset | None:
+        """The table whose declared schema (``schema=``) the rows of ``name`` take: the
+        dataset's own, or an append flow's target's; None for AUTO CDC (its target's shape is
+        the change feed's) and tables without one."""
+        flow = self.pipeline.append_flows.get(name)
+        dataset = self.pipeline.datasets.get(flow.target if flow is not None else name)
+        if dataset is None or dataset.schema is None or dataset.cdc_state is not None:
+            return None
+        return dataset
 
     @contextlib.contextmanager
     def inside(self, name: str) -> Iterator[None]:
@@ -229,6 +243,18 @@ class Evaluator:
             kept = delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
             return without_kept_late(name, kept)
         return contextlib.nullcontext()
+
+
+def _conformed(func: Callable[[], DataFrame], table: Dataset) -> Callable[[], DataFrame]:
+    """``func`` whose DataFrame takes ``table``'s declared schema (see :mod:`.conform`)."""
+
+    def conformed() -> DataFrame:
+        frame = func()
+        if not isinstance(frame, DataFrame) or table.schema is None:
+            return frame
+        return conform(frame, table.schema, table.name)
+
+    return conformed
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:

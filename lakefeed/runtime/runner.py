@@ -49,6 +49,7 @@ from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect, state_memory
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.compaction import AutoCompactor, Policy
+from lakefeed.runtime.conform import create_declared
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
@@ -420,6 +421,8 @@ class PipelineRunner:
         if delta_table.exists(path):
             delta_table.describe(path, dataset.comment, dataset.table_properties)
             return
+        if dataset.schema is not None:
+            return create_declared(path, dataset)
         from deltalake import DeltaTable
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -816,7 +819,11 @@ class PipelineRunner:
         checked.persist()
         try:
             with flow_conf(self.spark, self.pipeline.spark_conf_of(flow), flow):
-                _save(expect.kept_rows(checked, rules), target, dataset.partition_cols, once)
+                if dataset.schema is not None and not delta_table.exists(target):
+                    create_declared(target, dataset)
+                keep = dataset.schema is not None  # the declared schema stays the table's
+                rows = expect.kept_rows(checked, rules)
+                _save(rows, target, dataset.partition_cols, once, keep_schema=keep)
                 delta_table.describe(target, dataset.comment, dataset.table_properties)
                 if dataset.quarantine:
                     quarantine = str(self.lakehouse.table_path(dataset.quarantine))
@@ -913,11 +920,19 @@ def _jvm_ignores_sigterm(spark: SparkSession) -> Callable[[], None]:
     return lambda: jvm.sun.misc.Signal.handle(term, previous)
 
 
-def _save(frame: DataFrame, path: str, partition_cols: list[str], once: str | None) -> None:
-    """Overwrite, or append as once-flow ``once`` (idempotent: one Delta txn per flow)."""
+def _save(
+    frame: DataFrame,
+    path: str,
+    partition_cols: list[str],
+    once: str | None,
+    keep_schema: bool = False,
+) -> None:
+    """Overwrite, or append as once-flow ``once`` (idempotent: one Delta txn per flow); the
+    query's schema becomes the table's unless ``keep_schema`` (a declared schema)."""
+    evolve = str(not keep_schema).lower()
     if once is None:
         delta.write(
-            frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema="true"
+            frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema=evolve
         )
     else:
         delta.write(
@@ -925,7 +940,7 @@ def _save(frame: DataFrame, path: str, partition_cols: list[str], once: str | No
             path,
             mode="append",
             partition_by=partition_cols,
-            mergeSchema="true",
+            mergeSchema=evolve,
             txnAppId=f"lakefeed-once-{once}",
             txnVersion="0",
         )

@@ -189,7 +189,8 @@ def test_spark_conf_applies_to_its_table_or_flow_alone(spark, tmp_path: Path) ->
 
 
 def test_a_static_spark_conf_is_refused_before_anything_runs(spark, tmp_path: Path) -> None:
-    text = '@dlt.table(spark_conf={"spark.executor.memory": "1g"})\ndef t():\n    return spark.range(1)\n'
+    conf = '{"spark.executor.memory": "1g"}'
+    text = f"@dlt.table(spark_conf={conf})\ndef t():\n    return spark.range(1)\n"
     folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
     lakehouse = Lakehouse.at(tmp_path / "lh")
     with pytest.raises(PipelineError) as error:
@@ -197,3 +198,109 @@ def test_a_static_spark_conf_is_refused_before_anything_runs(spark, tmp_path: Pa
     message = " ".join(error.value.problems)
     assert "[SPARK_CONF_STATIC]" in message and "spark.executor.memory" in message
     assert not (lakehouse.root / "tables" / "t").exists()
+
+
+SCHEMA_PIPELINE = """
+import dlt
+from pyspark.sql.functions import col, expr
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+ORDERS = [("c1", "Ann", "2026-01-05 10:00:00", 1), ("c2", None, "2026-01-06 11:00:00", 2)]
+
+
+@dlt.table(
+    comment="Raw data on sales",
+    schema='''
+        customer_id STRING NOT NULL COMMENT 'who bought',
+        customer_name STRING,
+        order_datetime STRING,
+        order_number LONG,
+        order_day_of_week INT GENERATED ALWAYS AS (dayofweek(order_datetime)),
+        CONSTRAINT pk PRIMARY KEY (customer_id),
+        CONSTRAINT positive_order CHECK (order_number > 0)
+    ''',
+    partition_cols=["order_day_of_week"],
+)
+def sales():
+    rows = spark.createDataFrame(ORDERS, "customer_id STRING, customer_name STRING, "
+                                 "order_datetime STRING, order_number INT")
+    return rows
+
+
+@dlt.table(schema=StructType([StructField("customer_id", StringType()),
+                              StructField("orders", LongType()),
+                              StructField("note", StringType())]))
+def per_customer():
+    # reads the generated column the schema declares; leaves `note` out (NULL)
+    return (dlt.read("sales").groupBy("customer_id").count()
+            .select("customer_id", col("count").alias("orders")))
+
+
+@dlt.table(schema="customer_id STRING")
+def too_wide():
+    return dlt.read("sales").select("customer_id", "order_day_of_week")
+"""
+
+
+def test_a_declared_schema_shapes_the_table(spark, tmp_path: Path) -> None:
+    """DLT's schema=: types, NOT NULL, comments, generated and partition columns and CHECK
+    constraints go to the Delta table; the query's rows take that shape; a column the schema
+    does not declare is refused before anything is written."""
+    from deltalake import DeltaTable
+
+    folder = write(tmp_path / "p", {"pipeline.py": SCHEMA_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    with pytest.raises(PipelineError) as refused:
+        PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
+    message = " ".join(refused.value.problems)
+    assert "[SCHEMA_MISMATCH]" in message and "order_day_of_week" in message, message
+    assert not (lakehouse.root / "tables" / "sales").exists()
+
+    fixed = SCHEMA_PIPELINE.replace('"customer_id", "order_day_of_week"', '"customer_id"')
+    folder = write(tmp_path / "q", {"pipeline.py": fixed})
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert result.run().ok
+    sales = DeltaTable(str(lakehouse.table_path("sales")))
+    fields = {f.name: f for f in sales.schema().fields}
+    assert list(fields) == [
+        "customer_id",
+        "customer_name",
+        "order_datetime",
+        "order_number",
+        "order_day_of_week",
+    ]
+    assert not fields["customer_id"].nullable and fields["customer_id"].metadata["comment"] == (
+        "who bought"
+    )
+    assert str(fields["order_number"].type) == 'PrimitiveType("long")'
+    generated = fields["order_day_of_week"].metadata["delta.generationExpression"]
+    assert generated == "dayofweek(order_datetime)"
+    assert sales.metadata().partition_columns == ["order_day_of_week"]
+    assert sales.metadata().configuration["delta.constraints.positive_order"] == "order_number > 0"
+    rows = sorted(table(lakehouse, "sales").to_pylist(), key=lambda r: r["customer_id"])
+    assert [(r["customer_id"], r["order_day_of_week"]) for r in rows] == [("c1", 2), ("c2", 3)]
+    per_customer = sorted(table(lakehouse, "per_customer").to_pylist(), key=str)
+    assert per_customer == [
+        {"customer_id": "c1", "orders": 1, "note": None},
+        {"customer_id": "c2", "orders": 1, "note": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ("id INT, CHECK (id > 0)", "has no name"),
+        ("id BIGINT GENERATED ALWAYS AS IDENTITY", "identity column"),
+        ("id INT, id STRING", "declared twice"),
+        ("id INT DEFAULT 5", "lakefeed does not know"),
+    ],
+)
+def test_a_schema_lakefeed_cannot_honour_is_refused_at_load(
+    tmp_path: Path, schema: str, problem: str
+) -> None:
+    text = f'@dlt.table(schema="{schema}")\ndef t():\n    return None\n'
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    (message,) = error.value.problems
+    assert problem in message and "SCHEMA_INVALID" in message and "p.py:" in message

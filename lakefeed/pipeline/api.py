@@ -72,6 +72,8 @@ class Dataset:
     spark_conf: dict[str, str] = field(default_factory=dict)
     # DLT's/SDP's schema=: the table's columns and constraints, its query's rows conformed to it
     schema: DeclaredSchema | None = None
+    # DLT's private=/temporary=: stored, read by the pipeline's flows, not published by name
+    private: bool = False
 
     @property
     def stored(self) -> bool:

@@ -8,8 +8,8 @@ a parameter lakefeed cannot honour is refused with its name and what to do inste
 ``@dlt.table`` is DLT's: a streaming table when its query reads a stream, a materialized view
 when it reads in batch (decided when the pipeline is validated). ``schema=`` declares the
 table's columns (:mod:`lakefeed.pipeline.table_schema`) and ``spark_conf=`` its flows' Spark
-settings. ``temporary``/``private``
-tables are accepted and stored like the others (a lakehouse has no catalog to hide them from).
+settings; a ``private``/``temporary`` table is stored but not published by name (see
+:meth:`lakefeed.lakehouse.Lakehouse.private_tables`).
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def table(
     temporary: bool = False,
     private: bool = False,
 ) -> Any:
-    """DLT's ``@dlt.table``: a streaming table or a materialized view, by its query."""
-    del temporary, private  # stored like any table: there is no catalog to keep it out of
+    """DLT's ``@dlt.table``: a streaming table or a materialized view, by its query;
+    ``private``/``temporary`` ones are read by the pipeline's flows only (not published)."""
 
     def register(fn: F) -> F:
         _refuse(
@@ -117,6 +117,7 @@ def table(
         dataset = fn.__dict__["__lakefeed_dataset__"]
         dataset.infer_kind = True
         dataset.schema = _declared(schema, dataset.name)
+        dataset.private = private or temporary
         return fn
 
     return register(query_function) if query_function is not None else register

@@ -297,6 +297,8 @@ class PipelineRunner:
         streams = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
         batches = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
         problems: list[str] = []
+        private = [d.name for d in self.pipeline.datasets.values() if d.private and d.stored]
+        self.lakehouse.set_private_tables(private)
         for dataset in self._outputs(validation):
             if dataset.sink is not None:
                 problems.extend(self._prepare_flows(dataset, streams))

@@ -304,3 +304,52 @@ def test_a_schema_lakefeed_cannot_honour_is_refused_at_load(
         load([folder])
     (message,) = error.value.problems
     assert problem in message and "SCHEMA_INVALID" in message and "p.py:" in message
+
+
+PRIVATE_PIPELINE = """
+import dlt
+
+
+@dlt.table(private=True)
+def staged():
+    return spark.range(3).withColumnRenamed("id", "n")
+
+
+@dlt.table(temporary=True)
+def scratch():
+    return dlt.read("staged").selectExpr("n * 10 AS n")
+
+
+@dlt.table
+def published():
+    return dlt.read("scratch")
+"""
+
+
+def test_private_tables_are_stored_but_not_published(spark, tmp_path: Path) -> None:
+    """DLT's private=True / temporary=True: the pipeline's flows read the table; outside the
+    pipeline its name does not resolve, and a catalog listing leaves it out."""
+    from lakefeed.delta import DeltaTable
+    from lakefeed.delta.tables import LAKEHOUSE_CONF
+
+    folder = write(tmp_path / "p", {"pipeline.py": PRIVATE_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    runner = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert runner.run().ok
+    assert sorted(r["n"] for r in table(lakehouse, "published").to_pylist()) == [0, 10, 20]
+    assert lakehouse.private_tables() == {"staged", "scratch"}
+    assert lakehouse.published_table_names() == ["published"]
+    spark.conf.set(LAKEHOUSE_CONF, str(lakehouse.root))
+    try:
+        assert DeltaTable.forName(spark, "published").toDF().count() == 3
+        with pytest.raises(Exception, match="TABLE_PRIVATE"):
+            DeltaTable.forName(spark, "staged")
+        # published once the pipeline says so
+        folder = write(
+            tmp_path / "q", {"pipeline.py": PRIVATE_PIPELINE.replace("private=True", "")}
+        )
+        runner = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+        assert runner.run().ok
+        assert DeltaTable.forName(spark, "staged").toDF().count() == 3
+    finally:
+        spark.conf.unset(LAKEHOUSE_CONF)

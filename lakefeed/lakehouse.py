@@ -7,7 +7,9 @@ defined once. The root is a local folder or an ``s3://`` / ``s3a://`` URI (see
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lakefeed.storage import AnyPath, Location, as_path
@@ -29,7 +31,7 @@ def check_name(name: str) -> str:
 @dataclass(frozen=True)
 class Lakehouse:
     """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``,
-    ``_lakefeed_lease.json``."""
+    ``_lakefeed_lease.json``, ``_lakefeed_catalog.json``."""
 
     root: AnyPath
 
@@ -61,3 +63,28 @@ class Lakehouse:
         if not tables.is_dir():
             return []
         return sorted(p.name for p in tables.iterdir() if (p / "_delta_log").is_dir())
+
+    @property
+    def catalog_path(self) -> AnyPath:
+        """Which tables the pipeline keeps to itself (DLT's ``private``/``temporary``)."""
+        return self.root / "_lakefeed_catalog.json"
+
+    def private_tables(self) -> set[str]:
+        """Tables only the pipeline's own flows read: stored, not published by name."""
+        try:
+            return set(json.loads(self.catalog_path.read_text())["private"])
+        except FileNotFoundError:
+            return set()
+
+    def published_table_names(self) -> list[str]:
+        """The tables others see by name: all but the private ones."""
+        private = self.private_tables()
+        return [name for name in self.table_names() if name not in private]
+
+    def set_private_tables(self, names: Iterable[str]) -> None:
+        """Record the pipeline's private tables (each run, from its declarations)."""
+        wanted = sorted(set(names))
+        if sorted(self.private_tables()) == wanted:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.catalog_path.write_text(json.dumps({"private": wanted}, indent=2))

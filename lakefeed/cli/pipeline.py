@@ -606,7 +606,7 @@ def show_tables(lakehouse: Lakehouse, rows: int = 5) -> None:
     from deltalake import DeltaTable
 
     out = Console()
-    for name in lakehouse.table_names():
+    for name in lakehouse.published_table_names():
         data = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
         sample = Table(title=f"{name}: {data.num_rows:,} rows")
         columns = [c for c in data.column_names if c not in ("value",)][:9]

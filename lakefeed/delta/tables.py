@@ -66,6 +66,9 @@ class DeltaTableNotFoundError(DeltaError):
     code = "DELTA_TABLE_NOT_FOUND"
 
 
+PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
+
+
 class DeltaOperationError(DeltaError):
     """delta-rs refused an operation (bad condition, type mismatch, ...)."""
 
@@ -166,8 +169,18 @@ def _table_path(spark: SparkSession, name: str) -> str:
     if flow is None and registered is not None:
         return registered
     lakehouse = spark.conf.get(LAKEHOUSE_CONF, None)
-    if flow is not None or lakehouse:
-        home = flow.lakehouse if flow is not None else Lakehouse.at(str(lakehouse))
+    if flow is not None:
+        return str(flow.lakehouse.table_path(parts[-1]))
+    if lakehouse:
+        home = Lakehouse.at(str(lakehouse))
+        if parts[-1] in home.private_tables():
+            raise DeltaTableNotFoundError(
+                f"table {name!r} is private to the pipeline of lakehouse {lakehouse} (DLT's "
+                "private=True / temporary=True): only that pipeline's flows read it",
+                fix="read it in a flow of that pipeline, or publish it: drop private=True "
+                "(temporary=True) and run the pipeline again",
+                code=PRIVATE_TABLE,
+            )
         return str(home.table_path(parts[-1]))
     warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse"))
     if warehouse.startswith("file:"):

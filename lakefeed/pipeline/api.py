@@ -26,6 +26,7 @@ from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
 from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
+from lakefeed.pipeline.table_schema import DeclaredSchema
 from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
@@ -67,6 +68,12 @@ class Dataset:
     # "keep": rows a stateful operator would drop as too late go to ``<name>_late``.
     late_rows: str = "drop"
     sink: Sink | None = None  # a sink's format and options (kind "sink")
+    # DLT's spark_conf: Spark SQL settings for this dataset's flows (their queries and batches).
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    # DLT's/SDP's schema=: the table's columns and constraints, its query's rows conformed to it
+    schema: DeclaredSchema | None = None
+    # DLT's private=/temporary=: stored, read by the pipeline's flows, not published by name
+    private: bool = False
 
     @property
     def stored(self) -> bool:
@@ -114,6 +121,7 @@ class AppendFlow:
     source: str = ""
     cdc: AutoCdc | None = None  # an AUTO CDC flow: its changes are applied, not appended
     snapshots: Snapshots | None = None  # AUTO CDC FROM SNAPSHOT: where its snapshots come from
+    spark_conf: dict[str, str] = field(default_factory=dict)  # over its target's spark_conf
 
     @property
     def batch(self) -> bool:
@@ -185,6 +193,16 @@ class Pipeline:
                 problems.extend(dataset.sink.problems(dataset.name))
                 problems.extend(_writes_own_table(self, dataset.name, dataset.sink))
         return problems
+
+    def spark_conf_of(self, name: str) -> dict[str, str]:
+        """The Spark settings flow or dataset ``name`` runs with: a dataset's ``spark_conf``;
+        an append flow's own over its target's (DLT's rule: the flow's setting wins)."""
+        flow = self.append_flows.get(name)
+        if flow is not None:
+            target = self.datasets.get(flow.target)
+            return {**(target.spark_conf if target else {}), **flow.spark_conf}
+        dataset = self.datasets.get(name)
+        return dict(dataset.spark_conf) if dataset is not None else {}
 
     def flow_names(self, dataset: Dataset) -> list[str]:
         """The checkpoints a stored dataset writes with: its own, or one per append flow."""
@@ -412,6 +430,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
             source=where,
             keys=list(kwargs.get("keys") or []),
             late_rows=late_rows,
+            spark_conf=_stringify(kwargs.get("spark_conf") or {}),
         )
         current_pipeline().add(dataset)
         fn.__dict__["__lakefeed_dataset__"] = dataset
@@ -434,6 +453,7 @@ def table(
     output_mode: str | None = None,
     keys: list[str] | None = None,
     late_rows: str = "drop",
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 def table(
     func: F | None = None,
@@ -446,6 +466,7 @@ def table(
     output_mode: str | None = None,
     keys: list[str] | None = None,
     late_rows: str = "drop",
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> F | Callable[[F], F]:
     """A streaming table: the function returns a DataFrame read with ``read_stream``/``source``.
 
@@ -456,7 +477,8 @@ def table(
     ``metaData.configuration``), as ``COMMENT`` and ``TBLPROPERTIES`` are in SQL.
     ``late_rows="keep"`` writes the rows the flow's watermark makes too late (which its stateful
     operator would drop, and Spark counts as ``numRowsDroppedByWatermark``) to ``<name>_late``,
-    exactly once, instead of losing them.
+    exactly once, instead of losing them. ``spark_conf`` (Spark SQL settings, e.g.
+    ``{"spark.sql.shuffle.partitions": "8"}``) applies to this table's query alone.
     """
     return _declare(
         DatasetKind.STREAMING_TABLE,
@@ -468,6 +490,7 @@ def table(
         output_mode=output_mode,
         keys=keys,
         late_rows=late_rows,
+        spark_conf=spark_conf,
     )
 
 
@@ -482,6 +505,7 @@ def materialized_view(
     comment: str | None = None,
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 def materialized_view(
     func: F | None = None,
@@ -491,8 +515,10 @@ def materialized_view(
     comment: str | None = None,
     partition_cols: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> F | Callable[[F], F]:
-    """A table recomputed in batch from its inputs each time the pipeline refreshes it."""
+    """A table recomputed in batch from its inputs each time the pipeline refreshes it;
+    ``spark_conf`` applies to its refresh alone."""
     return _declare(
         DatasetKind.MATERIALIZED_VIEW,
         func,
@@ -500,6 +526,7 @@ def materialized_view(
         comment=comment,
         partition_cols=partition_cols,
         table_properties=table_properties,
+        spark_conf=spark_conf,
     )
 
 
@@ -525,10 +552,12 @@ def create_streaming_table(
     expect_all: Mapping[str, str] | None = None,
     expect_all_or_drop: Mapping[str, str] | None = None,
     expect_all_or_fail: Mapping[str, str] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> None:
     """Declare a streaming table without a query; ``@append_flow(target=name)`` flows fill it.
 
-    The expectations apply to every flow into the table.
+    The expectations and ``spark_conf`` apply to every flow into the table (a flow's own
+    ``spark_conf`` wins over it).
     """
     rules = [
         Expectation(rule, predicate, action)
@@ -554,23 +583,30 @@ def create_streaming_table(
             expectations=rules,
             source=caller(),
             declared=True,
+            spark_conf=_stringify(spark_conf or {}),
         )
     )
 
 
 def append_flow(
-    *, target: str, name: str | None = None, once: bool = False, comment: str | None = None
+    *,
+    target: str,
+    name: str | None = None,
+    once: bool = False,
+    comment: str | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]:
     """Add the decorated function's DataFrame as a flow into streaming table ``target``.
 
     The flow's name defaults to the function's and names its checkpoint; ``once=True`` makes it
     a one-off batch backfill, appended once and not repeated unless the target is refreshed.
+    ``spark_conf`` applies to this flow alone.
     """
 
     def register(fn: F) -> F:
-        current_pipeline().add_flow(
-            AppendFlow(name or fn.__name__, target, fn, once, comment, _where(fn))
-        )
+        flow = AppendFlow(name or fn.__name__, target, fn, once, comment, _where(fn))
+        flow.spark_conf = _stringify(spark_conf or {})
+        current_pipeline().add_flow(flow)
         return fn
 
     return register

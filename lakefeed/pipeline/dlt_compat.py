@@ -6,8 +6,10 @@ never shadowed outside loading. Each function maps onto lakefeed's own API with 
 a parameter lakefeed cannot honour is refused with its name and what to do instead.
 
 ``@dlt.table`` is DLT's: a streaming table when its query reads a stream, a materialized view
-when it reads in batch (decided when the pipeline is validated). ``temporary``/``private``
-tables are accepted and stored like the others (a lakehouse has no catalog to hide them from).
+when it reads in batch (decided when the pipeline is validated). ``schema=`` declares the
+table's columns (:mod:`lakefeed.pipeline.table_schema`) and ``spark_conf=`` its flows' Spark
+settings; a ``private``/``temporary`` table is stored but not published by name (see
+:meth:`lakefeed.lakehouse.Lakehouse.private_tables`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from lakefeed.pipeline.api import (
     read,
     read_stream,
 )
+from lakefeed.pipeline.table_schema import DeclaredSchema
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,8 +72,8 @@ def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
 
 
 _STORAGE_FIX = (
-    "remove it: tables live under the lakehouse (tables/<name>), their schema is the query's; "
-    "set Spark confs with `lakefeed run --conf` or on the session"
+    "remove it: tables live under the lakehouse (tables/<name>); partition_cols partitions "
+    "them; row filters are a Unity Catalog feature, so filter in the query instead"
 )
 
 
@@ -90,18 +93,16 @@ def table(
     temporary: bool = False,
     private: bool = False,
 ) -> Any:
-    """DLT's ``@dlt.table``: a streaming table or a materialized view, by its query."""
-    del temporary, private  # stored like any table: there is no catalog to keep it out of
+    """DLT's ``@dlt.table``: a streaming table or a materialized view, by its query;
+    ``private``/``temporary`` ones are read by the pipeline's flows only (not published)."""
 
     def register(fn: F) -> F:
         _refuse(
             f"@dlt.table {name or fn.__name__!r}",
             {
-                "spark_conf": spark_conf,
                 "path": path,
                 "cluster_by": cluster_by,
                 "cluster_by_auto": cluster_by_auto,
-                "schema": schema,
                 "row_filter": row_filter,
             },
             _STORAGE_FIX,
@@ -111,8 +112,12 @@ def table(
             comment=comment,
             partition_cols=partition_cols,
             table_properties=dict(table_properties or {}),
+            spark_conf=spark_conf,
         )(fn)
-        fn.__dict__["__lakefeed_dataset__"].infer_kind = True
+        dataset = fn.__dict__["__lakefeed_dataset__"]
+        dataset.infer_kind = True
+        dataset.schema = _declared(schema, dataset.name)
+        dataset.private = private or temporary
         return fn
 
     return register(query_function) if query_function is not None else register
@@ -146,11 +151,9 @@ def create_streaming_table(
     _refuse(
         f"dlt.create_streaming_table({name!r})",
         {
-            "spark_conf": spark_conf,
             "path": path,
             "cluster_by": cluster_by,
             "cluster_by_auto": cluster_by_auto,
-            "schema": schema,
             "row_filter": row_filter,
         },
         _STORAGE_FIX,
@@ -163,7 +166,14 @@ def create_streaming_table(
         expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop,
         expect_all_or_fail=expect_all_or_fail,
+        spark_conf=spark_conf,
     )
+    api.current_pipeline().datasets[name].schema = _declared(schema, name)
+
+
+def _declared(schema: Any, table: str) -> DeclaredSchema | None:
+    """DLT's ``schema=`` (a DDL string or a StructType), None when not given."""
+    return None if schema is None else DeclaredSchema.of(schema, table)
 
 
 def append_flow(
@@ -175,8 +185,9 @@ def append_flow(
     once: bool = False,
 ) -> Callable[[F], F]:
     """DLT's ``@dlt.append_flow``: one more flow into a streaming table."""
-    _refuse(f"@dlt.append_flow(target={target!r})", {"spark_conf": spark_conf}, _STORAGE_FIX)
-    return api.append_flow(target=target, name=name, once=once, comment=comment)
+    return api.append_flow(
+        target=target, name=name, once=once, comment=comment, spark_conf=spark_conf
+    )
 
 
 def _cdc_flow(name: str, flow: Callable[..., None], fix: str) -> Callable[..., None]:

@@ -44,6 +44,7 @@ from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expecta
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.pipeline.sinks import Sink as LakefeedSink
 from lakefeed.pipeline.sql import parse_sql
+from lakefeed.pipeline.table_schema import DeclaredSchema
 
 UNSUPPORTED = register_code("SDP_UNSUPPORTED", PipelineDefinitionError)
 
@@ -94,47 +95,47 @@ class LakefeedRegistry(GraphElementRegistry):
                 table_properties=api.stringify(getattr(output, "table_properties", None) or {}),
                 source=where,
                 declared=kind is DatasetKind.STREAMING_TABLE,
+                schema=_declared(output),
             )
         )
 
     def register_flow(self, flow: Flow) -> None:
         where = _where(flow.source_code_location)
-        if flow.spark_conf:
-            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
+        conf = api.stringify(flow.spark_conf or {})
         target = self.pipeline.datasets.get(flow.target)
         own = target is not None and target.sink is None and flow.name == flow.target
         if own and target is not None and _has_no_query(target):
             # The dataset's own query (@dp.table / materialized_view / temporary_view)
             target.func, target.declared, target.source = flow.func, False, where
             target.expectations = list(reversed(pending_expectations(flow.func)))
+            target.spark_conf = conf
             return
-        self.pipeline.add_flow(AppendFlow(flow.name, flow.target, flow.func, source=where))
+        appended = AppendFlow(flow.name, flow.target, flow.func, source=where, spark_conf=conf)
+        self.pipeline.add_flow(appended)
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
         """``dp.create_auto_cdc_flow``: its Spark Connect Columns back to SQL text. SDP names
         an unnamed flow after its target; here flows and datasets share names, so such a flow
         gets lakefeed's default (``<target>_cdc``)."""
         where = _where(flow.source_code_location)
-        if flow.spark_conf:
-            _refuse(f"flow {flow.name!r} ({where}): spark_conf", _CONF_FIX)
-        self.pipeline.add_flow(
-            api.auto_cdc_flow(
-                where,
-                flow.target,
-                None if flow.name in (None, flow.target) else flow.name,
-                source=flow.source,
-                keys=[_sql(c) for c in flow.keys],
-                sequence_by=_sql(flow.sequence_by),
-                apply_as_deletes=_sql(flow.apply_as_deletes),
-                column_list=[_sql(c) for c in flow.column_list or []],
-                except_column_list=[_sql(c) for c in flow.except_column_list or []],
-                stored_as_scd_type=flow.stored_as_scd_type or 1,
-                track_history_column_list=[_sql(c) for c in flow.track_history_column_list or []],
-                track_history_except_column_list=[
-                    _sql(c) for c in flow.track_history_except_column_list or []
-                ],
-            )
+        cdc_flow = api.auto_cdc_flow(
+            where,
+            flow.target,
+            None if flow.name in (None, flow.target) else flow.name,
+            source=flow.source,
+            keys=[_sql(c) for c in flow.keys],
+            sequence_by=_sql(flow.sequence_by),
+            apply_as_deletes=_sql(flow.apply_as_deletes),
+            column_list=[_sql(c) for c in flow.column_list or []],
+            except_column_list=[_sql(c) for c in flow.except_column_list or []],
+            stored_as_scd_type=flow.stored_as_scd_type or 1,
+            track_history_column_list=[_sql(c) for c in flow.track_history_column_list or []],
+            track_history_except_column_list=[
+                _sql(c) for c in flow.track_history_except_column_list or []
+            ],
         )
+        cdc_flow.spark_conf = api.stringify(flow.spark_conf or {})
+        self.pipeline.add_flow(cdc_flow)
 
     def register_sql(self, sql_text: str, file_path: Any) -> None:
         from lakefeed.pipeline.loader import add_sql
@@ -149,9 +150,6 @@ def registering(pipeline: Pipeline) -> Iterator[None]:
     route_table_reads()
     with graph_element_registration_context(LakefeedRegistry(pipeline)):
         yield
-
-
-_CONF_FIX = "set Spark confs in the spec's configuration or with `lakefeed run --conf`"
 
 
 def _has_no_query(dataset: Dataset) -> bool:
@@ -174,16 +172,20 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 def _check_table(output: Output, where: str) -> None:
     unsupported = {
         "cluster_by": getattr(output, "cluster_by", None),
-        "schema": getattr(output, "schema", None),
         "format": getattr(output, "format", None) not in (None, "delta") or None,
     }
     used = sorted(key for key, value in unsupported.items() if value)
     if used:
         _refuse(
             f"{output.name!r} ({where}): {', '.join(used)}",
-            "remove it: lakefeed stores every table as Delta with its query's schema "
-            "(partition_cols partitions it)",
+            "remove it: lakefeed stores every table as Delta (partition_cols partitions it)",
         )
+
+
+def _declared(output: Output) -> DeclaredSchema | None:
+    """SDP's ``schema=`` of a table (a DDL string or a StructType), None when not given."""
+    given = getattr(output, "schema", None)
+    return None if given is None else DeclaredSchema.of(given, output.name)
 
 
 def _refuse(what: str, fix: str) -> NoReturn:

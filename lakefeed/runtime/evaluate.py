@@ -34,7 +34,9 @@ from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime import plan_text
+from lakefeed.runtime.conform import conform
 from lakefeed.runtime.late import keeping_late, without_kept_late
+from lakefeed.runtime.query_start import flow_conf
 from lakefeed.session import evaluating_on
 
 if TYPE_CHECKING:
@@ -172,6 +174,9 @@ class Evaluator:
         if name in self.errors:
             raise _Abort(name)
         nested = bool(self._stack)
+        declared = self._declared(name)
+        if declared is not None:
+            func = _conformed(func, declared)
         try:
             with self.inside(name), self._late_split(name):
                 frame = func()
@@ -197,14 +202,30 @@ class Evaluator:
         self.frames[name] = frame
         return frame
 
+    def _declared(self, name: str) -> Dataset | None:
+        """The table whose declared schema (``schema=``) the rows of ``name`` take: the
+        dataset's own, or an append flow's target's; None for AUTO CDC (its target's shape is
+        the change feed's) and tables without one."""
+        flow = self.pipeline.append_flows.get(name)
+        dataset = self.pipeline.datasets.get(flow.target if flow is not None else name)
+        if dataset is None or dataset.schema is None or dataset.cdc_state is not None:
+            return None
+        return dataset
+
     @contextlib.contextmanager
     def inside(self, name: str) -> Iterator[None]:
         """``lf.read`` and the like resolved as in flow ``name``: for evaluating its function,
         and for code the runner calls itself (a snapshot flow's source function)."""
         self._stack.append(name)
         self.reads.setdefault(name, [])
+        conf = self.pipeline.spark_conf_of(name)
         try:
-            with resolving(self), evaluating_on(self.spark), flow_context(name, self.lakehouse):
+            with (
+                resolving(self),
+                evaluating_on(self.spark),
+                flow_context(name, self.lakehouse),
+                flow_conf(self.spark, conf, name),
+            ):
                 yield
         finally:
             self._stack.pop()
@@ -222,6 +243,18 @@ class Evaluator:
             kept = delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
             return without_kept_late(name, kept)
         return contextlib.nullcontext()
+
+
+def _conformed(func: Callable[[], DataFrame], table: Dataset) -> Callable[[], DataFrame]:
+    """``func`` whose DataFrame takes ``table``'s declared schema (see :mod:`.conform`)."""
+
+    def conformed() -> DataFrame:
+        frame = func()
+        if not isinstance(frame, DataFrame) or table.schema is None:
+            return frame
+        return conform(frame, table.schema, table.name)
+
+    return conformed
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:

@@ -5,10 +5,15 @@ checkpoints and tables, restart each other, and remove each other's staging file
 Spark's and Delta's conflict checks between them and lost data. So a run first takes the lease
 ``<lakehouse>/_lakefeed_lease.json`` (holder host, pid, run id, pipeline, since, heartbeat); a
 second run is refused before anything starts, naming the holder. A heartbeat thread renews the
-lease; the run releases it at exit. A lease whose holder died is *stale* — its pid is gone on
-this host, or its heartbeat is older than the TTL (any host) — and the next run takes it over.
-Read-only commands (``status``, ``events``, ``ui``, ``validate``, ``verify --no-run``) never
-take it.
+lease; the run releases it at exit. A lease whose holder died is *stale* — its heartbeat is
+older than the TTL, or its process is gone from the process space the taker shares with it —
+and the next run takes it over. A pid means something only inside one PID namespace of one
+boot of one machine: containers often share a hostname while each has its own PID namespace,
+so the lease records that space (the kernel's boot id and the PID namespace's inode) and the
+process's start time, and judges a holder by its pid only from inside the same space (a
+recycled pid with another start time is a dead holder too); from anywhere else, only the
+heartbeat counts. Read-only commands (``status``, ``events``, ``ui``, ``validate``,
+``verify --no-run``) never take it.
 
 Every change is conditional, so two runs can never both believe they hold the lease: it is
 created only if absent, and replaced (heartbeat, takeover) or deleted (release) only if it is
@@ -17,7 +22,10 @@ still exactly the version the caller read. :class:`LeaseStore` is that contract.
 when it is absent, like ``O_CREAT|O_EXCL`` but with the content complete; compare-and-replace
 runs under an ``flock`` that the kernel releases when its holder dies). On object storage the
 same contract is a conditional PUT — ``If-None-Match: *`` to create, ``If-Match: <ETag>`` to
-replace — and a conditional DELETE, with the ETag as the version token.
+replace — and a conditional DELETE, with the ETag as the version token
+(:class:`ConditionalObjectLeaseStore`, through boto3: ``pip install 'lakefeed[s3]'``). Without
+boto3, or on a store that answers that it does not implement conditional requests, the lease
+falls back to read-compare-write (:class:`ObjectLeaseStore`) and says so in the log.
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from lakefeed import storage
 from lakefeed.errors import LeaseError
 from lakefeed.lakehouse import Lakehouse
 from lakefeed.logs import get_logger
@@ -52,16 +61,17 @@ HEARTBEAT_S = 10.0
 class LeaseStore(Protocol):
     """Where a lease lives; every write is conditional (see the module docstring)."""
 
-    def create(self, content: bytes) -> bool:
-        """Write ``content`` only if no lease exists; False when one does."""
+    def create(self, content: bytes) -> str | None:
+        """Write ``content`` only if no lease exists: its version token, None when one does."""
         ...
 
     def read(self) -> tuple[bytes, str] | None:
         """The lease and its version token, None when there is none."""
         ...
 
-    def replace(self, token: str, content: bytes) -> bool:
-        """Write ``content`` only if the lease is still at version ``token``."""
+    def replace(self, token: str, content: bytes) -> str | None:
+        """Write ``content`` only if the lease is still at version ``token``: the new token,
+        None when it is not."""
         ...
 
     def delete(self, token: str) -> bool:
@@ -75,30 +85,30 @@ class LocalLeaseStore:
 
     path: Path
 
-    def create(self, content: bytes) -> bool:
+    def create(self, content: bytes) -> str | None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}.tmp")
         temporary.write_bytes(content)
         try:
             os.link(temporary, self.path)  # fails if the lease exists: one creator wins
-            return True
+            return _token(content)
         except FileExistsError:
-            return False
+            return None
         finally:
             temporary.unlink()
 
     def read(self) -> tuple[bytes, str] | None:
         return _read(self.path)
 
-    def replace(self, token: str, content: bytes) -> bool:
+    def replace(self, token: str, content: bytes) -> str | None:
         with self._locked():
             found = self.read()
             if found is None or found[1] != token:
-                return False
+                return None
             temporary = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}.tmp")
             temporary.write_bytes(content)
             os.replace(temporary, self.path)
-            return True
+            return _token(content)
 
     def delete(self, token: str) -> bool:
         with self._locked():
@@ -121,32 +131,34 @@ class LocalLeaseStore:
 
 @dataclass(frozen=True)
 class ObjectLeaseStore:
-    """A lease object in an S3 bucket, through :mod:`lakefeed.storage` (pyarrow's S3 client).
+    """A lease object in an S3 bucket without conditional writes, through :mod:`lakefeed.storage`
+    (pyarrow's S3 client): the fallback when boto3 is missing or the store does not implement
+    conditional requests.
 
-    pyarrow cannot send S3's conditional headers, so each change reads, compares the version
-    token and writes, then reads back: two runs starting within the same second could both
-    pass the check, and the later write wins (the loser sees it at its next heartbeat and
-    stops). Exactly-once still holds then: each Delta commit is conditional (delta-rs puts log
-    files with ``If-None-Match``) and a replayed batch is skipped by its ``txn``.
+    Each change reads, compares the version token and writes, then reads back: two runs
+    starting within the same second could both pass the check, and the later write wins (the
+    loser sees it at its next heartbeat and stops). Exactly-once still holds then: each Delta
+    commit is conditional (delta-rs puts log files with ``If-None-Match``) and a replayed batch
+    is skipped by its ``txn``.
     """
 
     path: ObjectPath
 
-    def create(self, content: bytes) -> bool:
+    def create(self, content: bytes) -> str | None:
         if self.read() is not None:
-            return False
+            return None
         self.path.write_bytes(content)
-        return self.path.read_bytes() == content
+        return _token(content) if self.path.read_bytes() == content else None
 
     def read(self) -> tuple[bytes, str] | None:
         return _read(self.path)
 
-    def replace(self, token: str, content: bytes) -> bool:
+    def replace(self, token: str, content: bytes) -> str | None:
         found = self.read()
         if found is None or found[1] != token:
-            return False
+            return None
         self.path.write_bytes(content)
-        return True
+        return _token(content)
 
     def delete(self, token: str) -> bool:
         found = self.read()
@@ -156,9 +168,121 @@ class ObjectLeaseStore:
         return True
 
 
+class ConditionalObjectLeaseStore:
+    """A lease object in an S3 bucket changed only by conditional requests (boto3): a PUT with
+    ``If-None-Match: *`` creates it, ``If-Match: <ETag>`` replaces or deletes it, so of two
+    runs racing for it exactly one wins, as on a local disk.
+
+    A store that answers the first create with ``NotImplemented`` (501) has no conditional
+    writes: this lease then falls back to :class:`ObjectLeaseStore` and logs that it did.
+    """
+
+    def __init__(self, path: ObjectPath, client: Any) -> None:
+        self.path = path
+        self.bucket, self.key = path.uri.split("://", 1)[1].split("/", 1)
+        self.client = client
+        self.fallback: ObjectLeaseStore | None = None
+
+    def create(self, content: bytes) -> str | None:
+        if self.fallback is not None:
+            return self.fallback.create(content)
+        try:
+            answer = self.client.put_object(
+                Bucket=self.bucket, Key=self.key, Body=content, IfNoneMatch="*"
+            )
+        except self._client_error as error:
+            if _error_code(error) in ("NotImplemented", "501"):
+                log.warning(
+                    f"the object store of {self.path} does not implement conditional writes: "
+                    "the lakehouse lease falls back to read-compare-write, where two runs "
+                    "starting within the same second can both start (exactly-once still holds)"
+                )
+                self.fallback = ObjectLeaseStore(self.path)
+                return self.fallback.create(content)
+            if _precondition_failed(error):
+                return None
+            raise
+        return str(answer["ETag"])
+
+    def read(self) -> tuple[bytes, str] | None:
+        if self.fallback is not None:
+            return self.fallback.read()
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
+        except self._client_error as error:
+            if _error_code(error) in ("NoSuchKey", "404"):
+                return None
+            raise
+        return answer["Body"].read(), str(answer["ETag"])
+
+    def replace(self, token: str, content: bytes) -> str | None:
+        if self.fallback is not None:
+            return self.fallback.replace(token, content)
+        try:
+            answer = self.client.put_object(
+                Bucket=self.bucket, Key=self.key, Body=content, IfMatch=token
+            )
+        except self._client_error as error:
+            if _precondition_failed(error):
+                return None
+            raise
+        return str(answer["ETag"])
+
+    def delete(self, token: str) -> bool:
+        if self.fallback is not None:
+            return self.fallback.delete(token)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=token)
+        except self._client_error as error:
+            if _precondition_failed(error):
+                return False
+            raise
+        return True
+
+    @property
+    def _client_error(self) -> type[Exception]:
+        return self.client.exceptions.ClientError
+
+
+def _error_code(error: Exception) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def _precondition_failed(error: Exception) -> bool:
+    """S3 refuses a failed condition with 412; a concurrent conditional write with 409."""
+    return _error_code(error) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+
+
+def _s3_client(path: ObjectPath) -> Any | None:
+    """A boto3 S3 client with the location's settings, None when boto3 is not installed."""
+    try:
+        import boto3  # deferred: an optional dependency (lakefeed[s3]), only for S3 leases
+    except ImportError:
+        return None
+    settings = storage.settings_for(path.uri)
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        region_name=settings.region or "us-east-1",
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key,
+        aws_session_token=settings.session_token,
+    )
+
+
 def lease_store(path: AnyPath) -> LeaseStore:
-    """The store for a lease at ``path``: a local file or an object in a bucket."""
-    return ObjectLeaseStore(path) if isinstance(path, ObjectPath) else LocalLeaseStore(path)
+    """The store for a lease at ``path``: a local file or an object in a bucket (conditional
+    writes through boto3 when it is installed; otherwise said in the log)."""
+    if not isinstance(path, ObjectPath):
+        return LocalLeaseStore(path)
+    client = _s3_client(path)
+    if client is None:
+        log.warning(
+            f"boto3 is not installed: the lease on {path} uses read-compare-write instead of "
+            "S3's conditional writes (install lakefeed[s3] for a race-free lease)"
+        )
+        return ObjectLeaseStore(path)
+    return ConditionalObjectLeaseStore(path, client)
 
 
 def _token(content: bytes) -> str:
@@ -176,7 +300,11 @@ def _read(path: AnyPath) -> tuple[bytes, str] | None:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a lease, since when, and when it last said it was alive (epoch seconds)."""
+    """Who holds a lease, since when, and when it last said it was alive (epoch seconds).
+
+    ``space`` names the process space ``pid`` lives in (boot id and PID namespace, see
+    :func:`process_space`) and ``started`` the process's start time in it: a lease written
+    before they were recorded has neither, and is judged by its heartbeat alone."""
 
     host: str
     pid: int
@@ -184,6 +312,8 @@ class Holder:
     pipeline: str
     since: float
     heartbeat: float
+    space: str | None = None
+    started: int | None = None
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), indent=2).encode()
@@ -193,6 +323,7 @@ class Holder:
         """The holder, or None for content no run could have written (a damaged lease)."""
         try:
             data = json.loads(content)
+            started = data.get("started")
             return cls(
                 str(data["host"]),
                 int(data["pid"]),
@@ -200,14 +331,26 @@ class Holder:
                 str(data["pipeline"]),
                 float(data["since"]),
                 float(data["heartbeat"]),
+                str(data["space"]) if data.get("space") else None,
+                int(started) if started is not None else None,
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
+    @classmethod
+    def of_this_process(cls, run_id: str, pipeline: str, now: float) -> Holder:
+        pid = os.getpid()
+        host = socket.gethostname()
+        return cls(host, pid, run_id, pipeline, now, now, process_space(), _start_time(pid))
+
     def stale(self, now: float, ttl: float) -> bool:
+        """Silent for longer than ``ttl``, or gone from the process space this process shares
+        with it (the same pid there with another start time is another process)."""
         if now - self.heartbeat > ttl:
             return True
-        return self.host == socket.gethostname() and not _alive(self.pid)
+        if self.space is None or self.space != process_space():
+            return False  # its pid means nothing here: only the heartbeat can tell
+        return not _alive(self.pid) or _start_time(self.pid) != self.started
 
     def describe(self, now: float) -> str:
         return (
@@ -217,13 +360,35 @@ class Holder:
         )
 
 
+def process_space() -> str | None:
+    """Where a pid means one process: this boot of this machine (the kernel's boot id) and
+    this PID namespace (its inode). Containers on one machine share the boot id and often the
+    hostname, but each has its own PID namespace. None where the kernel does not tell."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}/{namespace}"
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks after boot, ``/proc/<pid>/stat`` field 22): with
+    the pid, it names one process, even after the pid is recycled."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def _refuse_if_live(holder: Holder | None, now: float, ttl: float, where: str) -> None:
     if holder is not None and not holder.stale(now, ttl):
         raise LeaseError(
             f"lakehouse {where} is in use by {holder.describe(now)}",
             fix=f"wait for that run to end, or stop it (kill {holder.pid} on {holder.host}); a "
-            "run that died frees the lakehouse by itself (at once on the same host, "
-            f"{ttl:.0f}s after its last heartbeat from another)",
+            "run that died frees the lakehouse by itself (at once from the same host or "
+            f"container, {ttl:.0f}s after its last heartbeat from elsewhere)",
         )
 
 
@@ -272,8 +437,7 @@ class Lease:
         self.ttl = ttl
         self.interval = heartbeat
         self.on_lost = on_lost
-        now = time.time()
-        self.holder = Holder(socket.gethostname(), os.getpid(), run_id, pipeline, now, now)
+        self.holder = Holder.of_this_process(run_id, pipeline, time.time())
         self._token: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -300,21 +464,23 @@ class Lease:
         """Take the lease, or take over a stale one; :class:`LeaseError` if it is held."""
         for _ in range(5):
             content = self.holder.encode()
-            if self.store.create(content):
-                return self._held(content)
+            token = self.store.create(content)
+            if token is not None:
+                return self._held(token)
             found = self.store.read()
             if found is None:
                 continue  # released meanwhile
             now = time.time()
             other = Holder.decode(found[0])
             _refuse_if_live(other, now, self.ttl, self.where)
-            if self.store.replace(found[1], content):
+            token = self.store.replace(found[1], content)
+            if token is not None:
                 log.warning(
                     f"took over the stale lease of {other.describe(now)}"
                     if other
                     else "took over a damaged lease"
                 )
-                return self._held(content)
+                return self._held(token)
         raise LeaseError(
             f"lakehouse {self.where}: other runs keep taking its lease",
             fix="run one pipeline per lakehouse at a time",
@@ -328,8 +494,8 @@ class Lease:
             self.store.delete(self._token)
             self._token = None
 
-    def _held(self, content: bytes) -> None:
-        self._token = _token(content)
+    def _held(self, token: str) -> None:
+        self._token = token
         self._thread = threading.Thread(target=self._beat, name="lakefeed-lease", daemon=True)
         self._thread.start()
 
@@ -338,15 +504,15 @@ class Lease:
             renewed = replace(self.holder, heartbeat=time.time())
             content = renewed.encode()
             try:
-                kept = self._token is not None and self.store.replace(self._token, content)
-            except OSError:
+                kept = self.store.replace(self._token, content) if self._token else None
+            except Exception:  # any store error: OSError, boto3's ClientError, …
                 log.exception("could not renew the lakehouse lease; trying again")
                 continue
-            if not kept:
+            if kept is None:
                 self._token = None
                 message = f"the lease on lakehouse {self.where} was taken over by another run"
                 log.error(message)
                 if self.on_lost is not None:
                     self.on_lost(message)
                 return
-            self._token = _token(content)
+            self._token = kept

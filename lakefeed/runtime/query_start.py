@@ -5,6 +5,10 @@ it (``sparkSessionForStream``), and the offset log pins some settings for the ch
 from the first batch on. So the runner sets a flow's own settings on the shared session around
 that flow's ``start()`` only, and restores the session's values afterwards (:func:`starting`):
 
+- **the flow's ``spark_conf``** (DLT's and SDP's per-table and per-flow Spark settings), also
+  set while its function is evaluated and while its batches (a materialized view's refresh, a
+  ``once`` backfill) run (:func:`flow_conf`), so analysis and execution both see them.
+
 - **processing-time timers in a triggered run.** Spark runs a no-data micro-batch on every
   trigger for a query whose ``transformWithState`` works in processing-time mode (its timers
   could be due at any wall-clock moment, as with ``flatMapGroupsWithState``'s processing-time
@@ -34,13 +38,15 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from lakefeed.errors import ConfigError, register_code
 from lakefeed.logs import set_spark_log_level
 from lakefeed.pipeline.output_modes import PlanFacts
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 AVRO_SERIALIZER = "org.apache.spark.sql.avro.AvroSerializer"
-_STARTING = threading.Lock()  # one start at a time may change the shared session's settings
+_STARTING = threading.RLock()  # one start at a time may change the shared session's settings
+SPARK_CONF_STATIC = register_code("SPARK_CONF_STATIC", ConfigError)
 
 
 def settings(facts: PlanFacts, trigger: dict) -> dict[str, str]:
@@ -55,16 +61,38 @@ def settings(facts: PlanFacts, trigger: dict) -> dict[str, str]:
 
 
 @contextmanager
-def starting(spark: SparkSession, facts: PlanFacts, trigger: dict) -> Iterator[None]:
-    """Start a query (in the ``with`` block) with its :func:`settings` on ``spark``; the
-    session's own values are back afterwards."""
-    chosen = settings(facts, trigger)
+def starting(
+    spark: SparkSession, facts: PlanFacts, trigger: dict, own: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """Start a query (in the ``with`` block) with its :func:`settings` on ``spark``, over the
+    flow's ``own`` ``spark_conf``; the session's own values are back afterwards."""
+    chosen = {**(own or {}), **settings(facts, trigger)}
     if not chosen:
         yield
         return
     if STATE_ENCODING in chosen:
         set_spark_log_level(spark, [AVRO_SERIALIZER], "ERROR")
     with _STARTING, session_conf(spark, chosen):
+        yield
+
+
+@contextmanager
+def flow_conf(spark: SparkSession, conf: Mapping[str, str], flow: str) -> Iterator[None]:
+    """A flow's ``spark_conf`` (DLT's) set around its evaluation or batch; a setting Spark
+    cannot change on a running session (a static or cluster setting) is refused, named."""
+    if not conf:
+        yield
+        return
+    fixed = sorted(key for key in conf if not spark.conf.isModifiable(key))
+    if fixed:
+        raise ConfigError(
+            f"flow {flow!r}: spark_conf sets {', '.join(fixed)}, which Spark reads only when "
+            "the session starts",
+            fix="set it for the whole run instead (`lakefeed run --conf KEY=VALUE`, or the "
+            "spec's configuration)",
+            code=SPARK_CONF_STATIC,
+        )
+    with _STARTING, session_conf(spark, conf):
         yield
 
 

@@ -49,12 +49,13 @@ from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect, state_memory
 from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.compaction import AutoCompactor, Policy
+from lakefeed.runtime.conform import create_declared
 from lakefeed.runtime.evaluate import Evaluator
 from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
 from lakefeed.runtime.pools import flow_pool
-from lakefeed.runtime.query_start import starting
+from lakefeed.runtime.query_start import flow_conf, starting
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
@@ -296,6 +297,8 @@ class PipelineRunner:
         streams = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="stream")
         batches = Evaluator(self.spark, self.pipeline, self.lakehouse, mode="batch")
         problems: list[str] = []
+        private = [d.name for d in self.pipeline.datasets.values() if d.private and d.stored]
+        self.lakehouse.set_private_tables(private)
         for dataset in self._outputs(validation):
             if dataset.sink is not None:
                 problems.extend(self._prepare_flows(dataset, streams))
@@ -420,6 +423,8 @@ class PipelineRunner:
         if delta_table.exists(path):
             delta_table.describe(path, dataset.comment, dataset.table_properties)
             return
+        if dataset.schema is not None:
+            return create_declared(path, dataset)
         from deltalake import DeltaTable
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -482,7 +487,9 @@ class PipelineRunner:
         mode = state.plan.output_mode or "append"
         with (
             flow_pool(self.spark, state.name),
-            starting(self.spark, state.plan.facts, trigger),
+            starting(
+                self.spark, state.plan.facts, trigger, self.pipeline.spark_conf_of(state.name)
+            ),
         ):
             query = connect.start_query(
                 lambda: self._write_stream(checked, state, mode, checkpoint, target, trigger)
@@ -810,13 +817,19 @@ class PipelineRunner:
         observation = Observation("lakefeed_expectations_batch")
         checked = expect.with_flags(frame, rules, dataset.name, observation)
         target = str(self.lakehouse.table_path(dataset.name))
+        flow = once or dataset.name
         checked.persist()
         try:
-            _save(expect.kept_rows(checked, rules), target, dataset.partition_cols, once)
-            delta_table.describe(target, dataset.comment, dataset.table_properties)
-            if dataset.quarantine:
-                quarantine = str(self.lakehouse.table_path(dataset.quarantine))
-                _save(expect.dropped_rows(checked, rules), quarantine, [], once)
+            with flow_conf(self.spark, self.pipeline.spark_conf_of(flow), flow):
+                if dataset.schema is not None and not delta_table.exists(target):
+                    create_declared(target, dataset)
+                keep = dataset.schema is not None  # the declared schema stays the table's
+                rows = expect.kept_rows(checked, rules)
+                _save(rows, target, dataset.partition_cols, once, keep_schema=keep)
+                delta_table.describe(target, dataset.comment, dataset.table_properties)
+                if dataset.quarantine:
+                    quarantine = str(self.lakehouse.table_path(dataset.quarantine))
+                    _save(expect.dropped_rows(checked, rules), quarantine, [], once)
         finally:
             checked.unpersist()
         if rules:
@@ -909,11 +922,19 @@ def _jvm_ignores_sigterm(spark: SparkSession) -> Callable[[], None]:
     return lambda: jvm.sun.misc.Signal.handle(term, previous)
 
 
-def _save(frame: DataFrame, path: str, partition_cols: list[str], once: str | None) -> None:
-    """Overwrite, or append as once-flow ``once`` (idempotent: one Delta txn per flow)."""
+def _save(
+    frame: DataFrame,
+    path: str,
+    partition_cols: list[str],
+    once: str | None,
+    keep_schema: bool = False,
+) -> None:
+    """Overwrite, or append as once-flow ``once`` (idempotent: one Delta txn per flow); the
+    query's schema becomes the table's unless ``keep_schema`` (a declared schema)."""
+    evolve = str(not keep_schema).lower()
     if once is None:
         delta.write(
-            frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema="true"
+            frame, path, mode="overwrite", partition_by=partition_cols, overwriteSchema=evolve
         )
     else:
         delta.write(
@@ -921,7 +942,7 @@ def _save(frame: DataFrame, path: str, partition_cols: list[str], once: str | No
             path,
             mode="append",
             partition_by=partition_cols,
-            mergeSchema="true",
+            mergeSchema=evolve,
             txnAppId=f"lakefeed-once-{once}",
             txnVersion="0",
         )

@@ -3,6 +3,7 @@ lakefeed loads a pipeline, so another ``dlt`` package (dlthub's) is never shadow
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -113,8 +114,8 @@ def test_the_shim_is_dlt_only_while_loading(tmp_path: Path) -> None:
             "once not supported",
         ),
         (
-            '@dlt.table(spark_conf={"a": "b"}, path="/x")\ndef t():\n    return None',
-            "path, spark_conf not supported",
+            '@dlt.table(row_filter="ROW FILTER f ON (x)", path="/x")\ndef t():\n    return None',
+            "path, row_filter not supported",
         ),
     ],
 )
@@ -124,3 +125,231 @@ def test_what_lakefeed_cannot_honour_is_refused(tmp_path: Path, text: str, probl
         load([folder])
     (message,) = error.value.problems
     assert problem in message and "[LAKEFEED:DLT_UNSUPPORTED]" in message and "p.py:" in message
+
+
+SPARK_CONF_PIPELINE = """
+import dlt
+from pyspark.sql.functions import expr
+
+RAW = dict(totalRows=40, rowsPerSecond=1000, devices=4, seed=7,
+           startTime="2026-01-01T00:00:00Z", malformedRate=0, duplicateRate=0)
+
+
+@dlt.table
+def raw():
+    return spark.readStream.format("lakefeed_iot").options(**RAW).load()
+
+
+@dlt.table(spark_conf={"spark.sql.shuffle.partitions": "3"})
+def per_device():
+    return dlt.read_stream("raw").groupBy("device_id").count()
+
+
+@dlt.table(spark_conf={"spark.sql.ansi.enabled": "false"})
+def lenient():
+    # Not a number: NULL without ANSI mode, an error with Spark 4's default
+    return dlt.read("raw").select(expr("CAST(device_id AS INT)").alias("n"))
+
+
+dlt.create_streaming_table("devices", spark_conf={"spark.sql.shuffle.partitions": "4"})
+
+
+@dlt.append_flow(target="devices", spark_conf={"spark.sql.shuffle.partitions": "5"})
+def own_conf():
+    return dlt.read_stream("raw").select("device_id")
+
+
+@dlt.append_flow(target="devices")
+def target_conf():
+    return dlt.read_stream("raw").select("device_id")
+"""
+
+
+def _shuffle_partitions(lakehouse: Lakehouse, flow: str) -> str:
+    """The setting Spark recorded in the flow's first offset-log entry (it pins it there)."""
+    lines = (lakehouse.checkpoint_path(flow) / "offsets" / "0").read_text().splitlines()
+    return json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"]
+
+
+def test_spark_conf_applies_to_its_table_or_flow_alone(spark, tmp_path: Path) -> None:
+    """DLT's spark_conf: a table's settings for its query, a flow's own over its target's; the
+    session keeps its own values."""
+    folder = write(tmp_path / "p", {"pipeline.py": SPARK_CONF_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert result.run().ok
+    assert _shuffle_partitions(lakehouse, "per_device") == "3"
+    assert _shuffle_partitions(lakehouse, "own_conf") == "5"
+    assert _shuffle_partitions(lakehouse, "target_conf") == "4"
+    assert _shuffle_partitions(lakehouse, "raw") == before
+    assert table(lakehouse, "lenient").column("n").to_pylist() == [None] * 40
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def test_a_static_spark_conf_is_refused_before_anything_runs(spark, tmp_path: Path) -> None:
+    conf = '{"spark.executor.memory": "1g"}'
+    text = f"@dlt.table(spark_conf={conf})\ndef t():\n    return spark.range(1)\n"
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    with pytest.raises(PipelineError) as error:
+        PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
+    message = " ".join(error.value.problems)
+    assert "[SPARK_CONF_STATIC]" in message and "spark.executor.memory" in message
+    assert not (lakehouse.root / "tables" / "t").exists()
+
+
+SCHEMA_PIPELINE = """
+import dlt
+from pyspark.sql.functions import col, expr
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+ORDERS = [("c1", "Ann", "2026-01-05 10:00:00", 1), ("c2", None, "2026-01-06 11:00:00", 2)]
+
+
+@dlt.table(
+    comment="Raw data on sales",
+    schema='''
+        customer_id STRING NOT NULL COMMENT 'who bought',
+        customer_name STRING,
+        order_datetime STRING,
+        order_number LONG,
+        order_day_of_week INT GENERATED ALWAYS AS (dayofweek(order_datetime)),
+        CONSTRAINT pk PRIMARY KEY (customer_id),
+        CONSTRAINT positive_order CHECK (order_number > 0)
+    ''',
+    partition_cols=["order_day_of_week"],
+)
+def sales():
+    rows = spark.createDataFrame(ORDERS, "customer_id STRING, customer_name STRING, "
+                                 "order_datetime STRING, order_number INT")
+    return rows
+
+
+@dlt.table(schema=StructType([StructField("customer_id", StringType()),
+                              StructField("orders", LongType()),
+                              StructField("note", StringType())]))
+def per_customer():
+    # reads the generated column the schema declares; leaves `note` out (NULL)
+    return (dlt.read("sales").groupBy("customer_id").count()
+            .select("customer_id", col("count").alias("orders")))
+
+
+@dlt.table(schema="customer_id STRING")
+def too_wide():
+    return dlt.read("sales").select("customer_id", "order_day_of_week")
+"""
+
+
+def test_a_declared_schema_shapes_the_table(spark, tmp_path: Path) -> None:
+    """DLT's schema=: types, NOT NULL, comments, generated and partition columns and CHECK
+    constraints go to the Delta table; the query's rows take that shape; a column the schema
+    does not declare is refused before anything is written."""
+    from deltalake import DeltaTable
+
+    folder = write(tmp_path / "p", {"pipeline.py": SCHEMA_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    with pytest.raises(PipelineError) as refused:
+        PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
+    message = " ".join(refused.value.problems)
+    assert "[SCHEMA_MISMATCH]" in message and "order_day_of_week" in message, message
+    assert not (lakehouse.root / "tables" / "sales").exists()
+
+    fixed = SCHEMA_PIPELINE.replace('"customer_id", "order_day_of_week"', '"customer_id"')
+    folder = write(tmp_path / "q", {"pipeline.py": fixed})
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert result.run().ok
+    sales = DeltaTable(str(lakehouse.table_path("sales")))
+    fields = {f.name: f for f in sales.schema().fields}
+    assert list(fields) == [
+        "customer_id",
+        "customer_name",
+        "order_datetime",
+        "order_number",
+        "order_day_of_week",
+    ]
+    assert not fields["customer_id"].nullable and fields["customer_id"].metadata["comment"] == (
+        "who bought"
+    )
+    assert str(fields["order_number"].type) == 'PrimitiveType("long")'
+    generated = fields["order_day_of_week"].metadata["delta.generationExpression"]
+    assert generated == "dayofweek(order_datetime)"
+    assert sales.metadata().partition_columns == ["order_day_of_week"]
+    assert sales.metadata().configuration["delta.constraints.positive_order"] == "order_number > 0"
+    rows = sorted(table(lakehouse, "sales").to_pylist(), key=lambda r: r["customer_id"])
+    assert [(r["customer_id"], r["order_day_of_week"]) for r in rows] == [("c1", 2), ("c2", 3)]
+    per_customer = sorted(table(lakehouse, "per_customer").to_pylist(), key=str)
+    assert per_customer == [
+        {"customer_id": "c1", "orders": 1, "note": None},
+        {"customer_id": "c2", "orders": 1, "note": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ("id INT, CHECK (id > 0)", "has no name"),
+        ("id BIGINT GENERATED ALWAYS AS IDENTITY", "identity column"),
+        ("id INT, id STRING", "declared twice"),
+        ("id INT DEFAULT 5", "lakefeed does not know"),
+    ],
+)
+def test_a_schema_lakefeed_cannot_honour_is_refused_at_load(
+    tmp_path: Path, schema: str, problem: str
+) -> None:
+    text = f'@dlt.table(schema="{schema}")\ndef t():\n    return None\n'
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    (message,) = error.value.problems
+    assert problem in message and "SCHEMA_INVALID" in message and "p.py:" in message
+
+
+PRIVATE_PIPELINE = """
+import dlt
+
+
+@dlt.table(private=True)
+def staged():
+    return spark.range(3).withColumnRenamed("id", "n")
+
+
+@dlt.table(temporary=True)
+def scratch():
+    return dlt.read("staged").selectExpr("n * 10 AS n")
+
+
+@dlt.table
+def published():
+    return dlt.read("scratch")
+"""
+
+
+def test_private_tables_are_stored_but_not_published(spark, tmp_path: Path) -> None:
+    """DLT's private=True / temporary=True: the pipeline's flows read the table; outside the
+    pipeline its name does not resolve, and a catalog listing leaves it out."""
+    from lakefeed.delta import DeltaTable
+    from lakefeed.delta.tables import LAKEHOUSE_CONF
+
+    folder = write(tmp_path / "p", {"pipeline.py": PRIVATE_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    runner = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+    assert runner.run().ok
+    assert sorted(r["n"] for r in table(lakehouse, "published").to_pylist()) == [0, 10, 20]
+    assert lakehouse.private_tables() == {"staged", "scratch"}
+    assert lakehouse.published_table_names() == ["published"]
+    spark.conf.set(LAKEHOUSE_CONF, str(lakehouse.root))
+    try:
+        assert DeltaTable.forName(spark, "published").toDF().count() == 3
+        with pytest.raises(Exception, match="TABLE_PRIVATE"):
+            DeltaTable.forName(spark, "staged")
+        # published once the pipeline says so
+        folder = write(
+            tmp_path / "q", {"pipeline.py": PRIVATE_PIPELINE.replace("private=True", "")}
+        )
+        runner = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
+        assert runner.run().ok
+        assert DeltaTable.forName(spark, "staged").toDF().count() == 3
+    finally:
+        spark.conf.unset(LAKEHOUSE_CONF)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from lakefeed.errors import LeaseError, code_of
 from lakefeed.lakehouse import Lakehouse
-from lakefeed.runtime.lease import Holder, Lease, LocalLeaseStore, check_free
+from lakefeed.runtime.lease import Holder, Lease, LocalLeaseStore, check_free, process_space
 from tests.pipeline.support import IOT, IOT_CONF
 from tests.support.crash import DRIVER_JVM
 
@@ -67,7 +68,7 @@ def test_second_run_is_refused_naming_the_holder(lakehouse: Lakehouse) -> None:
 
 
 def test_stale_leases_are_taken_over(lakehouse: Lakehouse) -> None:
-    _write_holder(lakehouse, pid=_dead_pid())  # this host, the process is gone
+    _write_holder(lakehouse, pid=_dead_pid(), space=process_space())  # the process is gone
     with _lease(lakehouse, "after-crash"):
         pass
     _write_holder(lakehouse, host="elsewhere", heartbeat=time.time() - 120)  # silent for 2 min
@@ -84,7 +85,7 @@ def test_stale_leases_are_taken_over(lakehouse: Lakehouse) -> None:
 
 def test_only_one_of_many_takers_wins_a_stale_lease(lakehouse: Lakehouse) -> None:
     for _ in range(10):
-        _write_holder(lakehouse, pid=_dead_pid())
+        _write_holder(lakehouse, pid=_dead_pid(), space=process_space())
         takers = [_lease(lakehouse, f"taker-{i}") for i in range(6)]
         start = threading.Barrier(len(takers))
         won: list[Lease] = []
@@ -105,6 +106,68 @@ def _take(lease: Lease, start: threading.Barrier, won: list[Lease]) -> None:
     with contextlib.suppress(LeaseError):
         lease.acquire()
         won.append(lease)
+
+
+def test_a_pid_counts_only_in_its_own_process_space(lakehouse: Lakehouse) -> None:
+    """Containers share hostnames, not PID namespaces: a pid from another space (or from a
+    lease that does not say its space) proves nothing, and a recycled pid is a dead holder."""
+    mine = process_space()
+    assert mine is not None
+    for space in ("another-boot/pid:[1]", None):
+        _write_holder(lakehouse, pid=_dead_pid(), space=space)  # same hostname, other space
+        with pytest.raises(LeaseError, match="LEASE_HELD"):
+            _lease(lakehouse, "refused").acquire()
+    # Our space, a live pid, but not the process that wrote the lease (another start time).
+    _write_holder(lakehouse, pid=os.getppid(), space=mine, started=1)
+    with _lease(lakehouse, "after-recycled-pid"):
+        pass
+    # Our own live process, as recorded: held.
+    with _lease(lakehouse, "holder"), pytest.raises(LeaseError, match="LEASE_HELD"):
+        _lease(lakehouse, "second").acquire()
+
+
+TAKER = """
+import sys, os
+from lakefeed.errors import LeaseError, code_of
+from lakefeed.runtime.lease import Lease, LocalLeaseStore
+store = LocalLeaseStore(__import__("pathlib").Path(sys.argv[1]))
+try:
+    Lease(store, "container", "iot", where="lh", ttl=float(sys.argv[2])).acquire()
+    print("TOOK", os.getpid())
+except LeaseError as error:
+    print(code_of(str(error)), os.getpid())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root's unshare")
+def test_a_run_in_another_pid_namespace_does_not_take_a_live_lease(
+    lakehouse: Lakehouse, tmp_path: Path
+) -> None:
+    """A second run started in a new PID namespace with the same hostname (a container) is
+    refused while the holder's heartbeat is fresh; after the holder falls silent it takes over."""
+    script = tmp_path / "taker.py"
+    script.write_text(TAKER)
+
+    def take(ttl: float) -> str:
+        command = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(script)]
+        found = subprocess.run(
+            [*command, str(lakehouse.lease_path), str(ttl)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).parents[2],
+        )
+        assert found.returncode == 0, found.stderr
+        return found.stdout.split()[0]
+
+    holder = _lease(lakehouse, "live", heartbeat=0.2)
+    holder.acquire()
+    try:
+        assert take(ttl=60) == "LEASE_HELD"  # its pid is not in that namespace, yet it lives
+    finally:
+        holder._stop.set()  # falls silent without releasing, as a frozen container would
+    time.sleep(1.2)
+    assert take(ttl=1) == "TOOK"
 
 
 def test_heartbeat_renews_and_a_takeover_stops_the_holder(lakehouse: Lakehouse) -> None:

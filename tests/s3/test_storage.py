@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pytest
@@ -16,7 +18,8 @@ from lakefeed import s3a, storage
 from lakefeed.connectors.delta import commit, log, table
 from lakefeed.connectors.delta.files import STAGING, write_batches
 from lakefeed.errors import ConfigError, code_of
-from lakefeed.runtime.lease import lease_store
+from lakefeed.runtime import lease
+from lakefeed.runtime.lease import ConditionalObjectLeaseStore, ObjectLeaseStore, lease_store
 from tests.support.s3 import MotoServer
 
 COMMITS_PER_WRITER = 6
@@ -36,6 +39,7 @@ def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> Non
     assert not (root / "checkpoints" / "a").exists()
 
     store = lease_store(root / "_lakefeed_lease.json")
+    assert isinstance(store, ConditionalObjectLeaseStore)  # If-None-Match / If-Match by boto3
     assert store.create(b"one") and not store.create(b"two")
     found = store.read()
     assert found is not None and found[0] == b"one"
@@ -51,6 +55,39 @@ def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> Non
     assert found_table is not None and found_table.detail == "table at version 0"
     no_table = table.reachable({"path": str(root / "checkpoints")})
     assert no_table is not None and not no_table.ok and "without _delta_log" in no_table.detail
+
+
+def test_racing_lease_takers_on_s3_one_wins(
+    moto: MotoServer, s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """Conditional writes make the object-store lease race-free: of many runs creating or
+    replacing it at the same instant exactly one wins. Without boto3 the lease says it falls
+    back to read-compare-write."""
+    path = storage.as_path(f"s3://{moto.bucket()}/race-lease/_lakefeed_lease.json")
+    stores = [lease_store(path) for _ in range(8)]
+    start = threading.Barrier(len(stores))
+
+    def create(store: lease.LeaseStore, content: bytes) -> str | None:
+        start.wait()
+        return store.create(content)
+
+    with ThreadPoolExecutor(len(stores)) as pool:
+        tokens = list(pool.map(create, stores, [f"run-{i}".encode() for i in range(8)]))
+    assert sum(t is not None for t in tokens) == 1
+    found = stores[0].read()
+    assert found is not None and found[1] == next(t for t in tokens if t)
+
+    def replace(store: lease.LeaseStore, content: bytes) -> str | None:
+        start.wait()
+        return store.replace(found[1], content)
+
+    with ThreadPoolExecutor(len(stores)) as pool:
+        replaced = list(pool.map(replace, stores, [f"taker-{i}".encode() for i in range(8)]))
+    assert sum(t is not None for t in replaced) == 1
+
+    monkeypatch.setattr(lease, "_s3_client", lambda _path: None)  # as without lakefeed[s3]
+    assert isinstance(lease_store(path), ObjectLeaseStore)
+    assert "boto3 is not installed" in caplog.text and "conditional writes" in caplog.text
 
 
 def _writer(args: tuple[str, str, dict[str, str], float]) -> int:

@@ -301,6 +301,13 @@ def maybe_delta(text: str) -> bool:
     return _MAYBE.search(text) is not None
 
 
+def _opens(token: Token, before: Token | None) -> bool:
+    """Whether ``token`` opens a nesting: a bracket, or ``<`` after ``MAP``/``ARRAY``/``STRUCT``."""
+    if token.text != "<":
+        return True
+    return before is not None and before.upper in ("MAP", "ARRAY", "STRUCT")
+
+
 class _Cursor:
     """Tokens with a position; helpers that read keywords and cut expression text."""
 
@@ -311,7 +318,7 @@ class _Cursor:
 
     def peek(self, ahead: int = 0) -> Token | None:
         at = self.i + ahead
-        return self.toks[at] if at < len(self.toks) else None
+        return self.toks[at] if 0 <= at < len(self.toks) else None
 
     def at(self, *words: str) -> bool:
         """Whether the next tokens are these keywords (``*`` / ``(``... for ops)."""
@@ -352,16 +359,20 @@ class _Cursor:
 
     def span_until(self, stops: set[str], opening: str = "([{") -> tuple[int, int]:
         """From here to the first top-level keyword of ``stops`` (or the end): a char span.
-        ``opening``: the brackets that nest (``<`` too in a column list: ``MAP<K, V>``)."""
-        depth, first = 0, self.i
-        closing = opening.translate(str.maketrans("([{<", ")]}>"))
+        ``opening``: the brackets that nest (``<`` too in a column list: ``MAP<K, V>`` — only
+        after a complex type's name, so ``a > 0`` in an expression stays a comparison)."""
+        first = self.i
+        pairs = dict(zip("([{<", ")]}>", strict=True))
+        open_: list[str] = []  # the closing bracket each open one waits for
         while not self.done():
             token = self.toks[self.i]
-            if depth == 0 and (token.upper or token.text) in stops and self.i > first:
+            if not open_ and (token.upper or token.text) in stops and self.i > first:
                 break
-            depth += token.text in opening if token.kind == "op" else 0
-            depth -= token.text in closing if token.kind == "op" else 0
-            if depth < 0:
+            if token.kind == "op" and token.text in opening and _opens(token, self.peek(-1)):
+                open_.append(pairs[token.text])
+            elif token.kind == "op" and open_ and token.text == open_[-1]:
+                open_.pop()
+            elif token.kind == "op" and token.text in ")]}" and not open_:
                 break
             self.i += 1
         if self.i == first:
@@ -785,6 +796,49 @@ def _end(c: _Cursor) -> int:
 
 
 _COLUMN_STOPS = {"NOT", "GENERATED", "COMMENT", "DEFAULT", "NULL", "CONSTRAINT", "PRIMARY"}
+
+
+@dataclass(frozen=True)
+class TableConstraint:
+    """A table constraint of a column list: ``[CONSTRAINT name] CHECK (expr)`` (Delta's CHECK
+    constraint, ``delta.constraints.<name>``), or ``PRIMARY KEY`` / ``FOREIGN KEY`` (Unity
+    Catalog's informational constraints: declared, never enforced)."""
+
+    name: str | None
+    kind: Literal["CHECK", "PRIMARY KEY", "FOREIGN KEY"]
+    text: str  # the CHECK's expression, or the key's definition as written
+
+
+def table_elements(text: str) -> tuple[list[Column], list[TableConstraint]]:
+    """A column list as ``CREATE TABLE`` takes it, without its parentheses (DLT's ``schema=``
+    string): its columns and its table constraints, in order."""
+    c = _Cursor(f"({text})", tokens(f"({text})"))
+    columns, constraints = [], []
+    for item in c.parenthesized("([{<"):
+        head = tokens(item)[:1]
+        if head and head[0].upper in ("CONSTRAINT", "PRIMARY", "FOREIGN", "CHECK"):
+            constraints.append(_table_constraint(item))
+        elif item:
+            columns.append(_column(item))
+    return columns, constraints
+
+
+def _table_constraint(item: str) -> TableConstraint:
+    c = _Cursor(item, tokens(item))
+    name = c.next().value if c.take("CONSTRAINT") else None
+    if c.take("CHECK"):
+        c.need("(")
+        check = c.expression({")"}).strip()
+        c.need(")")
+        return TableConstraint(name, "CHECK", check)
+    for kind in ("PRIMARY", "FOREIGN"):
+        if c.take(kind, "KEY"):
+            rest = c.peek()
+            written = item[rest.start :].strip() if rest else ""
+            return TableConstraint(
+                name, "PRIMARY KEY" if kind == "PRIMARY" else "FOREIGN KEY", written
+            )
+    c.unexpected("a table constraint", "CONSTRAINT name CHECK (expr) | PRIMARY KEY (cols)")
 
 
 def _column(definition: str) -> Column:

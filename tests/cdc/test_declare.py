@@ -37,6 +37,20 @@ FLOW = 'target="t", source="changes", keys=["id"], sequence_by="seq"'
             'keys=["id"], sequence_by="")',
             "sequence_by is missing",
         ),
+        (  # a bare string would be read letter by letter as keys ['i', 'd']
+            'lf.create_streaming_table("t")\nlf.apply_changes(target="t", source="changes", '
+            'keys="id", sequence_by="seq")',
+            "keys='id' is not a list",
+        ),
+        (
+            'lf.create_streaming_table("t")\nlf.apply_changes(target="t", source="changes", '
+            'keys=["id"], sequence_by=123)',
+            "sequence_by=123 is a int, not SQL text or a Column",
+        ),
+        (
+            f'lf.create_streaming_table("t")\nlf.apply_changes({FLOW}, apply_as_deletes=True)',
+            "apply_as_deletes=True is a bool",
+        ),
     ],
 )
 def test_misuse_is_refused_where_it_is_written(tmp_path: Path, text: str, problem: str) -> None:

@@ -13,8 +13,11 @@ Python task and the CLI run a pipeline the same way and get the same typed answe
 
 ``pipeline`` is a file, a folder, a list of them, or a :class:`Pipeline` already loaded;
 ``spark`` defaults to :func:`lakefeed.spark_session` (reused, never stopped here: the caller
-owns it). ``run`` and ``verify`` raise :class:`PipelineError` for a pipeline that cannot start;
-``validate`` returns those problems instead, since finding them is its job.
+owns it). The session exists before the pipeline's files are imported, as in DLT and SDP
+(:mod:`lakefeed.pipeline.loader`): a default one is started from what :func:`find` learns
+without running them (name, spec, lakehouse, object-store locations). ``run`` and ``verify``
+raise :class:`PipelineError` for a pipeline that cannot start; ``validate`` returns those
+problems instead, since finding them is its job.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, RunMode
-from lakefeed.pipeline.loader import default_name, load_pipeline
+from lakefeed.pipeline.loader import PipelineFiles, default_name, find_pipeline, load_pipeline
 from lakefeed.pipeline.sinks import Sink
 from lakefeed.results import (
     DatasetInfo,
@@ -55,13 +58,45 @@ PathLike = str | os.PathLike[str]
 PipelineSource = Pipeline | PathLike | Sequence[PathLike]
 
 
-def load(pipeline: PipelineSource, conf: Mapping[str, str] | None = None) -> Pipeline:
-    """The pipeline itself, or the one its files declare; ``conf`` is what ``lf.config`` reads."""
+def find(
+    pipeline: PathLike | Sequence[PathLike], conf: Mapping[str, str] | None = None
+) -> PipelineFiles:
+    """The pipeline's files, name and spec, without running its code (what its session is
+    started from); ``conf`` is what ``lf.config`` reads."""
+    if conf is not None:
+        set_config(conf)
+    return find_pipeline(_paths(pipeline))
+
+
+def load(
+    pipeline: PipelineSource,
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+) -> Pipeline:
+    """The pipeline itself, or the one its files declare, imported on ``spark`` (else the
+    running session); ``conf`` is what ``lf.config`` reads."""
     if conf is not None:
         set_config(conf)
     if isinstance(pipeline, Pipeline):
         return pipeline
-    return load_pipeline(_paths(pipeline))
+    return load_pipeline(_paths(pipeline), spark=spark)
+
+
+def open_pipeline(
+    pipeline: PipelineSource,
+    lakehouse: Lakehouse | PathLike | None = None,
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+) -> tuple[Pipeline, Lakehouse, SparkSession]:
+    """The session first (``spark``, else one started for the pipeline), then the pipeline's
+    code imported once on it, and its lakehouse."""
+    if conf is not None:
+        set_config(conf)
+    found = pipeline if isinstance(pipeline, Pipeline) else find(pipeline)
+    house = lakehouse_for(lakehouse, found)
+    session = spark or _session(master, found, house)
+    return load(pipeline, spark=session), house, session
 
 
 def run(
@@ -86,8 +121,7 @@ def run(
     """
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
-    loaded = load(pipeline, conf)
-    house = lakehouse_for(lakehouse, loaded)
+    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
     options = RunOptions(
         mode=mode,
         trigger_interval=trigger_interval,
@@ -98,7 +132,7 @@ def run(
     )
     reset = set(loaded.datasets) if full_refresh_all else set(options.full_refresh)
     before = {name: None if name in reset else _version(house, name) for name in loaded.datasets}
-    runner = PipelineRunner(loaded, house, spark or _session(master, loaded, house), options)
+    runner = PipelineRunner(loaded, house, session, options)
     outcome = runner.run()
     return _run_result(runner, outcome, RunMode(options.mode), before)
 
@@ -115,18 +149,17 @@ def validate(
     """The graph, each flow's output mode and every problem, without starting a query.
 
     A pipeline that does not even load (a syntax error, a duplicate name) is a result with
-    problems and no datasets; Spark is only started for one that loads. ``check_connections``
+    problems and no datasets; Spark is not started for one whose files cannot be found or
+    compiled. ``check_connections``
     also asks each outside source (Kafka brokers, input paths, Delta source tables) whether it
     answers; a failed check is a problem.
     """
     from lakefeed.runtime.validate import validate as check
 
     try:
-        loaded = load(pipeline, conf)
+        loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
     except PipelineError as error:
         return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
-    house = lakehouse_for(lakehouse, loaded)
-    session = spark or _session(master, loaded, house)
     validation = check(loaded, house, session)
     result = _validation_result(loaded, validation)
     if not check_connections:
@@ -154,9 +187,7 @@ def verify(
     """
     from lakefeed.runtime.verify import verify as compare
 
-    loaded = load(pipeline, conf)
-    house = lakehouse_for(lakehouse, loaded)
-    session = spark or _session(master, loaded, house)
+    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
     tables = compare(loaded, house, session, run_first=run_first)
     return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
 
@@ -177,9 +208,8 @@ def plan(
     """
     from lakefeed.runtime.upgrade import plan_upgrade
 
-    loaded = load(pipeline, conf)
-    house = lakehouse_for(lakehouse, loaded)
-    return plan_upgrade(loaded, house, spark or _session(master, loaded, house))
+    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
+    return plan_upgrade(loaded, house, session)
 
 
 # -- helpers
@@ -197,7 +227,9 @@ def _name(pipeline: PipelineSource) -> str:
     return default_name(paths) if paths else "pipeline"
 
 
-def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) -> Lakehouse:
+def lakehouse_for(
+    lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline | PipelineFiles
+) -> Lakehouse:
     """The lakehouse given, else the ``storage`` of the pipeline's spark-pipeline.yml (as
     ``spark-pipelines`` keeps its checkpoints there), else ``./lakehouse``."""
     if isinstance(lakehouse, Lakehouse):
@@ -205,7 +237,7 @@ def lakehouse_for(lakehouse: Lakehouse | PathLike | None, pipeline: Pipeline) ->
     return Lakehouse.at(lakehouse or pipeline.storage or DEFAULT_ROOT)
 
 
-def storage_locations(pipeline: Pipeline, lakehouse: Lakehouse) -> list[str]:
+def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) -> list[str]:
     """Where the pipeline keeps, reads or writes data, known before a session starts: the
     lakehouse root and the object-store URIs the pipeline names
     (:mod:`lakefeed.pipeline.locations`). The session adds S3A when one is on object storage
@@ -215,11 +247,16 @@ def storage_locations(pipeline: Pipeline, lakehouse: Lakehouse) -> list[str]:
     return [str(lakehouse.root), *pipeline_locations(pipeline)]
 
 
-def _session(master: str | None, pipeline: Pipeline, lakehouse: Lakehouse) -> SparkSession:
+def _session(
+    master: str | None, pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse
+) -> SparkSession:
     from lakefeed.session import spark_session
 
-    storage = storage_locations(pipeline, lakehouse)
-    return spark_session(app_name=f"lakefeed-{pipeline.name}", master=master, storage=storage)
+    return spark_session(
+        app_name=f"lakefeed-{pipeline.name}",
+        master=master,
+        storage=storage_locations(pipeline, lakehouse),
+    )
 
 
 def _version(lakehouse: Lakehouse, name: str) -> int | None:

@@ -171,6 +171,11 @@ def evaluating_on(spark: SparkSession) -> AbstractContextManager[SparkSession]:
     return bound(_EVALUATING, spark)
 
 
+def evaluating_session() -> SparkSession | None:
+    """The session bound by :func:`evaluating_on`, if any (the runner's, or the loader's)."""
+    return _EVALUATING.get()
+
+
 def active_spark() -> SparkSession:
     """The session a pipeline function should use: the runner's while it evaluates flows, else
     the running one, else a fresh default.

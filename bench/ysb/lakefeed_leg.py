@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> tuple[float, float, float]:
         conf={**conf, **parse_spark_conf(args.spark_conf)},
     )
     session_s = time.perf_counter() - session_started
-    loaded = load_pipeline([args.pipeline])
+    loaded = load_pipeline([args.pipeline], spark=spark)
     options = RunOptions(mode=args.mode, trigger_interval=args.trigger_interval)
     if args.warmup:
         run_pipeline(loaded, Lakehouse.at(args.work / "warmup-lakehouse"), spark, options)

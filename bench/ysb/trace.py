@@ -180,7 +180,7 @@ def _pipeline(
         from lakefeed.runtime.runner import RunOptions, run_pipeline
 
         with session_conf(spark, {STATE_STORE: state_store, **(conf or {})}):
-            loaded = load_pipeline([PIPELINE])
+            loaded = load_pipeline([PIPELINE], spark=spark)
             started = time.perf_counter()
             result = run_pipeline(
                 loaded, Lakehouse.at(work), spark, RunOptions(mode="available-now")

@@ -36,8 +36,34 @@ def scd_type(value: Any) -> int:
     return int(str(value).strip())
 
 
+def _is_column(value: Any) -> bool:
+    from pyspark.sql import Column  # classic and Spark Connect Columns alike (pyspark 4)
+
+    return isinstance(value, Column)
+
+
+def _expression(value: Any, what: str) -> Any:
+    """A sequence or condition as DLT takes it: SQL text or a Column (``col()``, ``expr()``);
+    anything else is refused here, not by Spark at the first batch (what the Column means is
+    checked against the source's columns by ``lakefeed validate``)."""
+    if value is None or isinstance(value, str) or _is_column(value):
+        return value
+    raise PipelineDefinitionError(
+        f"{what}={value!r} is a {type(value).__name__}, not SQL text or a Column",
+        fix=f'write {what}="seq" or {what}=col("seq") (a condition: expr("op = \'DELETE\'"))',
+        code=INVALID,
+    )
+
+
 def _names(value: Sequence[Any] | None, what: str) -> list[str]:
-    """Column names given as strings or plain Columns (``F.col("id")``)."""
+    """Column names given as strings or plain Columns (``F.col("id")``), in a list as DLT has
+    them (a bare string would be read letter by letter)."""
+    if value is not None and not isinstance(value, list | tuple):
+        raise PipelineDefinitionError(
+            f"{what}={value!r} is not a list",
+            fix=f"give a list: {what}=['id'] or {what}=[col('id')]",
+            code=INVALID,
+        )
     names = []
     for item in value or []:
         name = item if isinstance(item, str) else _column_name(item)
@@ -81,10 +107,10 @@ class AutoCdc:
         cdc = cls(
             source=given["source"],
             keys=_names(given["keys"], "keys"),
-            sequence_by=given["sequence_by"],
+            sequence_by=_expression(given["sequence_by"], "sequence_by"),
             ignore_null_updates=bool(given.get("ignore_null_updates")),
-            apply_as_deletes=given.get("apply_as_deletes"),
-            apply_as_truncates=given.get("apply_as_truncates"),
+            apply_as_deletes=_expression(given.get("apply_as_deletes"), "apply_as_deletes"),
+            apply_as_truncates=_expression(given.get("apply_as_truncates"), "apply_as_truncates"),
             column_list=_names(given.get("column_list"), "column_list"),
             except_column_list=_names(given.get("except_column_list"), "except_column_list"),
             scd_type=scd_type(given.get("stored_as_scd_type") or 1),

@@ -8,9 +8,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from lakefeed import entry
 from lakefeed.cli.pipeline import (
     _fail,
-    _load,
+    _find,
     _spark,
     conf_opt,
     lakehouse_opt,
@@ -65,8 +66,8 @@ def watermark(
     """A watermark delay for FLOW that keeps --completeness % of its input on time, read from
     the event-time lateness of its input tables in commit order, and the state it implies."""
     try:
-        pipeline = _load(paths, conf)
-        spark = _spark(master, pipeline.name, spark_conf)
+        spark = _spark(master, _find(paths, conf).name, spark_conf)
+        pipeline = entry.load(list(paths), spark=spark)
         found = advise_watermark(
             spark,
             pipeline,

@@ -22,9 +22,9 @@ from lakefeed.connect import is_connect
 from lakefeed.errors import LakefeedError
 from lakefeed.explain import explain, readable
 from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
-from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
+from lakefeed.pipeline.loader import PipelineFiles
 from lakefeed.results import ConnectionCheck, FlowVerdict, TableComparison, ValidationResult
 
 console = Console(stderr=True)
@@ -43,8 +43,9 @@ def _conf(values: Sequence[str]) -> dict[str, str]:
     return pairs
 
 
-def _load(paths: Sequence[str], conf: Sequence[str]) -> Pipeline:
-    return entry.load(list(paths), _conf(conf))
+def _find(paths: Sequence[str], conf: Sequence[str]) -> PipelineFiles:
+    """The pipeline's files, name and spec (its code runs later, on the session)."""
+    return entry.find(list(paths), _conf(conf))
 
 
 def _spark(  # noqa: ANN202
@@ -53,14 +54,15 @@ def _spark(  # noqa: ANN202
     spark_conf: Sequence[str] = (),
     lakehouse: Lakehouse | None = None,
     remote: str | None = None,
-    pipeline: Pipeline | None = None,
+    pipeline: PipelineFiles | None = None,
 ):
+    """The session the pipeline's code will be imported on, started before any of it runs."""
     from lakefeed.cluster import parse_spark_conf
     from lakefeed.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
     storage: list[str] = []
-    if lakehouse is not None:  # the pipeline's sinks may name S3 locations too
+    if lakehouse is not None:  # the pipeline's files may name S3 locations too
         found = pipeline and entry.storage_locations(pipeline, lakehouse)
         storage = found or [str(lakehouse.root)]
     spark = spark_session(
@@ -94,7 +96,7 @@ conf_opt = click.option(
     "conf",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Pipeline configuration, read in flows with lakefeed.config(key).",
+    help="Pipeline configuration: lakefeed.config(key), and spark.conf.get(key) as in DLT.",
 )
 master_opt = click.option(
     "--master", default=None, help="Spark master: local[*] (default), spark://HOST:PORT, ..."
@@ -187,15 +189,15 @@ def run(
 
     server = None
     try:
-        pipeline = _load(paths, conf)
-        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
+        found = _find(paths, conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline)
+        spark = _spark(master, found.name, spark_conf, lakehouse, remote, found)
         try:
             result = entry.run(
-                pipeline,
+                list(paths),
                 lakehouse=lakehouse,
                 mode=mode,
                 spark=spark,
@@ -272,15 +274,15 @@ def validate(
     the problems).
     """
     try:
-        pipeline = _load(paths, conf)
-    except PipelineError:  # a result that lists the load problems, without starting Spark
+        found = _find(paths, conf)
+    except PipelineError:  # files or syntax: a result listing the problems, without Spark
         result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf))
     else:
-        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
         result = entry.validate(
-            pipeline,
+            list(paths),
             lakehouse=lakehouse,
-            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline),
+            spark=_spark(master, found.name, spark_conf, lakehouse, remote, found),
             check_connections=check_connections,
         )
     if as_json:
@@ -351,12 +353,12 @@ def verify(
 ) -> None:
     """Compare each streaming table with a batch recompute over the same input."""
     try:
-        pipeline = _load(paths, conf)
-        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
+        found = _find(paths, conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
         result = entry.verify(
-            pipeline,
+            list(paths),
             lakehouse=lakehouse,
-            spark=_spark(master, pipeline.name, spark_conf, lakehouse, remote, pipeline),
+            spark=_spark(master, found.name, spark_conf, lakehouse, remote, found),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:
@@ -507,11 +509,12 @@ def demo(
         f"iot.maxRowsPerTrigger={max(rows_per_second * 180, 1000)}",
     ]
     try:
-        pipeline = _load([str(folder)], conf)
-        lakehouse = entry.lakehouse_for(lakehouse_dir, pipeline)
+        found = _find([str(folder)], conf)
+        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
         spark = _spark(master, "demo")
         if not is_connect(spark):  # SPARK_REMOTE: the server logs as it is configured
             spark.sparkContext.setLogLevel("ERROR")
+        pipeline = entry.load([str(folder)], spark=spark)
         view = DemoView(lakehouse)
         options = RunOptions(
             mode="continuous",

@@ -1,23 +1,36 @@
-"""Load pipeline files (Python and SQL, or a folder of them) into one :class:`Pipeline`."""
+"""Load pipeline files (Python and SQL, or a folder of them) into one :class:`Pipeline`.
+
+As in DLT and Spark Declarative Pipelines, the Spark session exists before any pipeline code
+runs: a file's module level may call ``SparkSession.active()``, build ``col()``/``expr()``
+arguments, read ``spark.conf.get(...)`` or a small lookup table. So a pipeline is opened in two
+steps: :func:`find_pipeline` learns what the session is started from without running any of the
+user's code (its files, name, spec, and what Python cannot even compile), then
+:func:`load_pipeline` imports the files once, on that session, with the pipeline's
+configuration set as its Spark confs (``spark.conf.get`` reads them, as in DLT and SDP).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.delta import properties
 from lakefeed.delta import protocol
-from lakefeed.errors import ConfigError, DeltaError
+from lakefeed.errors import ConfigError, DeltaError, register_code
 from lakefeed.pipeline import dlt_compat, sdp
 from lakefeed.pipeline.api import (
     Dataset,
     Pipeline,
     auto_cdc_flow,
+    config,
     config_defaults,
+    config_keys,
     loading,
     read,
     read_stream,
@@ -28,9 +41,50 @@ from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakefeed.storage import AnyPath
 
 SUFFIXES = (".py", ".sql")
+NO_SESSION = register_code("PIPELINE_NO_SESSION", ConfigError)
+FIXED_CONF = register_code("PIPELINE_CONF_FIXED", ConfigError)
+
+
+@dataclass(frozen=True)
+class PipelineFiles:
+    """A pipeline as known before any of its code runs: what its Spark session starts from."""
+
+    files: tuple[Path, ...]
+    name: str
+    spec: PipelineSpec | None = None
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.spec.configuration) if self.spec else {}
+
+    @property
+    def storage(self) -> AnyPath | None:
+        return self.spec.storage if self.spec else None
+
+
+def find_pipeline(paths: Iterable[str | Path], name: str | None = None) -> PipelineFiles:
+    """The pipeline's files, name and spec, without running any of its code; files Python
+    cannot compile are refused here, so a typo costs no Spark start."""
+    paths = list(paths)
+    files = pipeline_files(paths)
+    spec = _spec(paths)
+    problems = [p for file in files if file.suffix == ".py" and (p := _syntax_problem(file))]
+    if problems:
+        raise PipelineError(problems)
+    return PipelineFiles(tuple(files), name or (spec.name if spec else default_name(paths)), spec)
+
+
+def _syntax_problem(file: Path) -> str | None:
+    try:
+        compile(file.read_bytes(), str(file), "exec")
+    except SyntaxError as error:
+        return f"{_location(file, error)}: SyntaxError: {error.msg}"
+    return None
 
 
 def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -60,24 +114,42 @@ def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipeline:
-    """Import every file; problems of all files are reported together."""
-    paths = list(paths)
-    files = pipeline_files(paths)
-    spec = _spec(paths)
-    pipeline = Pipeline(name or (spec.name if spec else default_name(paths)))
-    if spec is not None:
-        pipeline.configuration, pipeline.storage = spec.configuration, spec.storage
-        config_defaults(spec.configuration)
+def load_pipeline(
+    paths: Iterable[str | Path], name: str | None = None, spark: SparkSession | None = None
+) -> Pipeline:
+    """Import every file once, on ``spark`` (else the running session); problems of all files
+    are reported together.
+
+    The files' ``spark`` global is that session, and the pipeline's configuration (the spec's,
+    under ``lakefeed.config``'s) is set as its Spark confs first. Without any session (a
+    Spark-free look at the declarations) a file touching Spark at import is refused with
+    :data:`NO_SESSION`; ``lakefeed run`` and ``lakefeed.run`` always load on their session.
+    """
+    found = find_pipeline(paths, name)
+    pipeline = Pipeline(found.name)
+    if found.spec is not None:
+        pipeline.configuration, pipeline.storage = found.configuration, found.storage
+        config_defaults(found.configuration)
+    session = spark or _running_session()
+    if session is not None:
+        try:
+            apply_configuration(session, {key: str(config(key)) for key in config_keys()})
+        except ConfigError as error:
+            raise PipelineError([str(error)]) from error
     problems: list[str] = []
-    with loading(pipeline), dlt_compat.installed(), sdp.registering(pipeline):
-        for file in files:
+    with (
+        loading(pipeline),
+        dlt_compat.installed(),
+        sdp.registering(pipeline),
+        _evaluating(session),
+    ):
+        for file in found.files:
             try:
                 if file.suffix == ".sql":
                     for flow in parse_sql_file(file):
                         add_sql(pipeline, flow)
                 else:
-                    _exec_python(file)
+                    _exec_python(file, session)
             except PipelineError as error:
                 problems.extend(error.problems)
     problems.extend(pipeline.link_flows())
@@ -93,7 +165,7 @@ def load_pipeline(paths: Iterable[str | Path], name: str | None = None) -> Pipel
             problems.append(f"{dataset.source}: {error}")
     if not pipeline.datasets and not problems:
         problems.append(
-            f"{', '.join(map(str, files))} declare no dataset: decorate flow functions with "
+            f"{', '.join(map(str, found.files))} declare no dataset: decorate flow functions with "
             "@lf.table, @lf.materialized_view or @lf.view"
         )
     if problems:
@@ -176,13 +248,47 @@ def _temp_view(df, flow: str, name: str, tag: str) -> str:  # noqa: ANN001
     return view
 
 
-def _exec_python(file: Path) -> None:
+def apply_configuration(spark: SparkSession, values: Mapping[str, str]) -> None:
+    """The pipeline configuration as Spark confs of ``spark`` (DLT's and SDP's
+    ``configuration`` are Spark confs: ``spark.conf.get`` reads them). A Spark setting fixed
+    when the session started that differs is refused: a pipeline would silently run without it.
+    """
+    for key, value in values.items():
+        if spark.conf.get(key, None) == value:
+            continue
+        try:
+            spark.conf.set(key, value)
+        except Exception as error:  # CANNOT_MODIFY_CONFIG (a static or core setting), a bad value
+            first = str(error).strip().split("\n")[0][:200]
+            raise ConfigError(
+                f"configuration {key}={value}: the running Spark session refuses it ({first})",
+                fix="a setting Spark fixes at start goes in `lakefeed run --spark-conf KEY=VALUE` "
+                "(or lakefeed.spark_session(conf={...})); otherwise correct the value",
+                code=FIXED_CONF,
+            ) from error
+
+
+def _running_session() -> SparkSession | None:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def _evaluating(session: SparkSession | None) -> contextlib.AbstractContextManager[Any]:
+    """While the files load, :func:`lakefeed.active_spark` answers with their session."""
+    from lakefeed.session import evaluating_on
+
+    return evaluating_on(session) if session is not None else contextlib.nullcontext()
+
+
+def _exec_python(file: Path, session: SparkSession | None) -> None:
     module_name = f"lakefeed_pipeline_{file.stem}"
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
         raise PipelineError([f"{file}: cannot import"])
     module = importlib.util.module_from_spec(spec)
-    module.__dict__["spark"] = _ActiveSpark()  # as in Databricks/DLT files: `spark` is given
+    # As in DLT notebooks and SDP files, `spark` is given: the session the pipeline runs on.
+    module.__dict__["spark"] = session if session is not None else _SessionOfTheRun()
     # In sys.modules only while it runs: afterwards cloudpickle ships its functions (UDFs)
     # to workers by value, since workers cannot import a pipeline file by name.
     sys.modules[module_name] = module
@@ -194,6 +300,8 @@ def _exec_python(file: Path) -> None:
             p if str(file) in p else f"{where}: {p}" for p in error.problems
         ) from error
     except Exception as error:
+        if session is None and _needs_session(error):
+            raise PipelineError([f"{_location(file, error)}: {_no_session()}"]) from error
         raise PipelineError(
             [f"{_location(file, error)}: {type(error).__name__}: {error}"]
         ) from error
@@ -201,17 +309,39 @@ def _exec_python(file: Path) -> None:
         sys.modules.pop(module_name, None)
 
 
-class _ActiveSpark:
-    """The ``spark`` global of a pipeline file: the active session, resolved on first use (a
-    file that never touches it loads without starting Spark)."""
+class _SessionOfTheRun:
+    """The ``spark`` global of a file loaded without a session: the session that evaluates its
+    flows later (the runner's). Touched while the file loads, it is refused, never started
+    here: a session started by an import would lack the run's settings."""
 
     def __getattr__(self, name: str) -> object:
-        from lakefeed.session import active_spark
+        from lakefeed.session import evaluating_session
 
-        return getattr(active_spark(), name)
+        session = evaluating_session() or _running_session()
+        if session is None:
+            raise _no_session()
+        return getattr(session, name)
 
     def __repr__(self) -> str:
-        return "<the active SparkSession>"
+        return "<the SparkSession of the run>"
+
+
+def _no_session() -> ConfigError:
+    return ConfigError(
+        "the pipeline uses Spark while it loads, and it was loaded without a Spark session",
+        fix="load it on a session: lakefeed.load_pipeline(paths, spark=lakefeed.spark_session())"
+        " (lakefeed run, lakefeed.run and PipelineTest do)",
+        code=NO_SESSION,
+    )
+
+
+def _needs_session(error: BaseException) -> bool:
+    """pyspark's ways of saying there is no session: NO_ACTIVE_OR_DEFAULT_SESSION, or the bare
+    ``assert SparkContext._active_spark_context`` of ``col()``/``expr()``/``lit()``."""
+    if getattr(error, "getErrorClass", lambda: None)() == "NO_ACTIVE_OR_DEFAULT_SESSION":
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return isinstance(error, AssertionError) and bool(frames) and "pyspark" in frames[-1].filename
 
 
 def _location(file: Path, error: BaseException) -> str:

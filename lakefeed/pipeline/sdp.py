@@ -193,8 +193,12 @@ def _refuse(what: str, fix: str) -> NoReturn:
 
 
 def _sql(column: Any) -> Any:
-    """A Spark Connect Column as the SQL text it was written as (a name or an expression)."""
-    return None if column is None else str(getattr(column, "_expr", column))
+    """A Spark Connect Column (pyspark's ``dp`` turns strings into them) as the SQL text it was
+    written as (a name or an expression); a classic Column (the user's ``col()``/``expr()`` on
+    lakefeed's classic session) as it is: its text would be ``Column<'seq'>``."""
+    if column is None or hasattr(column, "_jc"):
+        return column
+    return str(getattr(column, "_expr", column))
 
 
 def _where(location: SourceCodeLocation) -> str:

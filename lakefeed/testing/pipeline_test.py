@@ -73,8 +73,10 @@ class PipelineTest:
     ) -> None:
         self.root = Path(root)
         self.lakehouse = Lakehouse.at(self.root / "lakehouse")
-        self.pipeline: Pipeline = entry.load(pipeline, conf)
-        self.spark = spark or spark_session(app_name=f"lakefeed-test-{self.pipeline.name}")
+        # The session first: the pipeline's files may use Spark at import, as in DLT and SDP.
+        name = entry.find(pipeline, conf).name
+        self.spark = spark or spark_session(app_name=f"lakefeed-test-{name}")
+        self.pipeline: Pipeline = entry.load(pipeline, spark=self.spark)
         self._feeds: dict[str, _Feed] = {}
 
     def feed(self, flow: str, rows: Rows, *, schema: StructType | None = None) -> None:

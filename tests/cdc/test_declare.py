@@ -37,6 +37,20 @@ FLOW = 'target="t", source="changes", keys=["id"], sequence_by="seq"'
             'keys=["id"], sequence_by="")',
             "sequence_by is missing",
         ),
+        (  # a bare string would be read letter by letter as keys ['i', 'd']
+            'lf.create_streaming_table("t")\nlf.apply_changes(target="t", source="changes", '
+            'keys="id", sequence_by="seq")',
+            "keys='id' is not a list",
+        ),
+        (
+            'lf.create_streaming_table("t")\nlf.apply_changes(target="t", source="changes", '
+            'keys=["id"], sequence_by=123)',
+            "sequence_by=123 is a int, not SQL text or a Column",
+        ),
+        (
+            f'lf.create_streaming_table("t")\nlf.apply_changes({FLOW}, apply_as_deletes=True)',
+            "apply_as_deletes=True is a bool",
+        ),
     ],
 )
 def test_misuse_is_refused_where_it_is_written(tmp_path: Path, text: str, problem: str) -> None:
@@ -121,6 +135,23 @@ def test_sdp_create_auto_cdc_flow_declares_the_same_flow(tmp_path: Path) -> None
         "op = 'DELETE'",
     )
     assert (flow.cdc.except_column_list, flow.cdc.scd_type) == (["op"], 2)
+
+
+def test_sdp_create_auto_cdc_flow_takes_the_users_columns(spark, tmp_path: Path) -> None:
+    """``col()``/``expr()`` built at module level on lakefeed's (classic) session: names and
+    conditions as written, not the Columns' ``Column<'seq'>`` text."""
+    text = (
+        "from pyspark import pipelines as dp\nfrom pyspark.sql.functions import col, expr\n\n"
+        'dp.create_streaming_table("t")\n'
+        'dp.create_auto_cdc_flow(target="t", source="changes", keys=[col("id")],'
+        ' sequence_by=col("seq"), apply_as_deletes=expr("op = \'DELETE\'"),'
+        ' except_column_list=[col("op")])\n'
+    )
+    folder = write(tmp_path / "p", {"a.py": HEADER, "b.py": text})
+    cdc = load([folder]).append_flows["t_cdc"].cdc
+    assert cdc is not None and (cdc.keys, cdc.except_column_list) == (["id"], ["op"])
+    changes = spark.createDataFrame([(1, 2, "DELETE")], "id INT, seq INT, op STRING")
+    assert changes.select(cdc.sequence_by, cdc.apply_as_deletes).first() == (2, True)
 
 
 def test_validate_refuses_names_the_source_does_not_have(spark, tmp_path: Path) -> None:

@@ -90,3 +90,45 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
 
     status = CliRunner().invoke(cli, ["status", "--lakehouse", str(lakehouse.root)])
     assert f"Spark Connect {server.url} · Delta reader python" in status.output, status.output
+
+
+# A pipeline doing Spark work at import (issue 32): under Connect the session it gets is the
+# client's session on the server, created before the file is imported.
+MODULE_LEVEL_SPARK = """
+import dlt
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import col, expr
+
+spark = SparkSession.active()
+KINDS = [row.kind for row in spark.sql("SELECT 'U' AS kind UNION ALL SELECT 'D'").collect()]
+ROWS_PER_SECOND = spark.conf.get("mypipeline.rate")
+
+@dlt.view
+def changes():
+    return (spark.readStream.format("rate").option("rowsPerSecond", ROWS_PER_SECOND).load()
+            .selectExpr("value % 10 AS id", "value AS seq", f"'{KINDS[0]}' AS op"))
+
+dlt.create_streaming_table("current")
+
+dlt.create_auto_cdc_flow(
+    target="current",
+    source="changes",
+    keys=[col("id")],
+    sequence_by=col("seq"),
+    apply_as_deletes=expr("op = 'D'"),
+    except_column_list=["op"],
+)
+"""
+
+
+def test_module_level_spark_calls_run_on_the_connect_session(
+    server: ConnectServer, tmp_path: Path
+) -> None:
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "cdc.py").write_text(MODULE_LEVEL_SPARK)
+    checked = _lakefeed(
+        "validate", str(tmp_path / "pipeline"), "--lakehouse", str(tmp_path / "lh"),
+        "--remote", server.url, "--conf", "mypipeline.rate=5", "--json",
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert '"valid": true' in checked.stdout

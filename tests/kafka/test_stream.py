@@ -1,4 +1,5 @@
-"""The lakefeed_kafka source and sink inside Spark, against the real tansu broker."""
+"""The lakefeed_kafka source and sink inside Spark, against the real tansu broker (and a few
+tests on Apache Kafka too)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import pytest
 
 import lakefeed
 from lakefeed.connectors.kafka.lag import lag_from_progress
-from tests.kafka.broker import Tansu, free_port
+from tests.kafka.broker import Broker, Tansu, free_port, on_both_brokers
 from tests.kafka.spark_support import run_to_end
 
 FORMAT = "lakefeed_kafka"
 
 
-def kafka_stream(spark: Any, broker: Tansu | str, **options: Any) -> Any:
+def kafka_stream(spark: Any, broker: Broker | str, **options: Any) -> Any:
     servers = getattr(broker, "bootstrap", broker)
     reader = spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", servers)
     for key, value in options.items():
@@ -48,8 +49,9 @@ def offsets_read(spark: Any, out: Path) -> list[tuple[int, int]]:
     return sorted((r.partition, r.offset) for r in rows)
 
 
+@on_both_brokers
 def test_stream_reads_each_message_once_with_rate_limit_and_lag(
-    spark: Any, broker: Tansu, tmp_path: Path
+    spark: Any, broker: Broker, tmp_path: Path
 ) -> None:
     topic = broker.create_topic(3)
     for partition in range(3):
@@ -143,7 +145,8 @@ def test_batch_read_between_offsets_with_min_partitions(spark: Any, broker: Tans
     assert rows == [(0, o) for o in range(10, 60)] + [(1, o) for o in range(100)]
 
 
-def test_sink_stream_and_batch_round_trip(spark: Any, broker: Tansu, tmp_path: Path) -> None:
+@on_both_brokers
+def test_sink_stream_and_batch_round_trip(spark: Any, broker: Broker, tmp_path: Path) -> None:
     source, target = broker.create_topic(2), broker.create_topic(1)
     broker.produce(source, [f"v{i}" for i in range(60)], keys=[f"k{i}" for i in range(60)])
     copied = kafka_stream(spark, broker, subscribe=source, startingOffsets="earliest").selectExpr(

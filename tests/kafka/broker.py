@@ -66,6 +66,22 @@ class Broker:
         for future in admin.delete_topics([name]).values():
             future.result(timeout=10)
 
+    def recreate_topic(self, name: str, partitions: int = 1, timeout: float = 60.0) -> None:
+        """Delete ``name`` and create it again (Apache Kafka deletes in the background: the
+        create is retried while the old topic is still being removed)."""
+        self.delete_topic(name)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.create_topic(partitions, name=name)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def committed_values(self, topic: str, partitions: int = 1) -> list[str]:
         """Every committed value of ``topic``, read as the exactly-once sink's consumers must
         (``isolation.level=read_committed``), from the start to the end."""

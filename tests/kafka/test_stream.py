@@ -232,6 +232,33 @@ def test_deleted_topic_is_data_loss(spark: Any, broker: Tansu, tmp_path: Path) -
     assert len(offsets_read(spark, tmp_path / "out")) == 10
 
 
+def test_recreated_topic_is_data_loss_or_read_again_from_earliest(
+    spark: Any, apache_kafka: Broker, tmp_path: Path
+) -> None:
+    """Issue 31: 100 read, the topic recreated with 150 new messages; the next run read only the
+    last 50 and reported nothing. The topic id recorded with the offsets tells it."""
+    topic = apache_kafka.create_topic(1)
+    apache_kafka.produce(topic, [f"old{i}" for i in range(100)])
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    run_available_now(
+        kafka_stream(spark, apache_kafka, subscribe=topic, startingOffsets="earliest"), out, cp
+    )
+    apache_kafka.recreate_topic(topic)
+    apache_kafka.produce(topic, [f"new{i}" for i in range(150)])
+    with pytest.raises(AssertionError, match="KAFKA_DATA_LOSS.*deleted and created again"):
+        run_available_now(
+            kafka_stream(spark, apache_kafka, subscribe=topic, startingOffsets="earliest"), out, cp
+        )
+    lenient = kafka_stream(
+        spark, apache_kafka, subscribe=topic, startingOffsets="earliest", failOnDataLoss="false"
+    )
+    run_available_now(lenient, out, cp)
+    values = [r.value.decode() for r in spark.read.parquet(str(out)).select("value").collect()]
+    assert sorted(values) == sorted(
+        [f"old{i}" for i in range(100)] + [f"new{i}" for i in range(150)]
+    )
+
+
 def test_read_kafka_in_the_style_of_the_api(spark: Any, broker: Tansu, tmp_path: Path) -> None:
     topic = broker.create_topic(1)
     broker.produce(topic, ["x"] * 12)

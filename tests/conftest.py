@@ -25,8 +25,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if "postgres" in fixtures:
             item.add_marker(pytest.mark.postgres)
-        if "broker" in fixtures:
+        if "broker" in fixtures or "apache_kafka" in fixtures:
             item.add_marker(pytest.mark.kafka)
+        if "apache_kafka" in fixtures:
+            item.add_marker(pytest.mark.apache_kafka)
         if "moto" in fixtures:
             item.add_marker(pytest.mark.s3)
 
@@ -75,15 +77,33 @@ def postgres() -> Iterator:
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """One tansu broker per test session on a free 127.0.0.1 port, stopped by PID (Kafka and
-    cluster tests share it). Each test creates its own topic (``broker.create_topic()``), so
-    tests never see each other's messages."""
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One tansu broker per test session on a free 127.0.0.1 port, stopped by PID."""
     from tests.kafka.broker import Tansu
 
-    tansu = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
-    yield tansu
-    tansu.stop()
+    server = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """Apache Kafka itself (one KRaft node, jars fetched once by Maven) on 127.0.0.1, started
+    on first use and stopped at the end of the session."""
+    from tests.support.apache_kafka import ApacheKafka
+
+    server = ApacheKafka(tmp_path_factory.mktemp("apache-kafka")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest):  # noqa: ANN201
+    """The Kafka broker of a test: tansu (shared by Kafka and cluster tests), or each of tansu
+    and Apache Kafka for tests marked ``@on_both_brokers`` (``tests.kafka.broker``). Each test
+    creates its own topic (``broker.create_topic()``), so tests never see each other's
+    messages."""
+    return request.getfixturevalue(getattr(request, "param", "tansu"))
 
 
 @pytest.fixture(scope="session")

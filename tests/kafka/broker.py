@@ -14,9 +14,18 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+on_both_brokers = pytest.mark.parametrize(
+    "broker",
+    ["tansu", pytest.param("apache_kafka", marks=pytest.mark.apache_kafka)],
+    indirect=True,
+)
+"""Run a test on tansu and on Apache Kafka (the reference broker; a few tests only: CI time)."""
 
 
 def tansu_binary() -> Path:
@@ -31,67 +40,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Tansu:
-    """One broker process on 127.0.0.1, stopped by its PID."""
+class Broker:
+    """What tests do with a Kafka-protocol broker, whichever runs it (tansu here, Apache Kafka
+    in :mod:`tests.support.apache_kafka`): subclasses give ``bootstrap`` and ``name``."""
 
-    def __init__(self, log: Path, port: int | None = None, advertised_port: int | None = None):
-        self.port = port or free_port()
-        self.advertised_port = advertised_port or self.port
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
+    name: ClassVar[str]
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.advertised_port}"
-
-    def start(self) -> Tansu:
-        listen = f"tcp://127.0.0.1:{self.port}"
-        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(tansu_binary()),
-                    "broker",
-                    "--listener-url",
-                    listen,
-                    "--advertised-listener-url",
-                    advertised,
-                    "--storage-engine",
-                    "memory://tansu/",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.wait_ready(f"127.0.0.1:{self.port}")
-        return self
-
-    def wait_ready(self, bootstrap: str, timeout: float = 20.0) -> None:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                admin.list_topics(timeout=1)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline or (self.proc and self.proc.poll() is not None):
-                    raise RuntimeError(
-                        f"tansu did not start; log:\n{self.log.read_text()}"
-                    ) from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGINT)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    # -- helpers for tests -------------------------------------------------------------------
+        raise NotImplementedError
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
@@ -108,6 +65,22 @@ class Tansu:
         admin = self.admin()
         for future in admin.delete_topics([name]).values():
             future.result(timeout=10)
+
+    def recreate_topic(self, name: str, partitions: int = 1, timeout: float = 60.0) -> None:
+        """Delete ``name`` and create it again (Apache Kafka deletes in the background: the
+        create is retried while the old topic is still being removed)."""
+        self.delete_topic(name)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.create_topic(partitions, name=name)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def committed_values(self, topic: str, partitions: int = 1) -> list[str]:
         """Every committed value of ``topic``, read as the exactly-once sink's consumers must
@@ -177,6 +150,69 @@ class Tansu:
                     producer.poll(0.1)
         assert producer.flush(30) == 0
         assert not errors, errors
+
+
+class Tansu(Broker):
+    """One tansu broker process on 127.0.0.1, stopped by its PID."""
+
+    name = "tansu"
+
+    def __init__(self, log: Path, port: int | None = None, advertised_port: int | None = None):
+        self.port = port or free_port()
+        self.advertised_port = advertised_port or self.port
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.advertised_port}"
+
+    def start(self) -> Tansu:
+        listen = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(tansu_binary()),
+                    "broker",
+                    "--listener-url",
+                    listen,
+                    "--advertised-listener-url",
+                    advertised,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_ready(f"127.0.0.1:{self.port}")
+        return self
+
+    def wait_ready(self, bootstrap: str, timeout: float = 20.0) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                admin.list_topics(timeout=1)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline or (self.proc and self.proc.poll() is not None):
+                    raise RuntimeError(
+                        f"tansu did not start; log:\n{self.log.read_text()}"
+                    ) from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
 
 class Proxy:

@@ -1,4 +1,6 @@
-"""lakefeed.deliveryGuarantee=exactly-once: one Kafka transaction per micro-batch, against tansu.
+"""lakefeed.deliveryGuarantee=exactly-once: one Kafka transaction per micro-batch, against tansu
+and Apache Kafka (the replay check behind other producers' open transactions only on Apache
+Kafka: tansu shows open transactions to ``read_committed`` readers).
 
 Read back with ``isolation.level=read_committed``, as the sink's consumers must.
 """
@@ -12,12 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakefeed.connectors.kafka import transact
 from lakefeed.connectors.kafka.options import KafkaOptionError, parse_sink_options
 from lakefeed.connectors.kafka.sink import sink_options, stream_writer
-from tests.kafka.broker import Tansu
+from tests.kafka.broker import Broker, on_both_brokers
 from tests.kafka.spark_support import run_to_end
 from tests.support.crash import run_with_kills
 
@@ -56,7 +59,8 @@ def test_a_batch_write_or_a_stream_without_checkpoint_is_refused() -> None:
 # -- the transaction core against the broker --------------------------------------------------
 
 
-def test_a_committed_batch_is_skipped_and_a_zombie_is_fenced(broker: Tansu) -> None:
+@on_both_brokers
+def test_a_committed_batch_is_skipped_and_a_zombie_is_fenced(broker: Broker) -> None:
     topic = broker.create_topic(1)
     options = parse_sink_options(
         {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, **EOS}
@@ -73,15 +77,116 @@ def test_a_committed_batch_is_skipped_and_a_zombie_is_fenced(broker: Tansu) -> N
     transact.fence(options, txn)
     assert transact.commit_batch(options, txn, 1, [rows]) == 2
     # tansu does not filter aborted transactions (its Fetch returns no aborted-transaction
-    # list), so only committed rows are produced here; Apache Kafka would hide aborted ones.
+    # list), so only committed rows are produced here, for both brokers.
     assert broker.committed_values(topic) == ["a", "b", "a", "b"]
     assert transact.committed_batch(options, txn) == 1
+
+
+# -- the replay check behind other producers' transactions (Apache Kafka) ---------------------
+
+
+def _sink(broker: Broker, **extra: str) -> tuple[Any, str]:
+    """Options of a sink with a control topic of its own (an open transaction on the shared
+    one would hold up every other test), and a fresh transactional id."""
+    options = parse_sink_options(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "topic": broker.create_topic(1),
+            "lakefeed.controlTopic": f"ctl-{uuid.uuid4().hex[:8]}",
+            **EOS,
+            **extra,
+        }
+    )
+    transact.ensure_control_topic(options)
+    return options, f"test-{uuid.uuid4().hex[:8]}"
+
+
+def _open_transaction(broker: Broker, topic: str, timeout_ms: int) -> Producer:
+    """Another producer's transaction, left open on ``topic`` (aborted by the broker after
+    ``timeout_ms``)."""
+    other = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": f"other-{uuid.uuid4().hex[:8]}",
+            "transaction.timeout.ms": timeout_ms,
+        }
+    )
+    other.init_transactions(60)
+    other.begin_transaction()
+    other.produce(topic, key=b"other", value=b"7")
+    assert other.flush(30) == 0
+    return other
+
+
+def _commit_behind(options: Any, txn: str, batch_id: int, values: list[str]) -> None:
+    """Batch ``batch_id`` committed as the sink commits it (rows + marker, one transaction):
+    what a run that crashed before Spark's commit log left behind."""
+    producer = transact.BatchProducer(options, **{"transactional.id": txn}).producer
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(options.topic, value=value.encode())
+    producer.produce(options.control_topic, key=txn.encode(), value=str(batch_id).encode())
+    producer.commit_transaction(60)
+
+
+def _rows(*values: str) -> bytes:
+    return transact.rows_to_ipc([pa.record_batch({"value": list(values)})])[0]
+
+
+def test_replayed_batch_behind_an_open_transaction_is_not_produced_twice(
+    apache_kafka: Broker,
+) -> None:
+    options, txn = _sink(apache_kafka)
+    _open_transaction(apache_kafka, options.control_topic, timeout_ms=4000)
+    _commit_behind(options, txn, 0, ["a", "b"])  # its marker sits behind the open transaction
+    # The replay waits for the other transaction to end (aborted at its timeout), then sees
+    # batch 0's marker: before, it read up to the last stable offset and produced it again.
+    assert transact.commit_batch(options, txn, 0, [_rows("a", "b")]) == 0
+    assert transact.commit_batch(options, txn, 1, [_rows("c")]) == 1
+    assert apache_kafka.committed_values(options.topic) == ["a", "b", "c"]
+
+
+def test_replay_check_refuses_while_another_transaction_stays_open(
+    apache_kafka: Broker,
+) -> None:
+    options, txn = _sink(apache_kafka, **{"lakefeed.controlTopicWaitMs": "1500"})
+    other = _open_transaction(apache_kafka, options.control_topic, timeout_ms=120_000)
+    _commit_behind(options, txn, 0, ["a"])
+    with pytest.raises(transact.ControlTopicBlockedError) as refused:
+        transact.commit_batch(options, txn, 0, [_rows("a")])
+    assert refused.value.code == "KAFKA_SINK_CONTROL_BLOCKED" and refused.value.fix
+    with pytest.raises(transact.ControlTopicBlockedError):  # nor is a new batch produced
+        transact.commit_batch(options, txn, 1, [_rows("b")])
+    other.commit_transaction(30)
+    assert transact.commit_batch(options, txn, 0, [_rows("a")]) == 0
+    assert transact.commit_batch(options, txn, 1, [_rows("b")]) == 1
+    assert apache_kafka.committed_values(options.topic) == ["a", "b"]
+
+
+def test_broker_restart_mid_transaction_keeps_each_batch_once(apache_kafka: Any) -> None:
+    options, txn = _sink(apache_kafka)
+    _open_transaction(apache_kafka, options.control_topic, timeout_ms=6000)
+    _commit_behind(options, txn, 0, ["a"])
+    # Batch 1 is in flight (rows and marker sent, not committed) when the broker restarts.
+    producer = transact.BatchProducer(options, **{"transactional.id": txn}).producer
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(options.topic, value=b"b")
+    producer.produce(options.control_topic, key=txn.encode(), value=b"1")
+    assert producer.flush(30) == 0
+    apache_kafka.restart()
+    # The restarted query replays batch 1, then batch 0 is offered again by a stale replay.
+    assert transact.commit_batch(options, txn, 1, [_rows("b")]) == 1
+    assert transact.commit_batch(options, txn, 0, [_rows("a")]) == 0
+    assert transact.commit_batch(options, txn, 1, [_rows("b")]) == 0
+    assert apache_kafka.committed_values(options.topic) == ["a", "b"]
 
 
 # -- Spark: a stream into the exactly-once sink -------------------------------------------------
 
 
-def _copy(spark: Any, broker: Tansu, source: str, target: str, checkpoint: Path) -> Any:
+def _copy(spark: Any, broker: Broker, source: str, target: str, checkpoint: Path) -> Any:
     def start() -> Any:
         return (
             spark.readStream.format("lakefeed_kafka")
@@ -105,7 +210,8 @@ def _copy(spark: Any, broker: Tansu, source: str, target: str, checkpoint: Path)
     return query
 
 
-def test_stream_then_replayed_batch_is_skipped(spark: Any, broker: Tansu, tmp_path: Path) -> None:
+@on_both_brokers
+def test_stream_then_replayed_batch_is_skipped(spark: Any, broker: Broker, tmp_path: Path) -> None:
     source, target = broker.create_topic(2), broker.create_topic(1)
     broker.produce(source, [f"v{i}" for i in range(60)], keys=[f"k{i}" for i in range(60)])
     checkpoint = tmp_path / "cp"
@@ -125,9 +231,9 @@ def test_stream_then_replayed_batch_is_skipped(spark: Any, broker: Tansu, tmp_pa
 
 
 @pytest.mark.crash
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_kill_9_mid_stream_then_restart_produces_each_row_once(
-    broker: Tansu, tmp_path: Path
+    broker: Broker, tmp_path: Path
 ) -> None:
     source, target = broker.create_topic(2), broker.create_topic(1)
     total = 1_500
@@ -150,7 +256,7 @@ def test_kill_9_mid_stream_then_restart_produces_each_row_once(
         min_delay=60.0,
         max_delay=60.0,
         env={"PYTHONPATH": str(REPO)},
-        final_timeout=120.0,
+        final_timeout=240.0,  # its Spark start and first batch took ~90 s on a busy 2-core box
     )
     assert report.kills == 1, report
     values = broker.committed_values(target)

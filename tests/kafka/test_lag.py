@@ -22,6 +22,15 @@ def test_lag_from_json_text_offsets_as_spark_reports_them() -> None:
     }
 
 
+def test_lag_ignores_the_topic_ids_beside_the_offsets() -> None:
+    progress = {
+        "description": PYTHON_STREAM,
+        "endOffset": json.dumps({"events": {"0": 3}, "@topicIds": {"events": "AbC"}}),
+        "latestOffset": json.dumps({"events": {"0": 10}}),
+    }
+    assert lag_from_progress(progress) == {"total": 7, "partitions": {"events-0": 7}}
+
+
 def test_lag_from_parsed_offsets_and_spark_kafka_description() -> None:
     progress = {
         "description": "KafkaV2[Subscribe[a]]",

@@ -5,14 +5,18 @@ from __future__ import annotations
 import pytest
 
 from lakefeed.connectors.kafka.offsets import (
+    TOPIC_IDS,
     OffsetRange,
+    committed_input,
     from_json,
     initial_offsets,
     plan_end,
     plan_ranges,
     rate_limit,
+    restart_recreated,
     split_ranges,
     to_json,
+    topic_ids,
 )
 from lakefeed.connectors.kafka.options import EARLIEST, LATEST
 
@@ -23,6 +27,38 @@ def test_json_round_trip_in_sparks_form() -> None:
     offsets = {A1: 7, A0: 3, B0: 0}
     assert to_json(offsets) == {"a": {"0": 3, "1": 7}, "b": {"0": 0}}
     assert from_json(to_json(offsets)) == offsets
+
+
+def test_topic_ids_ride_along_without_changing_the_offsets() -> None:
+    offsets = {A0: 3, B0: 0}
+    recorded = to_json(offsets, {"a": "id-a", "gone": "id-x"})
+    assert recorded == {"a": {"0": 3}, "b": {"0": 0}, TOPIC_IDS: {"a": "id-a"}}
+    assert from_json(recorded) == offsets and topic_ids(recorded) == {"a": "id-a"}
+    assert to_json(offsets, {}) == to_json(offsets)  # a broker without ids: Spark's form
+    options = {
+        "kafka.bootstrap.servers": "h:9092",
+        "subscribe": "a,b",
+        "startingOffsets": "earliest",
+    }
+    assert committed_input(options, recorded) == committed_input(options, to_json(offsets))
+
+
+def test_a_recreated_topic_is_data_loss_read_again_from_earliest() -> None:
+    start = to_json({A0: 100, A1: 40, B0: 7}, {"a": "old", "b": "same"})
+    offsets, found = restart_recreated(start, {"a": "new", "b": "same"})
+    assert offsets == {B0: 7}  # a-0 and a-1 are new partitions now: read from earliest
+    assert len(found) == 1 and "topic a was deleted and created again" in found[0]
+    assert "failOnDataLoss=false" in found[0]
+    plan = plan_end(offsets, {A0: (0, 150), A1: (0, 0), B0: (0, 7)})
+    assert plan.end == {A0: 150, A1: 0, B0: 7} and plan.data_loss == ()
+    assert plan_ranges(offsets, plan.end, {A0: 0, A1: 0}) == [OffsetRange("a", 0, 0, 150)]
+
+
+def test_offsets_without_ids_are_not_checked() -> None:
+    old = to_json({A0: 100})  # written before ids were recorded
+    assert restart_recreated(old, {"a": "new"}) == ({A0: 100}, ())
+    # and a topic the broker gives no id (deleted, or an old broker) is not reported here
+    assert restart_recreated(to_json({A0: 1}, {"a": "x"}), {}) == ({A0: 1}, ())
 
 
 def test_initial_offsets_symbolic_and_json() -> None:

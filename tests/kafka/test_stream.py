@@ -1,4 +1,5 @@
-"""The lakefeed_kafka source and sink inside Spark, against the real tansu broker."""
+"""The lakefeed_kafka source and sink inside Spark, against the real tansu broker (and a few
+tests on Apache Kafka too)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import pytest
 
 import lakefeed
 from lakefeed.connectors.kafka.lag import lag_from_progress
-from tests.kafka.broker import Tansu, free_port
+from tests.kafka.broker import Broker, Tansu, free_port, on_both_brokers
 from tests.kafka.spark_support import run_to_end
 
 FORMAT = "lakefeed_kafka"
 
 
-def kafka_stream(spark: Any, broker: Tansu | str, **options: Any) -> Any:
+def kafka_stream(spark: Any, broker: Broker | str, **options: Any) -> Any:
     servers = getattr(broker, "bootstrap", broker)
     reader = spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", servers)
     for key, value in options.items():
@@ -48,8 +49,9 @@ def offsets_read(spark: Any, out: Path) -> list[tuple[int, int]]:
     return sorted((r.partition, r.offset) for r in rows)
 
 
+@on_both_brokers
 def test_stream_reads_each_message_once_with_rate_limit_and_lag(
-    spark: Any, broker: Tansu, tmp_path: Path
+    spark: Any, broker: Broker, tmp_path: Path
 ) -> None:
     topic = broker.create_topic(3)
     for partition in range(3):
@@ -143,7 +145,8 @@ def test_batch_read_between_offsets_with_min_partitions(spark: Any, broker: Tans
     assert rows == [(0, o) for o in range(10, 60)] + [(1, o) for o in range(100)]
 
 
-def test_sink_stream_and_batch_round_trip(spark: Any, broker: Tansu, tmp_path: Path) -> None:
+@on_both_brokers
+def test_sink_stream_and_batch_round_trip(spark: Any, broker: Broker, tmp_path: Path) -> None:
     source, target = broker.create_topic(2), broker.create_topic(1)
     broker.produce(source, [f"v{i}" for i in range(60)], keys=[f"k{i}" for i in range(60)])
     copied = kafka_stream(spark, broker, subscribe=source, startingOffsets="earliest").selectExpr(
@@ -227,6 +230,33 @@ def test_deleted_topic_is_data_loss(spark: Any, broker: Tansu, tmp_path: Path) -
     )
     run_available_now(lenient, tmp_path / "out", tmp_path / "cp")
     assert len(offsets_read(spark, tmp_path / "out")) == 10
+
+
+def test_recreated_topic_is_data_loss_or_read_again_from_earliest(
+    spark: Any, apache_kafka: Broker, tmp_path: Path
+) -> None:
+    """Issue 31: 100 read, the topic recreated with 150 new messages; the next run read only the
+    last 50 and reported nothing. The topic id recorded with the offsets tells it."""
+    topic = apache_kafka.create_topic(1)
+    apache_kafka.produce(topic, [f"old{i}" for i in range(100)])
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    run_available_now(
+        kafka_stream(spark, apache_kafka, subscribe=topic, startingOffsets="earliest"), out, cp
+    )
+    apache_kafka.recreate_topic(topic)
+    apache_kafka.produce(topic, [f"new{i}" for i in range(150)])
+    with pytest.raises(AssertionError, match="KAFKA_DATA_LOSS.*deleted and created again"):
+        run_available_now(
+            kafka_stream(spark, apache_kafka, subscribe=topic, startingOffsets="earliest"), out, cp
+        )
+    lenient = kafka_stream(
+        spark, apache_kafka, subscribe=topic, startingOffsets="earliest", failOnDataLoss="false"
+    )
+    run_available_now(lenient, out, cp)
+    values = [r.value.decode() for r in spark.read.parquet(str(out)).select("value").collect()]
+    assert sorted(values) == sorted(
+        [f"old{i}" for i in range(100)] + [f"new{i}" for i in range(150)]
+    )
 
 
 def test_read_kafka_in_the_style_of_the_api(spark: Any, broker: Tansu, tmp_path: Path) -> None:

@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from lakefeed.connectors.base import Reached
-from lakefeed.connectors.kafka.offsets import Watermarks
+from lakefeed.connectors.kafka.offsets import TopicIds, Watermarks
 from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, TopicPartition
 from lakefeed.errors import DataLossRiskError, SourceError, UnavailableError
 
@@ -109,6 +110,11 @@ def make_consumer(options: SourceOptions, **overrides: Any) -> Consumer:
         ) from None
 
 
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return str(exc.args[0].str())
@@ -122,6 +128,7 @@ class BrokerView:
         self.options = options
         self._metadata: Consumer | None = None
         self._fetcher: Consumer | None = None
+        self._admin: AdminClient | None = None
         self._reached = False
         # Partitions whose high watermark the last watermarks() call could not confirm by a
         # fetch: the offset request's answer is then all there is (low on tansu, see above).
@@ -138,6 +145,7 @@ class BrokerView:
             if consumer is not None:
                 consumer.close()
         self._metadata = self._fetcher = None
+        self._admin = None
 
     # -- broker calls ------------------------------------------------------------------------
 
@@ -195,6 +203,34 @@ class BrokerView:
         if subscription.kind == "assign":
             found = [tp for tp in found if tp in subscription.assigned]
         return sorted(found)
+
+    def topic_ids(self, topics: Iterable[str]) -> TopicIds:
+        """Each topic's id: a recreated topic gets a new one. Topics the brokers do not know
+        (deleted meanwhile) or give no id (brokers before Kafka 2.8) are left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        if self._admin is None:
+            # log_level 3: consumer-only kafka.* settings would each log a CONFWARN here.
+            settings = {**self.options.client, "log_level": 3, "logger": LIBRDKAFKA_LOG}
+            self._admin = AdminClient(settings)  # type: ignore[arg-type]
+        admin, timeout = self._admin, self.options.metadata_timeout_s
+
+        def ask() -> TopicIds:
+            futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+            ids: TopicIds = {}
+            for name, future in futures.items():
+                try:
+                    topic_id = str(future.result(timeout=timeout + 5).topic_id or "")
+                except KafkaException as exc:
+                    if _code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise
+                    continue
+                if topic_id.strip("A="):  # the all-zero id: none given
+                    ids[name] = topic_id
+            return ids
+
+        return self._call("describe-topics request", ask)
 
     def watermarks(
         self, partitions: Iterable[TopicPartition], *, exact_high: bool = True

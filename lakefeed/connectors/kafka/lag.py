@@ -12,17 +12,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lakefeed.connectors.kafka.offsets import TOPIC_IDS
+
 #: Spark describes a Python data source as ``...PythonMicroBatchStream...@hash`` (no format name),
 #: and its own Kafka source as ``KafkaV2[...]``; the offset shape tells Kafka from the rest.
 _KAFKA_MARKERS = ("pythonmicrobatchstream", "kafka")
 
 
 def _parse(offsets: Any) -> Any:
+    """Offsets as parsed JSON, without the topic ids the source records beside them."""
     if isinstance(offsets, str):
         try:
-            return json.loads(offsets)
+            offsets = json.loads(offsets)
         except ValueError:
             return None
+    if isinstance(offsets, dict) and TOPIC_IDS in offsets:
+        return {topic: parts for topic, parts in offsets.items() if topic != TOPIC_IDS}
     return offsets
 
 

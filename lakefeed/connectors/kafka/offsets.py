@@ -8,6 +8,11 @@ A stream that starts at ``latest`` or ``earliest`` keeps that as the symbolic of
 its first start offset; the first micro-batch then fixes concrete end offsets in the offset log.
 Replaying that batch reads the same range, whereas re-resolving "latest" on restart (as a naive
 source would) silently skips what arrived in between.
+
+The offset JSON also records each topic's id under :data:`TOPIC_IDS`: a topic deleted and
+created again under the same name gets a new id, and offsets of the old topic mean nothing in the
+new one (reading on from them would skip the new topic's first records without a word). Offsets
+written without ids (older checkpoints, brokers without topic ids) are read as before, unchecked.
 """
 
 from __future__ import annotations
@@ -32,20 +37,62 @@ Watermarks = dict[TopicPartition, tuple[int, int]]
 """(low, high) per partition: the earliest available offset and the next offset to be written."""
 
 
-def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """Spark's Kafka offset JSON, topics and partitions in a stable order."""
-    result: dict[str, dict[str, int]] = {}
+TOPIC_IDS = "@topicIds"
+"""Key of ``{"topic": "<topic id>"}`` in the offset JSON; ``@`` is not allowed in topic names."""
+
+TopicIds = dict[str, str]
+
+
+def to_json(
+    offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Spark's Kafka offset JSON, topics and partitions in a stable order, with the ids of the
+    topics it names (those ``topic_ids`` knows)."""
+    result: dict[str, dict[str, Any]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         result.setdefault(topic, {})[str(partition)] = int(offset)
+    known = topic_ids or {}
+    ids = {topic: known[topic] for topic in sorted(result) if topic in known}
+    if ids:
+        result[TOPIC_IDS] = ids
     return result
 
 
-def from_json(offsets: Mapping[str, Mapping[str, int]] | None) -> OffsetMap:
+def from_json(offsets: Mapping[str, Mapping[str, Any]] | None) -> OffsetMap:
     return {
         (topic, int(partition)): int(offset)
         for topic, partitions in (offsets or {}).items()
+        if topic != TOPIC_IDS
         for partition, offset in partitions.items()
     }
+
+
+def topic_ids(offsets: Mapping[str, Any] | None) -> TopicIds:
+    """The topic ids an offset JSON recorded (none in offsets written before ids were)."""
+    return dict((offsets or {}).get(TOPIC_IDS) or {})
+
+
+def recreated(recorded: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
+    """Topics whose id is not the one recorded (deleted and created again), each described."""
+    return {
+        topic: f"topic {topic} was deleted and created again (topic id {old} is now "
+        f"{current[topic]}): the offsets read so far belong to the old topic, whose unread "
+        "records are gone; with failOnDataLoss=false the new topic is read from its earliest "
+        "offset"
+        for topic, old in sorted(recorded.items())
+        if topic in current and current[topic] != old
+    }
+
+
+def restart_recreated(
+    start: Mapping[str, Any], current: Mapping[str, str]
+) -> tuple[OffsetMap, tuple[str, ...]]:
+    """``start``'s offsets without the partitions of recreated topics, which are then read from
+    their earliest offset like new partitions (Spark's rule for a partition that reappears),
+    and what was found."""
+    found = recreated(topic_ids(start), current)
+    offsets = {tp: offset for tp, offset in from_json(start).items() if tp[0] not in found}
+    return offsets, tuple(found.values())
 
 
 def describe(tp: TopicPartition) -> str:
@@ -279,8 +326,11 @@ def split_ranges(
 def _is_offset_json(offset: Any) -> bool:
     return isinstance(offset, dict) and all(
         isinstance(parts, dict)
-        and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
-        for parts in offset.values()
+        and (
+            topic == TOPIC_IDS
+            or all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
+        )
+        for topic, parts in offset.items()
     )
 
 

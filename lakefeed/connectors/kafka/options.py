@@ -354,6 +354,7 @@ _SINK_OPTIONS = (
     "lakefeed.deliveryGuarantee",
     "lakefeed.transactionalIdPrefix",
     "lakefeed.controlTopic",
+    "lakefeed.controlTopicWaitMs",
 )
 _SPARK_SPELLING = {name.lower(): name for name in _SOURCE_OPTIONS + _SINK_OPTIONS}
 
@@ -456,6 +457,9 @@ class SinkOptions:
     """lakefeed.deliveryGuarantee=exactly-once: one transaction per micro-batch."""
     transactional_id_prefix: str = "lakefeed-"
     control_topic: str = CONTROL_TOPIC
+    control_wait_s: float = 120.0
+    """lakefeed.controlTopicWaitMs: how long the replay check waits for other producers'
+    transactions open on the control topic (their markers hide ours until they end)."""
     checkpoint: str | None = None
 
     def scrub(self, text: str) -> str:
@@ -496,6 +500,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             exactly_once=exactly_once,
             transactional_id_prefix=opts.get("lakefeed.transactionalIdPrefix", "lakefeed-"),
             control_topic=opts.get("lakefeed.controlTopic") or CONTROL_TOPIC,
+            control_wait_s=_seconds(opts, "lakefeed.controlTopicWaitMs", 120_000),
             checkpoint=opts.get("checkpointLocation") or None,
         )
     except KafkaOptionError as exc:

@@ -33,14 +33,17 @@ from lakefeed.connectors.kafka.consume import read_range, spark_ddl
 from lakefeed.connectors.kafka.offsets import (
     EARLIEST,
     OffsetRange,
+    TopicIds,
     Watermarks,
     at_times,
     from_json,
     initial_offsets,
     plan_end,
     plan_ranges,
+    restart_recreated,
     times_for,
     to_json,
+    topic_ids,
 )
 from lakefeed.connectors.kafka.options import (
     LATEST,
@@ -57,6 +60,9 @@ NAME = "lakefeed_kafka"
 """Spark reserves ``kafka`` (even without its jar), so the format is ``lakefeed_kafka``."""
 
 log = logging.getLogger("lakefeed.kafka.source")
+
+_ID_CHECKS = 3
+"""Reads of the watermarks while topic ids keep changing around them (a topic recreated)."""
 
 
 class KafkaInputPartition(InputPartition):
@@ -128,9 +134,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.broker = BrokerView(options)
         self.latest: OffsetMap | None = None
         self.target: OffsetMap | None = None
+        self.topic_ids: TopicIds = {}
 
     def initialOffset(self) -> dict:
-        return to_json(_start_offsets(self.options, self.broker))
+        start = _start_offsets(self.options, self.broker)
+        return to_json(start, self.broker.topic_ids(topic for topic, _ in start))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger:
@@ -138,7 +146,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def _watermarks(self) -> Watermarks:
-        watermarks = self.broker.watermarks(self.broker.partitions())
+        """Watermarks, and the ids of the topics they belong to (``self.topic_ids``): ids read
+        before and after, again while a topic was recreated in between."""
+        partitions = self.broker.partitions()
+        topics = {topic for topic, _ in partitions}
+        self.topic_ids = self.broker.topic_ids(topics)
+        for _ in range(_ID_CHECKS):
+            watermarks = self.broker.watermarks(partitions)
+            before, self.topic_ids = self.topic_ids, self.broker.topic_ids(topics)
+            if before == self.topic_ids:
+                break
         self.latest = {tp: high for tp, (_, high) in watermarks.items()}
         return watermarks
 
@@ -147,9 +164,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self.latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        watermarks = self._watermarks()
+        begin, recreated = restart_recreated(start, self.topic_ids)
+        _report_data_loss(self.options, recreated)
         plan = plan_end(
-            from_json(start),
-            self._watermarks(),
+            begin,
+            watermarks,
             max_offsets=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
             target=self.target,
             unconfirmed=self.broker.unconfirmed,
@@ -157,13 +177,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _report_data_loss(self.options, plan.data_loss)
         for reason in plan.deferred:
             log.warning("Kafka %s", reason)
-        return to_json(plan.end)
+        return to_json(plan.end, self.topic_ids)
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self.latest) if self.latest else None
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        begin, stop = from_json(start), from_json(end)
+        begin, _ = restart_recreated(start, topic_ids(end))  # as latestOffset decided
+        stop = from_json(end)
         symbolic = [tp for tp in stop if begin.get(tp, EARLIEST) == EARLIEST]
         low = {tp: wm[0] for tp, wm in self.broker.watermarks(symbolic, exact_high=False).items()}
         return _tasks(self.options, begin, stop, low)

@@ -18,11 +18,12 @@ across restarts of one query, different for a new checkpoint (whose batch ids st
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
@@ -33,6 +34,14 @@ log = logging.getLogger("lakefeed.kafka.sink")
 
 _SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
 _TIMEOUT_S = 30.0
+_POLL_S = 0.5
+
+
+class ControlTopicBlockedError(KafkaSinkError):
+    """The replay check could not read the control topic to its end: another producer's
+    transaction stays open on it. Nothing was produced; a later retry can succeed."""
+
+    code = "KAFKA_SINK_CONTROL_BLOCKED"
 
 
 def rows_to_ipc(batches: Iterable[pa.RecordBatch]) -> tuple[bytes, int]:
@@ -89,7 +98,11 @@ def ensure_control_topic(options: SinkOptions) -> None:
 
 
 def committed_batch(options: SinkOptions, txn_id: str) -> int | None:
-    """The last batch id committed under ``txn_id``: its newest committed marker, or None."""
+    """The last batch id committed under ``txn_id``: its newest committed marker, or None.
+
+    Call it after ``init_transactions`` for ``txn_id``: every transaction of ours has then
+    ended, so each of our markers lies below the control partition's high watermark.
+    """
     consumer = Consumer(
         {
             **options.client,
@@ -104,28 +117,77 @@ def committed_batch(options: SinkOptions, txn_id: str) -> int | None:
     )
     try:
         consumer.assign([TopicPartition(options.control_topic, 0, 0)])
-        return _last_marker(consumer, txn_id.encode(), options)
+        return MarkerScan(consumer, txn_id.encode(), options).run()
     finally:
         consumer.close()
 
 
-def _last_marker(consumer: Consumer, key: bytes, options: SinkOptions) -> int | None:
-    found: int | None = None
-    while True:
-        message = consumer.poll(_TIMEOUT_S)
-        if message is None:
-            raise KafkaSinkError(
-                f"no answer reading the control topic {options.control_topic} within "
-                f"{_TIMEOUT_S:g} s; the batch fails and is retried"
-            )
+class MarkerScan:
+    """Reads the control partition ``read_committed`` up to the high watermark of its first
+    fetch, keeping the newest marker of one key.
+
+    A ``read_committed`` reader stops at the last stable offset: the first offset of the oldest
+    transaction still open on the partition (Apache Kafka). A marker we committed *behind*
+    another producer's open transaction is invisible until that transaction ends; reading "to
+    the end" as the reader sees it would miss it and produce a replayed batch twice. So the scan
+    ends only where the reader's end (the EOF offset) reaches the high watermark seen at the
+    start, i.e. once every transaction below it has ended, and refuses after
+    ``lakefeed.controlTopicWaitMs`` instead of guessing.
+    """
+
+    def __init__(self, consumer: Consumer, key: bytes, options: SinkOptions) -> None:
+        self.consumer = consumer
+        self.key = key
+        self.options = options
+        self.found: int | None = None
+        self.target: int | None = None  # the high watermark of the first fetch
+        self.stable: int | None = None  # where the reader last stopped (last stable offset)
+
+    def run(self) -> int | None:
+        deadline = time.monotonic() + self.options.control_wait_s
+        while True:
+            message = self.consumer.poll(min(_POLL_S, max(deadline - time.monotonic(), 0.01)))
+            if message is not None and self._done(message):
+                return self.found
+            if time.monotonic() > deadline:
+                raise self._blocked()
+
+    def _done(self, message: Message) -> bool:
         error = message.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:
-                return found
-            raise KafkaSinkError(options.scrub(f"reading {options.control_topic}: {error.str()}"))
-        value = message.value() or b""
-        if message.key() == key and value.isdigit():  # anything else is not one of ours
-            found = int(value)
+        if error is None:
+            value = message.value() or b""
+            if message.key() == self.key and value.isdigit():  # anything else is not ours
+                self.found = int(value)
+            return False
+        if error.code() != KafkaError._PARTITION_EOF:
+            raise KafkaSinkError(
+                self.options.scrub(f"reading {self.options.control_topic}: {error.str()}")
+            )
+        self.stable = int(message.offset() or 0)
+        if self.target is None:
+            _, high = self.consumer.get_watermark_offsets(
+                TopicPartition(self.options.control_topic, 0), cached=True
+            )
+            self.target = high
+        return self.stable >= self.target
+
+    def _blocked(self) -> KafkaSinkError:
+        topic, wait = self.options.control_topic, self.options.control_wait_s
+        if self.target is None:
+            return KafkaSinkError(
+                f"no answer reading the control topic {topic} within {wait:g} s; the batch "
+                "fails and is retried"
+            )
+        return ControlTopicBlockedError(
+            f"the exactly-once sink cannot tell whether this batch was committed already: on "
+            f"its control topic {topic}, another producer's transaction has been open since "
+            f"offset {self.stable} (its committed markers end there, the topic at "
+            f"{self.target}) for all of {wait:g} s. Nothing was produced",
+            fix="rerun once that transaction ended (Kafka aborts it after its "
+            "transaction.timeout.ms); a sink that shares the control topic with a slow or hung "
+            "writer can get its own lakefeed.controlTopic, or wait longer with "
+            "lakefeed.controlTopicWaitMs",
+        )
 
 
 def commit_batch(

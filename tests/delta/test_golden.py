@@ -1,0 +1,266 @@
+"""Conformance on Delta's own golden tables (tests/delta/golden, written by delta-spark; Apache
+2.0, LICENSE.txt and NOTICE.txt there): deletion vectors, column mapping (name and id),
+timestampNtz, classic, multi-part and v2 checkpoints. The expected rows come from delta-rs's
+kernel reader (``QueryBuilder``), computed here, never written down.
+
+Spark-free tests read through the Python reader (the Spark Connect / JDK-less path) and the
+stream planner; the Spark tests read through ``format("delta")`` with Spark's Parquet scan.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from lakefeed.connectors.delta import dv, files, log, offsets, pruning
+from lakefeed.connectors.delta.datasource import spark_schema
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+READABLE = [
+    "dv-partitioned-with-checkpoint",
+    "dv-with-columnmapping",
+    "table-with-columnmapping-mode-name",
+    "table-with-columnmapping-mode-id",
+    "data-skipping-basic-stats-all-types-columnmapping-name",
+    "data-skipping-basic-stats-all-types-columnmapping-id",
+    "data-reader-timestamp_ntz",
+    "data-reader-timestamp_ntz-name-mode",
+    "data-reader-timestamp_ntz-id-mode",
+    "multi-part-checkpoint",
+    "v2-checkpoint-json",
+    "v2-checkpoint-parquet",
+]
+DV_TABLES = ["dv-partitioned-with-checkpoint", "dv-with-columnmapping"]
+REFUSED = {
+    "type-widening-nested": "typeWidening-preview",
+    "spark-variant-checkpoint": "variantType-preview",
+}
+
+
+def expected(root: Path | str, version: int | None = None) -> list[tuple]:
+    """The table's rows as delta-rs's kernel reader returns them, sorted."""
+    table = DeltaTable(str(root), version=version)
+    return _sorted(pa.table(QueryBuilder().register("t", table).execute("select * from t")))
+
+
+def _sorted(table: pa.Table) -> list[tuple]:
+    rows = [tuple(_plain(row[name]) for name in table.column_names) for row in table.to_pylist()]
+    return sorted(rows, key=repr)
+
+
+def _plain(value: object) -> object:
+    """Maps come back from Arrow as lists of pairs: compare them as sorted tuples."""
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _plain(v)) for k, v in value.items())
+    return value
+
+
+def python_read(root: str, version: int | None = None) -> pa.Table:
+    """The table as lakefeed's Python reader returns it (every file of the snapshot)."""
+    table = log.open_table(root, version)
+    target = to_arrow_schema(spark_schema(table), timezone="UTC")
+    columns = log.table_mapping(table)
+    batches = [
+        batch
+        for file in pruning.table_files(table, root)
+        for batch in files.read_file(root, file, target, columns)
+    ]
+    return pa.Table.from_batches(batches, schema=target)
+
+
+@pytest.mark.parametrize("name", READABLE)
+def test_python_reader_reads_golden_tables_as_delta_rs_does(name: str) -> None:
+    root = str(GOLDEN / name)
+    assert _sorted(python_read(root)) == expected(root)
+
+
+@pytest.mark.parametrize("name", DV_TABLES)
+def test_every_version_of_a_deletion_vector_table_reads_as_delta_rs_reads_it(name: str) -> None:
+    root = str(GOLDEN / name)
+    for version in range(log.latest_version(root) + 1):
+        assert _sorted(python_read(root, version)) == expected(root, version), version
+
+
+@pytest.mark.parametrize("name", DV_TABLES)
+def test_decoded_descriptors_agree_with_delta_rs(name: str) -> None:
+    """Each commit's deletion vectors, decoded with pyroaring from the log's descriptors,
+    are the rows delta-rs's selection vectors drop at that version."""
+    root = str(GOLDEN / name)
+    checked = 0
+    for version in range(1, log.latest_version(root) + 1):
+        commit = log.read_commit(root, version)
+        assert commit is not None
+        by_rs = log.file_deletes(DeltaTable(root, version=version), root)
+        for add in commit.adds:
+            assert isinstance(add.deletes, dv.Descriptor)
+            key = dv.file_key(files.local_path(root, add.path))
+            assert isinstance(by_rs[key], dv.Positions)
+            assert dv.positions(root, add.deletes).tolist() == by_rs[key].array().tolist()
+            checked += 1
+    assert checked >= 10
+
+
+def test_inline_deletion_vector_of_the_protocol_example() -> None:
+    descriptor = dv.Descriptor("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", 40, 6)
+    assert dv.positions("/nowhere", descriptor).tolist() == [3, 4, 7, 11, 18, 29]
+
+
+def _first_dv(root: str) -> tuple[dict, dv.Descriptor]:
+    actions = log.commit_actions(root, 1)
+    assert actions is not None
+    add = next(a["add"] for a in actions if "add" in a)
+    descriptor = dv.Descriptor.from_json(add["deletionVector"])
+    assert descriptor is not None
+    return add, descriptor
+
+
+def test_a_deletion_vector_made_inline_reads_the_same(tmp_path: Path) -> None:
+    """The on-disk vector of a golden commit, moved inline into the log (Z85), reads alike:
+    both storage kinds go through the same bitmap."""
+    root = tmp_path / "t"
+    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)
+    add, descriptor = _first_dv(str(root))
+    blob = Path(descriptor.location(str(root))).read_bytes()
+    start = (descriptor.offset or 0) + 4
+    data = blob[start : start + descriptor.size]
+    data += b"\0" * (-len(data) % 4)
+    inline = {**add["deletionVector"], "storageType": "i", "pathOrInlineDv": _z85(data)}
+    inline.pop("offset")
+    text = log.commit_path(str(root), 1)
+    lines = Path(text).read_text().splitlines()
+    patched = [
+        json.dumps({"add": {**add, "deletionVector": inline}}) if '"add"' in line else line
+        for line in lines
+    ]
+    Path(text).write_text("\n".join(patched) + "\n")
+    commit = log.read_commit(str(root), 1)
+    assert commit is not None and isinstance(commit.adds[0].deletes, dv.Descriptor)
+    assert commit.adds[0].deletes.storage_type == "i"
+    assert dv.positions(str(root), commit.adds[0].deletes).tolist() == (
+        dv.positions(str(root), descriptor).tolist()
+    )
+
+
+def _z85(data: bytes) -> str:
+    alphabet = dv._Z85
+    out = []
+    for start in range(0, len(data), 4):
+        value = int.from_bytes(data[start : start + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(alphabet[digit])
+        out.append("".join(reversed(chunk)))
+    return "".join(out)
+
+
+def test_a_corrupt_deletion_vector_is_refused_with_its_code(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)
+    _, descriptor = _first_dv(str(root))
+    location = Path(descriptor.location(str(root)))
+    blob = bytearray(location.read_bytes())
+    blob[(descriptor.offset or 0) + 10] ^= 0xFF
+    location.write_bytes(bytes(blob))
+    with pytest.raises(dv.DeletionVectorError) as refused:
+        dv.positions(str(root), descriptor)
+    assert refused.value.code == dv.CORRUPT
+    assert zlib.crc32(b"") == 0  # the checksum is zlib's CRC-32
+
+
+@pytest.mark.parametrize(("name", "feature"), sorted(REFUSED.items()))
+def test_unsupported_reader_features_are_refused_naming_them(name: str, feature: str) -> None:
+    with pytest.raises(log.DeltaSourceError) as refused:
+        log.open_table(str(GOLDEN / name))
+    assert refused.value.code == log.READER_FEATURE
+    assert feature in str(refused.value)
+
+
+@pytest.mark.parametrize("name", DV_TABLES)
+def test_stream_snapshot_and_changes_never_return_deleted_rows(name: str, tmp_path: Path) -> None:
+    """A stream from version 0 with ignoreChanges: each DELETE commit re-adds its file with a
+    deletion vector, and the stream re-reads that file without the deleted rows (delta-spark's
+    ignoreChanges), so every row it emits for version v is a row of the table at v."""
+    root = str(GOLDEN / name)
+    table = log.open_table(root)
+    target = to_arrow_schema(spark_schema(table), timezone="UTC")
+    feed = offsets.ChangeFeed(
+        root, offsets.FeedOptions(ignore_changes=True), target, log.table_mapping(table)
+    )
+    start = offsets.DeltaOffset(0, -1, False)
+    latest = log.latest_version(root)
+    assert latest is not None
+    for version in range(latest + 1):
+        end = offsets.DeltaOffset(version + 1, -1, False)
+        batch = feed.files_between(start, end)
+        rows = [
+            b for f in batch for b in files.read_file(root, f, target, log.table_mapping(table))
+        ]
+        emitted = _sorted(pa.Table.from_batches(rows, schema=target)) if rows else []
+        assert set(emitted) <= set(expected(root, version)), version
+        if version:
+            adds = log.read_commit(root, version).adds  # type: ignore[union-attr]
+            deleted = sum(a.deletes.cardinality for a in adds)  # type: ignore[union-attr]
+            records = sum(pq.read_metadata(files.local_path(root, a.path)).num_rows for a in adds)
+            assert len(emitted) == records - deleted
+        start = end
+
+
+def test_stream_refuses_a_column_renamed_under_column_mapping(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(GOLDEN / "dv-with-columnmapping", root)
+    table = log.open_table(str(root))
+    schema = json.loads(table.schema().to_json())
+    schema["fields"][1]["name"] = "renamed"
+    metadata = {
+        "id": table.metadata().id,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": list(table.metadata().partition_columns),
+        "configuration": dict(table.metadata().configuration),
+        "createdTime": 0,
+    }
+    latest = table.version()
+    Path(log.commit_path(str(root), latest + 1)).write_text(json.dumps({"metaData": metadata}))
+    target = to_arrow_schema(spark_schema(table), timezone="UTC")
+    feed = offsets.ChangeFeed(str(root), offsets.FeedOptions(), target, log.table_mapping(table))
+    with pytest.raises(log.DeltaSourceError) as refused:
+        feed.latest_offset(offsets.DeltaOffset(latest + 1, -1, False), latest + 1, limited=True)
+    assert refused.value.code == offsets.INCOMPATIBLE_SCHEMA
+    assert "renamed column 'col1'" in str(refused.value)
+
+
+def test_stream_refuses_a_commit_that_adds_an_unsupported_reader_feature(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)
+    latest = log.latest_version(str(root))
+    assert latest is not None
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors", "typeWidening"],
+        "writerFeatures": ["deletionVectors", "typeWidening"],
+    }
+    Path(log.commit_path(str(root), latest + 1)).write_text(json.dumps({"protocol": protocol}))
+    feed = offsets.ChangeFeed(str(root), offsets.FeedOptions())
+    with pytest.raises(log.DeltaSourceError) as refused:
+        feed.latest_offset(offsets.DeltaOffset(latest + 1, -1, False), latest + 1, limited=True)
+    assert refused.value.code == log.READER_FEATURE
+    assert "typeWidening" in str(refused.value)
+
+
+def test_positions_are_sorted_uint64() -> None:
+    values = dv.Positions.of(np.array([1, 5, 9]))
+    assert values.array().dtype == np.dtype("<u8")
+    assert values.array().tolist() == [1, 5, 9]

@@ -44,7 +44,9 @@ from lakefeed.connectors.delta.mapping import ColumnMapping
 FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
 """Spark reads Parquet columns by field id (metadata ``parquet.field.id``) with this on; it
 changes nothing for schemas without ids."""
-_FILE, _ROW = "__lakefeed_file", "__lakefeed_row"
+_FILE, _ROW = "__lakefeed_static_file", "__lakefeed_static_row"
+"""The deleted rows' columns; the prefix keeps them a batch relation inside a planned stream's
+micro-batch (``PlannedSource.STATIC_PREFIX``): the anti-join is then a stream–static one."""
 _NONE = ColumnMapping("none", ())
 
 

@@ -384,3 +384,10 @@ def test_a_pipeline_streams_a_deletion_vector_table_and_verifies_it(spark, tmp_p
         load([folder], {"src": root}), lakehouse=lakehouse, spark=spark, run_first=False
     )
     assert check.ok, check.tables
+
+
+def test_the_compatibility_page_lists_the_reader_features_of_the_code() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "delta-compatibility.md").read_text()
+    start = page.index("<!-- reader-features")
+    table = page[page.index("\n", start) + 1 : page.index("<!-- /reader-features -->")]
+    assert table.strip() == log.feature_table()

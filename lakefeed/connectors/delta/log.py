@@ -39,11 +39,19 @@ READER_FEATURE = register_code("DELTA_UNSUPPORTED_READER_FEATURE", DeltaSourceEr
 
 _UNSUPPORTED = re.compile(r"Feature '([^']+)' is not supported")
 """delta-rs's refusal to open a table with a feature it does not know."""
-READER_FEATURES = frozenset(
-    {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
-)
-"""Reader features lakefeed's readers implement (batch, stream, Spark's and the Python scan);
-a table needing any other is refused before a row is read."""
+READ = {
+    "deletionVectors": "inline and on-disk; batch, stream and time travel, in Spark's Parquet "
+    "scan (`_metadata.row_index`) and in the Python reader; not the change data feed",
+    "columnMapping": "modes `name` and `id` (nested fields too); a stream stops on a "
+    "rename or drop (`DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`)",
+    "timestampNtz": "as Spark's `TIMESTAMP_NTZ`",
+    "v2Checkpoint": "JSON and Parquet v2 checkpoints with sidecars (delta-rs replays the log)",
+    "vacuumProtocolCheck": "nothing to do for a reader",
+}
+"""Reader features lakefeed's readers implement, with what that covers (the table of
+docs/delta-compatibility.md is rendered from it by :func:`feature_table`)."""
+READER_FEATURES = frozenset(READ)
+"""A table needing any other reader feature is refused before a row is read."""
 PLAIN_PARQUET = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 """Reader features under which a table's rows are still just its Parquet files' rows (what
 readers that hand files to other engines, such as manifests, need)."""
@@ -178,6 +186,13 @@ def refuse_features(
             "feature (docs/delta-compatibility.md lists what lakefeed reads)",
             code=READER_FEATURE,
         )
+
+
+def feature_table() -> str:
+    """The Markdown table of :data:`READ` (docs/delta-compatibility.md holds it; a test keeps
+    them equal)."""
+    rows = [f"| `{name}` | {what} |" for name, what in sorted(READ.items())]
+    return "\n".join(["| Reader feature | Read |", "| --- | --- |", *rows])
 
 
 def table_mapping(table: DeltaTable) -> mapping.ColumnMapping:

@@ -391,3 +391,16 @@ def test_the_compatibility_page_lists_the_reader_features_of_the_code() -> None:
     start = page.index("<!-- reader-features")
     table = page[page.index("\n", start) + 1 : page.index("<!-- /reader-features -->")]
     assert table.strip() == log.feature_table()
+
+
+@pytest.mark.parametrize("name", DV_TABLES + ["table-with-columnmapping-mode-name"])
+def test_lakefeeds_writer_still_refuses_tables_it_would_write_wrong(name: str) -> None:
+    """Reading them does not open them to lakefeed's writer, which writes logical names and
+    ignores deleted rows: refused before a task writes anything."""
+    from lakefeed.connectors.delta.datasource import write_spec
+
+    schema = spark_schema(log.open_table(str(GOLDEN / name)))  # the table's own rows
+    with pytest.raises(log.DeltaSourceError) as refused:
+        write_spec({"path": str(GOLDEN / name)}, schema, overwrite=False)
+    assert refused.value.code == log.READER_FEATURE
+    assert "lakefeed's Delta writer" in str(refused.value)

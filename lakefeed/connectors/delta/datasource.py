@@ -238,8 +238,9 @@ def write_spec(
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema
 
-        # Refuse a bad schema now, not after every task has written its files.
-        log.check_readable(table, root)
+        # Refuse a bad schema now, not after every task has written its files. The writer
+        # writes logical column names and knows nothing of deleted rows: plain tables only.
+        log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's Delta writer")
         current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
         commit.check_required_columns(current, arrow, root)

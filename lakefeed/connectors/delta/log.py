@@ -180,8 +180,8 @@ def refuse_features(
     if missing:
         raise DeltaSourceError(
             f"the Delta table {root} needs the reader feature{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(missing)}, which {reader or 'lakefeed'} cannot read: reading its "
-            "Parquet files without it would return wrong rows",
+            f"{', '.join(missing)}, which {reader or 'lakefeed'} does not support: its Parquet "
+            "files alone would give wrong rows",
             fix="read it with an engine that supports the feature, or rewrite it without the "
             "feature (docs/delta-compatibility.md lists what lakefeed reads)",
             code=READER_FEATURE,

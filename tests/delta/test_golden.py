@@ -404,3 +404,54 @@ def test_lakefeeds_writer_still_refuses_tables_it_would_write_wrong(name: str) -
         write_spec({"path": str(GOLDEN / name)}, schema, overwrite=False)
     assert refused.value.code == log.READER_FEATURE
     assert "lakefeed's Delta writer" in str(refused.value)
+
+
+def _renamed_file_table(root: Path) -> None:
+    """The golden DV table with the file its first DELETE touched renamed to a name with a
+    space, a '%' and a '+' (JSON log only: the checkpoint goes)."""
+    shutil.copytree(GOLDEN / "dv-with-columnmapping", root)
+    for checkpoint in (root / "_delta_log").glob("*checkpoint*"):
+        checkpoint.unlink()
+    add, _ = _first_dv(str(root))
+    folder, old = add["path"].rsplit("/", 1)
+    new = "part a%b+c.snappy.parquet"
+    encoded = f"{folder}/part%20a%25b%2Bc.snappy.parquet"
+    (root / folder / old).rename(root / folder / new)
+    for commit in (root / "_delta_log").glob("*.json"):
+        commit.write_text(commit.read_text().replace(add["path"], encoded))
+
+
+def test_spark_applies_deletion_vectors_to_files_with_special_names(spark, tmp_path: Path) -> None:
+    """Spark's scan matches deleted rows by ``_metadata.file_name``, the decoded name."""
+    root = tmp_path / "t"
+    _renamed_file_table(root)
+    assert any(" " in a.path for a in pruning.table_files(log.open_table(str(root)), str(root)))
+    assert _spark_rows(spark.read.format("delta").load(str(root))) == expected(root)
+
+
+def test_deltatable_api_changes_still_refuse_deletion_vector_tables(spark, tmp_path: Path) -> None:
+    from lakefeed.delta.tables import DeltaTable as Api
+
+    root = tmp_path / "t"
+    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)
+    with pytest.raises(log.DeltaSourceError) as refused:
+        Api.forPath(spark, str(root)).delete("col1 = 30")
+    assert refused.value.code == log.READER_FEATURE
+    assert log.latest_version(str(root)) == 15  # nothing committed
+
+
+def test_time_travel_by_timestamp_uses_in_commit_timestamps(tmp_path: Path) -> None:
+    """With in-commit timestamps, a commit's time is its ``inCommitTimestamp`` (here an hour
+    before the writer's clock said), for timestampAsOf and startingTimestamp alike."""
+    from deltalake import write_deltalake
+
+    from lakefeed.connectors.delta.datasource import time_travel_version
+
+    root = str(tmp_path / "t")
+    write_deltalake(root, pa.table({"a": [1]}))
+    first = DeltaTable(root).history()[0]["timestamp"]
+    info = {"timestamp": first + 7_200_000, "inCommitTimestamp": first + 3_600_000}
+    Path(log.commit_path(root, 1)).write_text(json.dumps({"commitInfo": info}) + "\n")
+    between = dt.datetime.fromtimestamp((first + 5_400_000) / 1000, dt.UTC).isoformat()
+    assert time_travel_version(root, {"timestampAsOf": between}) == 1
+    assert log.version_at_timestamp(root, log.parse_timestamp(between)) == 2

@@ -149,11 +149,11 @@ def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
         table = log.open_table(root)
         history = sorted(table.history(), key=lambda e: e["version"])
         cutoff = when.timestamp() * 1000
-        chosen = [int(e["version"]) for e in history if int(e["timestamp"]) <= cutoff]
+        chosen = [int(e["version"]) for e in history if log.commit_time(e) <= cutoff]
         if not chosen:
             raise DeltaOptionError(
                 f"timestampAsOf {stamp} is before the first commit of {root} "
-                f"({history[0]['timestamp'] if history else '?'} ms since epoch)"
+                f"({log.commit_time(history[0]) if history else '?'} ms since epoch)"
             )
         return chosen[-1]
     return None

@@ -237,6 +237,14 @@ def file_deletes(table: DeltaTable, root: str) -> dict[str, dv.Deletes]:
     return dict(dv.snapshot_deletes(pa.table(table.deletion_vectors())))
 
 
+def commit_time(entry: dict[str, Any]) -> int:
+    """When a commit (a ``history()`` entry) was made, in ms: its in-commit timestamp when the
+    table has them (PROTOCOL.md, "In-Commit Timestamps": readers use it for time travel), else
+    the writer's ``timestamp``."""
+    stamp = entry.get("inCommitTimestamp")
+    return int(entry["timestamp"] if stamp is None else stamp)
+
+
 def version_at_timestamp(root: str, when: dt.datetime) -> int:
     """The first version committed at or after ``when`` (``startingTimestamp`` semantics)."""
     if when.tzinfo is None:
@@ -246,7 +254,7 @@ def version_at_timestamp(root: str, when: dt.datetime) -> int:
     if newest is None:
         raise DeltaSourceError(f"{root} is not a Delta table")
     for entry in sorted(rs_table(root).history(), key=lambda e: e["version"]):
-        if int(entry["timestamp"]) >= cutoff:
+        if commit_time(entry) >= cutoff:
             return int(entry["version"])
     return newest + 1
 

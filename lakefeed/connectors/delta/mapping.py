@@ -11,6 +11,7 @@ only the table's schema, so readers always present the logical names of the sche
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,10 +67,10 @@ class ColumnMapping:
         return {logical.get(k, k): v for k, v in values.items()}
 
 
-def from_schema(schema_json: str | dict[str, Any], configuration: Mapping[str, str | None]):
+def from_schema(
+    schema_json: str | dict[str, Any], configuration: Mapping[str, str | None]
+) -> ColumnMapping:
     """The mapping of a table from its ``schemaString`` and ``configuration``."""
-    import json
-
     data = json.loads(schema_json) if isinstance(schema_json, str) else schema_json
     mode = (configuration.get(MODE) or "none").lower()
     return ColumnMapping(mode, tuple(_column(f) for f in data["fields"]))

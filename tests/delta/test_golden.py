@@ -455,3 +455,20 @@ def test_time_travel_by_timestamp_uses_in_commit_timestamps(tmp_path: Path) -> N
     between = dt.datetime.fromtimestamp((first + 5_400_000) / 1000, dt.UTC).isoformat()
     assert time_travel_version(root, {"timestampAsOf": between}) == 1
     assert log.version_at_timestamp(root, log.parse_timestamp(between)) == 2
+
+
+def test_statistics_prune_by_physical_name_under_column_mapping() -> None:
+    """Statistics are keyed by physical name, partition values by logical name: a filter on
+    either still skips files, and no skipped file holds a matching row."""
+    root = str(GOLDEN / "dv-with-columnmapping")
+    table = log.open_table(root)
+    every = pruning.table_files(table, root)
+    by_stats = pruning.table_files(table, root, [(">", "col1", 45)])
+    by_partition = pruning.table_files(table, root, [("=", "part", 5)])
+    assert 0 < len(by_stats) < len(every) and 0 < len(by_partition) < len(every)
+    kept = {f.path for f in by_stats}
+    target = to_arrow_schema(spark_schema(table), timezone="UTC")
+    for file in every:
+        if file.path not in kept:
+            rows = [b for b in files.read_file(root, file, target, log.table_mapping(table))]
+            assert all(r["col1"] <= 45 for b in rows for r in b.to_pylist())

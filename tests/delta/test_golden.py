@@ -407,25 +407,27 @@ def test_lakefeeds_writer_still_refuses_tables_it_would_write_wrong(name: str) -
 
 
 def _renamed_file_table(root: Path) -> None:
-    """The golden DV table with the file its first DELETE touched renamed to a name with a
-    space, a '%' and a '+' (JSON log only: the checkpoint goes)."""
-    shutil.copytree(GOLDEN / "dv-with-columnmapping", root)
+    """The golden DV table with a file that has deleted rows in its latest version renamed to
+    a name with a space, a '%' and a '+' (JSON log only: the checkpoint goes)."""
+    golden = str(GOLDEN / "dv-with-columnmapping")
+    path = next(f.path for f in pruning.table_files(log.open_table(golden), golden) if f.deletes)
+    shutil.copytree(golden, root)
     for checkpoint in (root / "_delta_log").glob("*checkpoint*"):
         checkpoint.unlink()
-    add, _ = _first_dv(str(root))
-    folder, old = add["path"].rsplit("/", 1)
+    folder, old = path.rsplit("/", 1)
     new = "part a%b+c.snappy.parquet"
     encoded = f"{folder}/part%20a%25b%2Bc.snappy.parquet"
     (root / folder / old).rename(root / folder / new)
     for commit in (root / "_delta_log").glob("*.json"):
-        commit.write_text(commit.read_text().replace(add["path"], encoded))
+        commit.write_text(commit.read_text().replace(path, encoded))
 
 
 def test_spark_applies_deletion_vectors_to_files_with_special_names(spark, tmp_path: Path) -> None:
     """Spark's scan matches deleted rows by ``_metadata.file_name``, the decoded name."""
     root = tmp_path / "t"
     _renamed_file_table(root)
-    assert any(" " in a.path for a in pruning.table_files(log.open_table(str(root)), str(root)))
+    renamed = pruning.table_files(log.open_table(str(root)), str(root))
+    assert any("%20" in f.path and f.deletes for f in renamed)
     assert _spark_rows(spark.read.format("delta").load(str(root))) == expected(root)
 
 

@@ -9,9 +9,11 @@ Deletion vectors are applied in the scan, as delta-spark does, on the row's posi
 file (Spark's hidden ``_metadata.row_index``): the files of a group that have deleted rows are
 scanned apart from the others, and their rows anti-joined (broadcast) with the deleted
 (file name, position) pairs. File names are unique within such a scan (a group whose names
-repeat is split), and Spark's ``_metadata.file_name`` is the name unencoded, as the log's path
-decodes to. Under column mapping the scan reads physical names (or Parquet field ids, mode
-``id``) and presents logical ones: nested types are cast to their logical form by position.
+repeat is split); Spark's ``_metadata.file_name`` is percent-encoded as Hadoop's URI of the
+path, so the names of the deleted rows are spelled by Hadoop too.
+
+Under column mapping the scan reads physical names (or Parquet field ids, mode ``id``) and
+presents logical ones: nested types are cast to their logical form by position.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _without_deleted(
     for file in files:
         assert file.deletes is not None
         deleted = dv.positions(root, file.deletes)
-        names.extend([_name(file)] * len(deleted))
+        names.extend([_spark_name(spark, local_path(root, file.path))] * len(deleted))
         rows.append(pa.array(deleted.astype("int64")))
     table = pa.table(
         {_FILE: pa.array(names, pa.string()), _ROW: pa.concat_arrays(rows).cast(pa.int64())}
@@ -152,6 +154,13 @@ def _without_deleted(
         F.col("_metadata.row_index").alias(_ROW),
     )
     return marked.join(F.broadcast(deleted_frame), [_FILE, _ROW], "left_anti")
+
+
+def _spark_name(spark: SparkSession, path: str) -> str:
+    """The file's name as Spark's ``_metadata.file_name`` spells it: the last segment of
+    Hadoop's URI of the path, percent-encoded (``part a.parquet`` is ``part%20a.parquet``)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    return str(jvm.org.apache.hadoop.fs.Path(path).toUri().getRawPath()).rsplit("/", 1)[-1]
 
 
 def _physical_field(field: StructField, columns: ColumnMapping) -> StructField:

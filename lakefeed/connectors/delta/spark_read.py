@@ -159,7 +159,8 @@ def _without_deleted(
 def _spark_name(spark: SparkSession, path: str) -> str:
     """The file's name as Spark's ``_metadata.file_name`` spells it: the last segment of
     Hadoop's URI of the path, percent-encoded (``part a.parquet`` is ``part%20a.parquet``)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    assert jvm is not None  # Spark's own scan runs only in a classic (JVM) session
     return str(jvm.org.apache.hadoop.fs.Path(path).toUri().getRawPath()).rsplit("/", 1)[-1]
 
 

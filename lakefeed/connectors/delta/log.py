@@ -63,7 +63,9 @@ class DataFile:
 
     path: str
     size: int
-    partition_values: dict[str, str | None]  # by logical column name
+    # By logical column name; read_commit leaves them keyed as the log writes them (physical
+    # names under column mapping) and the change feed renames them (mapping.py).
+    partition_values: dict[str, str | None]
     modification_time: int = 0
     deletes: dv.Deletes | None = None  # its deletion vector: rows to skip
 
@@ -176,6 +178,7 @@ def check_readable(
 def refuse_features(
     needed: frozenset[str], root: str, supported: frozenset[str] = READER_FEATURES, reader: str = ""
 ) -> None:
+    """Refuse a table (or a commit's protocol) needing features outside ``supported``."""
     missing = sorted(needed - supported)
     if missing:
         raise DeltaSourceError(

@@ -50,6 +50,9 @@ _FILE, _ROW = "__lakefeed_static_file", "__lakefeed_static_row"
 """The deleted rows' columns; the prefix keeps them a batch relation inside a planned stream's
 micro-batch (``PlannedSource.STATIC_PREFIX``): the anti-join is then a stream–static one."""
 _NONE = ColumnMapping("none", ())
+BROADCAST_ROWS = 1_000_000
+"""Deleted rows up to which their anti-join is a broadcast (a hash lookup per scanned row);
+beyond, Spark plans it (a sort-merge join rather than a broadcast the driver cannot hold)."""
 
 
 def files_frame(
@@ -153,7 +156,9 @@ def _without_deleted(
         F.col("_metadata.file_name").alias(_FILE),
         F.col("_metadata.row_index").alias(_ROW),
     )
-    return marked.join(F.broadcast(deleted_frame), [_FILE, _ROW], "left_anti")
+    if table.num_rows <= BROADCAST_ROWS:
+        deleted_frame = F.broadcast(deleted_frame)
+    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti")
 
 
 def _spark_name(spark: SparkSession, path: str) -> str:

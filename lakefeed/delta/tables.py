@@ -450,6 +450,7 @@ class DeltaTable:
         """One idempotent delta-rs change; None when its transaction is already committed."""
         txn = txn or Txn.from_conf(self._spark)
         table = self._open()
+        log.check_readable(table, self._path, log.PLAIN_PARQUET, f"lakefeed's {operation}")
         if operation in ("MERGE", "UPDATE"):
             _refuse_generated(operation, table)
         if txn is not None and txn.done(table):

@@ -166,8 +166,8 @@ def test_partitioned_files_roundtrip_with_awkward_values(tmp_path: Path) -> None
     table = log.open_table(str(tmp_path))
     rows = [
         row
-        for f in log.snapshot_files(table)
-        for b in files.read_file(str(tmp_path), f.path, f.partition_values, target)
+        for f in pruning.snapshot_files(table, str(tmp_path))
+        for b in files.read_file(str(tmp_path), f, target)
         for row in b.to_pylist()
     ]
     assert sorted(rows, key=lambda r: r["id"])[1] == {"id": 2, "k": "x=y %", "missing": None}
@@ -364,7 +364,7 @@ def _read_all(feed: ChangeFeed, start: DeltaOffset, end: DeltaOffset, root: Path
     return [
         v
         for f in feed.files_between(start, end)
-        for b in files.read_file(str(root), f.path, f.partition_values, target)
+        for b in files.read_file(str(root), f, target)
         for v in b.column("id").to_pylist()
     ]
 
@@ -462,52 +462,31 @@ def test_start_after_log_cleanup_uses_checkpoint(tmp_path: Path) -> None:
         feed.latest_offset(DeltaOffset(1, -1, False), 3, limited=True)
 
 
-def test_unreadable_features_are_refused(tmp_path: Path) -> None:
+def test_reader_features_lakefeed_does_not_implement_are_refused(tmp_path: Path) -> None:
+    """A feature outside log.READER_FEATURES fails the open with a code naming it (here one
+    written into the protocol by hand: no writer here makes an unknown one)."""
     _rs_table(tmp_path, 1)
     root = str(tmp_path)
-    DeltaTable(root).alter.set_table_properties({"delta.enableDeletionVectors": "true"})
-    with pytest.raises(log.DeltaSourceError, match="deletion vectors"):
-        log.open_table(root)
-
-
-def test_column_mapping_tables_are_refused(tmp_path: Path) -> None:
-    """delta-rs cannot turn column mapping on, so the commit Spark would write is written here:
-    physical column names differ from logical ones, and reading Parquet directly would be
-    wrong."""
-    _rs_table(tmp_path, 1)
-    field = {
-        "name": "id",
-        "type": "long",
-        "nullable": True,
-        "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"},
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors", "madeUpFeature"],
+        "writerFeatures": ["deletionVectors", "madeUpFeature"],
     }
-    actions = [
-        {"commitInfo": {"timestamp": 0, "operation": "SET TBLPROPERTIES"}},
-        {
-            "protocol": {
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
-                "readerFeatures": ["columnMapping"],
-                "writerFeatures": ["columnMapping"],
-            }
-        },
-        {
-            "metaData": {
-                "id": "cm",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps({"type": "struct", "fields": [field]}),
-                "partitionColumns": [],
-                "configuration": {"delta.columnMapping.mode": "name"},
-                "createdTime": 0,
-            }
-        },
-    ]
-    version = log.latest_version(str(tmp_path))
+    version = log.latest_version(root)
     assert version is not None
-    with open(log.commit_path(str(tmp_path), version + 1), "w", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(a) + "\n" for a in actions))
-    with pytest.raises(log.DeltaSourceError, match="column mapping .mode 'name'"):
-        log.open_table(str(tmp_path))
+    with open(log.commit_path(root, version + 1), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"protocol": protocol}) + "\n")
+    with pytest.raises(log.DeltaSourceError) as refused:
+        log.open_table(root)
+    assert refused.value.code == log.READER_FEATURE
+    assert "madeUpFeature" in str(refused.value) and "deletionVectors" not in str(refused.value)
+
+
+def test_legacy_reader_versions_name_their_feature() -> None:
+    assert log.needed_features({"minReaderVersion": 2}) == {"columnMapping"}
+    assert log.needed_features({"minReaderVersion": 1}) == frozenset()
+    assert log.needed_features({"minReaderVersion": 4}) == {"readerVersion4"}
 
 
 def test_pruning_by_partition_and_stats(tmp_path: Path) -> None:

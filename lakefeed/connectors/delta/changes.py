@@ -108,7 +108,10 @@ def feed_arguments(root: str, options: Mapping[str, str]) -> dict[str, Any]:
 def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
     """delta-rs's change rows for ``arguments``; its refusals become :class:`ChangeFeedError`."""
     try:
-        return pa.RecordBatchReader.from_stream(log.open_table(root).load_cdf(**arguments))
+        table = log.open_table(root)
+        # delta-rs's load_cdf is not checked here against deleted rows or mapped columns.
+        log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's change data feed")
+        return pa.RecordBatchReader.from_stream(table.load_cdf(**arguments))
     except RsDeltaError as error:
         raise ChangeFeedError(
             f"cannot read the change feed of {root}: {error}",

@@ -67,6 +67,7 @@ from lakefeed.connectors.delta.files import (
     write_batches,
 )
 from lakefeed.connectors.delta.log import DataFile
+from lakefeed.connectors.delta.mapping import ColumnMapping
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.connectors.options import Options
@@ -148,11 +149,11 @@ def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
         table = log.open_table(root)
         history = sorted(table.history(), key=lambda e: e["version"])
         cutoff = when.timestamp() * 1000
-        chosen = [int(e["version"]) for e in history if int(e["timestamp"]) <= cutoff]
+        chosen = [int(e["version"]) for e in history if log.commit_time(e) <= cutoff]
         if not chosen:
             raise DeltaOptionError(
                 f"timestampAsOf {stamp} is before the first commit of {root} "
-                f"({history[0]['timestamp'] if history else '?'} ms since epoch)"
+                f"({log.commit_time(history[0]) if history else '?'} ms since epoch)"
             )
         return chosen[-1]
     return None
@@ -237,8 +238,9 @@ def write_spec(
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema
 
-        # Refuse a bad schema now, not after every task has written its files.
-        log.check_readable(table, root)
+        # Refuse a bad schema now, not after every task has written its files. The writer
+        # writes logical column names and knows nothing of deleted rows: plain tables only.
+        log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's Delta writer")
         current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
         commit.check_required_columns(current, arrow, root)
@@ -377,12 +379,12 @@ def split_files(files: Sequence[DataFile]) -> list[FilesPartition]:
 
 
 def _read_partition(
-    root: str, schema: StructType, partition: InputPartition
+    root: str, schema: StructType, partition: InputPartition, columns: ColumnMapping
 ) -> Iterator[pa.RecordBatch]:
     target = to_arrow_schema(schema, timezone="UTC")
     assert isinstance(partition, FilesPartition)
     for file in partition.files:
-        yield from read_file(root, file.path, file.partition_values, target)
+        yield from read_file(root, file, target, columns)
 
 
 _FILTER_OPS: dict[type, str] = {
@@ -415,6 +417,7 @@ class DeltaBatchReader(storage.CarriesSettings, DataSourceReader):
         self.carry(self.root)
         self.version = time_travel_version(self.root, options)
         self.schema = schema
+        self.columns = log.table_mapping(log.open_table(self.root, self.version))
         self.predicates: list[pruning.Predicate] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -427,11 +430,10 @@ class DeltaBatchReader(storage.CarriesSettings, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         table = log.open_table(self.root, self.version)
-        actions = pa.table(table.get_add_actions(flatten=True))
-        return split_files(pruning.select_files(actions, self.predicates))
+        return split_files(pruning.table_files(table, self.root, self.predicates))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.root, self.schema, partition)
+        return _read_partition(self.root, self.schema, partition, self.columns)
 
 
 class DeltaStreamReader(
@@ -454,7 +456,9 @@ class DeltaStreamReader(
             max_bytes=max_bytes,
         )
         # Refuse what cannot work before the first batch.
-        self.table_id = str(log.open_table(self.root).metadata().id)
+        table = log.open_table(self.root)
+        self.table_id = str(table.metadata().id)
+        self.columns = log.table_mapping(table)
         offsets.initial_offset(self.root, self.starting_version, self.starting_timestamp)
         self.available_now: int | None = None
         self._latest_seen: int | None = None
@@ -469,7 +473,7 @@ class DeltaStreamReader(
     def feed(self) -> offsets.ChangeFeed:
         if self._feed is None:
             read_schema = to_arrow_schema(self.schema, timezone="UTC")
-            self._feed = offsets.ChangeFeed(self.root, self.feed_options, read_schema)
+            self._feed = offsets.ChangeFeed(self.root, self.feed_options, read_schema, self.columns)
         return self._feed
 
     def initialOffset(self) -> dict:
@@ -520,14 +524,14 @@ class DeltaStreamReader(
         return split_files(files)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.root, self.schema, partition)
+        return _read_partition(self.root, self.schema, partition, self.columns)
 
     def spark_batch(self, spark: SparkSession, start: dict, end: dict) -> DataFrame | None:
         """The same batch as :meth:`partitions` plans, read by Spark's Parquet reader."""
         files = self.feed.files_between(
             offsets.DeltaOffset.from_dict(start), offsets.DeltaOffset.from_dict(end)
         )
-        return spark_read.files_frame(spark, self.root, files, self.schema)
+        return spark_read.files_frame(spark, self.root, files, self.schema, self.columns)
 
     def commit(self, end: dict) -> None:
         self.feed.forget_before(offsets.DeltaOffset.from_dict(end).version)
@@ -560,15 +564,15 @@ def planned_read(
     table = log.open_table(root, version)
     if version is not None:
         return snapshot_frame(spark, root, table, spark_schema(table))
-    if not bridge.available(spark) or len(_scan_groups(_files(table))) > MAX_SCAN_GROUPS:
+    if not bridge.available(spark) or len(_scan_groups(_files(table, root))) > MAX_SCAN_GROUPS:
         return None
     schema = spark_schema(table)
     opener = functools.partial(latest_frame, root, schema)
     return bridge.planned_read(spark, opener, schema, description=f"DeltaTable[{root}]")
 
 
-def _files(table: DeltaTable) -> list[DataFile]:
-    return pruning.select_files(pa.table(table.get_add_actions(flatten=True)), [])
+def _files(table: DeltaTable, root: str) -> list[DataFile]:
+    return pruning.table_files(table, root)
 
 
 def _scan_groups(files: Sequence[DataFile]) -> set[tuple[tuple[str, str | None], ...]]:
@@ -579,10 +583,10 @@ def snapshot_frame(
     spark: SparkSession, root: str, table: DeltaTable, schema: StructType
 ) -> DataFrame | None:
     """The snapshot's rows as Spark's Parquet scans; None beyond :data:`MAX_SCAN_GROUPS`."""
-    files = _files(table)
+    files = _files(table, root)
     if len(_scan_groups(files)) > MAX_SCAN_GROUPS:
         return None
-    frame = spark_read.files_frame(spark, root, files, schema)
+    frame = spark_read.files_frame(spark, root, files, schema, log.table_mapping(table))
     return frame if frame is not None else spark.createDataFrame([], schema)
 
 

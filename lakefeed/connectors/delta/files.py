@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import re
 import time
@@ -17,15 +18,21 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefeed import storage
+from lakefeed.connectors.delta import dv, mapping
+from lakefeed.connectors.delta.mapping import ColumnMapping
 from lakefeed.connectors.delta.stats import FileStats
+
+if TYPE_CHECKING:
+    from lakefeed.connectors.delta.log import DataFile
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 STAGING = "_lakefeed_staging"
@@ -278,23 +285,67 @@ def batch_rows(metadata: pq.FileMetaData) -> int:
 
 def read_file(
     root: str,
-    log_path: str,
-    partition_values: Mapping[str, str | None],
+    file: DataFile,
     target: pa.Schema,
+    columns: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one data file as batches of exactly ``target`` (Spark's Arrow schema)."""
-    fs, path = storage.filesystem(local_path(root, log_path))
+    """The rows of one data file as batches of exactly ``target`` (Spark's Arrow schema):
+    columns found by physical name or field id under column mapping (``columns``), rows its
+    deletion vector deletes left out."""
+    fs, path = storage.filesystem(local_path(root, file.path))
     parquet = pq.ParquetFile(fs.open_input_file(path))
-    present = set(parquet.schema_arrow.names)
-    wanted = [f.name for f in target if f.name in present and f.name not in partition_values]
-    produced = False
-    size = batch_rows(parquet.metadata)
-    for batch in parquet.iter_batches(batch_size=size, columns=wanted):
-        produced = True
-        yield _conform(batch, batch.num_rows, partition_values, target)
-    if not produced and not wanted and parquet.metadata.num_rows:
+    sources = _sources(parquet.schema_arrow, target, file.partition_values, columns)
+    deleted = None if file.deletes is None else dv.positions(root, file.deletes)
+    conform = functools.partial(
+        _conform,
+        partition_values=file.partition_values,
+        target=target,
+        sources=sources,
+        columns=columns,
+    )
+    start = 0
+    for batch in parquet.iter_batches(
+        batch_size=batch_rows(parquet.metadata), columns=list(sources.values())
+    ):
+        yield from _kept(conform(batch, batch.num_rows), deleted, start)
+        start += batch.num_rows
+    if start == 0 and not sources and parquet.metadata.num_rows:
         # Only partition columns are wanted: the rows still count.
-        yield _conform(None, parquet.metadata.num_rows, partition_values, target)
+        yield from _kept(conform(None, parquet.metadata.num_rows), deleted, 0)
+
+
+def _sources(
+    schema: pa.Schema,
+    target: pa.Schema,
+    partition_values: Mapping[str, str | None],
+    columns: ColumnMapping | None,
+) -> dict[str, str]:
+    """Each wanted column (logical name) to the file's column holding it."""
+    if columns is not None and columns.active:
+        found = mapping.file_columns(columns, schema)
+    else:
+        found = {name: name for name in schema.names}
+    return {
+        f.name: found[f.name] for f in target if f.name in found and f.name not in partition_values
+    }
+
+
+def _kept(
+    batch: pa.RecordBatch, deleted: np.ndarray | None, start: int
+) -> Iterator[pa.RecordBatch]:
+    """``batch`` (rows ``start``... of its file) without the rows ``deleted`` names."""
+    if deleted is None:
+        yield batch
+        return
+    end = start + batch.num_rows
+    lo, hi = np.searchsorted(deleted, [start, end])
+    if lo == hi:
+        yield batch
+        return
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[(deleted[lo:hi] - np.uint64(start)).astype(np.int64)] = False
+    if keep.any():
+        yield batch.filter(pa.array(keep))
 
 
 def _conform(
@@ -302,19 +353,27 @@ def _conform(
     rows: int,
     partition_values: Mapping[str, str | None],
     target: pa.Schema,
+    sources: Mapping[str, str],
+    columns: ColumnMapping | None,
 ) -> pa.RecordBatch:
     arrays = []
-    names = set(batch.schema.names) if batch is not None else set()
     for field in target:
         if field.name in partition_values:
             value = parse_partition_value(partition_values[field.name], field.type)
             arrays.append(pa.repeat(pa.scalar(value, type=field.type), rows))
-        elif batch is not None and field.name in names:
-            column = batch.column(field.name)
-            arrays.append(column if column.type == field.type else column.cast(field.type))
+        elif batch is not None and field.name in sources:
+            column = batch.column(sources[field.name])
+            arrays.append(_logical(column, field, columns))
         else:
             arrays.append(pa.nulls(rows, type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _logical(column: pa.Array, field: pa.Field, columns: ColumnMapping | None) -> pa.Array:
+    if columns is not None and columns.active:
+        described = next(c for c in columns.columns if c.name == field.name)
+        return mapping.to_logical(column, described, field.type, columns.by_id)
+    return column if column.type == field.type else column.cast(field.type)
 
 
 def now_ms() -> int:

@@ -2,20 +2,26 @@
 
 Commits come from ``_delta_log/<version>.json``; the starting snapshot comes from delta-rs, which
 reads checkpoints, so a stream can start (or restart) on a table whose old JSON commits were
-cleaned up. Tables whose reader features need more than "read the Parquet files" are refused.
+cleaned up. Each ``add`` keeps its deletion vector (:mod:`.dv`) and its partition values as
+the log writes them (by physical name under column mapping, :mod:`.mapping`): readers apply
+both. A table needing a reader feature lakefeed does not implement is refused, naming it
+(:data:`READER_FEATURES`), before any row is read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError as RsDeltaError
 
 from lakefeed import storage
+from lakefeed.connectors.delta import dv, mapping
 from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
 from lakefeed.errors import DeltaError, register_code
 
@@ -29,6 +35,26 @@ class DeltaSourceError(DeltaError):
 
 
 OTHER_TABLE = register_code("DELTA_SOURCE_OTHER_TABLE", DeltaSourceError)
+READER_FEATURE = register_code("DELTA_UNSUPPORTED_READER_FEATURE", DeltaSourceError)
+
+_UNSUPPORTED = re.compile(r"Feature '([^']+)' is not supported")
+"""delta-rs's refusal to open a table with a feature it does not know."""
+READ = {
+    "deletionVectors": "inline and on-disk; batch, stream and time travel, in Spark's Parquet "
+    "scan (`_metadata.row_index`) and in the Python reader; not the change data feed",
+    "columnMapping": "modes `name` and `id` (nested fields too); a stream stops on a "
+    "rename or drop (`DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`)",
+    "timestampNtz": "as Spark's `TIMESTAMP_NTZ`",
+    "v2Checkpoint": "JSON and Parquet v2 checkpoints with sidecars (delta-rs replays the log)",
+    "vacuumProtocolCheck": "nothing to do for a reader",
+}
+"""Reader features lakefeed's readers implement, with what that covers (the table of
+docs/delta-compatibility.md is rendered from it by :func:`feature_table`)."""
+READER_FEATURES = frozenset(READ)
+"""A table needing any other reader feature is refused before a row is read."""
+PLAIN_PARQUET = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+"""Reader features under which a table's rows are still just its Parquet files' rows (what
+readers that hand files to other engines, such as manifests, need)."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +63,11 @@ class DataFile:
 
     path: str
     size: int
+    # By logical column name; read_commit leaves them keyed as the log writes them (physical
+    # names under column mapping) and the change feed renames them (mapping.py).
     partition_values: dict[str, str | None]
     modification_time: int = 0
+    deletes: dv.Deletes | None = None  # its deletion vector: rows to skip
 
 
 @dataclass
@@ -50,6 +79,8 @@ class Commit:
     adds: list[DataFile] = field(default_factory=list)  # data-changing adds, in log order
     data_removes: int = 0  # data-changing removes (deletes, updates, overwrites)
     schema: pa.Schema | None = None  # set when the commit changes the table's metadata
+    mapping: mapping.ColumnMapping | None = None  # the new metadata's column mapping
+    reader_features: frozenset[str] | None = None  # set when the commit changes the protocol
 
 
 def commit_path(root: str, version: int) -> str:
@@ -95,12 +126,19 @@ def read_commit(root: str, version: int) -> Commit | None:
                     int(add["size"]),
                     dict(add.get("partitionValues") or {}),
                     int(add.get("modificationTime") or 0),
+                    dv.Descriptor.from_json(add.get("deletionVector")),
                 )
             )
         elif "remove" in action and action["remove"].get("dataChange", True):
             commit.data_removes += 1
         elif "metaData" in action:
-            commit.schema = _schema_from_json(action["metaData"]["schemaString"])
+            meta = action["metaData"]
+            commit.schema = _schema_from_json(meta["schemaString"])
+            commit.mapping = mapping.from_schema(
+                meta["schemaString"], meta.get("configuration") or {}
+            )
+        elif "protocol" in action:
+            commit.reader_features = needed_features(action["protocol"])
         elif "commitInfo" in action:
             commit.timestamp = int(action["commitInfo"].get("timestamp") or 0)
     return commit
@@ -112,29 +150,61 @@ def _schema_from_json(text: str) -> pa.Schema:
     return as_nullable(table_arrow_schema(Schema.from_json(text)))
 
 
-def check_readable(table: DeltaTable, root: str) -> None:
-    """Refuse tables whose rows are not simply "the rows of the Parquet files"."""
-    protocol = table.protocol()
-    features = set(protocol.reader_features or [])
-    config = table.metadata().configuration
-    if "deletionVectors" in features:
+def needed_features(protocol: Any) -> frozenset[str]:
+    """The reader features a ``protocol`` (delta-rs's, or the log's JSON action) requires; a
+    legacy reader version 2 means column mapping, a version past 3 is a feature of its own."""
+    get = protocol.get if isinstance(protocol, dict) else lambda k: getattr(protocol, _snake(k))
+    version = int(get("minReaderVersion") or 1)
+    features = set(get("readerFeatures") or [])
+    if version == 2:
+        features.add("columnMapping")
+    if version > 3:
+        features.add(f"readerVersion{version}")
+    return frozenset(features)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def check_readable(
+    table: DeltaTable, root: str, supported: frozenset[str] = READER_FEATURES, reader: str = ""
+) -> None:
+    """Refuse a table needing a reader feature outside ``supported`` (``reader`` names the
+    read that cannot serve it, when it is narrower than a table read)."""
+    refuse_features(needed_features(table.protocol()), root, supported, reader)
+
+
+def refuse_features(
+    needed: frozenset[str], root: str, supported: frozenset[str] = READER_FEATURES, reader: str = ""
+) -> None:
+    """Refuse a table (or a commit's protocol) needing features outside ``supported``."""
+    missing = sorted(needed - supported)
+    if missing:
         raise DeltaSourceError(
-            f"the Delta table {root} uses deletion vectors, which lakefeed cannot read yet. "
-            "Purge them and turn them off with Spark+delta-spark: REORG TABLE ... APPLY (PURGE) "
-            "and ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')."
+            f"the Delta table {root} needs the reader feature{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}, which {reader or 'lakefeed'} does not support: its Parquet "
+            "files alone would give wrong rows",
+            fix="read it with an engine that supports the feature, or rewrite it without the "
+            "feature (docs/delta-compatibility.md lists what lakefeed reads)",
+            code=READER_FEATURE,
         )
-    mapping = config.get("delta.columnMapping.mode", "none")
-    if "columnMapping" in features or (protocol.min_reader_version == 2 and mapping != "none"):
-        raise DeltaSourceError(
-            f"the Delta table {root} uses column mapping (mode {mapping!r}), which lakefeed "
-            "cannot read yet: rewrite it into a table without column mapping."
-        )
-    unknown = features - {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint"}
-    if unknown or protocol.min_reader_version > 3:
-        raise DeltaSourceError(
-            f"the Delta table {root} needs reader features lakefeed does not support: "
-            f"{sorted(unknown) or protocol.min_reader_version}"
-        )
+
+
+def feature_table() -> str:
+    """The Markdown table of :data:`READ` (docs/delta-compatibility.md holds it; a test keeps
+    them equal)."""
+    rows = [f"| `{name}` | {what} |" for name, what in sorted(READ.items())]
+    return "\n".join(["| Reader feature | Read |", "| --- | --- |", *rows])
+
+
+def table_mapping(table: DeltaTable) -> mapping.ColumnMapping:
+    """The column mapping of an open table (mode ``none`` when the protocol does not enable
+    it, whatever the property says, as the protocol requires)."""
+    config = dict(table.metadata().configuration)
+    if "columnMapping" not in needed_features(table.protocol()):
+        config.pop(mapping.MODE, None)
+    return mapping.from_schema(table.schema().to_json(), config)
 
 
 def rs_table(root: str, version: int | None = None) -> DeltaTable:
@@ -150,34 +220,32 @@ def open_table(root: str, version: int | None = None) -> DeltaTable:
             f"{root} is not a Delta table (no _delta_log with commits). Write to it first, "
             "or check the path."
         )
-    table = rs_table(root, version)
+    try:
+        table = rs_table(root, version)
+    except RsDeltaError as error:
+        unsupported = _UNSUPPORTED.search(str(error))
+        if unsupported is None:
+            raise
+        refuse_features(frozenset({unsupported.group(1)}), root)
+        raise
     check_readable(table, root)
     return table
 
 
-def snapshot_files(table: DeltaTable) -> list[DataFile]:
-    """The files of a snapshot in Delta's streaming order (modification time, then path)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    columns = [c for c in actions.column_names if c.startswith("partition.")]
-    files = []
-    paths = actions.column("path").to_pylist()
-    sizes = actions.column("size_bytes").to_pylist()
-    times = actions.column("modification_time").to_pylist()
-    parts = [actions.column(c).to_pylist() for c in columns]
-    for row, path in enumerate(paths):
-        values = {
-            c[len("partition.") :]: _partition_text(p[row])
-            for c, p in zip(columns, parts, strict=True)
-        }
-        files.append(DataFile(path, int(sizes[row]), values, int(times[row] or 0)))
-    files.sort(key=lambda f: (f.modification_time, f.path))
-    return files
+def file_deletes(table: DeltaTable, root: str) -> dict[str, dv.Deletes]:
+    """The deleted rows of each file of a snapshot that has any, keyed by the file's location
+    (:func:`dv.file_key` of :func:`files.local_path`); empty for a table without the feature."""
+    if "deletionVectors" not in needed_features(table.protocol()):
+        return {}
+    return dict(dv.snapshot_deletes(pa.table(table.deletion_vectors())))
 
 
-def _partition_text(value: Any) -> str | None:
-    from lakefeed.connectors.delta.files import partition_string
-
-    return partition_string(value)
+def commit_time(entry: dict[str, Any]) -> int:
+    """When a commit (a ``history()`` entry) was made, in ms: its in-commit timestamp when the
+    table has them (PROTOCOL.md, "In-Commit Timestamps": readers use it for time travel), else
+    the writer's ``timestamp``."""
+    stamp = entry.get("inCommitTimestamp")
+    return int(entry["timestamp"] if stamp is None else stamp)
 
 
 def version_at_timestamp(root: str, when: dt.datetime) -> int:
@@ -189,7 +257,7 @@ def version_at_timestamp(root: str, when: dt.datetime) -> int:
     if newest is None:
         raise DeltaSourceError(f"{root} is not a Delta table")
     for entry in sorted(rs_table(root).history(), key=lambda e: e["version"]):
-        if int(entry["timestamp"]) >= cutoff:
+        if commit_time(entry) >= cutoff:
             return int(entry["version"])
     return newest + 1
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from deltalake import DeltaTable
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, pruning
 from lakefeed.connectors.delta.files import NULL_PARTITION, escape_path_name, local_path
 
 MANIFEST_DIR = "_symlink_format_manifest"
@@ -75,7 +75,8 @@ def refresh(root: str, since: int, table: DeltaTable | None = None) -> int:
     registers its hook only for those that do. ``table``: the table at its newest version, else
     opened here."""
     table = table or log.rs_table(root)  # just committed to: no need to look for the log first
-    log.check_readable(table, root)  # as Delta's hook, refuse what it cannot list files of
+    # As Delta's hook, refuse what a manifest cannot describe (deleted rows, mapped columns).
+    log.check_readable(table, root, log.PLAIN_PARQUET, "a symlink manifest")
     touched = _touched(root, table, since)
     if touched is not None and not touched:
         return 0
@@ -89,9 +90,10 @@ def write_manifests(
     """Write the manifests of the table's current version (``partitions``: only those folders,
     ``a=1/b=x``; None: all, and any stale marker goes); returns how many were written."""
     table = table or log.open_table(root)
+    log.check_readable(table, root, log.PLAIN_PARQUET, "a symlink manifest")
     columns = list(table.metadata().partition_columns)
     groups: dict[str, list[str]] = {} if columns else {"": []}
-    for file in log.snapshot_files(table):
+    for file in pruning.snapshot_files(table, root):
         folder = _folder(columns, file.partition_values)
         if partitions is None or folder in partitions:
             groups.setdefault(folder, []).append(_absolute(local_path(root, file.path)))

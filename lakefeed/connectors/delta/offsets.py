@@ -12,6 +12,7 @@ mixes snapshot and later commits, and a batch that finishes a version ends at
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -19,9 +20,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, pruning
 from lakefeed.connectors.delta.log import Commit, DataFile, DeltaSourceError
-from lakefeed.errors import CheckpointError
+from lakefeed.connectors.delta.mapping import ColumnMapping
+from lakefeed.errors import CheckpointError, register_code
+
+INCOMPATIBLE_SCHEMA = register_code("DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE", DeltaSourceError)
 
 SOURCE_VERSION = 1
 
@@ -89,17 +93,20 @@ class ChangeFeed:
         root: str,
         options: FeedOptions,
         read_schema: pa.Schema | None = None,
+        columns: ColumnMapping | None = None,
     ) -> None:
         self.root = root
         self.options = options
         self.read_schema = read_schema
+        self.columns = columns or ColumnMapping("none", ())
         self._snapshots: dict[int, list[DataFile]] = {}
         self._commits: dict[int, Commit] = {}
 
     def snapshot(self, version: int) -> list[DataFile]:
         if version not in self._snapshots:
             self._snapshots.clear()
-            self._snapshots[version] = log.snapshot_files(log.open_table(self.root, version))
+            table = log.open_table(self.root, version)
+            self._snapshots[version] = pruning.snapshot_files(table, self.root)
         return self._snapshots[version]
 
     def commit(self, version: int) -> Commit:
@@ -114,6 +121,12 @@ class ChangeFeed:
                     "exists."
                 )
             self._check(cached)
+            cached.adds = [
+                dataclasses.replace(
+                    f, partition_values=self.columns.logical_partition_values(f.partition_values)
+                )
+                for f in cached.adds
+            ]
             self._commits[version] = cached
         return cached
 
@@ -135,6 +148,12 @@ class ChangeFeed:
                 "commits that only delete, ignoreChanges=true to re-read the rewritten files "
                 "(rows may repeat), or skipChangeCommits=true to skip such commits entirely."
             )
+        if commit.reader_features is not None:
+            log.refuse_features(
+                commit.reader_features, self.root, reader=f"a stream (version {commit.version})"
+            )
+        if commit.mapping is not None:
+            _check_mapping_change(self.root, commit.version, self.columns, commit.mapping)
         if commit.schema is not None and self.read_schema is not None:
             _check_schema_change(self.root, commit.version, self.read_schema, commit.schema)
 
@@ -223,6 +242,26 @@ def _check_schema_change(root: str, version: int, read: pa.Schema, new: pa.Schem
             raise DeltaSourceError(
                 f"the schema of the source Delta table {root} changed at version {version} "
                 f"(column {field.name!r}). Restart the stream to read with the new schema."
+            )
+
+
+def _check_mapping_change(root: str, version: int, read: ColumnMapping, new: ColumnMapping) -> None:
+    """Refuse a commit that renames or drops a column the stream reads under column mapping
+    (its files keep the physical names, so rows would come under the wrong column or lose
+    one), as delta-spark's source does without a schema tracking location."""
+    if not (read.active or new.active):
+        return
+    now = {c.name: c.physical for c in new.columns}
+    for column in read.columns:
+        if now.get(column.name) != column.physical:
+            change = "dropped" if column.physical not in now.values() else "renamed"
+            raise DeltaSourceError(
+                f"the source Delta table {root} {change} column {column.name!r} at version "
+                f"{version} (column mapping): a stream reads with the schema it started with, "
+                "and a rename or drop is not a change it can follow",
+                fix="restart the stream from a new checkpoint (a lakefeed flow: `lakefeed run "
+                "PIPELINE --full-refresh TABLE`); lakefeed has no schemaTrackingLocation",
+                code=INCOMPATIBLE_SCHEMA,
             )
 
 

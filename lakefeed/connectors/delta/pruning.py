@@ -8,14 +8,17 @@ types) keeps the file: skipping must never drop a matching row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 
-from lakefeed.connectors.delta.files import partition_string
+from lakefeed.connectors.delta import dv, log
+from lakefeed.connectors.delta.files import local_path, partition_string
 from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.delta.stats import STRING_PREFIX
 
@@ -88,11 +91,42 @@ def _stats_match(op: str, row: dict, column: str, value: Any) -> bool:
     return _cmp(op, low, high, _norm(value))
 
 
-def select_files(actions: pa.Table, predicates: Sequence[Predicate]) -> list[DataFile]:
-    """The files of ``actions`` (delta-rs ``get_add_actions(flatten=True)``) that may match."""
+def table_files(
+    table: DeltaTable, root: str, predicates: Sequence[Predicate] = ()
+) -> list[DataFile]:
+    """The files of a snapshot that may hold rows matching ``predicates``, each with its
+    deletion vector (statistics are keyed by physical name under column mapping)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    physical = log.table_mapping(table).physical_names()
+    files = select_files(actions, predicates, physical)
+    deletes = log.file_deletes(table, root)
+    if not deletes:
+        return files
+    return [
+        dataclasses.replace(f, deletes=deletes.get(dv.file_key(local_path(root, f.path))))
+        for f in files
+    ]
+
+
+def snapshot_files(table: DeltaTable, root: str) -> list[DataFile]:
+    """The files of a snapshot in Delta's streaming order (modification time, then path)."""
+    return sorted(table_files(table, root), key=lambda f: (f.modification_time, f.path))
+
+
+def select_files(
+    actions: pa.Table,
+    predicates: Sequence[Predicate],
+    physical: dict[str, str] | None = None,
+) -> list[DataFile]:
+    """The files of ``actions`` (delta-rs ``get_add_actions(flatten=True)``) that may match;
+    ``physical``: the column names statistics use (column mapping), by logical name."""
     partition_columns = [
         c[len("partition.") :] for c in actions.column_names if c.startswith("partition.")
     ]
+    if physical:  # delta-rs names partition values by logical name, statistics by physical
+        predicates = [
+            (op, c if c in partition_columns else physical.get(c, c), v) for op, c, v in predicates
+        ]
     selected = []
     for row in actions.to_pylist():
         if all(_keep(row, p, partition_columns) for p in predicates):

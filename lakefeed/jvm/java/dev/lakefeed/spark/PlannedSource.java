@@ -158,6 +158,19 @@ public final class PlannedSource implements Source, SupportsTriggerAvailableNow 
     }
   }
 
+  /**
+   * Column name prefix of a local relation that is not the stream's data but a static side of
+   * the batch (the Delta source's deleted rows, anti-joined): it stays a batch relation, so the
+   * join is a stream–static one.
+   */
+  static final String STATIC_PREFIX = "__lakefeed_static";
+
+  private static boolean isStatic(LogicalPlan node) {
+    return node instanceof LocalRelation
+        && node.output().nonEmpty()
+        && node.output().head().name().startsWith(STATIC_PREFIX);
+  }
+
   /** The same plan with its leaves marked as this stream's data (Spark asserts isStreaming). */
   private LogicalPlan streaming(LogicalPlan plan) {
     Option<org.apache.spark.sql.connector.read.streaming.SparkDataStream> self = Option.apply(this);
@@ -166,7 +179,8 @@ public final class PlannedSource implements Source, SupportsTriggerAvailableNow 
             new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
               @Override
               public boolean isDefinedAt(LogicalPlan node) {
-                return node instanceof LogicalRelation || node instanceof LocalRelation;
+                return node instanceof LogicalRelation
+                    || (node instanceof LocalRelation && !isStatic(node));
               }
 
               @Override
@@ -179,7 +193,7 @@ public final class PlannedSource implements Source, SupportsTriggerAvailableNow 
                       new LogicalRelation(
                           leaf.relation(), leaf.output(), leaf.catalogTable(), true, self);
                 }
-                if (node instanceof LocalRelation) {
+                if (node instanceof LocalRelation && !isStatic(node)) {
                   LocalRelation leaf = (LocalRelation) node;
                   return (B1) new LocalRelation(leaf.output(), leaf.data(), true, self);
                 }

@@ -21,7 +21,7 @@ from typing import Any
 
 from lakefeed.cdc.spec import INVALID
 from lakefeed.errors import PipelineDefinitionError
-from lakefeed.pipeline.sql_text import top_level
+from lakefeed.sql.tokens import top_level
 
 _SOURCE = re.compile(
     r"\s*FROM\s+(?:STREAM\s*\(\s*(?:LIVE\.)?(?P<a>\w+)\s*\)|STREAM\s+(?:LIVE\.)?(?P<b>\w+)|"

@@ -39,6 +39,7 @@ from lakefeed.delta.sql.parse import (
     MergeClause,
     Optimize,
     Other,
+    Query,
     Restore,
     SetProperties,
     Statement,
@@ -46,7 +47,6 @@ from lakefeed.delta.sql.parse import (
     Update,
     Vacuum,
     parse,
-    tokens,
 )
 from lakefeed.delta.tables import (
     DeltaTable,
@@ -56,8 +56,12 @@ from lakefeed.delta.tables import (
     register_location,
 )
 from lakefeed.errors import register_code
+from lakefeed.sql import spark as spark_parser
+from lakefeed.sql.references import SqlTextError
+from lakefeed.sql.tokens import tokens
 
 UNSUPPORTED_SQL = register_code("DELTA_SQL_UNSUPPORTED_BY_LAKEFEED", DeltaSqlError)
+UNREADABLE = register_code("DELTA_SQL_UNREADABLE", DeltaSqlError)
 ARITY = register_code("INSERT_COLUMN_ARITY_MISMATCH", DeltaSqlError)
 VIEW_PREFIX = "__lakefeed_delta_"
 
@@ -70,7 +74,7 @@ def sql(
     """``spark.sql(text, args, **kwargs)``, Delta tables served by lakefeed (see module doc)."""
     try:
         statement = parse(text) if isinstance(text, str) else None
-    except DeltaSqlError:
+    except (DeltaSqlError, SqlTextError):
         if _NAMES_DELTA.search(text) is None:
             return original(spark, text, args, **kwargs)  # not Delta's: Spark's grammar decides
         raise
@@ -78,6 +82,9 @@ def sql(
         return original(spark, text, args, **kwargs)
     runner = _Runner(spark, original, text, args, kwargs)
     try:
+        if isinstance(statement, Query) and not statement.readable:
+            runner.check_unread()
+            return original(spark, text, args, **kwargs)
         return runner.run(statement)
     finally:
         runner.drop_views()
@@ -176,6 +183,27 @@ class _Runner:
         if not log.is_delta_table(path) or self.spark.catalog.tableExists(ref.name):
             return None
         return path
+
+    def check_unread(self) -> None:
+        """A statement sqlglot could not read goes to Spark unchanged unless it names a Delta
+        table: Spark's parser (classic sessions) says which tables it names and whether it is
+        Spark SQL at all; without one, a ``delta.`path``` in it is enough to refuse."""
+        try:
+            names = spark_parser.relations(self.spark, self.text)
+        except spark_parser.Rejected:
+            return  # not Spark SQL: Spark's own error, with its position
+        if names is None:
+            named = [] if _NAMES_DELTA.search(self.text) is None else ["delta.`...`"]
+        else:
+            named = [".".join(n) for n in names if self.delta_path(_ref(n)) is not None]
+        if named:
+            raise DeltaSqlError(
+                f"lakefeed cannot read this statement, which names the Delta table(s) "
+                f"{', '.join(named)}: {self.text.strip()[:200]}",
+                fix="write the query in plain Spark SQL (SELECT ... FROM t [VERSION AS OF n]), "
+                "or read the table with spark.read.format('delta')",
+                code=UNREADABLE,
+            )
 
     def table(self, ref: TableRef) -> DeltaTable | None:
         path = self.delta_path(ref)
@@ -424,6 +452,13 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
     SetProperties: _Runner.set_properties,
     Other: _Runner.other,
 }
+
+
+def _ref(name: tuple[str, ...]) -> TableRef:
+    """A reference to the table Spark's parser named (``("delta", "/p")`` is a path)."""
+    if len(name) == 2 and name[0].lower() == "delta":
+        return TableRef(0, 0, path=name[1])
+    return TableRef(0, 0, name=".".join(f"`{part}`" for part in name))
 
 
 def _names_existing(statement: CreateTable) -> bool:

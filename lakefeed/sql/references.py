@@ -13,9 +13,10 @@ and its time travel clause (``VERSION AS OF``, ``TIMESTAMP AS OF``, ``@v<n>`` on
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.dialects.databricks import Databricks
@@ -72,7 +73,17 @@ class References:
 
 def references(text: str, dialect: str = "spark") -> References | None:
     """The tables ``text`` (one statement) reads and writes; None when sqlglot cannot parse it
-    (Delta's utility statements, a syntax error: the caller's hand grammar or Spark decides)."""
+    (Delta's utility statements, a syntax error: the caller's hand grammar or Spark decides).
+    Answers are remembered by text (a stream's ``foreachBatch`` runs the same statements every
+    micro-batch); each call gets its own copies to change."""
+    found = _parsed(text, dialect)
+    if found is None:
+        return None
+    return References([replace(r) for r in found.reads], found.target and replace(found.target))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str, dialect: str) -> References | None:
     try:
         trees = [t for t in _DIALECTS[dialect].parse(_spelled(text)) if t is not None]
     except SqlglotError:

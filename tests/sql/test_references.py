@@ -62,7 +62,11 @@ SPARK = [
     ("WITH t AS (SELECT 1) SELECT * FROM db.t", ["db.t"], None),
     ("WITH c (x, y) AS (SELECT 1, 2) SELECT * FROM c, d", ["d"], None),
     ("SELECT * FROM x WHERE id IN (WITH x AS (SELECT 1 AS id) SELECT id FROM x)", ["x"], None),
-    ("SELECT * FROM (WITH q AS (SELECT * FROM s) SELECT * FROM q) JOIN q ON 1 = 1", ["s", "q"], None),
+    (
+        "SELECT * FROM (WITH q AS (SELECT * FROM s) SELECT * FROM q) JOIN q ON 1 = 1",
+        ["s", "q"],
+        None,
+    ),
     # subqueries, set operations
     ("SELECT * FROM (SELECT * FROM a) UNION ALL SELECT * FROM b", ["a", "b"], None),
     ("SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id)", ["t", "u"], None),
@@ -86,20 +90,28 @@ SPARK = [
     ("SELECT * FROM events FOR VERSION AS OF 3", ["events@v3"], None),
     ("SELECT * FROM events SYSTEM_VERSION AS OF 3", ["events@v3"], None),
     ("SELECT * FROM events TIMESTAMP AS OF '2024-01-01' e", ["events@'2024-01-01'"], None),
-    ("SELECT * FROM t TIMESTAMP AS OF date_sub(current_date(), 1) x", ["t@(date_sub(current_date(), 1))"], None),
+    (
+        "SELECT * FROM t TIMESTAMP AS OF date_sub(current_date(), 1) x",
+        ["t@(date_sub(current_date(), 1))"],
+        None,
+    ),
     (
         "SELECT * FROM t TIMESTAMP AS OF current_timestamp() - INTERVAL 2 DAYS e",
         ["t@(current_timestamp() - INTERVAL 2 DAYS)"],
         None,
     ),
     (
-        "SELECT * FROM delta.`/p` VERSION AS OF 1 a JOIN delta.`/p` VERSION AS OF 2 b ON a.id = b.id",
+        "SELECT * FROM delta.`/p` VERSION AS OF 1 a JOIN delta.`/p` VERSION AS OF 2 b USING (id)",
         ["delta:/p@v1", "delta:/p@v2"],
         None,
     ),
     # change data feed
     ("SELECT * FROM table_changes('events', 2, 5) WHERE x > 1", ["events changes(2, 5)"], None),
-    ("SELECT * FROM table_changes_by_path('/p', '2024-01-01')", ["delta:/p changes('2024-01-01')"], None),
+    (
+        "SELECT * FROM table_changes_by_path('/p', '2024-01-01')",
+        ["delta:/p changes('2024-01-01')"],
+        None,
+    ),
     # DML and DDL: the target is no read
     ("INSERT INTO t SELECT * FROM s", ["s"], "t"),
     ("INSERT INTO TABLE delta.`/p` (a, b) VALUES (1, 'x')", [], "delta:/p"),
@@ -172,9 +184,19 @@ DELTA = [  # Delta's own statements: the hand grammar; their reads: the parser's
     ("DESCRIBE HISTORY delta.`/p` LIMIT 1", "DescribeHistory", "delta:/p", []),
     ("DESCRIBE DETAIL '/data/events/'", "DescribeDetail", "delta:/data/events/", []),
     ("GENERATE symlink_format_manifest FOR TABLE delta.`/p`", "Generate", "delta:/p", []),
-    ("REPLACE TABLE t USING delta AS SELECT * FROM s, delta.`/q@v1`", "CreateTable", "t", ["s", "delta:/q@v1"]),
+    (
+        "REPLACE TABLE t USING delta AS SELECT * FROM s, delta.`/q@v1`",
+        "CreateTable",
+        "t",
+        ["s", "delta:/q@v1"],
+    ),
     ("INSERT INTO t REPLACE WHERE a > 1 SELECT * FROM s", "Insert", "t", ["s"]),
-    ("MERGE WITH SCHEMA EVOLUTION INTO t USING s ON s.k = t.k WHEN MATCHED THEN DELETE", "Merge", "t", ["s"]),
+    (
+        "MERGE WITH SCHEMA EVOLUTION INTO t USING s ON s.k = t.k WHEN MATCHED THEN DELETE",
+        "Merge",
+        "t",
+        ["s"],
+    ),
     ("DROP TABLE IF EXISTS delta.`/p`", "Other", "delta:/p", []),
     ("ALTER TABLE t SET TBLPROPERTIES ('delta.appendOnly' = 'true')", "SetProperties", "t", []),
     ("DESCRIBE TABLE events", "DescribeTable", "events", []),

@@ -1,17 +1,19 @@
 """Delta SQL text → small typed statements, without Spark.
 
-Spark's parser knows ``delta.`/path``` only as a two-part name and none of Delta's own
-statements (``DESCRIBE HISTORY``, ``VACUUM``, ``OPTIMIZE``, ``RESTORE``...), and Spark
-Connect has no parser to ask: this module reads the text itself, at the level Delta's grammar
-(``DeltaSqlBase.g4``) and Spark's DML need. Expressions (conditions, values, queries) are never
-parsed: they are kept as the user's text, cut at the keywords that end them outside quotes and
-parentheses, and handed to Spark or to the Delta engine as they are.
+Which tables a statement reads, with their time travel, and the target of its DML come from
+sqlglot's parser (:mod:`lakefeed.sql.references`; the package doc says why sqlglot and where
+Spark's own parser decides). What neither Spark nor sqlglot knows is read here by a small hand
+grammar over lakefeed's one tokenizer (:mod:`lakefeed.sql.tokens`): Delta's utility statements
+(``DESCRIBE HISTORY/DETAIL``, ``VACUUM``, ``OPTIMIZE``, ``RESTORE``, ``GENERATE``, ``CONVERT``,
+as in ``DeltaSqlBase.g4``), and the clauses of CREATE/INSERT/UPDATE/DELETE/MERGE lakefeed hands
+to the Delta engine. Expressions (conditions, values, queries) are never rewritten: they are
+kept as the user's text, cut at the keywords that end them outside quotes and parentheses.
 
 :func:`parse` gives one statement object; every table reference a query reads
-(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names after
-``FROM``/``JOIN``; ``table_changes(...)``) is listed in its ``reads`` with its span in the text,
-so the adapter (:mod:`lakefeed.delta.sql.run`) can put a temporary view of lakefeed's Delta read
-in its place. Nothing here decides whether a plain name is a Delta table: that needs the session.
+(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names;
+``table_changes(...)``) is listed in its ``reads`` with its span in the text, so the adapter
+(:mod:`lakefeed.delta.sql.run`) can put a temporary view of lakefeed's Delta read in its place.
+Nothing here decides whether a plain name is a Delta table: that needs the session.
 """
 
 from __future__ import annotations
@@ -375,13 +377,14 @@ def parse(text: str) -> Statement | None:
     """The statement ``text`` holds; None when nothing in it can concern a Delta table."""
     if not maybe_delta(text):
         return None
-    toks = tokens(text)
-    if not toks:
+    query = _QUERY_HEAD.match(text) is not None  # the parser's alone: no hand grammar pass
+    toks = [] if query else tokens(text)
+    if not query and not toks:
         return None
-    statement = _statement(_Cursor(text, toks))
+    statement = None if query else _statement(_Cursor(text, toks))
     found = _references(text, statement)
     if statement is None and found is None:
-        return Query(readable=False) if _may_read(toks) else None
+        return Query(readable=False) if query or _may_read(toks) else None
     if statement is None:
         statement = Query()
     target = getattr(statement, "target", None)
@@ -394,10 +397,15 @@ def parse(text: str) -> Statement | None:
     return statement
 
 
+_QUERY_HEAD = re.compile(r"\s*(?:\(|(?:SELECT|WITH|FROM|VALUES|TABLE)\b)", re.IGNORECASE)
+
+
 def _references(text: str, statement: Statement | None) -> References | None:
     """The parser's references of ``text``; when it cannot read the whole statement (one of
     Delta's: ``REPLACE TABLE``, ``INSERT ... REPLACE WHERE``, ``MERGE WITH SCHEMA
     EVOLUTION``...), those of the query or source the hand grammar cut out of it."""
+    if isinstance(statement, _UTILITIES):
+        return References()  # Delta's utility statements read no table
     found = references(text)
     if found is not None or statement is None:
         return found
@@ -406,6 +414,18 @@ def _references(text: str, statement: Statement | None) -> References | None:
     if isinstance(statement, Merge):
         return _references_in(text, statement.source, "SELECT * FROM ")
     return References()  # Delta's utility statements read no table
+
+
+_UTILITIES = (
+    DescribeHistory,
+    DescribeDetail,
+    Vacuum,
+    Optimize,
+    Restore,
+    Generate,
+    Convert,
+    SetProperties,
+)
 
 
 def _references_in(text: str, span: tuple[int, int], prefix: str) -> References | None:

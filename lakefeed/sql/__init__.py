@@ -10,13 +10,13 @@ Which parser, where, and why:
   session (:mod:`lakefeed.delta.sql.run`), uses the same reader, so a statement routes the
   same way in a pipeline file, in validation, on Connect and in a notebook.
 - **Spark's own parser** (``sessionState().sqlParser().parsePlan``): :mod:`~lakefeed.sql.spark`,
-  the authority on Spark's grammar, asked where a classic session is at hand about the
-  statements sqlglot cannot read: Spark says whether they are Spark SQL at all (if not, Spark's
-  own error reaches the user) and which tables they name (if one is a Delta table lakefeed must
-  serve, lakefeed refuses with a coded error instead of letting Spark fail on a name it cannot
-  resolve). It is not asked about every statement: its plan has positions only on JVM objects,
-  a walk over Py4J costs milliseconds per node, and its answer would differ from the one
-  validation gives without Spark.
+  the authority on Spark's grammar where a classic session is at hand. Each statement
+  ``spark.sql`` hands to lakefeed is checked against it: a Delta table its plan names that
+  sqlglot did not place is refused with a coded error, never left for Spark to fail on; a
+  statement sqlglot cannot read is Spark's unless its plan names a Delta table; text Spark
+  rejects gets Spark's own error (Delta's utility statements aside: the hand grammar's). It
+  does not place references itself: positions live on the JVM plan's objects (a Py4J walk
+  costs milliseconds per node), and pipeline validation must answer the same without Spark.
 - **A hand grammar** over :mod:`~lakefeed.sql.tokens`, the one tokenizer, for what neither
   parser knows: Delta's utility statements (VACUUM, OPTIMIZE, RESTORE, DESCRIBE HISTORY/DETAIL,
   GENERATE, CONVERT; :mod:`lakefeed.delta.sql.parse`) and the pipeline DDL wrappers (CREATE OR

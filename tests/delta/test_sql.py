@@ -357,3 +357,17 @@ def test_a_column_alias_named_like_its_table_still_reads_the_table(spark, tmp_pa
         assert spark.sql(alias).count() == 20
     finally:
         spark.conf.unset(LAKEHOUSE_CONF)
+
+
+def test_statements_sqlglot_cannot_read_are_judged_by_sparks_parser(spark, tmp_path: Path) -> None:
+    """Spark's parser decides: its own syntax error for text that is not Spark SQL, a coded
+    refusal for Spark SQL naming a Delta table lakefeed could not place."""
+    from pyspark.errors import ParseException
+
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    with pytest.raises(LakefeedError) as unread:
+        spark.sql(f"SELECT * FROM delta.`{path}` WITH ('k' = 'v')")  # Spark's options clause
+    assert code_of(unread.value) == "DELTA_SQL_UNREADABLE"
+    with pytest.raises(ParseException):
+        spark.sql(f"SELECT * FROM delta.`{path}` WHERE (")

@@ -13,6 +13,7 @@ import pytest
 
 from lakefeed.delta.sql.parse import parse
 from lakefeed.sql.references import TableRef, references
+from lakefeed.sql.spark import names_in
 from lakefeed.sql.tokens import matching_paren, split_statements, tokens, top_level
 
 
@@ -243,3 +244,23 @@ def test_one_tokenizer_splits_and_scans() -> None:
         "number",
         "op",
     ]
+
+
+def test_names_in_sparks_plan() -> None:
+    """Spark's parsed plan (its JSON): relations in subqueries and CTE bodies, CTE names out."""
+    relation = "org.apache.spark.sql.catalyst.analysis.UnresolvedRelation"
+    plan = [
+        {
+            "class": "org.apache.spark.sql.catalyst.plans.logical.UnresolvedWith",
+            "cteRelations": [
+                {"_1": "c", "_2": [{"class": relation, "multipartIdentifier": "[raw]"}]}
+            ],
+        },
+        {
+            "class": "Filter",
+            "condition": [{"plan": [{"class": relation, "multipartIdentifier": "[delta, /p, q]"}]}],
+        },
+        {"class": relation, "multipartIdentifier": "[db, t]"},
+        {"class": relation, "multipartIdentifier": "[c]"},
+    ]
+    assert sorted(names_in(plan)) == [("db", "t"), ("delta", "/p, q"), ("raw",)]

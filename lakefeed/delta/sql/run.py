@@ -47,6 +47,7 @@ from lakefeed.delta.sql.parse import (
     Update,
     Vacuum,
     parse,
+    split_time_travel,
 )
 from lakefeed.delta.tables import (
     DeltaTable,
@@ -83,7 +84,7 @@ def sql(
     runner = _Runner(spark, original, text, args, kwargs)
     try:
         if isinstance(statement, Query) and not statement.readable:
-            runner.check_unread()
+            runner.check_with_spark(None)
             return original(spark, text, args, **kwargs)
         return runner.run(statement)
     finally:
@@ -184,18 +185,25 @@ class _Runner:
             return None
         return path
 
-    def check_unread(self) -> None:
-        """A statement sqlglot could not read goes to Spark unchanged unless it names a Delta
-        table: Spark's parser (classic sessions) says which tables it names and whether it is
-        Spark SQL at all; without one, a ``delta.`path``` in it is enough to refuse."""
+    def check_with_spark(self, known: list[TableRef] | None) -> None:
+        """Spark's parser, the authority where a classic session is at hand, must see no Delta
+        table beyond those sqlglot placed (``known``; None: sqlglot could not read the
+        statement at all). Text Spark rejects is left to the caller (Delta's own statements;
+        a syntax error Spark reports itself); without a JVM an unread ``delta.`path``` is
+        refused."""
         try:
             names = spark_parser.relations(self.spark, self.text)
         except spark_parser.Rejected:
-            return  # not Spark SQL: Spark's own error, with its position
+            return
         if names is None:
-            named = [] if _NAMES_DELTA.search(self.text) is None else ["delta.`...`"]
+            named = ["delta.`...`"] if known is None and _DELTA_PATH.search(self.text) else []
         else:
-            named = [".".join(n) for n in names if self.delta_path(_ref(n)) is not None]
+            placed = {_identity(ref) for ref in known or []}
+            named = [
+                ".".join(name)
+                for name in names
+                if _identity(_ref(name)) not in placed and self.delta_path(_ref(name)) is not None
+            ]
         if named:
             raise DeltaSqlError(
                 f"lakefeed cannot read this statement, which names the Delta table(s) "
@@ -215,6 +223,7 @@ class _Runner:
         self.reads = statement.reads
         handler = _HANDLERS.get(type(statement))
         target = getattr(statement, "target", None)
+        self.check_with_spark([*self.reads, *([target] if target is not None else [])])
         if isinstance(statement, CreateTable):
             return self.create(statement)
         if isinstance(statement, Convert):
@@ -429,6 +438,7 @@ class _Runner:
 
 
 _NAMES_DELTA = re.compile(r"\bdelta\b", re.IGNORECASE)
+_DELTA_PATH = re.compile(r"\bdelta\s*\.\s*`", re.IGNORECASE)
 _PINNED: weakref.WeakKeyDictionary[SparkSession, set[str]] = weakref.WeakKeyDictionary()
 _KEEPS_VIEWS = re.compile(
     r"\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+)?VIEW|ALTER\s+VIEW"
@@ -455,10 +465,22 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
 
 
 def _ref(name: tuple[str, ...]) -> TableRef:
-    """A reference to the table Spark's parser named (``("delta", "/p")`` is a path)."""
+    """A reference to the table Spark's parser named (``("delta", "/p@v1")`` is a path)."""
     if len(name) == 2 and name[0].lower() == "delta":
-        return TableRef(0, 0, path=name[1])
+        return TableRef(0, 0, path=split_time_travel(name[1])[0])
     return TableRef(0, 0, name=".".join(f"`{part}`" for part in name))
+
+
+def _identity(ref: TableRef) -> tuple[str, ...]:
+    """What makes two references name the same table: the path, or the name's parts."""
+    if ref.path is not None:
+        return ("delta", ref.path)
+    return tuple(part.strip("`").lower() for part in _name_parts(ref.name or ""))
+
+
+def _name_parts(name: str) -> list[str]:
+    """``a.`b.c`.d`` → ``a``, ```b.c```, ``d`` (dots inside backquotes kept)."""
+    return [t.text for t in tokens(name) if t.kind in ("word", "quoted")]
 
 
 def _names_existing(statement: CreateTable) -> bool:

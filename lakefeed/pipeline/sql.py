@@ -34,7 +34,7 @@ from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
-from lakefeed.sql.references import TableRef, references
+from lakefeed.sql.references import dataset_name, references
 from lakefeed.sql.tokens import matching_paren, split_statements
 
 KINDS = {
@@ -254,23 +254,13 @@ def _collect_reads(flow: SqlFlow, where: str) -> None:
             ]
         )
     for ref in found.reads:
-        name = _dataset(ref)
+        name = dataset_name(ref)
         if name is None:
             continue
         flow.reads.append((ref.start, ref.end, name, ref.stream))
         target = flow.stream_reads if ref.stream else flow.batch_reads
         if name not in target:
             target.append(name)
-
-
-def _dataset(ref: TableRef) -> str | None:
-    """The pipeline dataset ``ref`` may name: ``x``, ```x``` or ``LIVE.x``; else None."""
-    if ref.name is None or ref.changes is not None:
-        return None
-    parts = [p.strip("`") for p in ref.name.split(".")]
-    if len(parts) == 2 and parts[0].upper() == "LIVE":
-        parts = parts[1:]
-    return parts[0] if len(parts) == 1 else None
 
 
 class SqlQueryError(PipelineDefinitionError):

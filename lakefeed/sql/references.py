@@ -63,6 +63,17 @@ class TableRef:
         return self.name.split(".")[-1].strip("`") if self.name else None
 
 
+def dataset_name(ref: TableRef) -> str | None:
+    """The pipeline dataset ``ref`` may name: ``x``, ```x``` or ``LIVE.x`` (DLT's schema of
+    the pipeline's own datasets); None for anything else (``db.t``, a path, a call)."""
+    if ref.name is None or ref.changes is not None:
+        return None
+    parts = [t.value for t in tokens(ref.name) if t.kind in ("word", "quoted")]
+    if len(parts) == 2 and parts[0].upper() == "LIVE":
+        parts = parts[1:]
+    return parts[0] if len(parts) == 1 else None
+
+
 @dataclass
 class References:
     """What a statement names: its reads in text order, and its DML target (if any)."""

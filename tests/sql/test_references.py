@@ -264,3 +264,29 @@ def test_names_in_sparks_plan() -> None:
         {"class": relation, "multipartIdentifier": "[c]"},
     ]
     assert sorted(names_in(plan)) == [("db", "t"), ("delta", "/p, q"), ("raw",)]
+
+
+@pytest.mark.parametrize(
+    ("head", "source"),
+    [
+        ("FROM STREAM(LIVE.cdc)", "cdc"),
+        ("FROM STREAM cdc", "cdc"),
+        ("FROM `cdc`", "cdc"),
+        ("FROM /* the feed */ STREAM(cdc)", "cdc"),
+        ("FROM a, b", None),
+        ("FROM STREAM(x) WHERE y", None),
+        ("FROM STREAM(x) s", None),
+        ("FROM db.t", None),
+        ("", None),
+    ],
+)
+def test_the_auto_cdc_source_is_the_parsers(head: str, source: str | None) -> None:
+    from lakefeed.cdc.sql import parse_body
+    from lakefeed.errors import PipelineDefinitionError
+
+    body = f"{head} KEYS (id) SEQUENCE BY ts"
+    if source is None:
+        with pytest.raises(PipelineDefinitionError, match="expected FROM source"):
+            parse_body(body, "f.sql:1")
+    else:
+        assert parse_body(body, "f.sql:1")["source"] == source

@@ -22,7 +22,8 @@ class Rejected(Exception):  # noqa: N818 - an answer, not an error: Spark's own 
 
 def relations(spark: Any, text: str) -> list[tuple[str, ...]] | None:
     """The names Spark's parser sees ``text`` read or write (not its CTEs); None without a JVM
-    (Spark Connect). Raises :class:`Rejected` when the text is not Spark SQL."""
+    (Spark Connect) or a plan it cannot print. Raises :class:`Rejected` when the text is not
+    Spark SQL."""
     session = getattr(spark, "_jsparkSession", None)
     if session is None:
         return None
@@ -30,7 +31,11 @@ def relations(spark: Any, text: str) -> list[tuple[str, ...]] | None:
         plan = session.sessionState().sqlParser().parsePlan(text)
     except Exception as error:  # ParseException, as pyspark converts it (or Py4J's own)
         raise Rejected(str(error)) from error
-    return names_in(json.loads(plan.toJSON()))
+    try:
+        tree = json.loads(plan.toJSON())
+    except Exception:  # a plan Spark cannot print as JSON: no answer, as without a JVM
+        return None
+    return names_in(tree)
 
 
 def names_in(plan: Any) -> list[tuple[str, ...]]:

@@ -144,6 +144,8 @@ class _Walk:
         self.node(tree, frozenset())
 
     def node(self, node: exp.Expr, ctes: frozenset[str]) -> None:
+        if isinstance(node, exp.Hint):
+            return  # /*+ BROADCAST(t) */ names an alias, inside a comment
         if isinstance(node, exp.Table) and node is not self.target:
             self.read(node, ctes)
         with_ = node.args.get("with_")

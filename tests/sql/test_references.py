@@ -78,6 +78,7 @@ SPARK = [
     # comments
     ("SELECT * -- FROM hidden\nFROM shown", ["shown"], None),
     ("SELECT /* FROM hidden */ * FROM shown /* JOIN other */", ["shown"], None),
+    ("SELECT /*+ BROADCAST(d) */ * FROM delta.`/p` d JOIN e", ["delta:/p", "e"], None),
     # backquoted names, paths, multi-part names
     ("SELECT * FROM `my table` JOIN cat.db.`x.y` USING (id)", ["`my table`", "cat.db.`x.y`"], None),
     ("SELECT * FROM `events` AS `from`", ["`events`"], None),
@@ -211,6 +212,13 @@ def test_delta_statements(text: str, kind: str, target: str, reads: list[str]) -
     assert type(statement).__name__ == kind
     assert _show(statement.target) == target  # type: ignore[attr-defined]
     assert [_show(r) for r in statement.reads] == reads
+
+
+def test_explain_reads_what_its_statement_reads() -> None:
+    text = "EXPLAIN FORMATTED SELECT * FROM delta.`/p` VERSION AS OF 2 JOIN t USING (id)"
+    statement = parse(text)
+    assert statement is not None and [_show(r) for r in statement.reads] == ["delta:/p@v2", "t"]
+    assert text[statement.reads[0].start : statement.reads[0].end] == "delta.`/p` VERSION AS OF 2"
 
 
 def test_the_issues_statements_through_delta_sql() -> None:

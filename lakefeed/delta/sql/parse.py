@@ -397,6 +397,7 @@ def parse(text: str) -> Statement | None:
     return statement
 
 
+_EXPLAIN = re.compile(r"\s*EXPLAIN\s+(?:(?:EXTENDED|CODEGEN|COST|FORMATTED)\s+)?", re.IGNORECASE)
 _QUERY_HEAD = re.compile(r"\s*(?:\(|(?:SELECT|WITH|FROM|VALUES|TABLE)\b)", re.IGNORECASE)
 
 
@@ -407,6 +408,9 @@ def _references(text: str, statement: Statement | None) -> References | None:
     if isinstance(statement, _UTILITIES):
         return References()  # Delta's utility statements read no table
     found = references(text)
+    explained = _EXPLAIN.match(text) if found is None and statement is None else None
+    if explained is not None:  # EXPLAIN [mode] <statement>: the statement's references
+        return _references_in(text, (explained.end(), len(text)), "")
     if found is not None or statement is None:
         return found
     if isinstance(statement, (CreateTable, Insert)) and statement.query is not None:

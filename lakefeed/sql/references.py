@@ -111,13 +111,20 @@ _SYNONYMS = {"SYSTEM_VERSION": "VERSION", "SYSTEM_TIME": "TIMESTAMP"}
 
 
 def _spelled(text: str) -> str:
-    """``text`` with Spark's synonyms sqlglot does not know (``SYSTEM_VERSION AS OF``,
-    ``SYSTEM_TIME AS OF``) spelled as it knows them, right-aligned: positions do not move."""
+    """``text`` with Spark's spellings sqlglot does not know as it knows them, right-aligned
+    so that positions do not move: ``SYSTEM_VERSION AS OF`` / ``SYSTEM_TIME AS OF``, and the
+    query ``TABLE t`` (``FROM t``)."""
+    table = _TABLE_QUERY.match(text)
+    if table is not None:
+        text = text[: table.start(1)] + " FROM" + text[table.end(1) :]
     for token in tokens(text) if "SYSTEM_" in text.upper() else ():
         if token.upper in _SYNONYMS:
             word = _SYNONYMS[token.upper].rjust(len(token.text))
             text = text[: token.start] + word + text[token.end :]
     return text
+
+
+_TABLE_QUERY = re.compile(r"\s*(TABLE)\s", re.IGNORECASE)
 
 
 _CHANGES = {"TABLE_CHANGES": "name", "TABLE_CHANGES_BY_PATH": "path"}

@@ -91,6 +91,9 @@ SPARK = [
     ("SELECT * FROM events VERSION AS OF 3 e", ["events@v3"], None),
     ("SELECT * FROM events FOR VERSION AS OF 3", ["events@v3"], None),
     ("SELECT * FROM events SYSTEM_VERSION AS OF 3", ["events@v3"], None),
+    ("SELECT * FROM events FOR SYSTEM_TIME AS OF '2024-01-01'", ["events@'2024-01-01'"], None),
+    ("TABLE delta.`/p` VERSION AS OF 1", ["delta:/p@v1"], None),
+    ("INSERT INTO t TABLE s", ["s"], "t"),
     ("SELECT * FROM events TIMESTAMP AS OF '2024-01-01' e", ["events@'2024-01-01'"], None),
     (
         "SELECT * FROM t TIMESTAMP AS OF date_sub(current_date(), 1) x",

@@ -21,13 +21,9 @@ from typing import Any
 
 from lakefeed.cdc.spec import INVALID
 from lakefeed.errors import PipelineDefinitionError
-from lakefeed.pipeline.sql_text import top_level
+from lakefeed.sql.references import dataset_name, references
+from lakefeed.sql.tokens import top_level
 
-_SOURCE = re.compile(
-    r"\s*FROM\s+(?:STREAM\s*\(\s*(?:LIVE\.)?(?P<a>\w+)\s*\)|STREAM\s+(?:LIVE\.)?(?P<b>\w+)|"
-    r"(?:LIVE\.)?(?P<c>\w+))",
-    re.IGNORECASE,
-)
 _CLAUSE = re.compile(
     r"\b(?P<word>KEYS|IGNORE\s+NULL\s+UPDATES|APPLY\s+AS\s+DELETE\s+WHEN|"
     r"APPLY\s+AS\s+TRUNCATE\s+WHEN|SEQUENCE\s+BY|COLUMNS|STORED\s+AS|TRACK\s+HISTORY\s+ON)\b",
@@ -49,21 +45,30 @@ def _bad(where: str, what: str) -> PipelineDefinitionError:
 
 def parse_body(body: str, where: str) -> dict[str, Any]:
     """``FROM source KEYS ...`` as ``create_auto_cdc_flow`` keyword arguments."""
-    found = _SOURCE.match(body)
-    if found is None:
-        raise _bad(where, f"expected FROM source, found {body.strip()[:40]!r}")
-    given: dict[str, Any] = {"source": found.group("a") or found.group("b") or found.group("c")}
-    rest = body[found.end() :]
-    clauses = [m for m in _CLAUSE.finditer(rest) if top_level(rest, m.start())]
-    if rest.strip() and (not clauses or rest[: clauses[0].start()].strip()):
-        raise _bad(where, f"cannot read {rest.strip()[:40]!r}")
+    clauses = [m for m in _CLAUSE.finditer(body) if top_level(body, m.start())]
+    given: dict[str, Any] = {
+        "source": _source(body[: clauses[0].start()] if clauses else body, where)
+    }
     for clause, following in zip(clauses, [*clauses[1:], None], strict=True):
-        text = rest[clause.end() : following.start() if following else len(rest)].strip()
+        text = body[clause.end() : following.start() if following else len(body)].strip()
         _clause(" ".join(clause.group("word").upper().split()), text, given, where)
     missing = [k for k in ("keys", "sequence_by") if k not in given]
     if missing:
         raise _bad(where, f"missing {' and '.join(m.upper().replace('_', ' ') for m in missing)}")
     return given
+
+
+def _source(head: str, where: str) -> str:
+    """The dataset of ``FROM STREAM(source)`` / ``FROM STREAM source`` / ``FROM source``, as
+    the parser reads it (``LIVE.`` dropped); nothing else may stand before the clauses."""
+    text = f"SELECT * {head.strip()}"
+    found = references(text, "databricks")
+    reads = found.reads if found is not None else []
+    alone = len(reads) == 1 and reads[0].end == len(text) and text[9:13].upper() == "FROM"
+    name = dataset_name(reads[0]) if alone else None
+    if name is None:
+        raise _bad(where, f"expected FROM source, found {head.strip()[:40]!r}")
+    return name
 
 
 def _clause(word: str, text: str, given: dict[str, Any], where: str) -> None:

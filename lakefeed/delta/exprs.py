@@ -20,7 +20,6 @@ read in the session's time zone as Spark reads them; TIMESTAMP_NTZ: µs without 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from lakefeed.errors import DeltaError
+from lakefeed.sql.tokens import matching_paren, tokens
 
 Condition = str | Column
 """A condition or value as delta-spark accepts it: SQL text or a pyspark Column."""
@@ -125,64 +125,43 @@ _TIMESTAMP_TYPES = {
     "TIMESTAMP": "arrow_cast({}, 'Timestamp(Microsecond, Some(\"{zone}\"))')",
     "TIMESTAMP_NTZ": "CAST({} AS TIMESTAMP(6))",
 }
-_TIMESTAMP_LITERAL = re.compile(r"(TIMESTAMP_NTZ|TIMESTAMP) (?=')")
 
 
 def for_delta_rs(sql: str, zone: str = "UTC") -> str:
     """Spark's SQL text with its timestamp casts and literals typed as Delta's columns are;
     ``zone``: the session time zone Spark printed TIMESTAMP values in."""
+    toks = tokens(sql)
     out: list[str] = []
-    index = 0
-    while index < len(sql):
-        char = sql[index]
-        if char in "'`\"":
-            end = _quoted_end(sql, index)
-            out.append(sql[index:end])
-            index = end
-        elif _word_at(sql, index, "CAST("):
-            close = _closing(sql, index + 4)
-            inner = for_delta_rs(sql[index + 5 : close], zone)
+    at = index = 0
+    while index < len(toks):
+        token, following = toks[index], toks[index + 1] if index + 1 < len(toks) else None
+        after_dot = index > 0 and toks[index - 1].text == "."
+        if following is None or after_dot:
+            index += 1
+        elif token.text == "CAST" and following.text == "(" and following.start == token.end:
+            close = following.start + matching_paren(sql[following.start :])
+            if close < following.start:
+                raise ExpressionError(f"unbalanced parentheses in {sql!r}", fix="pass a SQL string")
+            inner = for_delta_rs(sql[following.end : close], zone)
             value, _, type_name = inner.rpartition(" AS ")
             template = _TIMESTAMP_TYPES.get(type_name.strip())
-            out.append(template.format(value, zone=zone) if template else f"CAST({inner})")
-            index = close + 1
-        elif (literal := _TIMESTAMP_LITERAL.match(sql, index)) and _word_at(sql, index, ""):
-            end = _quoted_end(sql, literal.end())
-            text = sql[literal.end() : end]
-            out.append(_TIMESTAMP_TYPES[literal.group(1)].format(text, zone=zone))
-            index = end
+            out += [
+                sql[at : token.start],
+                template.format(value, zone=zone) if template else f"CAST({inner})",
+            ]
+            at = close + 1
+            index = next((i for i in range(index, len(toks)) if toks[i].start >= at), len(toks))
+        elif (
+            token.text in _TIMESTAMP_TYPES
+            and following.kind == "string"
+            and following.start == token.end + 1
+        ):
+            out += [
+                sql[at : token.start],
+                _TIMESTAMP_TYPES[token.text].format(following.text, zone=zone),
+            ]
+            at, index = following.end, index + 2
         else:
-            out.append(char)
             index += 1
+    out.append(sql[at:])
     return "".join(out)
-
-
-def _word_at(sql: str, index: int, word: str) -> bool:
-    """Whether ``word`` starts at ``index`` as a whole word (``TRY_CAST(`` is not ``CAST(``)."""
-    before = sql[index - 1] if index else " "
-    return sql.startswith(word, index) and not (before.isalnum() or before in "_.")
-
-
-def _quoted_end(sql: str, start: int) -> int:
-    """The index just past the quoted text starting at ``start`` (backslash escapes skipped)."""
-    quote = sql[start]
-    index = start + 1
-    while index < len(sql) and sql[index] != quote:
-        index += 2 if sql[index] == "\\" else 1
-    return index + 1
-
-
-def _closing(sql: str, opening: int) -> int:
-    """The index of the parenthesis closing the one at ``opening``, quotes skipped."""
-    depth = 0
-    index = opening
-    while index < len(sql):
-        char = sql[index]
-        if char in "'`\"":
-            index = _quoted_end(sql, index)
-            continue
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0:
-            return index
-        index += 1
-    raise ExpressionError(f"unbalanced parentheses in {sql!r}", fix="pass a SQL string")

@@ -1,9 +1,12 @@
 """SQL pipeline files: DLT/SDP-style ``CREATE STREAMING TABLE ... AS SELECT`` statements.
 
-Parsed without Spark into flow definitions. The query text keeps its SQL; references to other
-datasets (``STREAM(x)``, ``STREAM x``, ``LIVE.x`` or a bare name after FROM/JOIN) are recorded
-and later swapped for temporary views holding the right DataFrame, so SQL and Python flows mix
-in one pipeline and the graph sees SQL reads like Python ones.
+Parsed without Spark into flow definitions. The statement around the query (``CREATE ...
+AS``, constraints, AUTO CDC clauses) is read by a small hand grammar over lakefeed's tokenizer
+(:mod:`lakefeed.sql.tokens`); the query itself by sqlglot (:mod:`lakefeed.sql.references`,
+Databricks' dialect for ``STREAM``), which tells the tables it reads from CTE names, aliases
+and subqueries. Each dataset the query reads (``STREAM(x)``, ``STREAM x``, ``LIVE.x`` or a
+one-part name) is recorded and later swapped for a temporary view holding the right DataFrame,
+so SQL and Python flows mix in one pipeline and the graph sees SQL reads like Python ones.
 
 Supported::
 
@@ -22,7 +25,6 @@ Supported::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from lakefeed.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
-from lakefeed.pipeline.sql_text import matching_paren
+from lakefeed.sql.references import dataset_name, references
+from lakefeed.sql.tokens import matching_paren, split_statements
 
 KINDS = {
     "STREAMING TABLE": DatasetKind.STREAMING_TABLE,
@@ -62,15 +65,6 @@ _VIOLATION = re.compile(
 _PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
 _TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
-# A dataset reference: STREAM(x), STREAM x, or a name; LIVE. prefix optional. It follows FROM or
-# JOIN, or a comma in a FROM list (``FROM a x, STREAM(b) y``: the previous item's alias first).
-_ITEM = (
-    r"(?P<item>(?:(?P<stream>STREAM)\s*(?P<paren>\()?\s*)?"
-    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?(paren)\s*\)))"
-)
-_REF = re.compile(r"(?:\bFROM|\bJOIN)\s+" + _ITEM, re.IGNORECASE)
-_NEXT_ITEM = re.compile(r"(?:\s+(?:AS\s+)?[A-Za-z_]\w*)?\s*,\s*" + _ITEM, re.IGNORECASE)
-_SQL_WORDS = {"select", "values", "lateral", "unnest", "table", "stream"}
 
 
 @dataclass
@@ -92,56 +86,16 @@ class SqlFlow:
     declared: bool = False  # a streaming table without a query: flows fill it
     cdc: dict[str, Any] | None = None  # an AUTO CDC flow into ``name``: its arguments
     flow_name: str | None = None  # CREATE FLOW's name
+    reads: list[tuple[int, int, str, bool]] = field(default_factory=list)  # span, name, stream
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
         """The query with each dataset reference replaced by its temporary view name."""
-
         text = self.query
-        for match in reversed(list(_references(self.query))):
-            view = view_for.get((match.group("name"), bool(match.group("stream"))))
+        for start, end, name, stream in reversed(self.reads):
+            view = view_for.get((name, stream))
             if view is not None:
-                text = text[: match.start("item")] + view + text[match.end("item") :]
+                text = text[:start] + view + text[end:]
         return text
-
-
-def split_statements(text: str) -> list[tuple[int, str]]:
-    """Split on ``;`` outside quotes, dropping ``--`` and ``/* */`` comments; each statement
-    with the file's line it starts on (a comment's line breaks are kept, so lines inside a
-    statement still count as in the file)."""
-    statements, current, i, quote = [], [], 0, ""
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            current.append(ch)
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"`":
-            quote = ch
-            current.append(ch)
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            i = len(text) if end < 0 else end
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i)
-            end = len(text) if end < 0 else end + 2
-            current.append("\n" * text.count("\n", i, end))
-            i = end
-            continue
-        elif ch == ";":
-            statements.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    statements.append("".join(current))
-    lines, found = 1, []
-    for statement in statements:
-        if statement.strip():
-            lead = len(statement) - len(statement.lstrip())
-            found.append((lines + statement.count("\n", 0, lead), statement.strip()))
-        lines += statement.count("\n")
-    return found
 
 
 def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
@@ -192,7 +146,7 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     flow.query_line = line + statement.count("\n", 0, start)
     if not flow.query:
         raise PipelineError([f"{where}: empty query after AS"])
-    _collect_reads(flow)
+    _collect_reads(flow, where)
     return flow
 
 
@@ -288,24 +242,23 @@ def _props(text: str) -> dict[str, str]:
     return props
 
 
-def _references(query: str) -> Iterator[re.Match[str]]:
-    """Every dataset-reference candidate of ``query``, comma-joined FROM items included."""
-    for match in _REF.finditer(query):
-        yield match
-        following = _NEXT_ITEM.match(query, match.end())
-        while following is not None:
-            yield following
-            following = _NEXT_ITEM.match(query, following.end())
-
-
-def _collect_reads(flow: SqlFlow) -> None:
-    ctes = {m.lower() for m in re.findall(r"\b([A-Za-z_]\w*)\s+AS\s*\(", flow.query, re.I)}
-    for match in _references(flow.query):
-        name = match.group("name")
-        is_call = flow.query[match.end() :].lstrip().startswith("(")
-        if name.lower() in _SQL_WORDS or name.lower() in ctes or is_call:
+def _collect_reads(flow: SqlFlow, where: str) -> None:
+    """The datasets ``flow``'s query reads, as sqlglot's parser finds them: one-part names
+    and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all)."""
+    found = references(flow.query, "databricks")
+    if found is None:
+        raise PipelineError(
+            [
+                f"{where}: cannot read the query after AS; write it in Spark SQL "
+                "(SELECT ... FROM STREAM(source) ...)"
+            ]
+        )
+    for ref in found.reads:
+        name = dataset_name(ref)
+        if name is None:
             continue
-        target = flow.stream_reads if match.group("stream") else flow.batch_reads
+        flow.reads.append((ref.start, ref.end, name, ref.stream))
+        target = flow.stream_reads if ref.stream else flow.batch_reads
         if name not in target:
             target.append(name)
 

@@ -321,3 +321,53 @@ def test_delta_paths_in_a_pipelines_sql(spark, tmp_path: Path) -> None:
     assert result.ok
     assert sorted(table(lakehouse, "first_version")["id"].to_pylist()) == [0, 1, 2]
     assert sorted(table(lakehouse, "latest")["id"].to_pylist()) == [1, 2, 3, 4]
+
+
+ALIAS_LIKE_TABLE = (
+    "SELECT device_id, bronze_readings AS b FROM (SELECT device_id, value AS bronze_readings "
+    "FROM bronze_readings)"
+)
+BRONZE = """import lakefeed as lf
+
+@lf.table
+def bronze_readings():
+    return lf.source("iot", totalRows=20, rowsPerSecond=1000, startTime="2026-01-01T00:00:00Z")
+"""
+
+
+def test_a_column_alias_named_like_its_table_still_reads_the_table(spark, tmp_path: Path) -> None:
+    """The issue's statement, in a pipeline's SQL and then on the lakehouse the pipeline
+    wrote: before sqlglot, the alias ``bronze_readings AS b`` was taken for a CTE and the
+    second read failed with TABLE_OR_VIEW_NOT_FOUND."""
+    from lakefeed.delta.tables import LAKEHOUSE_CONF
+    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.runtime.runner import PipelineRunner, RunOptions
+    from tests.pipeline.support import load, table, write
+
+    sql = f"CREATE MATERIALIZED VIEW readings AS {ALIAS_LIKE_TABLE}"
+    folder = write(tmp_path / "p", {"bronze.py": BRONZE, "readings.sql": sql})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="once")).run()
+    assert result.ok
+    assert table(lakehouse, "readings").num_rows == 20
+    spark.conf.set(LAKEHOUSE_CONF, str(tmp_path / "lh"))
+    try:
+        assert spark.sql(ALIAS_LIKE_TABLE).count() == 20
+        alias = "SELECT offset, device_id AS bronze_readings FROM bronze_readings"
+        assert spark.sql(alias).count() == 20
+    finally:
+        spark.conf.unset(LAKEHOUSE_CONF)
+
+
+def test_statements_sqlglot_cannot_read_are_judged_by_sparks_parser(spark, tmp_path: Path) -> None:
+    """Spark's parser decides: its own syntax error for text that is not Spark SQL, a coded
+    refusal for Spark SQL naming a Delta table lakefeed could not place."""
+    from pyspark.errors import ParseException
+
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    with pytest.raises(LakefeedError) as unread:
+        spark.sql(f"SELECT * FROM delta.`{path}` WITH ('k' = 'v')")  # Spark's options clause
+    assert code_of(unread.value) == "DELTA_SQL_UNREADABLE"
+    with pytest.raises(ParseException):
+        spark.sql(f"SELECT * FROM delta.`{path}` WHERE (")

@@ -1,27 +1,38 @@
 """Delta SQL text → small typed statements, without Spark.
 
-Spark's parser knows ``delta.`/path``` only as a two-part name and none of Delta's own
-statements (``DESCRIBE HISTORY``, ``VACUUM``, ``OPTIMIZE``, ``RESTORE``...), and Spark
-Connect has no parser to ask: this module reads the text itself, at the level Delta's grammar
-(``DeltaSqlBase.g4``) and Spark's DML need. Expressions (conditions, values, queries) are never
-parsed: they are kept as the user's text, cut at the keywords that end them outside quotes and
-parentheses, and handed to Spark or to the Delta engine as they are.
+Which tables a statement reads, with their time travel, and the target of its DML come from
+sqlglot's parser (:mod:`lakefeed.sql.references`; the package doc says why sqlglot and where
+Spark's own parser decides). What neither Spark nor sqlglot knows is read here by a small hand
+grammar over lakefeed's one tokenizer (:mod:`lakefeed.sql.tokens`): Delta's utility statements
+(``DESCRIBE HISTORY/DETAIL``, ``VACUUM``, ``OPTIMIZE``, ``RESTORE``, ``GENERATE``, ``CONVERT``,
+as in ``DeltaSqlBase.g4``), and the clauses of CREATE/INSERT/UPDATE/DELETE/MERGE lakefeed hands
+to the Delta engine. Expressions (conditions, values, queries) are never rewritten: they are
+kept as the user's text, cut at the keywords that end them outside quotes and parentheses.
 
 :func:`parse` gives one statement object; every table reference a query reads
-(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names after
-``FROM``/``JOIN``; ``table_changes(...)``) is listed in its ``reads`` with its span in the text,
-so the adapter (:mod:`lakefeed.delta.sql.run`) can put a temporary view of lakefeed's Delta read
-in its place. Nothing here decides whether a plain name is a Delta table: that needs the session.
+(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names;
+``table_changes(...)``) is listed in its ``reads`` with its span in the text, so the adapter
+(:mod:`lakefeed.delta.sql.run`) can put a temporary view of lakefeed's Delta read in its place.
+Nothing here decides whether a plain name is a Delta table: that needs the session.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, NoReturn
+from typing import Literal, NoReturn
 
 from lakefeed.errors import DeltaError, register_code
+from lakefeed.sql.references import (
+    CLAUSE_END,
+    References,
+    TableRef,
+    name_at,
+    references,
+    time_travel,
+)
+from lakefeed.sql.references import split_time_travel as split_time_travel  # its old home
+from lakefeed.sql.tokens import Token, tokens
 
 
 class DeltaSqlError(DeltaError, ValueError):
@@ -32,57 +43,9 @@ class DeltaSqlError(DeltaError, ValueError):
 
 NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaSqlError)
 
-# -- tokens -------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+|--[^\n]*|/\*.*?\*/)
-   |(?P<string>[rR]?'(?:[^'\\]|\\.)*'|[rR]?"(?:[^"\\]|\\.)*")
-   |(?P<quoted>`(?:[^`]|``)*`)
-   |(?P<word>[A-Za-z_][A-Za-z_0-9$]*)
-   |(?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?[A-Za-z]*|\.\d+)
-   |(?P<op><=>|==|!=|<>|<=|>=|\|\||::|.)
-    """,
-    re.DOTALL | re.VERBOSE,
-)
-
-
-class Token(NamedTuple):
-    """One token (a tuple: the parser makes one per word of every statement it sees)."""
-
-    kind: str  # word, quoted, string, number, op
-    text: str
-    start: int
-    end: int
-    upper: str  # a word's text upper-cased, else ""
-
-    @property
-    def value(self) -> str:
-        """A quoted identifier's or a string literal's content; else the text."""
-        if self.kind == "quoted":
-            return self.text[1:-1].replace("``", "`")
-        if self.kind == "string":
-            body = self.text[1:] if self.text[0] in "rR" else self.text
-            return re.sub(r"\\(.)", r"\1", body[1:-1])
-        return self.text
-
-
-def tokens(text: str) -> list[Token]:
-    """The tokens of ``text`` (comments and spaces dropped)."""
-    found = []
-    for match in _TOKEN.finditer(text):
-        kind = match.lastgroup or "op"
-        if kind != "space":
-            word = match.group()
-            upper = word.upper() if kind == "word" else ""
-            found.append(Token(kind, word, match.start(), match.end(), upper))
-    return found
-
-
 # -- path identifiers ---------------------------------------------------------------------------
 
 _IDENTIFIER = re.compile(r"^\s*(delta|parquet)\s*\.\s*`((?:[^`]|``)+)`\s*$", re.IGNORECASE)
-_SUFFIX = re.compile(r"^(.*)@(?:v(\d+)|(\d{17}))$", re.DOTALL)
 
 
 def path_identifier(identifier: str, kind: str = "delta") -> str | None:
@@ -93,41 +56,7 @@ def path_identifier(identifier: str, kind: str = "delta") -> str | None:
     return match.group(2).replace("``", "`")
 
 
-def split_time_travel(path: str) -> tuple[str, int | None, str | None]:
-    """Delta's ``@v<n>`` / ``@<yyyyMMddHHmmssSSS>`` suffix of a path: (path, version, time)."""
-    match = _SUFFIX.match(path)
-    if match is None:
-        return path, None, None
-    if match.group(2) is not None:
-        return match.group(1), int(match.group(2)), None
-    stamp = dt.datetime.strptime(match.group(3), "%Y%m%d%H%M%S%f")
-    return match.group(1), None, stamp.isoformat(sep=" ", timespec="milliseconds")
-
-
 # -- statements ---------------------------------------------------------------------------------
-
-
-@dataclass
-class TableRef:
-    """One table a statement names: a path (``delta.`p```, a quoted path) or a name; with the
-    version / timestamp to read, and its span in the text."""
-
-    start: int
-    end: int
-    path: str | None = None
-    name: str | None = None
-    version: int | None = None
-    timestamp: str | None = None
-    timestamp_expression: str | None = None  # TIMESTAMP AS OF <expression>, for Spark
-    changes: tuple[str, ...] | None = None  # table_changes(...) arguments after the table
-
-    def describe(self) -> str:
-        return f"delta.`{self.path}`" if self.path is not None else str(self.name)
-
-    @property
-    def last_name(self) -> str | None:
-        """The name a column may be qualified with (``people10m.id``)."""
-        return self.name.split(".")[-1].strip("`") if self.name else None
 
 
 @dataclass
@@ -139,7 +68,10 @@ class Statement:
 
 @dataclass
 class Query(Statement):
-    """Anything else: Spark runs it once its reads are rewritten."""
+    """Anything else: Spark runs it once its reads are rewritten. ``readable`` is False when
+    the parser could not read it (its reads are unknown: Spark's parser decides)."""
+
+    readable: bool = True
 
 
 @dataclass
@@ -276,16 +208,7 @@ class Other(Statement):
 
 # -- the parser ---------------------------------------------------------------------------------
 
-_CLAUSE_END = {
-    "WHERE", "GROUP", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "MINUS", "JOIN", "ON",
-    "LEFT", "RIGHT", "INNER", "FULL", "CROSS", "NATURAL", "SEMI", "ANTI", "LATERAL", "WINDOW",
-    "HAVING", "TABLESAMPLE", "PIVOT", "UNPIVOT", "USING", "SORT", "CLUSTER", "DISTRIBUTE",
-    "QUALIFY", "SET", "WHEN", "VERSION", "TIMESTAMP", "FOR", "SELECT", "VALUES", "OFFSET",
-    "AS", "FROM", "TABLE", "WITH", "OUTER", "PARTITION", "REPLACE", "BY", "INTO", "OVERWRITE",
-}  # fmt: skip
 _QUERY_STARTS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE"}
-_TIME_TRAVEL = {"VERSION", "SYSTEM_VERSION", "TIMESTAMP", "SYSTEM_TIME"}
-_CHANGES = {"TABLE_CHANGES": "name", "TABLE_CHANGES_BY_PATH": "path"}
 _KINDS = {"FUNCTION", "DATABASE", "SCHEMA", "CATALOG", "QUERY", "SELECT", "WITH", "VALUES"}
 _OTHER = {"DROP", "SHOW", "ALTER", "TRUNCATE", "CACHE", "UNCACHE", "REFRESH", "ANALYZE", "MSCK"}
 _MAYBE = re.compile(
@@ -428,7 +351,7 @@ class _Cursor:
         token = self.peek()
         if token is None or token.kind not in ("word", "quoted"):
             return None
-        if token.kind == "word" and token.upper in _CLAUSE_END and not explicit:
+        if token.kind == "word" and token.upper in CLAUSE_END and not explicit:
             return None
         self.i += 1
         return token.value
@@ -442,244 +365,20 @@ class _Cursor:
         if first.kind == "string":
             self.i += 1
             ref = TableRef(first.start, first.end, path=first.value)
+        elif first.kind in ("word", "quoted"):
+            ref, self.i = name_at(self.text, self.toks, self.i)
         else:
-            ref = _table_at(self) or self._name()
-        _time_travel(self, ref)
-        return ref
-
-    def _name(self) -> TableRef:
-        start = self.next()
-        if start.kind not in ("word", "quoted"):
             raise DeltaSqlError(
-                f"expected a table name or delta.`path` but found {start.text!r}",
+                f"expected a table name or delta.`path` but found {first.text!r}",
                 fix="name the table, or give its path as delta.`/path/to/table`",
             )
-        parts, end = [start.text], start
-        while self.at(".") and (self.peek(1) or start).kind in ("word", "quoted"):
-            self.i += 1
-            end = self.next()
-            parts.append(end.text)
-        return TableRef(start.start, end.end, name=".".join(parts))
+        self.i = time_travel(self.text, self.toks, self.i, ref)
+        return ref
 
 
 def _unquote(name: str) -> str:
     name = name.strip()
     return name[1:-1].replace("``", "`") if name.startswith("`") and name.endswith("`") else name
-
-
-def _table_at(cursor: _Cursor) -> TableRef | None:
-    """``delta.`path``` at the cursor (moved past it), else None."""
-    head, dot, path = cursor.peek(), cursor.peek(1), cursor.peek(2)
-    if (
-        head is None
-        or head.upper != "DELTA"
-        or dot is None
-        or dot.text != "."
-        or path is None
-        or path.kind != "quoted"
-    ):
-        return None
-    cursor.i += 3
-    root, version, stamp = split_time_travel(path.value)
-    return TableRef(head.start, path.end, path=root, version=version, timestamp=stamp)
-
-
-def _time_travel(cursor: _Cursor, ref: TableRef) -> None:
-    """``[FOR] VERSION|SYSTEM_VERSION AS OF n`` / ``[FOR] TIMESTAMP|SYSTEM_TIME AS OF 'ts'``."""
-    ahead = 1 if cursor.at("FOR") else 0
-    token = cursor.peek(ahead)
-    if token is None or token.upper not in _TIME_TRAVEL:
-        return
-    after = cursor.peek(ahead + 1), cursor.peek(ahead + 2)
-    if not all(t is not None for t in after) or [t.upper for t in after if t] != ["AS", "OF"]:
-        return
-    cursor.i += ahead + 3
-    value = cursor.next()
-    if token.upper in ("VERSION", "SYSTEM_VERSION"):
-        if value.kind == "string" and value.value.isdigit():
-            ref.version = int(value.value)
-        elif value.kind == "number" and value.text.isdigit():
-            ref.version = int(value.text)
-        else:
-            raise DeltaSqlError(
-                f"VERSION AS OF takes a version number, not {value.text!r}",
-                fix="give e.g. VERSION AS OF 3",
-            )
-    elif value.kind == "string" and _clause_ends(cursor.peek()):
-        ref.timestamp = value.value
-    else:  # an expression: date_sub(current_date(), 1), Spark evaluates it
-        cursor.i -= 1
-        ref.timestamp_expression = _expression_before_alias(cursor)
-        ref.end = cursor.toks[cursor.i - 1].end
-        return
-    ref.end = value.end
-
-
-_UNITS = {
-    f"{unit}{plural}"
-    for unit in ("YEAR", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND")
-    for plural in ("", "S")
-}
-
-
-def _expression_before_alias(cursor: _Cursor) -> str:
-    """An expression up to a clause keyword, a comma, or an alias (a name right after an
-    operand at the top level: ``date_sub(current_date(), 1) e``)."""
-    depth, first, operand = 0, cursor.i, False
-    while not cursor.done():
-        token = cursor.toks[cursor.i]
-        if depth == 0:
-            is_name = token.kind in ("word", "quoted") and token.upper not in _UNITS
-            if token.upper in _CLAUSE_END or token.text == "," or (operand and is_name):
-                break
-            ends = token.kind in ("number", "string") or token.text == ")"
-            operand = ends or is_name or token.upper in _UNITS
-        depth += token.text == "("
-        depth -= token.text == ")"
-        if depth < 0:
-            break
-        operand = operand or (depth == 0 and token.text == ")")
-        cursor.i += 1
-    return cursor.text[cursor.toks[first].start : cursor.toks[cursor.i - 1].end]
-
-
-def _clause_ends(token: Token | None) -> bool:
-    """Whether ``token`` cannot continue an expression (an alias, a keyword, the end)."""
-    return token is None or token.kind in ("word", "quoted") or token.text in (",", ")", ";")
-
-
-# -- reads anywhere in a query ------------------------------------------------------------------
-
-
-def find_reads(text: str, toks: list[Token], skip: tuple[int, int] | None = None) -> list[TableRef]:
-    """Every table reference a query in ``text`` reads: ``delta.`p``` anywhere, names after
-    ``FROM``/``JOIN`` and the commas of a ``FROM`` clause that are not CTE names or function
-    calls, and ``table_changes``/``table_changes_by_path`` calls. ``skip``: a span (the
-    statement's target) whose references are not reads."""
-    cursor = _Cursor(text, toks)
-    ctes = _cte_names(toks)
-    reads: list[TableRef] = []
-    levels = [_Level(query=True)]
-    while cursor.i < len(toks):
-        token = toks[cursor.i]
-        if skip and skip[0] <= token.start < skip[1]:
-            cursor.i += 1
-            continue
-        if token.upper in _CHANGES and cursor.at(token.upper, "("):
-            reads.append(_changes(cursor, _CHANGES[token.upper]))
-            continue
-        path_ref = _table_at(cursor) if token.upper == "DELTA" else None
-        if path_ref is not None:
-            _time_travel(cursor, path_ref)
-            reads.append(path_ref)
-            continue
-        in_query = all(level.query for level in levels)
-        cursor.i += 1
-        _nest(levels, token, cursor.peek())
-        starts_list = token.upper in ("FROM", "JOIN") or (token.text == "," and levels[-1].in_from)
-        if starts_list and in_query:
-            reads.extend(_from_list(cursor, ctes))
-            levels[-1].in_from = True
-        elif token.upper in _FROM_ENDS:
-            levels[-1].in_from = False
-    return reads
-
-
-@dataclass
-class _Level:
-    """One parenthesis level of a query: whether it holds a query (not a function's
-    arguments), and whether the scan is inside its FROM clause."""
-
-    query: bool
-    in_from: bool = False
-
-
-_FROM_ENDS = {
-    "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "MINUS",
-    "SELECT", "WINDOW", "QUALIFY", "SORT", "CLUSTER", "DISTRIBUTE", "OFFSET", "SET", "WHEN",
-}  # fmt: skip
-
-
-def _nest(levels: list[_Level], token: Token, following: Token | None) -> None:
-    if token.text == "(":
-        levels.append(_Level(following is not None and following.upper in _QUERY_STARTS))
-    elif token.text == ")" and len(levels) > 1:
-        levels.pop()
-
-
-def _from_list(cursor: _Cursor, ctes: set[str]) -> list[TableRef]:
-    """Names after ``FROM``/``JOIN``: ``a [AS x], b ...`` (a path reference is left to the
-    caller's loop, which sees every ``delta.`p```)."""
-    found: list[TableRef] = []
-    while True:
-        token, following = cursor.peek(), cursor.peek(1)
-        if token is None or token.kind not in ("word", "quoted") or token.upper == "DELTA":
-            return found
-        if token.kind == "word" and (token.upper in _CLAUSE_END or token.upper in _QUERY_STARTS):
-            return found
-        if following is not None and following.text == "(":
-            return found  # a table-valued function: range(5), explode(...)
-        ref = cursor._name()
-        if ref.name and ref.name.lower() not in ctes:
-            _time_travel(cursor, ref)
-            found.append(ref)
-        cursor.alias()
-        if not cursor.take(","):
-            return found
-
-
-def _cte_names(toks: list[Token]) -> set[str]:
-    """Names a ``WITH`` defines: ``WITH a AS (...), b (x, y) AS (...)``."""
-    names = set()
-    for index, token in enumerate(toks[:-2]):
-        before = toks[index - 1] if index else None
-        if before is None or (before.upper not in ("WITH", "RECURSIVE") and before.text != ","):
-            continue
-        following = toks[index + 1]
-        if token.kind in ("word", "quoted") and (
-            following.upper == "AS" or (following.text == "(" and _cte_columns(toks, index + 1))
-        ):
-            names.add(token.value.lower())
-    return names
-
-
-def _cte_columns(toks: list[Token], at: int) -> bool:
-    """``name (a, b) AS (`` rather than a call: the parenthesis is followed by AS."""
-    depth = 0
-    for index in range(at, len(toks)):
-        depth += toks[index].text == "("
-        depth -= toks[index].text == ")"
-        if depth == 0:
-            return index + 1 < len(toks) and toks[index + 1].upper == "AS"
-    return False
-
-
-def _changes(cursor: _Cursor, kind: str) -> TableRef:
-    """``table_changes('name', start[, end])`` / ``table_changes_by_path('/p', ...)``."""
-    head = cursor.next()
-    cursor.need("(")
-    arguments = []
-    while True:
-        token = cursor.next()
-        if token.kind not in ("string", "number"):
-            raise DeltaSqlError(
-                f"{head.text}(...) takes literals (table, start, end), not {token.text!r}",
-                fix=f"e.g. {head.text.lower()}('events', 2, 5)",
-            )
-        arguments.append(token.text)  # bounds: a number is a version, a string a timestamp
-        if cursor.take(")"):
-            break
-        cursor.need(",")
-    if not 2 <= len(arguments) <= 3:
-        raise DeltaSqlError(
-            f"{head.text} takes a table and a start (and an end), got {len(arguments)} arguments",
-            fix=f"e.g. {head.text.lower()}('events', 2, 5)",
-        )
-    end = cursor.toks[cursor.i - 1].end
-    table, bounds = Token("string", arguments[0], 0, 0, "").value, tuple(arguments[1:])
-    if kind == "path":
-        return TableRef(head.start, end, path=table, changes=bounds)
-    return TableRef(head.start, end, name=table, changes=bounds)
 
 
 # -- statements ---------------------------------------------------------------------------------
@@ -689,21 +388,84 @@ def parse(text: str) -> Statement | None:
     """The statement ``text`` holds; None when nothing in it can concern a Delta table."""
     if not maybe_delta(text):
         return None
-    toks = tokens(text)
-    if not toks:
+    query = _QUERY_HEAD.match(text) is not None  # the parser's alone: no hand grammar pass
+    toks = [] if query else tokens(text)
+    if not query and not toks:
         return None
-    cursor = _Cursor(text, toks)
-    statement = _statement(cursor)
+    statement = None if query else _statement(_Cursor(text, toks))
+    found = _references(text, statement)
+    if statement is None and found is None:
+        return Query(readable=False) if query or _may_read(toks) else None
     if statement is None:
         statement = Query()
-        skip = None
-    else:
-        target = getattr(statement, "target", None)
-        skip = (target.start, target.end) if target is not None else None
-    statement.reads = find_reads(text, toks, skip)
-    if isinstance(statement, Query) and not statement.reads:
+    target = getattr(statement, "target", None)
+    if found is not None and found.target is not None and target is not None:
+        statement.target = target = found.target  # type: ignore[attr-defined]
+    reads = found.reads if found is not None else []
+    statement.reads = [r for r in reads if target is None or not _inside(r, target)]
+    if isinstance(statement, Query) and statement.readable and not statement.reads:
         return None
     return statement
+
+
+_EXPLAIN = re.compile(r"\s*EXPLAIN\s+(?:(?:EXTENDED|CODEGEN|COST|FORMATTED)\s+)?", re.IGNORECASE)
+_QUERY_HEAD = re.compile(r"\s*(?:\(|(?:SELECT|WITH|FROM|VALUES|TABLE)\b)", re.IGNORECASE)
+
+
+def _references(text: str, statement: Statement | None) -> References | None:
+    """The parser's references of ``text``; when it cannot read the whole statement (one of
+    Delta's: ``REPLACE TABLE``, ``INSERT ... REPLACE WHERE``, ``MERGE WITH SCHEMA
+    EVOLUTION``...), those of the query or source the hand grammar cut out of it."""
+    if isinstance(statement, _UTILITIES):
+        return References()  # Delta's utility statements read no table
+    found = references(text)
+    explained = _EXPLAIN.match(text) if found is None and statement is None else None
+    if explained is not None:  # EXPLAIN [mode] <statement>: the statement's references
+        return _references_in(text, (explained.end(), len(text)), "")
+    if found is not None or statement is None:
+        return found
+    if isinstance(statement, (CreateTable, Insert)) and statement.query is not None:
+        return _references_in(text, statement.query, "")
+    if isinstance(statement, Merge):
+        return _references_in(text, statement.source, "SELECT * FROM ")
+    return References()  # Delta's utility statements read no table
+
+
+_UTILITIES = (
+    DescribeHistory,
+    DescribeDetail,
+    Vacuum,
+    Optimize,
+    Restore,
+    Generate,
+    Convert,
+    SetProperties,
+)
+
+
+def _references_in(text: str, span: tuple[int, int], prefix: str) -> References | None:
+    """The references of the piece of ``text`` at ``span`` (after ``prefix``), placed in
+    ``text``; None when the parser cannot read it either."""
+    found = references(prefix + text[span[0] : span[1]])
+    if found is None:
+        return None
+    shift = span[0] - len(prefix)
+    for ref in found.reads:
+        ref.start, ref.end = ref.start + shift, ref.end + shift
+    return References(found.reads)
+
+
+def _may_read(toks: list[Token]) -> bool:
+    """Whether a statement the parser could not read may read a table: a query, or text
+    naming a ``delta.`path```."""
+    if _starts_query(toks[0]):
+        return True
+    triples = zip(toks, toks[1:], toks[2:], strict=False)
+    return any(a.upper == "DELTA" and b.text == "." and c.kind == "quoted" for a, b, c in triples)
+
+
+def _inside(ref: TableRef, target: TableRef) -> bool:
+    return target.start <= ref.start < target.end
 
 
 def _statement(c: _Cursor) -> Statement | None:  # noqa: PLR0911 - one branch per statement

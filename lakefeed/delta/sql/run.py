@@ -39,6 +39,7 @@ from lakefeed.delta.sql.parse import (
     MergeClause,
     Optimize,
     Other,
+    Query,
     Restore,
     SetProperties,
     Statement,
@@ -46,7 +47,7 @@ from lakefeed.delta.sql.parse import (
     Update,
     Vacuum,
     parse,
-    tokens,
+    split_time_travel,
 )
 from lakefeed.delta.tables import (
     DeltaTable,
@@ -56,8 +57,12 @@ from lakefeed.delta.tables import (
     register_location,
 )
 from lakefeed.errors import register_code
+from lakefeed.sql import spark as spark_parser
+from lakefeed.sql.references import SqlTextError
+from lakefeed.sql.tokens import tokens
 
 UNSUPPORTED_SQL = register_code("DELTA_SQL_UNSUPPORTED_BY_LAKEFEED", DeltaSqlError)
+UNREADABLE = register_code("DELTA_SQL_UNREADABLE", DeltaSqlError)
 ARITY = register_code("INSERT_COLUMN_ARITY_MISMATCH", DeltaSqlError)
 VIEW_PREFIX = "__lakefeed_delta_"
 
@@ -70,7 +75,7 @@ def sql(
     """``spark.sql(text, args, **kwargs)``, Delta tables served by lakefeed (see module doc)."""
     try:
         statement = parse(text) if isinstance(text, str) else None
-    except DeltaSqlError:
+    except (DeltaSqlError, SqlTextError):
         if _NAMES_DELTA.search(text) is None:
             return original(spark, text, args, **kwargs)  # not Delta's: Spark's grammar decides
         raise
@@ -78,6 +83,9 @@ def sql(
         return original(spark, text, args, **kwargs)
     runner = _Runner(spark, original, text, args, kwargs)
     try:
+        if isinstance(statement, Query) and not statement.readable:
+            runner.check_with_spark(None)
+            return original(spark, text, args, **kwargs)
         return runner.run(statement)
     finally:
         runner.drop_views()
@@ -177,6 +185,34 @@ class _Runner:
             return None
         return path
 
+    def check_with_spark(self, known: list[TableRef] | None) -> None:
+        """Spark's parser, the authority where a classic session is at hand, must see no Delta
+        table beyond those sqlglot placed (``known``; None: sqlglot could not read the
+        statement at all). Text Spark rejects is left to the caller (Delta's own statements;
+        a syntax error Spark reports itself); without a JVM an unread ``delta.`path``` is
+        refused."""
+        try:
+            names = spark_parser.relations(self.spark, self.text)
+        except spark_parser.Rejected:
+            return
+        if names is None:
+            named = ["delta.`...`"] if known is None and _DELTA_PATH.search(self.text) else []
+        else:
+            placed = {_identity(ref) for ref in known or []}
+            named = [
+                ".".join(name)
+                for name in names
+                if _identity(_ref(name)) not in placed and self.delta_path(_ref(name)) is not None
+            ]
+        if named:
+            raise DeltaSqlError(
+                f"lakefeed cannot read this statement, which names the Delta table(s) "
+                f"{', '.join(named)}: {self.text.strip()[:200]}",
+                fix="write the query in plain Spark SQL (SELECT ... FROM t [VERSION AS OF n]), "
+                "or read the table with spark.read.format('delta')",
+                code=UNREADABLE,
+            )
+
     def table(self, ref: TableRef) -> DeltaTable | None:
         path = self.delta_path(ref)
         return None if path is None else DeltaTable.forPath(self.spark, path)
@@ -187,6 +223,7 @@ class _Runner:
         self.reads = statement.reads
         handler = _HANDLERS.get(type(statement))
         target = getattr(statement, "target", None)
+        self.check_with_spark([*self.reads, *([target] if target is not None else [])])
         if isinstance(statement, CreateTable):
             return self.create(statement)
         if isinstance(statement, Convert):
@@ -401,6 +438,7 @@ class _Runner:
 
 
 _NAMES_DELTA = re.compile(r"\bdelta\b", re.IGNORECASE)
+_DELTA_PATH = re.compile(r"\bdelta\s*\.\s*`", re.IGNORECASE)
 _PINNED: weakref.WeakKeyDictionary[SparkSession, set[str]] = weakref.WeakKeyDictionary()
 _KEEPS_VIEWS = re.compile(
     r"\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+)?VIEW|ALTER\s+VIEW"
@@ -424,6 +462,25 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
     SetProperties: _Runner.set_properties,
     Other: _Runner.other,
 }
+
+
+def _ref(name: tuple[str, ...]) -> TableRef:
+    """A reference to the table Spark's parser named (``("delta", "/p@v1")`` is a path)."""
+    if len(name) == 2 and name[0].lower() == "delta":
+        return TableRef(0, 0, path=split_time_travel(name[1])[0])
+    return TableRef(0, 0, name=".".join(f"`{part}`" for part in name))
+
+
+def _identity(ref: TableRef) -> tuple[str, ...]:
+    """What makes two references name the same table: the path, or the name's parts."""
+    if ref.path is not None:
+        return ("delta", ref.path)
+    return tuple(part.strip("`").lower() for part in _name_parts(ref.name or ""))
+
+
+def _name_parts(name: str) -> list[str]:
+    """``a.`b.c`.d`` → ``a``, ```b.c```, ``d`` (dots inside backquotes kept)."""
+    return [t.text for t in tokens(name) if t.kind in ("word", "quoted")]
 
 
 def _names_existing(statement: CreateTable) -> bool:

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import generated, log, manifest
+from lakefeed.connectors.delta import commit, generated, log, manifest
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.delta.exprs import Condition, Scope
@@ -443,7 +443,10 @@ class DeltaTable:
             _reset_txn_conf(self._spark, txn)
             return None
         before = table.version()
-        result = run_rs(operation, self._path, lambda: call(table, commit_properties(txn)))
+        properties = commit_properties(txn)
+        result = run_rs(operation, self._path, lambda: call(table, properties))
+        if txn is not None and table.version() == before:  # delta-rs commits no empty change
+            run_rs(operation, self._path, lambda: commit.record_txn(table, properties))
         _reset_txn_conf(self._spark, txn)
         # delta-rs's operations leave their handle at the version they committed
         manifest.after_commit(self._path, table.metadata().configuration, before, lambda: table)

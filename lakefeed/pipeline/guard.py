@@ -365,8 +365,11 @@ def check_versions(
 
 
 def _refresh_fix(needed: list[str], named: list[str]) -> str:
-    """The ``--full-refresh`` of ``needed``, saying which flows go only because they read past
-    the others (``named``: the asked and the behind ones)."""
+    """What to do, keeping whatever is fine first: put back what the table lost (its log files,
+    or the table and its checkpoints from one backup), then, only if that cannot be had, the
+    ``--full-refresh`` of ``needed``, saying which flows go only because they read past the
+    others (``named``: the asked and the behind ones) and that a rebuild keeps only what the
+    sources still hold."""
     downstream = [n for n in needed if n not in named]
     also = (
         f" ({', '.join(downstream)} read past what the rebuilt tables will hold, so they go too)"
@@ -374,9 +377,11 @@ def _refresh_fix(needed: list[str], named: list[str]) -> str:
         else ""
     )
     return (
-        "rebuild the affected tables from their sources"
-        f"{also}: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`; or restore the "
-        "tables' missing log files and run again"
+        "restore the table's missing log files, or restore the table together with the "
+        "flow's checkpoint (checkpoints/<flow>) from the same backup, and run again; only if "
+        "neither can be had, rebuild the affected tables from their sources (rows the sources "
+        f"no longer hold are lost){also}: `lakefeed run PIPELINE --full-refresh "
+        f"{','.join(needed)}`"
     )
 
 

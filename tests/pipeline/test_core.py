@@ -260,6 +260,31 @@ def test_version_guard_finds_tables_behind_checkpoints(tmp_path: Path) -> None:
     guard.check_versions([flow], tables, ["silver"])  # its checkpoint goes with the refresh
 
 
+def test_a_batch_that_changed_nothing_still_records_its_txn(tmp_path: Path) -> None:
+    """A MERGE of stale changes commits nothing in delta-rs: ``record_txn`` leaves the batch's
+    txn in an empty commit, so the guard does not take the table for one whose log went back."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    from lakefeed.connectors.delta import commit
+
+    target = tmp_path / "silver"
+    _commits(target, 1, app_id="query-1")  # batch 0
+    flow = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp", 2, {}), ("silver",))
+    table = DeltaTable(str(target))
+    properties = CommitProperties(app_transactions=[Transaction("query-1", 1)])
+    stale = pa.table({"x": pa.array([], pa.int64())})
+    merge = table.merge(
+        stale, "t.x = s.x", source_alias="s", target_alias="t", commit_properties=properties
+    )
+    merge.when_matched_update_all().execute()
+    assert table.version() == 0  # delta-rs wrote nothing, not even the txn
+    assert "holds batches up to 0" in guard.tables_behind([flow], {"silver": target})[0].reason
+    commit.record_txn(table, properties)
+    assert DeltaTable(str(target)).transaction_version("query-1") == 1
+    assert guard.tables_behind([flow], {"silver": target}) == []
+
+
 # -- decorators, loader, context
 
 

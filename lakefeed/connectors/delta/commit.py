@@ -221,6 +221,22 @@ def commit_files(
     return CommitResult(table.version() + 1)
 
 
+def record_txn(table: DeltaTable, properties: CommitProperties) -> None:
+    """An otherwise empty commit carrying ``properties``' ``txn``: a batch that rightly changed
+    nothing (a MERGE of stale CDC changes, of no rows) still records that it ran, as
+    delta-spark's sink commits every batch's ``SetTransaction``. Without it the table's txn stays
+    at an older batch than the checkpoint's, which the checkpoint guard cannot tell from a table
+    whose log went back."""
+    table.create_write_transaction(
+        [],
+        "append",
+        schema=table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=properties,
+        post_commithook_properties=post_commit_hooks(table),
+    )
+
+
 def post_commit_hooks(table: DeltaTable) -> PostCommitHookProperties:
     """delta-rs's hooks after a commit on ``table``'s next version: expired log files are looked
     for only when that version also gets a checkpoint, as delta-spark does.

@@ -156,7 +156,7 @@ class ApplyChanges:
             _in_layout(state, layout, seq, {c: F.col(c) for c in _STATE}, fold.STATE)
         )
         if truncate_at is None:  # only the keys the batch touches
-            known = known.join(changes.select(*keys).distinct(), keys, "left_semi")
+            known = join_on_keys(known, changes.select(*keys).distinct(), keys, "left_semi")
         given = {c: F.col(c) for c in (fold.OP, fold.SEQ)}
         union = _in_layout(changes, layout, seq, given).unionByName(known)
         rules = fold.Rules(
@@ -216,6 +216,14 @@ class ApplyChanges:
             .withTransaction(txn.app_id, txn.version)
             .execute()
         )
+
+
+def join_on_keys(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
+    """``left`` joined to ``right`` on ``keys`` compared as the MERGEs compare them (``<=>``):
+    a NULL key is a key like any other, as in DLT, so its changes meet its rows and state
+    (``=`` would never match it, and a later delete of it would find nothing to delete)."""
+    on = [F.col(f"l.`{k}`").eqNullSafe(F.col(f"r.`{k}`")) for k in keys]
+    return left.alias("l").join(right.alias("r"), on, how)
 
 
 def _matching(columns: list[str]) -> str:

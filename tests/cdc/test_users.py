@@ -1,8 +1,8 @@
-"""The checkpoint guard over AUTO CDC flows: a batch that rightly changes nothing (stale
-changes, a NULL key's own history) is still recorded, and a healthy pipeline is never refused.
-
-DLT's documented ``users`` example, fed in three runs: key 124 inserted (sequence 5), an older
-update of 124 (sequence 1: nothing changes in the SCD1 target), key 125 inserted.
+"""DLT's documented ``users`` example (SCD1 and SCD2 targets), fed in three runs: key 124
+inserted (sequence 5), an older update of 124 (sequence 1: nothing changes in the SCD1 target),
+key 125 inserted. A batch that rightly changes nothing is still recorded (its txn), so the
+checkpoint guard never refuses the next run; a NULL key is a key like any other (DLT), its
+delete applied in both targets.
 """
 
 from __future__ import annotations
@@ -52,19 +52,22 @@ def _pipeline(spark, tmp_path: Path) -> PipelineTest:  # noqa: ANN001
     return PipelineTest(write(tmp_path / "p", {"users.py": USERS}), tmp_path, spark=spark)
 
 
-def test_a_batch_of_stale_changes_does_not_stop_the_next_run(spark, tmp_path: Path) -> None:
+def test_stale_changes_and_a_null_keys_delete_over_three_runs(spark, tmp_path: Path) -> None:
     pipe = _pipeline(spark, tmp_path)
-    for change in (
-        _user(124, "Raul", "Oaxaca", "INSERT", 5),
-        _user(124, "Raul", "Cancun", "UPDATE", 1),  # older: the SCD1 target keeps Oaxaca
-        _user(125, "Mercedes", "Tijuana", "INSERT", 2),
+    for changes in (
+        [_user(124, "Raul", "Oaxaca", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
+        [_user(124, "Raul", "Cancun", "UPDATE", 1)],  # older: the SCD1 target keeps Oaxaca
+        [_user(125, "Mercedes", "Tijuana", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
     ):
-        pipe.feed("users", [change], schema=SCHEMA)
+        pipe.feed("users", changes, schema=SCHEMA)
         pipe.step()  # each run passes the guard
     current = [(r["userId"], r["city"]) for r in pipe.rows("target_scd1", ["userId"])]
     assert current == [(124, "Oaxaca"), (125, "Tijuana")]
     history = pipe.rows("target_scd2", ["userId", "__START_AT"])
-    assert [(r["userId"], r["city"], r["__START_AT"], r["__END_AT"]) for r in history] == [
+    assert sorted(
+        ((r["userId"] or 0, r["city"], r["__START_AT"], r["__END_AT"]) for r in history)
+    ) == [
+        (0, "Nowhere", 1, 3),  # the NULL key's version, closed by its delete
         (124, "Cancun", 1, 5),
         (124, "Oaxaca", 5, None),
         (125, "Tijuana", 2, None),

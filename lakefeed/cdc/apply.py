@@ -119,10 +119,11 @@ class ApplyChanges:
 
         spark = batch.sparkSession
         app_id = self.app_id or offset_log.running_query_id(str(self.checkpoint))
-        txn = Txn(app_id, batch_id)
+        offsets = offset_log.fingerprint(self.checkpoint, batch_id) if self.checkpoint else None
+        txn = Txn(app_id, batch_id, offsets)
         self._create_state(batch)
         target, state = (DeltaTable.forPath(spark, p) for p in (self.target, self.state))
-        if txn.done(target._open()) and txn.done(state._open()):
+        if txn.done(target._open(), self.target) and txn.done(state._open(), self.state):
             return  # a replay of a committed batch
         layout = target_schema(self.cdc, batch)
         folded = self._fold(spark, batch, layout).toArrow()  # the changed rows only
@@ -203,7 +204,7 @@ class ApplyChanges:
             .whenMatchedDelete(f"source.`{fold.ACTION}` = '{fold.DELETE}'")
             .whenMatchedUpdate(set=values)
             .whenNotMatchedInsert(f"source.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
-            .withTransaction(txn.app_id, txn.version)
+            .withTransaction(txn.app_id, txn.version, txn.offsets)
             .execute()
         )
 
@@ -213,7 +214,7 @@ class ApplyChanges:
             .merge(states, _matching(self.cdc.keys))
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
-            .withTransaction(txn.app_id, txn.version)
+            .withTransaction(txn.app_id, txn.version, txn.offsets)
             .execute()
         )
 

@@ -65,7 +65,7 @@ def test_stale_changes_and_a_null_keys_delete_over_three_runs(spark, tmp_path: P
     assert current == [(124, "Oaxaca"), (125, "Tijuana")]
     history = pipe.rows("target_scd2", ["userId", "__START_AT"])
     assert sorted(
-        ((r["userId"] or 0, r["city"], r["__START_AT"], r["__END_AT"]) for r in history)
+        (r["userId"] or 0, r["city"], r["__START_AT"], r["__END_AT"]) for r in history
     ) == [
         (0, "Nowhere", 1, 3),  # the NULL key's version, closed by its delete
         (124, "Cancun", 1, 5),

@@ -91,8 +91,10 @@ def check(
     expected: Identity,
     target_has_rows: bool,
     full_refresh: bool = False,
+    sink: bool = False,
 ) -> None:
-    """Raise :class:`GuardError` naming the flow and the fix when the pairing is unsafe."""
+    """Raise :class:`GuardError` naming the flow and the fix when the pairing is unsafe
+    (``sink``: the flow fills a sink, not a table)."""
     if full_refresh:
         return
     flow = expected.flow
@@ -113,11 +115,15 @@ def check(
             code=OTHER_FLOW,
         )
     if not has_progress(checkpoint) and target_has_rows:
+        kind = "sink" if sink else "target table"
         raise GuardError(
-            f"flow {flow!r}: target table {expected.target!r} has rows but its checkpoint "
+            f"flow {flow!r}: {kind} {expected.target!r} has rows but its checkpoint "
             f"{checkpoint} is missing; the stream would re-read its source from the start and "
             f"duplicate those rows",
-            fix=f"restore the checkpoint, or rebuild with `{refresh}`",
+            fix=f"restore the checkpoint; or empty the sink and send every row again with "
+            f"`{refresh}`"
+            if sink
+            else f"restore the checkpoint, or rebuild with `{refresh}`",
             code=MISSING,
         )
     if found is not None and has_progress(checkpoint) and found.stateful != expected.stateful:
@@ -394,6 +400,14 @@ def flows_started(table: AnyPath) -> list[str]:
     """The append flows that have started writing ``table`` (gone with the table)."""
     path = table / FLOWS_FILE
     return list(json.loads(path.read_text())) if path.is_file() else []
+
+
+def forget_flows(table: AnyPath, flows: Iterable[str]) -> None:
+    """``flows`` start over on purpose (a full refresh of the sink they fill)."""
+    started = flows_started(table)
+    kept = [f for f in started if f not in set(flows)]
+    if kept != started:
+        write_bytes(str(table / FLOWS_FILE), json.dumps(kept).encode())
 
 
 def record_flow(table: AnyPath, flow: str) -> None:

@@ -1,8 +1,11 @@
-"""A checkpoint behind its table: put back from an older backup, or its last batch deleted "to
+"""Checkpoints out of step with what their flows wrote.
+
+A checkpoint behind its table: put back from an older backup, or its last batch deleted "to
 retry it". The batch Spark plans again carries the number of a batch the table already holds
 (its ``txn``), over other source offsets: the run must refuse before writing
 (``CHECKPOINT_BEHIND_TABLE``), not skip the batch whole and report "0 rows written" while the
-new files never reach the table."""
+new files never reach the table. A sink flow's checkpoint lost beside the Delta sink it
+filled: refused like a table's (``CHECKPOINT_MISSING``), not every row sent again."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 import lakefeed as lf
 from lakefeed.lakehouse import Lakehouse
@@ -24,6 +28,12 @@ import lakefeed as lf
 @lf.table
 def bronze():
     return lf.read_files(lf.config("t.landing"), "json", schema="id BIGINT").drop("_metadata")
+
+lf.create_sink("export", "delta", {"path": lf.config("t.export")})
+
+@lf.append_flow(target="export")
+def to_export():
+    return lf.read_stream("bronze")
 """
 
 
@@ -94,3 +104,18 @@ def test_a_checkpoint_whose_last_batch_was_deleted_is_refused(spark, tmp_path: P
     # restart is refused for good.
     assert pipe.refused()[-1]["code"] == "CHECKPOINT_BEHIND_TABLE"
     assert pipe.ids() == [1, 2, 3, 4, 5]
+
+
+def test_a_sink_flow_whose_checkpoint_is_lost_is_refused(spark, tmp_path: Path) -> None:
+    pipe = Landing(spark, tmp_path)
+    pipe.land(1, 2, 3)
+    assert pipe.run().ok
+    shutil.rmtree(pipe.lakehouse.checkpoint_path("to_export"))
+    pipe.land(4)
+    with pytest.raises(PipelineError) as refused:
+        pipe.run()
+    assert "[LAKEFEED:CHECKPOINT_MISSING]" in refused.value.problems[0]
+    assert "sink 'export'" in refused.value.problems[0]
+    assert sorted(DeltaTable(str(pipe.export)).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+    # Resetting the sink's flows on purpose is not a lost checkpoint.
+    assert pipe.run(full_refresh=["export"]).ok

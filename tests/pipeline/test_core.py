@@ -196,6 +196,20 @@ def test_guard_refuses_missing_checkpoint_beside_rows(tmp_path: Path) -> None:
     guard.check(tmp_path / "none", me, target_has_rows=True, full_refresh=True)
 
 
+def test_guard_refuses_a_sink_flow_without_its_checkpoint(tmp_path: Path) -> None:
+    sink = tmp_path / "export"
+    guard.record_flow(sink, "to_export")
+    guard.record_flow(sink, "other")
+    assert guard.flows_started(sink) == ["to_export", "other"]
+    me = guard.Identity("p", "to_export", "export")
+    with pytest.raises(guard.GuardError) as refused:
+        guard.check(tmp_path / "none", me, target_has_rows=True, sink=True)
+    assert refused.value.code == "CHECKPOINT_MISSING" and "sink 'export'" in str(refused.value)
+    assert "empty the sink" in str(refused.value.fix)
+    guard.forget_flows(sink, ["to_export"])  # a full refresh of the sink: starting over is meant
+    assert guard.flows_started(sink) == ["other"]
+
+
 def test_guard_refuses_changed_state_and_foreign_checkpoints(tmp_path: Path) -> None:
     checkpoint = _checkpoint(tmp_path / "cp")
     guard.write_identity(checkpoint, guard.Identity("p", "gold", "gold", ["Aggregate [k]"]))

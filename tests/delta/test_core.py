@@ -240,6 +240,10 @@ def test_a_batch_held_over_other_offsets_is_a_checkpoint_behind_its_table(
     _batch_commit(root, 2, range(5, 7), "files-6-7")  # the next batch goes on as ever
     info = DeltaTable(str(root)).history(1)[0]
     assert info["lakefeed.sourceOffsets"] == "files-6-7"
+    # A batch without rows (an expectation dropped them all) still records its txn.
+    empty = commit.WriteSpec(str(root), "append", (), source_offsets="files-8")
+    commit.commit_stream_batch(empty, [], _batch(range(0)).schema, APP, 3)
+    assert DeltaTable(str(root)).transaction_version(APP) == 3
 
 
 def test_a_batch_fingerprint_is_its_source_offsets(tmp_path: Path) -> None:

@@ -61,13 +61,8 @@ def _recorded(actions: list[dict]) -> str | None:
 
 def _fix(root: str, app_id: str, batch_id: int) -> str:
     """Restore the pair together, naming the table version the checkpoint matches when the log
-    still shows it: the one holding the checkpoint's last committed batch."""
-    previous = log.txn_commit(root, app_id, batch_id - 1) if batch_id > 0 else None
-    if batch_id == 0:
-        first = log.txn_commit(root, app_id, 0)
-        version = first[0] - 1 if first is not None else None
-    else:
-        version = previous[0] if previous is not None else None
+    still shows it."""
+    version = _matching_version(root, app_id, batch_id)
     table = (
         f"the table to version {version}, the one this checkpoint matches "
         f"(RESTORE TABLE delta.`{root}` TO VERSION AS OF {version}), and run again"
@@ -79,3 +74,13 @@ def _fix(root: str, app_id: str, batch_id: int) -> str:
         f"that goes with the table as it is now), or restore {table}; or rebuild the table "
         "from its sources: `lakefeed run PIPELINE --full-refresh <table>`"
     )
+
+
+def _matching_version(root: str, app_id: str, batch_id: int) -> int | None:
+    """The version holding the checkpoint's last committed batch (``batch_id - 1``); for a
+    checkpoint with none, the version before the query's first batch. None when the log no
+    longer shows it."""
+    found = log.txn_commit(root, app_id, max(batch_id - 1, 0))
+    if found is None:
+        return None
+    return found[0] if batch_id > 0 else found[0] - 1

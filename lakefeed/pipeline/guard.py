@@ -10,6 +10,10 @@ silently in plain Spark, and lakefeed refuses each before the query starts:
 - a target table behind what its flow's checkpoint says was committed (a restored backup, a lost
   log object): the next batches would re-use the lost version numbers, and every stream that had
   read them skips the new rows for good;
+- a checkpoint behind its table (restored from an older backup, its last batches deleted): its
+  next batches would carry numbers the table holds, and be skipped as written (the batch right
+  after the checkpoint's last is told apart from a replay at write time, by its source offsets:
+  :mod:`lakefeed.connectors.delta.replay`);
 - a Delta source table behind the version a flow's offsets say it read (the same loss, seen from
   the reading side).
 
@@ -29,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from lakefeed.connectors.delta import CONNECTOR as DELTA
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, replay
 from lakefeed.connectors.delta.offsets import DeltaOffset
 from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
 from lakefeed.lakehouse import Lakehouse
@@ -168,11 +172,14 @@ class Flow:
 
 @dataclass(frozen=True)
 class Behind:
-    """A table behind what ``flow``'s checkpoint recorded of it; ``flow`` must start over."""
+    """A table out of step with what ``flow``'s checkpoint recorded of it: behind it
+    (``TABLE_BEHIND``), or ahead of it, the checkpoint having gone back
+    (``CHECKPOINT_BEHIND_TABLE``)."""
 
     table: str
     flow: str
     reason: str
+    code: str = TABLE_BEHIND
 
 
 def lakehouse_flows(
@@ -264,6 +271,9 @@ def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
             continue
 
         done = log.rs_table(path).transaction_version(app_id)
+        if done is not None and done > last + 1:  # only the batch after ``last`` may be ahead
+            found.append(_checkpoint_behind(flow, name, path, app_id, last, done))
+            continue
         if done is not None and done >= last:
             continue
         holds = f"batches up to {done}" if done is not None else "no batch"
@@ -277,6 +287,28 @@ def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
             )
         )
     return found
+
+
+def _checkpoint_behind(
+    flow: Flow, name: str, path: str, app_id: str, last: int, done: int
+) -> Behind:
+    """The table holds batches the checkpoint has not committed, beyond a replay's one: their
+    numbers would be planned again over other offsets and skipped as already written."""
+    version = replay.matching_version(path, app_id, last + 1)
+    matching = (
+        f" (table version {version} goes with the checkpoint)"
+        if version is not None and version >= 0
+        else ""
+    )
+    return Behind(
+        name,
+        flow.name,
+        f"the checkpoint of flow {flow.name!r} committed batches up to {last}, but table "
+        f"{name!r} holds batches up to {done} of it{matching}: the checkpoint went back (put "
+        "back from an older backup, its last batches deleted), and its next batches would be "
+        "skipped as already written",
+        code=replay.BEHIND,
+    )
 
 
 def _sources_behind(
@@ -349,8 +381,18 @@ def check_versions(
     flows = list(flows)
     refresh = list(refresh)
     behind = tables_behind(flows, tables, skip=refresh)
+    ahead = [b for b in behind if b.code == replay.BEHIND]
+    owner = {f.name: f.table for f in flows}
+    if ahead:
+        needed = refresh_closure(flows, tables, [owner[b.flow] for b in ahead])
+        raise DataLossRiskError(
+            "; ".join(b.reason for b in ahead),
+            fix="restore the checkpoint and the table together from the same backup, or the "
+            "table to the version that goes with the checkpoint (RESTORE TABLE ... TO VERSION "
+            f"AS OF n); or rebuild: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`",
+            code=replay.BEHIND,
+        )
     if behind:
-        owner = {f.name: f.table for f in flows}
         named = list(dict.fromkeys([*refresh, *(owner[b.flow] for b in behind)]))
         needed = refresh_closure(flows, tables, named)
         raise DataLossRiskError(

@@ -299,6 +299,22 @@ def test_a_batch_that_changed_nothing_still_records_its_txn(tmp_path: Path) -> N
     assert guard.tables_behind([flow], {"silver": target}) == []
 
 
+def test_version_guard_finds_a_checkpoint_behind_its_table(tmp_path: Path) -> None:
+    """The table holds batches 0-2; a checkpoint that committed batch 1 may be replaying
+    batch 2 (told apart at write time), one that committed only batch 0 went back."""
+    target = tmp_path / "silver"
+    _commits(target, 3, app_id="query-1")
+    replaying = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp2", 2, {}), ("silver",))
+    guard.check_versions([replaying], {"silver": target}, [])
+    restored = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp1", 1, {}), ("silver",))
+    with pytest.raises(DataLossRiskError) as refused:
+        guard.check_versions([restored], {"silver": target}, [])
+    assert refused.value.code == "CHECKPOINT_BEHIND_TABLE"
+    assert "holds batches up to 2" in str(refused.value)
+    assert "table version 0 goes with the checkpoint" in str(refused.value)
+    assert "--full-refresh silver`" in str(refused.value.fix)
+
+
 # -- decorators, loader, context
 
 

@@ -62,7 +62,7 @@ def _recorded(actions: list[dict]) -> str | None:
 def _fix(root: str, app_id: str, batch_id: int) -> str:
     """Restore the pair together, naming the table version the checkpoint matches when the log
     still shows it."""
-    version = _matching_version(root, app_id, batch_id)
+    version = matching_version(root, app_id, batch_id)
     table = (
         f"the table to version {version}, the one this checkpoint matches "
         f"(RESTORE TABLE delta.`{root}` TO VERSION AS OF {version}), and run again"
@@ -76,7 +76,7 @@ def _fix(root: str, app_id: str, batch_id: int) -> str:
     )
 
 
-def _matching_version(root: str, app_id: str, batch_id: int) -> int | None:
+def matching_version(root: str, app_id: str, batch_id: int) -> int | None:
     """The version holding the checkpoint's last committed batch (``batch_id - 1``); for a
     checkpoint with none, the version before the query's first batch. None when the log no
     longer shows it."""

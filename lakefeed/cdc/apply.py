@@ -119,10 +119,11 @@ class ApplyChanges:
 
         spark = batch.sparkSession
         app_id = self.app_id or offset_log.running_query_id(str(self.checkpoint))
-        txn = Txn(app_id, batch_id)
+        offsets = offset_log.fingerprint(self.checkpoint, batch_id) if self.checkpoint else None
+        txn = Txn(app_id, batch_id, offsets)
         self._create_state(batch)
         target, state = (DeltaTable.forPath(spark, p) for p in (self.target, self.state))
-        if txn.done(target._open()) and txn.done(state._open()):
+        if txn.done(target._open(), self.target) and txn.done(state._open(), self.state):
             return  # a replay of a committed batch
         layout = target_schema(self.cdc, batch)
         folded = self._fold(spark, batch, layout).toArrow()  # the changed rows only
@@ -156,7 +157,7 @@ class ApplyChanges:
             _in_layout(state, layout, seq, {c: F.col(c) for c in _STATE}, fold.STATE)
         )
         if truncate_at is None:  # only the keys the batch touches
-            known = known.join(changes.select(*keys).distinct(), keys, "left_semi")
+            known = join_on_keys(known, changes.select(*keys).distinct(), keys, "left_semi")
         given = {c: F.col(c) for c in (fold.OP, fold.SEQ)}
         union = _in_layout(changes, layout, seq, given).unionByName(known)
         rules = fold.Rules(
@@ -203,7 +204,7 @@ class ApplyChanges:
             .whenMatchedDelete(f"source.`{fold.ACTION}` = '{fold.DELETE}'")
             .whenMatchedUpdate(set=values)
             .whenNotMatchedInsert(f"source.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
-            .withTransaction(txn.app_id, txn.version)
+            .withTransaction(txn.app_id, txn.version, txn.offsets)
             .execute()
         )
 
@@ -213,9 +214,17 @@ class ApplyChanges:
             .merge(states, _matching(self.cdc.keys))
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
-            .withTransaction(txn.app_id, txn.version)
+            .withTransaction(txn.app_id, txn.version, txn.offsets)
             .execute()
         )
+
+
+def join_on_keys(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
+    """``left`` joined to ``right`` on ``keys`` compared as the MERGEs compare them (``<=>``):
+    a NULL key is a key like any other, as in DLT, so its changes meet its rows and state
+    (``=`` would never match it, and a later delete of it would find nothing to delete)."""
+    on = [F.col(f"l.`{k}`").eqNullSafe(F.col(f"r.`{k}`")) for k in keys]
+    return left.alias("l").join(right.alias("r"), on, how)
 
 
 def _matching(columns: list[str]) -> str:

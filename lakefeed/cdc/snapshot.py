@@ -187,11 +187,13 @@ def changes(
     (see :mod:`lakefeed.cdc.apply`)."""
     from pyspark.sql import functions as F
 
+    from lakefeed.cdc.apply import join_on_keys
+
     upserts = with_change_columns(snapshot, version, "U")
     if state is None:
         return upserts
     live = state.where(~F.coalesce(F.col(fold.DELETED), F.lit(False))).select(*cdc.keys)
-    gone = live.join(snapshot.select(*cdc.keys), cdc.keys, "left_anti")
+    gone = join_on_keys(live, snapshot.select(*cdc.keys), cdc.keys, "left_anti")
     gone = gone.select(
         *[
             F.col(f"`{f.name}`")

@@ -104,6 +104,12 @@ class ConnectorSink(ABC):
         not write that one too)."""
         return None
 
+    def delta_root(self, options: Mapping[str, str], lakehouse: Lakehouse) -> str | None:
+        """The Delta table holding what it wrote, where the checkpoint guard can look (a flow
+        whose checkpoint is lost beside a filled sink is refused, as a table's); None when the
+        guard cannot see what the sink holds."""
+        return None
+
     def frame_problems(self, options: Mapping[str, str], schema: StructType) -> None:
         """Refuse a flow whose columns it cannot take (a LakefeedError), before the query."""
         return None  # takes any columns unless it says otherwise

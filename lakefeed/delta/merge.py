@@ -172,11 +172,15 @@ class DeltaMergeBuilder:
         self._merge_schema = True
         return self
 
-    def withTransaction(self, appId: str, version: int) -> DeltaMergeBuilder:
+    def withTransaction(
+        self, appId: str, version: int, sourceOffsets: str | None = None
+    ) -> DeltaMergeBuilder:
         """lakefeed's addition: commit ``txn(appId, version)`` with the MERGE, and skip it when
         the table already holds that version for ``appId`` (in ``foreachBatch``: the query id
-        and the batch id). Without it, Delta's session confs ``txnAppId``/``txnVersion`` count."""
-        self._txn = Txn(appId, version)
+        and the batch id). Without it, Delta's session confs ``txnAppId``/``txnVersion`` count.
+        ``sourceOffsets``: the batch's source offsets hash, recorded with the commit and
+        compared when the batch is skipped (:mod:`lakefeed.connectors.delta.replay`)."""
+        self._txn = Txn(appId, version, sourceOffsets)
         return self
 
     def execute(self) -> DataFrame:

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import generated, log, manifest
+from lakefeed.connectors.delta import commit, generated, log, manifest, replay
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.delta.exprs import Condition, Scope
@@ -76,13 +76,15 @@ class DeltaOperationError(DeltaError):
 
 
 class Txn:
-    """A ``(appId, version)`` pair carried by an idempotent change."""
+    """A ``(appId, version)`` pair carried by an idempotent change; a stream's batch also
+    carries its source ``offsets`` hash (see :mod:`lakefeed.connectors.delta.replay`)."""
 
-    def __init__(self, app_id: str, version: int) -> None:
+    def __init__(self, app_id: str, version: int, offsets: str | None = None) -> None:
         if not app_id:
             raise DeltaOperationError("a transaction needs a non-empty appId")
         self.app_id = str(app_id)
         self.version = int(version)
+        self.offsets = offsets
 
     @classmethod
     def from_conf(cls, spark: SparkSession) -> Txn | None:
@@ -96,14 +98,18 @@ class Txn:
             )
         return cls(app, int(version)) if app is not None and version is not None else None
 
-    def done(self, table: RsTable) -> bool:
+    def done(self, table: RsTable, root: str) -> bool:
+        """Whether ``table`` (at ``root``) holds this change already; a stream's batch held
+        under other source offsets is refused (``CHECKPOINT_BEHIND_TABLE``)."""
         committed = table.transaction_version(self.app_id)
+        replay.check(root, self.app_id, self.version, committed, self.offsets)
         return committed is not None and committed >= self.version
 
 
 def commit_properties(txn: Txn | None) -> CommitProperties:
+    offsets = {replay.OFFSETS: txn.offsets} if txn is not None and txn.offsets else {}
     return CommitProperties(
-        custom_metadata={"engineInfo_lakefeed": "lakefeed"},
+        custom_metadata={**offsets, "engineInfo_lakefeed": "lakefeed"},
         app_transactions=[Transaction(txn.app_id, txn.version)] if txn else None,
     )
 
@@ -453,11 +459,14 @@ class DeltaTable:
         log.check_readable(table, self._path, log.PLAIN_PARQUET, f"lakefeed's {operation}")
         if operation in ("MERGE", "UPDATE"):
             _refuse_generated(operation, table)
-        if txn is not None and txn.done(table):
+        if txn is not None and txn.done(table, self._path):
             _reset_txn_conf(self._spark, txn)
             return None
         before = table.version()
-        result = run_rs(operation, self._path, lambda: call(table, commit_properties(txn)))
+        properties = commit_properties(txn)
+        result = run_rs(operation, self._path, lambda: call(table, properties))
+        if txn is not None and table.version() == before:  # delta-rs commits no empty change
+            run_rs(operation, self._path, lambda: commit.record_txn(table, properties))
         _reset_txn_conf(self._spark, txn)
         # delta-rs's operations leave their handle at the version they committed
         manifest.after_commit(self._path, table.metadata().configuration, before, lambda: table)

@@ -10,6 +10,10 @@ silently in plain Spark, and lakefeed refuses each before the query starts:
 - a target table behind what its flow's checkpoint says was committed (a restored backup, a lost
   log object): the next batches would re-use the lost version numbers, and every stream that had
   read them skips the new rows for good;
+- a checkpoint behind its table (restored from an older backup, its last batches deleted): its
+  next batches would carry numbers the table holds, and be skipped as written (the batch right
+  after the checkpoint's last is told apart from a replay at write time, by its source offsets:
+  :mod:`lakefeed.connectors.delta.replay`);
 - a Delta source table behind the version a flow's offsets say it read (the same loss, seen from
   the reading side).
 
@@ -29,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from lakefeed.connectors.delta import CONNECTOR as DELTA
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, replay
 from lakefeed.connectors.delta.offsets import DeltaOffset
 from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
 from lakefeed.lakehouse import Lakehouse
@@ -91,8 +95,10 @@ def check(
     expected: Identity,
     target_has_rows: bool,
     full_refresh: bool = False,
+    sink: bool = False,
 ) -> None:
-    """Raise :class:`GuardError` naming the flow and the fix when the pairing is unsafe."""
+    """Raise :class:`GuardError` naming the flow and the fix when the pairing is unsafe
+    (``sink``: the flow fills a sink, not a table)."""
     if full_refresh:
         return
     flow = expected.flow
@@ -113,11 +119,15 @@ def check(
             code=OTHER_FLOW,
         )
     if not has_progress(checkpoint) and target_has_rows:
+        kind = "sink" if sink else "target table"
         raise GuardError(
-            f"flow {flow!r}: target table {expected.target!r} has rows but its checkpoint "
+            f"flow {flow!r}: {kind} {expected.target!r} has rows but its checkpoint "
             f"{checkpoint} is missing; the stream would re-read its source from the start and "
             f"duplicate those rows",
-            fix=f"restore the checkpoint, or rebuild with `{refresh}`",
+            fix=f"restore the checkpoint; or empty the sink and send every row again with "
+            f"`{refresh}`"
+            if sink
+            else f"restore the checkpoint, or rebuild with `{refresh}`",
             code=MISSING,
         )
     if found is not None and has_progress(checkpoint) and found.stateful != expected.stateful:
@@ -162,11 +172,14 @@ class Flow:
 
 @dataclass(frozen=True)
 class Behind:
-    """A table behind what ``flow``'s checkpoint recorded of it; ``flow`` must start over."""
+    """A table out of step with what ``flow``'s checkpoint recorded of it: behind it
+    (``TABLE_BEHIND``), or ahead of it, the checkpoint having gone back
+    (``CHECKPOINT_BEHIND_TABLE``)."""
 
     table: str
     flow: str
     reason: str
+    code: str = TABLE_BEHIND
 
 
 def lakehouse_flows(
@@ -258,6 +271,9 @@ def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
             continue
 
         done = log.rs_table(path).transaction_version(app_id)
+        if done is not None and done > last + 1:  # only the batch after ``last`` may be ahead
+            found.append(_checkpoint_behind(flow, name, path, app_id, last, done))
+            continue
         if done is not None and done >= last:
             continue
         holds = f"batches up to {done}" if done is not None else "no batch"
@@ -271,6 +287,28 @@ def _targets_behind(flow: Flow, tables: Mapping[str, AnyPath]) -> list[Behind]:
             )
         )
     return found
+
+
+def _checkpoint_behind(
+    flow: Flow, name: str, path: str, app_id: str, last: int, done: int
+) -> Behind:
+    """The table holds batches the checkpoint has not committed, beyond a replay's one: their
+    numbers would be planned again over other offsets and skipped as already written."""
+    version = replay.matching_version(path, app_id, last + 1)
+    matching = (
+        f" (table version {version} goes with the checkpoint)"
+        if version is not None and version >= 0
+        else ""
+    )
+    return Behind(
+        name,
+        flow.name,
+        f"the checkpoint of flow {flow.name!r} committed batches up to {last}, but table "
+        f"{name!r} holds batches up to {done} of it{matching}: the checkpoint went back (put "
+        "back from an older backup, its last batches deleted), and its next batches would be "
+        "skipped as already written",
+        code=replay.BEHIND,
+    )
 
 
 def _sources_behind(
@@ -343,8 +381,18 @@ def check_versions(
     flows = list(flows)
     refresh = list(refresh)
     behind = tables_behind(flows, tables, skip=refresh)
+    ahead = [b for b in behind if b.code == replay.BEHIND]
+    owner = {f.name: f.table for f in flows}
+    if ahead:
+        needed = refresh_closure(flows, tables, [owner[b.flow] for b in ahead])
+        raise DataLossRiskError(
+            "; ".join(b.reason for b in ahead),
+            fix="restore the checkpoint and the table together from the same backup, or the "
+            "table to the version that goes with the checkpoint (RESTORE TABLE ... TO VERSION "
+            f"AS OF n); or rebuild: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`",
+            code=replay.BEHIND,
+        )
     if behind:
-        owner = {f.name: f.table for f in flows}
         named = list(dict.fromkeys([*refresh, *(owner[b.flow] for b in behind)]))
         needed = refresh_closure(flows, tables, named)
         raise DataLossRiskError(
@@ -365,8 +413,11 @@ def check_versions(
 
 
 def _refresh_fix(needed: list[str], named: list[str]) -> str:
-    """The ``--full-refresh`` of ``needed``, saying which flows go only because they read past
-    the others (``named``: the asked and the behind ones)."""
+    """What to do, keeping whatever is fine first: put back what the table lost (its log files,
+    or the table and its checkpoints from one backup), then, only if that cannot be had, the
+    ``--full-refresh`` of ``needed``, saying which flows go only because they read past the
+    others (``named``: the asked and the behind ones) and that a rebuild keeps only what the
+    sources still hold."""
     downstream = [n for n in needed if n not in named]
     also = (
         f" ({', '.join(downstream)} read past what the rebuilt tables will hold, so they go too)"
@@ -374,9 +425,11 @@ def _refresh_fix(needed: list[str], named: list[str]) -> str:
         else ""
     )
     return (
-        "rebuild the affected tables from their sources"
-        f"{also}: `lakefeed run PIPELINE --full-refresh {','.join(needed)}`; or restore the "
-        "tables' missing log files and run again"
+        "restore the table's missing log files, or restore the table together with the "
+        "flow's checkpoint (checkpoints/<flow>) from the same backup, and run again; only if "
+        "neither can be had, rebuild the affected tables from their sources (rows the sources "
+        f"no longer hold are lost){also}: `lakefeed run PIPELINE --full-refresh "
+        f"{','.join(needed)}`"
     )
 
 
@@ -389,6 +442,14 @@ def flows_started(table: AnyPath) -> list[str]:
     """The append flows that have started writing ``table`` (gone with the table)."""
     path = table / FLOWS_FILE
     return list(json.loads(path.read_text())) if path.is_file() else []
+
+
+def forget_flows(table: AnyPath, flows: Iterable[str]) -> None:
+    """``flows`` start over on purpose (a full refresh of the sink they fill)."""
+    started = flows_started(table)
+    kept = [f for f in started if f not in set(flows)]
+    if kept != started:
+        write_bytes(str(table / FLOWS_FILE), json.dumps(kept).encode())
 
 
 def record_flow(table: AnyPath, flow: str) -> None:

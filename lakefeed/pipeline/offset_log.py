@@ -9,6 +9,7 @@ the commit log.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +32,17 @@ class Batch:
 def query_id(checkpoint: Location) -> str | None:
     """The query id in ``<checkpoint>/metadata`` (written when the query first starts, kept
     across restarts): the app id sinks record with each batch so a replay is a no-op."""
-    location = str(checkpoint)
-    if not is_object_store(location) and ("://" in location or location.startswith("file:")):
-        location = unquote(urlparse(location).path)
-    path = as_path(location) / "metadata"
+    path = as_path(_local(str(checkpoint))) / "metadata"
     if not path.is_file():
         return None
     return str(json.loads(path.read_text().splitlines()[0])["id"])
+
+
+def _local(location: str) -> str:
+    """A ``file:`` URI as a path (Spark hands checkpoint locations over either way)."""
+    if not is_object_store(location) and ("://" in location or location.startswith("file:")):
+        return unquote(urlparse(location).path)
+    return location
 
 
 def running_query_id(checkpoint: Location) -> str:
@@ -71,6 +76,17 @@ def read_batch(checkpoint: AnyPath, batch_id: int) -> Batch | None:
     metadata = json.loads(lines[1])
     offsets = tuple(None if line == "-" else json.loads(line) for line in lines[2:])
     return Batch(batch_id, int(metadata.get("batchWatermarkMs", 0)), offsets)
+
+
+def fingerprint(checkpoint: Location, batch_id: int) -> str | None:
+    """A hash of batch ``batch_id``'s source offsets (its ``offsets/N`` lines after the
+    metadata, which holds the planning time): equal for a batch Spark replays, different for
+    a batch planned again over a grown source. None when the log holds no such batch."""
+    path = as_path(_local(str(checkpoint))) / "offsets" / str(batch_id)
+    if not path.is_file():
+        return None
+    sources = "\n".join(line.strip() for line in path.read_text().splitlines()[2:])
+    return hashlib.sha256(sources.encode()).hexdigest()[:32]
 
 
 def last_committed(checkpoint: AnyPath) -> Batch | None:

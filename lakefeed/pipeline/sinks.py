@@ -34,6 +34,8 @@ from lakefeed.scoped import bound
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakefeed.lakehouse import Lakehouse
+
 SINK_FORMAT = register_code("SINK_FORMAT", PipelineDefinitionError)
 SINK_OPTION = register_code("SINK_OPTION", ConfigError)
 SINK_READ = register_code("SINK_READ", PipelineDefinitionError)
@@ -88,6 +90,11 @@ class Sink:
         """The lakehouse table it writes by name (a Delta sink's ``tableName``), if any."""
         side = self.connector_sink
         return side.table(self.options) if side is not None else None
+
+    def delta_root(self, lakehouse: Lakehouse) -> str | None:
+        """The Delta table it writes, when the checkpoint guard can look into it."""
+        side = self.connector_sink
+        return side.delta_root(self.options, lakehouse) if side is not None else None
 
     @property
     def upserts(self) -> bool:

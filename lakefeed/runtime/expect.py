@@ -113,10 +113,11 @@ class TableWriter:
         """Rows of batch ``batch_id`` to the table (or to a ``side`` table, unpartitioned) in
         the flow's output mode: a complete-mode flow replaces what it wrote before."""
         mode = "overwrite" if self.output_mode == "complete" else "append"
+        offsets = offset_log.fingerprint(self.checkpoint, batch_id)
         if side is None:
-            write_batch(df, self.target, mode, app_id, batch_id, self.partition_cols)
+            write_batch(df, self.target, mode, app_id, batch_id, self.partition_cols, offsets)
         else:
-            write_batch(df, side, mode, app_id, batch_id, [])
+            write_batch(df, side, mode, app_id, batch_id, [], offsets)
 
 
 @dataclass
@@ -139,10 +140,18 @@ class QuarantineWriter:
 
 
 def write_batch(
-    df: DataFrame, path: str, mode: str, app_id: str, batch_id: int, partition_cols: list[str]
+    df: DataFrame,
+    path: str,
+    mode: str,
+    app_id: str,
+    batch_id: int,
+    partition_cols: list[str],
+    offsets: str | None = None,
 ) -> None:
-    """One batch to a Delta table, idempotent by (query id, batch id)."""
+    """One batch to a Delta table, idempotent by (query id, batch id); ``offsets``: the batch's
+    source offsets hash, recorded with the commit and compared if the batch is skipped."""
     from lakefeed.connectors import delta
+    from lakefeed.connectors.delta.replay import OFFSETS
 
     delta.write(
         df,
@@ -152,4 +161,5 @@ def write_batch(
         txnAppId=app_id,
         txnVersion=str(batch_id),
         mergeSchema="true",
+        **({OFFSETS: offsets} if offsets else {}),
     )

@@ -173,7 +173,8 @@ class LateRowsWriter:
         if files:
             late = batch.sparkSession.read.parquet(*files)
             app_id = offset_log.running_query_id(self.checkpoint)
-            expect.write_batch(late, self.late_table, "append", app_id, batch_id, [])
+            offsets = offset_log.fingerprint(self.checkpoint, batch_id)
+            expect.write_batch(late, self.late_table, "append", app_id, batch_id, [], offsets)
             rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
             self.events.emit(
                 "late_rows",

@@ -60,7 +60,7 @@ from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
-from lakefeed.storage import remove_tree
+from lakefeed.storage import AnyPath, as_path, remove_tree
 
 log = get_logger(__name__)
 
@@ -71,15 +71,27 @@ ONCE_DONE = "_lakefeed_once_done"  # in a once flow's checkpoint folder: it has 
 def orphaned_rows(pipeline: Pipeline, lakehouse: Lakehouse, dataset: Dataset, flow: str) -> bool:
     """Rows in the target that a missing checkpoint of ``flow`` would duplicate. A new
     append flow into a table its other flows fill starts from its source's start by design;
-    one that has written the table before (or a table no flow has progress for) has not."""
-    table = lakehouse.table_path(dataset.name)
-    if not delta_table.has_rows(str(table)):
+    one that has written the table before (or a table no flow has progress for) has not. A
+    sink may hold rows of other writers: only a flow that has written it counts."""
+    table = written_table(lakehouse, dataset)
+    if table is None or not delta_table.has_rows(str(table)):
         return False
+    if dataset.sink is not None:
+        return flow in guard.flows_started(table)
     if not dataset.declared:
         return True
     siblings = [lakehouse.checkpoint_path(f) for f in pipeline.flow_names(dataset)]
     started = any(guard.has_progress(c) or (c / ONCE_DONE).exists() for c in siblings)
     return flow in guard.flows_started(table) or not started
+
+
+def written_table(lakehouse: Lakehouse, dataset: Dataset) -> AnyPath | None:
+    """The Delta table ``dataset``'s flows fill: its own, or a sink's when the guard can look
+    into it (a Delta sink); None for other sinks."""
+    if dataset.sink is None:
+        return lakehouse.table_path(dataset.name)
+    root = dataset.sink.delta_root(lakehouse)
+    return as_path(root) if root is not None else None
 
 
 @dataclass
@@ -282,8 +294,12 @@ class PipelineRunner:
         targets = [name, *dataset.side_tables]
         for target in targets:
             remove_tree(str(self.lakehouse.table_path(target)))
-        for flow in self.pipeline.flow_names(dataset):
+        flows = self.pipeline.flow_names(dataset)
+        for flow in flows:
             remove_tree(str(self.lakehouse.checkpoint_path(flow)))
+        sink = written_table(self.lakehouse, dataset) if dataset.sink is not None else None
+        if sink is not None:  # its flows start over, on purpose: not a lost checkpoint
+            guard.forget_flows(sink, flows)
         self.events.emit(
             "flow_stop",
             f"{name}: reset for full refresh",
@@ -451,12 +467,14 @@ class PipelineRunner:
             )
         try:
             check_checkpoint_files(checkpoint, flow, refresh)
-            guard.check(checkpoint, identity, self._orphaned_rows(dataset, flow))
+            orphaned = self._orphaned_rows(dataset, flow)
+            guard.check(checkpoint, identity, orphaned, sink=dataset.sink is not None)
         except (guard.GuardError, CheckpointError) as error:
             return [str(error)]
         guard.write_identity(checkpoint, identity)
-        if dataset.declared and dataset.stored:
-            guard.record_flow(self.lakehouse.table_path(dataset.name), flow)
+        written = written_table(self.lakehouse, dataset)
+        if written is not None and (dataset.declared or dataset.sink is not None):
+            guard.record_flow(written, flow)
         return []
 
     def _orphaned_rows(self, dataset: Dataset, flow: str) -> bool:

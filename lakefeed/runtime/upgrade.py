@@ -106,7 +106,7 @@ def _guard_refusal(
     """The checkpoint guard's own answer, as ``run`` would give it before starting."""
     identity = guard.Identity("", flow, dataset.name, plan.facts.stateful)
     try:
-        guard.check(checkpoint, identity, orphaned)
+        guard.check(checkpoint, identity, orphaned, sink=dataset.sink is not None)
     except guard.GuardError as error:
         if code_of(error) in _MOVABLE and rows == 0:
             return FlowChange(

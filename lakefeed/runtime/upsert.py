@@ -34,6 +34,6 @@ class KeyedUpsert:
             .merge(batch.alias("s"), condition)
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
-            .withTransaction(app_id, batch_id)
+            .withTransaction(app_id, batch_id, offset_log.fingerprint(self.checkpoint, batch_id))
             .execute()
         )

@@ -208,6 +208,59 @@ def test_stream_commit_is_idempotent_and_cleans_uncommitted_attempts(tmp_path: P
     assert f'"appId":"{APP}"' in commit_json and '"version":1' in commit_json
 
 
+def _batch_commit(root: Path, batch_id: int, ids: range, offsets: str) -> commit.CommitResult:
+    """Batch ``batch_id`` of stream APP over source ``offsets`` (their hash)."""
+    written = files.write_batches(
+        str(root), iter([_batch(ids)]), (), files.stream_file_prefix(APP, batch_id) + "00000-"
+    )
+    write = commit.WriteSpec(str(root), "append", (), source_offsets=offsets)
+    return commit.commit_stream_batch(write, written, _batch(ids).schema, APP, batch_id)
+
+
+def test_a_batch_held_over_other_offsets_is_a_checkpoint_behind_its_table(
+    tmp_path: Path,
+) -> None:
+    """A replay (same batch, same offsets) is skipped; the same batch id planned again over a
+    grown source (a checkpoint restored from a backup, its last batch deleted), or an older
+    batch, is refused before it commits, naming the table version the checkpoint matches."""
+    root = tmp_path / "t"
+    _batch_commit(root, 0, range(3), "files-1-3")
+    _batch_commit(root, 1, range(3, 5), "files-4-5")
+    assert _batch_commit(root, 1, range(3, 5), "files-4-5").skipped  # a replay
+    with pytest.raises(DataLossRiskError) as refused:
+        _batch_commit(root, 1, range(3, 7), "files-4-7")
+    assert refused.value.code == "CHECKPOINT_BEHIND_TABLE"
+    assert "TO VERSION AS OF 0" in str(refused.value.fix)  # version 0 holds batch 0
+    with pytest.raises(DataLossRiskError, match="holds batches up to 1") as older:
+        _batch_commit(root, 0, range(3), "files-1-3")
+    assert older.value.code == "CHECKPOINT_BEHIND_TABLE"
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("id").to_pylist()) == list(
+        range(5)
+    )
+    _batch_commit(root, 2, range(5, 7), "files-6-7")  # the next batch goes on as ever
+    info = DeltaTable(str(root)).history(1)[0]
+    assert info["lakefeed.sourceOffsets"] == "files-6-7"
+    # A batch without rows (an expectation dropped them all) still records its txn.
+    empty = commit.WriteSpec(str(root), "append", (), source_offsets="files-8")
+    commit.commit_stream_batch(empty, [], _batch(range(0)).schema, APP, 3)
+    assert DeltaTable(str(root)).transaction_version(APP) == 3
+
+
+def test_a_batch_fingerprint_is_its_source_offsets(tmp_path: Path) -> None:
+    from lakefeed.pipeline import offset_log
+
+    (tmp_path / "offsets").mkdir()
+    sources = ['{"sourceId":"a","index":5}', "-"]
+    for batch, planned_at in ((1, 100), (2, 200), (3, 300)):
+        index = 7 if batch == 3 else 5
+        meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": planned_at})
+        lines = ["v1", meta, sources[0].replace("5", str(index)), sources[1]]
+        (tmp_path / "offsets" / str(batch)).write_text("\n".join(lines))
+    first, again, grown = (offset_log.fingerprint(tmp_path, b) for b in (1, 2, 3))
+    assert first == again != grown  # planning time aside, same offsets, same hash
+    assert offset_log.fingerprint(tmp_path, 4) is None
+
+
 def test_foreign_files_are_never_removed(tmp_path: Path) -> None:
     root = tmp_path / "t"
     _stream_commit(root, 0, range(2))

@@ -196,6 +196,20 @@ def test_guard_refuses_missing_checkpoint_beside_rows(tmp_path: Path) -> None:
     guard.check(tmp_path / "none", me, target_has_rows=True, full_refresh=True)
 
 
+def test_guard_refuses_a_sink_flow_without_its_checkpoint(tmp_path: Path) -> None:
+    sink = tmp_path / "export"
+    guard.record_flow(sink, "to_export")
+    guard.record_flow(sink, "other")
+    assert guard.flows_started(sink) == ["to_export", "other"]
+    me = guard.Identity("p", "to_export", "export")
+    with pytest.raises(guard.GuardError) as refused:
+        guard.check(tmp_path / "none", me, target_has_rows=True, sink=True)
+    assert refused.value.code == "CHECKPOINT_MISSING" and "sink 'export'" in str(refused.value)
+    assert "empty the sink" in str(refused.value.fix)
+    guard.forget_flows(sink, ["to_export"])  # a full refresh of the sink: starting over is meant
+    assert guard.flows_started(sink) == ["other"]
+
+
 def test_guard_refuses_changed_state_and_foreign_checkpoints(tmp_path: Path) -> None:
     checkpoint = _checkpoint(tmp_path / "cp")
     guard.write_identity(checkpoint, guard.Identity("p", "gold", "gold", ["Aggregate [k]"]))
@@ -258,6 +272,47 @@ def test_version_guard_finds_tables_behind_checkpoints(tmp_path: Path) -> None:
         guard.check_versions([flow], tables, [])
     assert refused.value.code == "TABLE_BEHIND"
     guard.check_versions([flow], tables, ["silver"])  # its checkpoint goes with the refresh
+
+
+def test_a_batch_that_changed_nothing_still_records_its_txn(tmp_path: Path) -> None:
+    """A MERGE of stale changes commits nothing in delta-rs: ``record_txn`` leaves the batch's
+    txn in an empty commit, so the guard does not take the table for one whose log went back."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    from lakefeed.connectors.delta import commit
+
+    target = tmp_path / "silver"
+    _commits(target, 1, app_id="query-1")  # batch 0
+    flow = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp", 2, {}), ("silver",))
+    table = DeltaTable(str(target))
+    properties = CommitProperties(app_transactions=[Transaction("query-1", 1)])
+    stale = pa.table({"x": pa.array([], pa.int64())})
+    merge = table.merge(
+        stale, "t.x = s.x", source_alias="s", target_alias="t", commit_properties=properties
+    )
+    merge.when_matched_update_all().execute()
+    assert table.version() == 0  # delta-rs wrote nothing, not even the txn
+    assert "holds batches up to 0" in guard.tables_behind([flow], {"silver": target})[0].reason
+    commit.record_txn(table, properties)
+    assert DeltaTable(str(target)).transaction_version("query-1") == 1
+    assert guard.tables_behind([flow], {"silver": target}) == []
+
+
+def test_version_guard_finds_a_checkpoint_behind_its_table(tmp_path: Path) -> None:
+    """The table holds batches 0-2; a checkpoint that committed batch 1 may be replaying
+    batch 2 (told apart at write time), one that committed only batch 0 went back."""
+    target = tmp_path / "silver"
+    _commits(target, 3, app_id="query-1")
+    replaying = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp2", 2, {}), ("silver",))
+    guard.check_versions([replaying], {"silver": target}, [])
+    restored = guard.Flow("silver", _stream_checkpoint(tmp_path / "cp1", 1, {}), ("silver",))
+    with pytest.raises(DataLossRiskError) as refused:
+        guard.check_versions([restored], {"silver": target}, [])
+    assert refused.value.code == "CHECKPOINT_BEHIND_TABLE"
+    assert "holds batches up to 2" in str(refused.value)
+    assert "table version 0 goes with the checkpoint" in str(refused.value)
+    assert "--full-refresh silver`" in str(refused.value.fix)
 
 
 # -- decorators, loader, context

@@ -27,7 +27,7 @@ from deltalake.transaction import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log, manifest
+from lakefeed.connectors.delta import log, manifest, replay
 from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.connectors.delta.schema import (
     SchemaMismatchError,
@@ -61,10 +61,13 @@ class WriteSpec:
     operation: str = "WRITE"
     generated: tuple[tuple[str, str], ...] = ()  # (column, expression): generated.apply
     user_metadata: str | None = None  # the userMetadata option: commitInfo.userMetadata
+    source_offsets: str | None = None  # a stream batch's source offsets hash (see .replay)
 
     def commit_info(self) -> dict[str, str]:
         """What the write adds to its commitInfo (delta-rs writes these keys at its top)."""
         given = {"userMetadata": self.user_metadata} if self.user_metadata is not None else {}
+        if self.source_offsets is not None:
+            given[replay.OFFSETS] = self.source_offsets
         return {**given, "engineInfo_lakefeed": "lakefeed"}
 
 
@@ -191,7 +194,7 @@ def commit_files(
             if table is None:
                 raise
             # Another writer created the table first: commit against it like any append.
-    if txn is not None and opened.committed(txn):
+    if txn is not None and opened.committed(txn, spec.source_offsets):
         return CommitResult(None, skipped=True)
     current = table_arrow_schema(table.schema())
     if spec.mode == "overwrite" and spec.overwrite_schema:
@@ -219,6 +222,22 @@ def commit_files(
     opened.note_commit(txn)
     manifest.after_commit(spec.root, table.metadata().configuration, table.version(), opened.latest)
     return CommitResult(table.version() + 1)
+
+
+def record_txn(table: DeltaTable, properties: CommitProperties) -> None:
+    """An otherwise empty commit carrying ``properties``' ``txn``: a batch that rightly changed
+    nothing (a MERGE of stale CDC changes, of no rows) still records that it ran, as
+    delta-spark's sink commits every batch's ``SetTransaction``. Without it the table's txn stays
+    at an older batch than the checkpoint's, which the checkpoint guard cannot tell from a table
+    whose log went back."""
+    table.create_write_transaction(
+        [],
+        "append",
+        schema=table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=properties,
+        post_commithook_properties=post_commit_hooks(table),
+    )
 
 
 def post_commit_hooks(table: DeltaTable) -> PostCommitHookProperties:
@@ -283,19 +302,12 @@ def commit_stream_batch(
     return CommitResult(result.version, result.skipped, removed)
 
 
-def _committed_paths(root: str, app_id: str, batch_id: int, scan: int = 200) -> set[str] | None:
+def _committed_paths(root: str, app_id: str, batch_id: int) -> set[str] | None:
     """Local paths the commit carrying txn(app_id, batch_id) added; None if not found."""
-    newest = log.latest_version(root)
-    if newest is None:
+    found = log.txn_commit(root, app_id, batch_id)
+    if found is None:
         return None
-    for version in range(newest, max(-1, newest - scan), -1):
-        actions = log.commit_actions(root, version)
-        if actions is None:
-            return None
-        txns = [a["txn"] for a in actions if "txn" in a]
-        if any(t.get("appId") == app_id and t.get("version") == batch_id for t in txns):
-            return {_norm(local_path(root, a["add"]["path"])) for a in actions if "add" in a}
-    return None
+    return {_norm(local_path(root, a["add"]["path"])) for a in found[1] if "add" in a}
 
 
 def remove_uncommitted(

@@ -11,7 +11,7 @@ import functools
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -57,6 +57,7 @@ from lakefeed.connectors.delta import (
     log,
     offsets,
     pruning,
+    replay,
     spark_read,
 )
 from lakefeed.connectors.delta.files import (
@@ -198,7 +199,8 @@ class DeltaDataSource(DataSource):
         snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
         generated.refuse_python_sink(spec.generated, spec.root)
-        return DeltaStreamWriter(spec, schema, app_id)
+        checkpoint = str(_options(self.options).get("checkpointLocation"))
+        return DeltaStreamWriter(spec, schema, app_id, checkpoint)
 
 
 # ---------------------------------------------------------------- writing
@@ -234,6 +236,7 @@ def write_spec(
         operation=operation,
         generated=computed,
         user_metadata=opts.get("userMetadata"),
+        source_offsets=opts.get(replay.OFFSETS),
     )
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema
@@ -334,11 +337,14 @@ class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
 
 
 class DeltaStreamWriter(storage.CarriesSettings, DataSourceStreamArrowWriter):
-    def __init__(self, spec: commit.WriteSpec, schema: StructType, app_id: str) -> None:
+    def __init__(
+        self, spec: commit.WriteSpec, schema: StructType, app_id: str, checkpoint: str
+    ) -> None:
         self.carry(spec.root)
         self.spec = spec
         self.schema = schema
         self.app_id = app_id
+        self.checkpoint = checkpoint
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaCommitMessage:
         partition, batch = _task_ids()
@@ -348,8 +354,9 @@ class DeltaStreamWriter(storage.CarriesSettings, DataSourceStreamArrowWriter):
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        fingerprint = offset_log.fingerprint(self.checkpoint, batchId)
         commit.commit_stream_batch(
-            self.spec,
+            replace(self.spec, source_offsets=fingerprint),
             _collect(messages),
             to_arrow_schema(self.schema, timezone="UTC"),
             self.app_id,

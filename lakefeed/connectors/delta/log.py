@@ -111,6 +111,26 @@ def commit_actions(root: str, version: int) -> list[dict[str, Any]] | None:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def txn_commit(
+    root: str, app_id: str, txn_version: int, scan: int = 200
+) -> tuple[int, list[dict[str, Any]]] | None:
+    """The table version whose commit carries ``txn(app_id, txn_version)``, with its actions,
+    looked for among the newest ``scan`` JSON commits; None when not found there (or cleaned
+    up)."""
+    newest = latest_version(root)
+    if newest is None:
+        return None
+    for version in range(newest, max(-1, newest - scan), -1):
+        actions = commit_actions(root, version)
+        if actions is None:
+            return None
+        for action in actions:
+            txn = action.get("txn") or {}
+            if txn.get("appId") == app_id and txn.get("version") == txn_version:
+                return version, actions
+    return None
+
+
 def read_commit(root: str, version: int) -> Commit | None:
     """The commit at ``version``, or None when its JSON file is gone (log cleanup)."""
     actions = commit_actions(root, version)

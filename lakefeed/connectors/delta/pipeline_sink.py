@@ -43,6 +43,9 @@ class DeltaSink(ConnectorSink):
     def table(self, options: Mapping[str, str]) -> str | None:
         return Options(options).get("tableName") or None
 
+    def delta_root(self, options: Mapping[str, str], lakehouse: Lakehouse) -> str | None:
+        return table_path(options, lakehouse)
+
     def write_stream(
         self,
         frame: DataFrame,

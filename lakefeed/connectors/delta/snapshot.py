@@ -42,7 +42,7 @@ from collections import OrderedDict
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from lakefeed.connectors.delta import log
+from lakefeed.connectors.delta import log, replay
 from lakefeed.errors import DataLossRiskError, register_code
 
 KEPT = 64
@@ -148,10 +148,12 @@ class Snapshot:
             )
         return found
 
-    def committed(self, txn: tuple[str, int]) -> bool:
+    def committed(self, txn: tuple[str, int], offsets: str | None = None) -> bool:
         """Whether the table as :meth:`latest` last saw it holds ``txn`` (app id, version) or a
-        later one."""
+        later one. A stream's batch passes its source ``offsets``: a batch the table holds
+        under other offsets is a checkpoint behind its table, refused (:mod:`.replay`)."""
         done = self.transaction_version(txn[0])
+        replay.check(self.root, txn[0], txn[1], done, offsets)
         return done is not None and done >= txn[1]
 
     def _follow(self, newest: int) -> bool:

@@ -21,6 +21,7 @@ import json
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -52,6 +53,7 @@ from lakefeed.connectors.delta.files import (
 )
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
 from lakefeed.connectors.delta.stats import footer_stats
+from lakefeed.pipeline import offset_log
 
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 TIMESTAMP_MICROS = "TIMESTAMP_MICROS"
@@ -144,19 +146,20 @@ class SparkFilesSink:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         first = self.app_id is None
         app_id = self.app_id or self._first_batch()
-        if _committed(for_stream(self.spec.root, app_id), (app_id, batch_id)):
+        spec = replace(self.spec, source_offsets=offset_log.fingerprint(self.checkpoint, batch_id))
+        if _committed(for_stream(spec.root, app_id), (app_id, batch_id), spec):
             # A replay after a crash between the Delta commit and Spark's commit log: nothing to
             # write, but files an earlier attempt adopted and never committed go now (the
             # commit skips on its txn, then removes them).
             schema = to_arrow_schema(frame.schema, timezone="UTC")
-            commit.commit_stream_batch(self.spec, [], schema, app_id, batch_id, refresh=False)
+            commit.commit_stream_batch(spec, [], schema, app_id, batch_id, refresh=False)
             return
         prefix = stream_file_prefix(app_id, batch_id)
-        files, schema = _write(frame, self.spec, app_tag(app_id), prefix)
+        files, schema = _write(frame, spec, app_tag(app_id), prefix)
         # The replay check above brought the table up to date: the commit goes against that
         # version (delta-rs checks whatever was committed since) without a second listing.
         commit.commit_stream_batch(
-            self.spec, files, schema, app_id, batch_id, sweep=first, refresh=False
+            spec, files, schema, app_id, batch_id, sweep=first, refresh=False
         )
 
     def _first_batch(self) -> str:
@@ -181,7 +184,7 @@ def write_batch(
     the table as the write's checks opened it (one log load per write).
     """
     snapshot = snapshot or Snapshot(spec.root)
-    if txn is not None and _committed(snapshot, txn):
+    if txn is not None and _committed(snapshot, txn, spec):
         return  # the idempotent write (txnAppId/txnVersion) is already in the table
     files: list[WrittenFile] = []
     try:
@@ -279,10 +282,11 @@ def _staging_folder(root: str, tag: str) -> str:
     return storage.join(root, STAGING, f"{tag}-{uuid.uuid4().hex}")
 
 
-def _committed(snapshot: Snapshot, txn: tuple[str, int]) -> bool:
-    """Whether the table's newest version holds ``txn``: a replay writes nothing."""
+def _committed(snapshot: Snapshot, txn: tuple[str, int], spec: commit.WriteSpec) -> bool:
+    """Whether the table's newest version holds ``txn``: a replay writes nothing (a checkpoint
+    behind its table is refused here, before any file is written)."""
     snapshot.latest()
-    return snapshot.committed(txn)
+    return snapshot.committed(txn, spec.source_offsets)
 
 
 def _drop_staging(root: str, prefix: str) -> None:

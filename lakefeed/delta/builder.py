@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log, manifest, properties
+from lakefeed.connectors.delta import log, post_commit, properties
 from lakefeed.connectors.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.protocol import UNSUPPORTED, check_properties
 from lakefeed.delta.sql.parse import path_identifier
@@ -46,7 +46,7 @@ from lakefeed.delta.tables import (
     DeltaTableNotFoundError,
     _local,
     _table_path,
-    commit_properties,
+    commit_args,
     run_rs,
 )
 from lakefeed.errors import register_code
@@ -262,10 +262,10 @@ class DeltaTableBuilder:
                 configuration=self._properties or None,
                 storage_options=storage.delta_options(path),
                 raise_if_key_not_exists=False,
-                commit_properties=commit_properties(None),
+                **commit_args(None),
             ),
         )
-        manifest.after_commit(path, self._properties, before)
+        post_commit.run(path, self._properties, before + 1, before, lambda: log.rs_table(path))
         return DeltaTable.forPath(self._spark, path)
 
     def _target(self) -> tuple[str, bool]:

@@ -202,7 +202,7 @@ class DeltaMergeBuilder:
             "num_inserted_rows long",
         )
 
-    def _run(self, table: RsTable, properties: Any) -> dict[str, Any]:
+    def _run(self, table: RsTable, commit: dict[str, Any]) -> dict[str, Any]:
         source = self._source
         merger = table.merge(
             source if isinstance(source, pa.Table) else arrow_of(source),
@@ -210,7 +210,7 @@ class DeltaMergeBuilder:
             source_alias=self._source_alias,
             target_alias=self._target_alias,
             merge_schema=self._merge_schema,
-            commit_properties=properties,
+            **commit,
         )
         for method, arguments in self._clauses:
             merger = getattr(merger, method)(**arguments)

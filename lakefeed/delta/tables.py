@@ -38,7 +38,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed import storage
-from lakefeed.connectors.delta import commit, generated, log, manifest, replay
+from lakefeed.connectors.delta import (
+    commit,
+    constraints,
+    features,
+    generated,
+    log,
+    manifest,
+    post_commit,
+    replay,
+)
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.delta.exprs import Condition, Scope
@@ -58,6 +67,8 @@ LAKEHOUSE_CONF = "lakefeed.lakehouse"
 
 UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
 DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
+CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
+CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
 
 
 class DeltaTableNotFoundError(DeltaError):
@@ -114,6 +125,16 @@ def commit_properties(txn: Txn | None) -> CommitProperties:
     )
 
 
+def commit_args(txn: Txn | None) -> dict[str, Any]:
+    """The commit arguments of every delta-rs change: its properties, and no post-commit hooks
+    of delta-rs's (they raise after the commit: :mod:`lakefeed.connectors.delta.post_commit`
+    runs them without failing the change)."""
+    return {
+        "commit_properties": commit_properties(txn),
+        "post_commithook_properties": post_commit.NO_HOOKS,
+    }
+
+
 def run_rs(operation: str, root: str, call: Any) -> Any:
     """Run a delta-rs call, turning its errors into lakefeed's (with codes)."""
     from lakefeed.delta.merge import translate_merge_error
@@ -121,15 +142,29 @@ def run_rs(operation: str, root: str, call: Any) -> Any:
     try:
         return call()
     except CommitFailedError as error:
+        refused = features.translate_rs(error, root, operation)
+        if refused is not None:
+            raise refused from error
         raise ConflictError(
             f"{operation} on {root} conflicted with another commit: {error}",
             fix="retry; if a replayed stream batch raced its zombie, run one query per checkpoint",
         ) from error
     except RsDeltaError as error:
         translated = translate_merge_error(error) if operation == "MERGE" else None
+        translated = translated or _violation(error, root)
         raise translated or DeltaOperationError(
             f"{operation} on {root} failed in delta-rs: {error}"
         ) from error
+
+
+def _violation(error: RsDeltaError, root: str) -> DeltaError | None:
+    """delta-rs's failed constraint check as Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``
+    (naming the table's constraints, read only on this failure path)."""
+    if not constraints.rs_violation(error):
+        return None
+    table = log.rs_table(root)
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    return constraints.translate_rs(error, checks, root)
 
 
 def _flag(spark: SparkSession, name: str, default: bool) -> bool:
@@ -434,9 +469,7 @@ class DeltaTable:
         predicate = scope.sql(condition, "update condition")
         metrics = self._change(
             "UPDATE",
-            lambda table, props: table.update(
-                updates=updates, predicate=predicate, commit_properties=props
-            ),
+            lambda table, props: table.update(updates=updates, predicate=predicate, **props),
         )
         return metrics or {}
 
@@ -447,29 +480,79 @@ class DeltaTable:
     def _delete(self, condition: Condition | None) -> dict[str, Any]:
         """:meth:`delete`, returning delta-rs's metrics (SQL's ``DELETE`` shows them)."""
         predicate = Scope(self._spark, {None: self._schema()}).sql(condition, "delete condition")
-        metrics = self._change(
-            "DELETE", lambda table, props: table.delete(predicate, commit_properties=props)
-        )
+        metrics = self._change("DELETE", lambda table, props: table.delete(predicate, **props))
         return metrics or {}
+
+    def _add_constraint(self, name: str, expression: str) -> None:
+        """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``, as delta-spark: the name
+        is kept lower-cased, a name in use is refused, and so is a predicate that rows already
+        in the table break (counted by Spark: ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION``)."""
+        key = name.lower()
+        table = self._open()
+        existing = constraints.of_table(table.metadata().configuration, None)
+        old = next((e for n, e in existing if n.lower() == key), None)
+        if old is not None:
+            raise DeltaOperationError(
+                f"Constraint '{key}' already exists. Please delete the old constraint first.\n"
+                f"Old constraint:\n{old}",
+                fix=f"ALTER TABLE ... DROP CONSTRAINT {key}, then add the new one",
+                code=CONSTRAINT_EXISTS,
+            )
+        broken = self.toDF().where(f"NOT coalesce(({expression}), false)").count()
+        if broken:
+            raise DeltaError(
+                f"{broken} rows in {self._path} violate the new CHECK constraint ({expression})",
+                fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
+                "the constraint",
+                code=constraints.NEW_VIOLATION,
+            )
+        run_rs(
+            "ADD CONSTRAINT",
+            self._path,
+            lambda: table.alter.add_constraint({key: expression}, **commit_args(None)),
+        )
+
+    def _drop_constraint(self, name: str, if_exists: bool) -> None:
+        """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name``."""
+        table = self._open()
+        existing = constraints.of_table(table.metadata().configuration, None)
+        found = next((n for n, _ in existing if n.lower() == name.lower()), None)
+        if found is None:
+            if if_exists:
+                return
+            raise DeltaOperationError(
+                f"Cannot drop nonexistent constraint {name.lower()} from table {self._path}",
+                fix="give IF EXISTS to accept a missing constraint",
+                code=CONSTRAINT_MISSING,
+            )
+        run_rs(
+            "DROP CONSTRAINT",
+            self._path,
+            lambda: table.alter.drop_constraint(found, **commit_args(None)),
+        )
 
     def _change(self, operation: str, call: Any, txn: Txn | None = None) -> dict[str, Any] | None:
         """One idempotent delta-rs change; None when its transaction is already committed."""
         txn = txn or Txn.from_conf(self._spark)
         table = self._open()
         log.check_readable(table, self._path, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+        features.check_writable(table, self._path, operation)
         if operation in ("MERGE", "UPDATE"):
             _refuse_generated(operation, table)
         if txn is not None and txn.done(table, self._path):
             _reset_txn_conf(self._spark, txn)
             return None
         before = table.version()
-        properties = commit_properties(txn)
-        result = run_rs(operation, self._path, lambda: call(table, properties))
+        args = commit_args(txn)
+        result = run_rs(operation, self._path, lambda: call(table, args))
         if txn is not None and table.version() == before:  # delta-rs commits no empty change
+            properties = args["commit_properties"]
             run_rs(operation, self._path, lambda: commit.record_txn(table, properties))
         _reset_txn_conf(self._spark, txn)
         # delta-rs's operations leave their handle at the version they committed
-        manifest.after_commit(self._path, table.metadata().configuration, before, lambda: table)
+        if table.version() > before:
+            configuration = table.metadata().configuration
+            post_commit.run(self._path, configuration, table.version(), before, lambda: table)
         return dict(result)
 
     # ------------------------------------------------------------------ table utilities
@@ -542,7 +625,7 @@ class DeltaTable:
     def _restore(self, target: int | dt.datetime) -> DataFrame:
         metrics = self._change(
             "RESTORE",
-            lambda table, props: table.restore(target, commit_properties=props),
+            lambda table, props: table.restore(target, **props),
         )
         metrics = metrics or {}
         after = housekeeping.info(self._path)
@@ -640,16 +723,14 @@ class DeltaOptimizeBuilder:
 
     def executeCompaction(self) -> DataFrame:
         return self._run(
-            lambda table, props: table.optimize.compact(
-                partition_filters=self._filters, commit_properties=props
-            )
+            lambda table, props: table.optimize.compact(partition_filters=self._filters, **props)
         )
 
     def executeZOrderBy(self, *columns: str | list[str]) -> DataFrame:
         names = [c for item in columns for c in ([item] if isinstance(item, str) else item)]
         return self._run(
             lambda table, props: table.optimize.z_order(
-                names, partition_filters=self._filters, commit_properties=props
+                names, partition_filters=self._filters, **props
             )
         )
 

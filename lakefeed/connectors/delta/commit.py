@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable, PostCommitHookProperties
+from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import (
@@ -27,7 +27,7 @@ from deltalake.transaction import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import log, manifest, replay
+from lakefeed.connectors.delta import constraints, features, log, post_commit, replay
 from lakefeed.connectors.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.connectors.delta.schema import (
     SchemaMismatchError,
@@ -36,11 +36,11 @@ from lakefeed.connectors.delta.schema import (
     table_arrow_schema,
 )
 from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
-from lakefeed.errors import ConflictError, register_code
+from lakefeed.errors import ConflictError, DeltaError, register_code
 
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
 MISSING_NOT_NULL = register_code("DELTA_MISSING_NOT_NULL_COLUMN_VALUE", SchemaMismatchError)
+CONSTRAINTS_CHANGED = register_code("DELTA_CONSTRAINTS_CHANGED", ConflictError)
 PARTITION_NOT_FOUND = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", SchemaMismatchError)
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
@@ -60,6 +60,7 @@ class WriteSpec:
     overwrite_schema: bool = False
     operation: str = "WRITE"
     generated: tuple[tuple[str, str], ...] = ()  # (column, expression): generated.apply
+    checks: tuple[tuple[str, str], ...] = ()  # (name, predicate): constraints.apply
     user_metadata: str | None = None  # the userMetadata option: commitInfo.userMetadata
     source_offsets: str | None = None  # a stream batch's source offsets hash (see .replay)
 
@@ -76,6 +77,7 @@ class CommitResult:
     version: int | None  # the new table version; None when skipped
     skipped: bool = False
     removed_orphans: int = 0
+    deferred: tuple[post_commit.Deferred, ...] = ()  # post-commit steps that failed
 
 
 def resolve_partitioning(
@@ -145,6 +147,20 @@ def check_not_null(table: pa.Schema, files: Sequence[WrittenFile], root: str) ->
                 )
 
 
+def check_constraints_known(spec: WriteSpec, table: DeltaTable) -> None:
+    """Refuse to commit files checked against fewer constraints than the table now has (one was
+    added while they were written): a retry writes them again under the new ones."""
+    now = constraints.of_table(table.metadata().configuration, table.schema())
+    added = [name for name, predicate in now if (name, predicate) not in spec.checks]
+    if added and not (spec.mode == "overwrite" and spec.overwrite_schema):
+        raise ConflictError(
+            f"the Delta table {spec.root} got CHECK constraints ({', '.join(added)}) while this "
+            "write's rows were checked against the earlier ones",
+            fix="retry the write: it checks the rows against the table's constraints of now",
+            code=CONSTRAINTS_CHANGED,
+        )
+
+
 def _actions(files: Sequence[WrittenFile]) -> list[AddAction]:
     return [
         AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
@@ -176,26 +192,18 @@ def commit_files(
     opened = snapshot or Snapshot(spec.root)
     table = opened.for_commit(refresh)
     if table is None:
-        schema = as_nullable(data_schema)
-        try:
-            create_table_with_add_actions(
-                spec.root,
-                DeltaSchema.from_arrow(schema),
-                _actions(files),
-                mode="append",
-                partition_by=list(spec.partition_by) or None,
-                storage_options=storage.delta_options(spec.root),
-                commit_properties=properties,
-            )
+        created = _create(spec, files, data_schema, properties, txn)
+        if created is not None:
             opened.note_commit(txn)
-            return CommitResult(0)
-        except Exception:
-            table = opened.latest()
-            if table is None:
-                raise
-            # Another writer created the table first: commit against it like any append.
+            return _after(spec.root, created, opened, {})
+        # Another writer created the table first: commit against it like any append.
+        table = opened.latest()
+        if table is None:
+            raise DeltaError(f"the Delta table {spec.root} vanished while it was created")
     if txn is not None and opened.committed(txn, spec.source_offsets):
         return CommitResult(None, skipped=True)
+    features.check_writable(table, spec.root, spec.operation)
+    check_constraints_known(spec, table)
     current = table_arrow_schema(table.schema())
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
@@ -207,21 +215,29 @@ def commit_files(
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
             # in between leaves new, empty columns, which readers take as nulls).
             added = DeltaSchema.from_arrow(pa.schema(list(schema)[len(current) :]))
-            table.alter.add_columns(list(added.fields))
+            table.alter.add_columns(
+                list(added.fields), post_commithook_properties=post_commit.NO_HOOKS
+            )
             table.update_incremental()
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
-    table.create_write_transaction(
-        list[AddAction | RemoveAction](_actions(files)),
-        spec.mode,
-        schema=schema,
-        partition_by=list(spec.partition_by) or None,
-        commit_properties=properties,
-        post_commithook_properties=post_commit_hooks(table),
+    before = table.version()
+    version = _committed(
+        spec.root,
+        before,
+        files,
+        txn,
+        lambda: table.create_write_transaction(
+            list[AddAction | RemoveAction](_actions(files)),
+            spec.mode,
+            schema=schema,
+            partition_by=list(spec.partition_by) or None,
+            commit_properties=properties,
+            post_commithook_properties=post_commit.NO_HOOKS,
+        ),
     )
     opened.note_commit(txn)
-    manifest.after_commit(spec.root, table.metadata().configuration, table.version(), opened.latest)
-    return CommitResult(table.version() + 1)
+    return _after(spec.root, version, opened, table.metadata().configuration, before)
 
 
 def record_txn(table: DeltaTable, properties: CommitProperties) -> None:
@@ -236,23 +252,74 @@ def record_txn(table: DeltaTable, properties: CommitProperties) -> None:
         schema=table.schema(),
         partition_by=list(table.metadata().partition_columns) or None,
         commit_properties=properties,
-        post_commithook_properties=post_commit_hooks(table),
+        post_commithook_properties=post_commit.NO_HOOKS,  # a checkpoint due waits for a write
     )
 
 
-def post_commit_hooks(table: DeltaTable) -> PostCommitHookProperties:
-    """delta-rs's hooks after a commit on ``table``'s next version: expired log files are looked
-    for only when that version also gets a checkpoint, as delta-spark does.
+def _create(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    properties: CommitProperties,
+    txn: tuple[str, int] | None,
+) -> int | None:
+    """Create the table with ``files`` as its version 0; None when another writer's table is
+    there first (the log, not the error, says whose version 0 it is)."""
+    try:
+        return _committed(
+            spec.root,
+            -1,
+            files,
+            txn,
+            lambda: create_table_with_add_actions(
+                spec.root,
+                DeltaSchema.from_arrow(as_nullable(data_schema)),
+                _actions(files),
+                mode="append",
+                partition_by=list(spec.partition_by) or None,
+                storage_options=storage.delta_options(spec.root),
+                commit_properties=properties,
+                post_commithook_properties=post_commit.NO_HOOKS,
+            ),
+        )
+    except Exception:
+        if log.latest_version(spec.root) is None:
+            raise
+        return None
 
-    delta-rs otherwise lists the whole ``_delta_log`` after every commit (measured against
-    moto: one LIST per commit), and the folder keeps ``delta.logRetentionDuration`` (30 days)
-    of commits: a stream committing every few seconds would list hundreds of thousands of keys
-    per micro-batch. Expired files can only go at a checkpoint anyway (they must be older than
-    the newest checkpoint).
-    """
-    interval = int(table.metadata().configuration.get(CHECKPOINT_INTERVAL) or 100)
-    at_checkpoint = (table.version() + 1) % interval == 0
-    return PostCommitHookProperties(cleanup_expired_logs=None if at_checkpoint else False)
+
+def _committed(
+    root: str,
+    before: int,
+    files: Sequence[WrittenFile],
+    txn: tuple[str, int] | None,
+    call: Callable[[], object],
+) -> int:
+    """Run the commit ``call`` made on version ``before``; the version it committed. A call that
+    raises committed nonetheless when the log holds the write (:func:`post_commit.landed`):
+    then the write goes on (its files must stay), with a warning; else the error escapes."""
+    try:
+        call()
+    except Exception as error:
+        version = post_commit.landed(root, before, [f.path for f in files], txn)
+        if version is None:
+            raise
+        post_commit.Deferred("commit", root, version, f"{type(error).__name__}: {error}").report()
+        return version
+    return before + 1
+
+
+def _after(
+    root: str,
+    version: int,
+    opened: Snapshot,
+    configuration: Mapping[str, str],
+    since: int = -1,
+) -> CommitResult:
+    """The hooks after a commit (:mod:`~lakefeed.connectors.delta.post_commit`): they never
+    fail it; what they defer is in the result."""
+    deferred = post_commit.run(root, configuration, version, since, opened.latest)
+    return CommitResult(version, deferred=deferred)
 
 
 def commit_stream_batch(
@@ -283,6 +350,9 @@ def commit_stream_batch(
             refresh=refresh,
         )
     except CommitFailedError as error:
+        refused = features.translate_rs(error, spec.root, spec.operation)
+        if refused is not None:
+            raise refused from error
         raise ConflictError(
             f"commit of batch {batch_id} to {spec.root} failed: {error}",
             fix="another query with the same checkpoint may be writing to this table: run one "
@@ -293,13 +363,20 @@ def commit_stream_batch(
             hook(spec.root, batch_id)
     if not sweep:
         return result
-    keep = (
-        {_norm(storage.join(spec.root, f.path)) for f in files}
-        if not result.skipped
-        else _committed_paths(spec.root, app_id, batch_id)
-    )
-    removed = remove_uncommitted(spec.root, app_id, batch_id, keep, files)
-    return CommitResult(result.version, result.skipped, removed)
+    try:
+        keep = (
+            {_norm(storage.join(spec.root, f.path)) for f in files}
+            if not result.skipped
+            else _committed_paths(spec.root, app_id, batch_id)
+        )
+        removed = remove_uncommitted(spec.root, app_id, batch_id, keep, files)
+    except Exception as error:  # noqa: BLE001 - the batch is committed: orphans wait for vacuum
+        failed = post_commit.Deferred(
+            "removal of uncommitted attempts", spec.root, result.version or 0, str(error)
+        )
+        failed.report()
+        return CommitResult(result.version, result.skipped, 0, (*result.deferred, failed))
+    return CommitResult(result.version, result.skipped, removed, result.deferred)
 
 
 def _committed_paths(root: str, app_id: str, batch_id: int) -> set[str] | None:

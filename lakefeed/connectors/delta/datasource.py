@@ -53,9 +53,12 @@ from lakefeed.connectors import packing
 from lakefeed.connectors.delta import (
     changes,
     commit,
+    constraints,
+    features,
     generated,
     log,
     offsets,
+    post_commit,
     pruning,
     replay,
     spark_read,
@@ -224,6 +227,11 @@ def write_spec(
     # overwriteSchema write replaces the schema with the data's, generation included (Delta).
     replaced = overwrite and opts.flag("overwriteSchema")
     computed = generated.expressions(None if table is None or replaced else table.schema())
+    checks = (
+        constraints.of_table(table.metadata().configuration, table.schema())
+        if table is not None and not replaced
+        else ()
+    )
     if computed and table is not None:
         arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed, root)
     commit.check_partition_columns(arrow, partitions, root)
@@ -235,9 +243,12 @@ def write_spec(
         overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
         generated=computed,
+        checks=checks,
         user_metadata=opts.get("userMetadata"),
         source_offsets=opts.get(replay.OFFSETS),
     )
+    if table is not None:
+        features.check_writable(table, root, operation)
     if table is not None and not spec.overwrite_schema:
         from lakefeed.connectors.delta.schema import merge_schema
 
@@ -300,12 +311,21 @@ def _task_ids() -> tuple[int, int | None]:
     return context.partitionId(), (int(batch) if batch is not None else None)
 
 
+def _checked(batches: Iterator[pa.RecordBatch], spec: commit.WriteSpec) -> Iterator[pa.RecordBatch]:
+    """The task's batches, each checked against the table's constraints before it is written
+    (a violation fails the task, whose files :func:`write_batches` then removes)."""
+    for batch in batches:
+        constraints.check_arrow(batch, spec.checks, spec.root)
+        yield batch
+
+
 def _collect(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
     return [f for m in messages if isinstance(m, DeltaCommitMessage) for f in m.files]
 
 
 def _cleanup(messages: Sequence[WriterCommitMessage | None], root: str) -> None:
-    remove_files(root, _collect(messages))
+    """Spark's abort, also after a commit that raised: the log decides what may go."""
+    post_commit.remove_unless_committed(root, _collect(messages))
 
 
 class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
@@ -319,7 +339,9 @@ class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
         partition, _ = _task_ids()
         prefix = f"part-{partition:05d}-"
         return DeltaCommitMessage(
-            write_batches(self.spec.root, iterator, self.spec.partition_by, prefix)
+            write_batches(
+                self.spec.root, _checked(iterator, self.spec), self.spec.partition_by, prefix
+            )
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -329,8 +351,8 @@ class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
             to_arrow_schema(self.schema, timezone="UTC"),
             txn=self.txn,
         )
-        if result.skipped:
-            _cleanup(messages, self.spec.root)
+        if result.skipped:  # another writer committed the same txn: these files are not in
+            remove_files(self.spec.root, _collect(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _cleanup(messages, self.spec.root)
@@ -350,7 +372,9 @@ class DeltaStreamWriter(storage.CarriesSettings, DataSourceStreamArrowWriter):
         partition, batch = _task_ids()
         prefix = stream_file_prefix(self.app_id, batch or 0) + f"{partition:05d}-"
         return DeltaCommitMessage(
-            write_batches(self.spec.root, iterator, self.spec.partition_by, prefix)
+            write_batches(
+                self.spec.root, _checked(iterator, self.spec), self.spec.partition_by, prefix
+            )
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import math
 import os
 import re
 import time
@@ -75,6 +76,10 @@ def escape_path_name(value: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in value)
 
 
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""Java's spelling of the non-finite doubles, which delta-spark writes as partition values."""
+
+
 def partition_string(value: Any) -> str | None:
     """A partition value as the Delta protocol serialises it."""
     if value is None:
@@ -89,6 +94,8 @@ def partition_string(value: Any) -> str | None:
         return value.isoformat()
     if isinstance(value, bytes):
         return value.decode("latin-1")
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE[repr(value)]
     return str(value)
 
 
@@ -173,6 +180,16 @@ class _OpenFile:
         )
 
 
+def _matches(column: pa.ChunkedArray, value: Any) -> pa.ChunkedArray:
+    """Rows of ``column`` holding the partition value ``value`` (a null, a NaN: which equal
+    nothing, not even themselves)."""
+    if value is None:
+        return pc.is_null(column)
+    if isinstance(value, float) and math.isnan(value):
+        return pc.fill_null(pc.is_nan(column), False)
+    return pc.fill_null(pc.equal(column, value), False)
+
+
 class TableFileWriter:
     """Writes one task's rows into Parquet files under ``root`` (one per partition value)."""
 
@@ -196,9 +213,7 @@ class TableFileWriter:
         for key in keys.to_pylist():
             mask = None
             for name in self.partition_by:
-                value = key[name]
-                column = table.column(name)
-                test = pc.is_null(column) if value is None else pc.equal(column, value)
+                test = _matches(table.column(name), key[name])
                 mask = test if mask is None else pc.and_(mask, test)
             part = table.filter(mask).select(self.data_schema.names)
             self._file(tuple(partition_string(key[n]) for n in self.partition_by)).write(part)

@@ -16,7 +16,6 @@ change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -24,11 +23,11 @@ from deltalake import Schema as DeltaSchema
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lakefeed.connectors.delta.constraints import VIOLATION, references
 from lakefeed.connectors.delta.schema import SchemaMismatchError
 from lakefeed.errors import register_code
 
 GENERATION_EXPRESSION = "delta.generationExpression"
-VIOLATION = register_code("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", SchemaMismatchError)
 PYTHON_SINK = register_code("DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER", SchemaMismatchError)
 MISSING_INPUT = register_code("DELTA_GENERATED_COLUMN_INPUT_MISSING", SchemaMismatchError)
 _MARKER = "lakefeed generated column violated: "
@@ -74,29 +73,6 @@ def check_inputs(data: pa.Schema, table: pa.Schema, generated: Generated, root: 
                 "column's type for nulls)",
                 code=MISSING_INPUT,
             )
-
-
-_TOKENS = re.compile(
-    r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`((?:[^`]|``)+)`|\d[\w.]*|([^\W\d]\w*)|(\S)"""
-)
-
-
-def references(expression: str, columns: Iterable[str]) -> list[str]:
-    """The ``columns`` a Spark SQL expression reads (case-insensitive, in ``columns``' order),
-    Spark-free: quoted strings, function names (a word before ``(``), types after ``AS`` and
-    struct fields (after ``.``) are not column references."""
-    words: set[str] = set()
-    previous = ""
-    matches = list(_TOKENS.finditer(expression))
-    for index, match in enumerate(matches):
-        quoted, word, other = match.group(1), match.group(2), match.group(3)
-        following = matches[index + 1].group(0) if index + 1 < len(matches) else ""
-        if quoted is not None and previous != ".":
-            words.add(quoted.replace("``", "`").lower())
-        elif word is not None and following != "(" and previous.upper() != "AS" and previous != ".":
-            words.add(word.lower())
-        previous = other or match.group(0)
-    return list(dict.fromkeys(c for c in columns if c.lower() in words))
 
 
 def apply(frame: DataFrame, generated: Generated) -> DataFrame:

@@ -22,7 +22,7 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql import DataFrame
 
 from lakefeed import storage
-from lakefeed.connectors.delta import generated
+from lakefeed.connectors.delta import generated, log, post_commit
 from lakefeed.connectors.delta.commit import WriteSpec
 from lakefeed.connectors.options import Options
 from lakefeed.errors import DeltaError, register_code
@@ -69,6 +69,7 @@ def replace_where(
     """Replace the rows of ``spec.root`` matching ``where`` by ``frame``'s rows, one commit."""
     frame = generated.apply(frame, spec.generated)
     _check_rows(frame, where, spec.root)
+    before = log.latest_version(spec.root)
     try:
         write_deltalake(
             spec.root,
@@ -81,6 +82,7 @@ def replace_where(
                 custom_metadata=spec.commit_info(),
                 app_transactions=[Transaction(*txn)] if txn else None,
             ),
+            post_commithook_properties=post_commit.NO_HOOKS,
         )
     except RsDeltaError as exc:
         raise DeltaError(
@@ -88,6 +90,9 @@ def replace_where(
             fix="use SQL that DataFusion also knows in replaceWhere (comparisons, AND/OR, IN)",
             code="DELTA_OPERATION",
         ) from None
+    table = log.rs_table(spec.root)
+    configuration = table.metadata().configuration
+    post_commit.run(spec.root, configuration, table.version(), before or 0, lambda: table)
 
 
 def _check_rows(frame: DataFrame, where: str, root: str) -> None:

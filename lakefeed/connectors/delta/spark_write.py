@@ -17,6 +17,7 @@ what a killed driver left of it goes with ``vacuum``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator, Mapping
@@ -38,7 +39,7 @@ from pyspark.sql.types import (
 )
 
 from lakefeed import storage
-from lakefeed.connectors.delta import commit, generated
+from lakefeed.connectors.delta import commit, constraints, generated, post_commit
 from lakefeed.connectors.delta.files import (
     NULL_PARTITION,
     STAGING,
@@ -147,7 +148,8 @@ class SparkFilesSink:
         first = self.app_id is None
         app_id = self.app_id or self._first_batch()
         spec = replace(self.spec, source_offsets=offset_log.fingerprint(self.checkpoint, batch_id))
-        if _committed(for_stream(spec.root, app_id), (app_id, batch_id), spec):
+        snapshot = for_stream(spec.root, app_id)
+        if _committed(snapshot, (app_id, batch_id), spec):
             # A replay after a crash between the Delta commit and Spark's commit log: nothing to
             # write, but files an earlier attempt adopted and never committed go now (the
             # commit skips on its txn, then removes them).
@@ -155,6 +157,7 @@ class SparkFilesSink:
             commit.commit_stream_batch(spec, [], schema, app_id, batch_id, refresh=False)
             return
         prefix = stream_file_prefix(app_id, batch_id)
+        spec = _with_checks(spec, snapshot)
         files, schema = _write(frame, spec, app_tag(app_id), prefix)
         # The replay check above brought the table up to date: the commit goes against that
         # version (delta-rs checks whatever was committed since) without a second listing.
@@ -169,6 +172,16 @@ class SparkFilesSink:
         _drop_staging(self.spec.root, app_tag(app_id) + "-")
         self.app_id = app_id
         return app_id
+
+
+def _with_checks(spec: commit.WriteSpec, snapshot: Snapshot) -> commit.WriteSpec:
+    """``spec`` with the CHECK constraints the table has now (a stream's spec was made at its
+    start; a constraint added since holds from the next batch on, as in delta-spark)."""
+    table = snapshot.current()
+    if table is None:
+        return spec
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    return spec if checks == spec.checks else dataclasses.replace(spec, checks=checks)
 
 
 def write_batch(
@@ -193,7 +206,7 @@ def write_batch(
         if result.skipped:
             remove_files(spec.root, files)  # another writer committed the same txn meanwhile
     except BaseException:
-        remove_files(spec.root, files)
+        post_commit.remove_unless_committed(spec.root, files)
         raise
 
 
@@ -203,12 +216,13 @@ def _write(
     """Spark writes ``frame`` into the table as files named ``prefix…``, not yet committed:
     in place when the session runs lakefeed's commit protocol, else through a staging folder
     (``tag``: whose) from which lakefeed moves them. The table's generated columns are
-    computed or checked here (:mod:`~lakefeed.connectors.delta.generated`)."""
-    frame = generated.apply(frame, spec.generated)
+    computed or checked here (:mod:`~lakefeed.connectors.delta.generated`), and its CHECK
+    constraints checked (:mod:`~lakefeed.connectors.delta.constraints`)."""
+    frame = constraints.apply(generated.apply(frame, spec.generated), spec.checks)
     try:
         return _write_files(frame, spec, tag, prefix)
     except Exception as exc:
-        coded = generated.violation(exc, spec.root)
+        coded = generated.violation(exc, spec.root) or constraints.violation(exc, spec.root)
         if coded is None:
             raise
         raise coded from None

@@ -198,6 +198,24 @@ class SetProperties(Statement):
 
 
 @dataclass
+class AddConstraint(Statement):
+    """``ALTER TABLE t ADD CONSTRAINT name CHECK (predicate)``."""
+
+    target: TableRef
+    name: str
+    expression: str
+
+
+@dataclass
+class DropConstraint(Statement):
+    """``ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name``."""
+
+    target: TableRef
+    name: str
+    if_exists: bool = False
+
+
+@dataclass
 class Other(Statement):
     """A statement lakefeed does not run (``DROP TABLE``, ``SHOW PARTITIONS``, ``ALTER TABLE
     ... ADD COLUMNS``...): refused when it names a Delta table, else Spark's."""
@@ -837,8 +855,29 @@ def _alter(c: _Cursor) -> Statement:
     target = c.table()
     if c.take("SET", "TBLPROPERTIES"):
         return SetProperties(target, _properties(c))
+    if c.take("ADD", "CONSTRAINT"):
+        name = c.next().value
+        c.need("CHECK")
+        start, end = c.span_until({";"})
+        return AddConstraint(target, name, _outer(c.text[start:end]))
+    if c.take("DROP", "CONSTRAINT"):
+        if_exists = c.take("IF", "EXISTS")
+        return DropConstraint(target, c.next().value, if_exists)
     rest = " ".join(t.text.upper() for t in c.toks[c.i : c.i + 2])
     return Other(target, f"ALTER TABLE ... {rest}")
+
+
+def _outer(text: str) -> str:
+    """A CHECK predicate without its one pair of enclosing parentheses (as Delta stores it)."""
+    text = text.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for index, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and index < len(text) - 1:
+            return text  # "(a) AND (b)": the first pair closes early
+    return text[1:-1].strip()
 
 
 def _other(c: _Cursor) -> Statement | None:

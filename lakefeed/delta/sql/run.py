@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 from lakefeed.connectors.delta import generated, log, properties
 from lakefeed.connectors.delta import table as housekeeping
 from lakefeed.delta.sql.parse import (
+    AddConstraint,
     Convert,
     CreateTable,
     Delete,
@@ -33,6 +34,7 @@ from lakefeed.delta.sql.parse import (
     DescribeDetail,
     DescribeHistory,
     DescribeTable,
+    DropConstraint,
     Generate,
     Insert,
     Merge,
@@ -421,6 +423,14 @@ class _Runner:
             housekeeping.describe(table._path, None, rest)
         return _empty(self.spark)
 
+    def add_constraint(self, statement: AddConstraint, table: DeltaTable) -> DataFrame:
+        table._add_constraint(statement.name, statement.expression)
+        return _empty(self.spark)
+
+    def drop_constraint(self, statement: DropConstraint, table: DeltaTable) -> DataFrame:
+        table._drop_constraint(statement.name, statement.if_exists)
+        return _empty(self.spark)
+
     def other(self, statement: Other, table: DeltaTable) -> DataFrame:
         """``DROP TABLE`` of a name ``CREATE TABLE ... LOCATION`` gave: the name goes, the
         files stay (Delta's external table); anything else is refused."""
@@ -431,7 +441,8 @@ class _Runner:
             f"{statement.what} on a Delta table",
             "lakefeed runs SELECT, CREATE/REPLACE TABLE, INSERT, UPDATE, DELETE, MERGE, DESCRIBE "
             "HISTORY/DETAIL/TABLE, VACUUM, OPTIMIZE, RESTORE, GENERATE, CONVERT TO DELTA and ALTER "
-            "TABLE SET TBLPROPERTIES on Delta tables; for the rest use lakefeed.delta.DeltaTable "
+            "TABLE SET TBLPROPERTIES / ADD CONSTRAINT / DROP CONSTRAINT on Delta tables; for the "
+            "rest use lakefeed.delta.DeltaTable "
             "(e.g. DeltaTable.forPath(spark, path).toDF().schema); DROP TABLE forgets a name "
             "given a LOCATION, a table's folder is deleted with the file system's tools",
         )
@@ -460,6 +471,8 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
     Restore: _Runner.restore,
     Generate: _Runner.generate,
     SetProperties: _Runner.set_properties,
+    AddConstraint: _Runner.add_constraint,
+    DropConstraint: _Runner.drop_constraint,
     Other: _Runner.other,
 }
 

@@ -196,8 +196,8 @@ def test_nan_partition_values_are_written_and_read_back(tmp_path: Path) -> None:
     table = log.open_table(str(tmp_path))
     read = {
         row["id"]: row["p"]
-        for f in log.snapshot_files(table)
-        for b in files.read_file(str(tmp_path), f.path, f.partition_values, target)
+        for f in pruning.snapshot_files(table, str(tmp_path))
+        for b in files.read_file(str(tmp_path), f, target)
         for row in b.to_pylist()
     }
     assert sorted(read) == [0, 1, 2, 3, 4] and math.isnan(read[0]) and read[3] == float("inf")

@@ -21,10 +21,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 CASES = [
     ("iot", "disk", Fault("write", 2, "fail", pattern="_delta_log/", times=1000)),
     ("iot", "disk", Fault("write", 3, "enospc", pattern="checkpoints/", times=1000)),
-    ("iot", "disk", Fault("rename", 4, "fail", pattern="checkpoints/")),
     ("kafka", "disk", Fault("write", 2, "fail", pattern="_delta_log/", times=1000)),
     ("kafka", "disk", Fault("list", 5, "fail", times=3)),
-    ("cdc", "disk", Fault("write", 4, "fail", pattern="_delta_log/", times=1000)),
     ("cdc", "disk", Fault("rename", 2, "fail", pattern="checkpoints/", times=1000)),
     ("sink", "disk", Fault("write", 1, "fail", pattern="export/_delta_log/", times=1000)),
     ("sink", "s3", Fault("write", 2, "fail", pattern="_delta_log/", times=1000, status=503)),

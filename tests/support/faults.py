@@ -160,9 +160,11 @@ def random_fault(rng: random.Random, layer: str, counts: dict[str, int]) -> Faul
     ops = [op for op in (S3_OPS if layer == "s3" else DISK_OPS) if counts.get(op, 0) > 0]
     op = rng.choice(ops)
     pattern = rng.choice(["", "", "_delta_log/", "checkpoints/"])
-    actions = ["fail", "fail", "delay", "truncate"] + (["enospc"] if op == "write" else [])
-    if layer == "s3":
-        actions = [a for a in actions if a != "enospc" and (a != "truncate" or op == "read")]
+    actions = ["fail", "fail", "delay"]
+    if op == "read" or (op == "write" and layer == "disk"):  # a body or a write cut short
+        actions.append("truncate")
+    if op == "write" and layer == "disk":
+        actions.append("enospc")
     action = rng.choice(actions)
     nth = rng.randint(1, max(1, counts[op] // (3 if pattern else 1)))
     times = 1 if action in ("delay", "truncate") else rng.choice([1, 3, 1000])

@@ -56,6 +56,7 @@ log = get_logger(__name__)
 TTL_S = 60.0
 """A lease whose heartbeat is older than this is stale, whatever host holds it."""
 HEARTBEAT_S = 10.0
+RELEASE_ATTEMPTS = 3
 
 
 class LeaseStore(Protocol):
@@ -95,7 +96,8 @@ class LocalLeaseStore:
         except FileExistsError:
             return None
         finally:
-            temporary.unlink()
+            with contextlib.suppress(OSError):  # a leftover temporary file harms no one
+                temporary.unlink()
 
     def read(self) -> tuple[bytes, str] | None:
         return _read(self.path)
@@ -487,12 +489,27 @@ class Lease:
         )
 
     def release(self) -> None:
+        """Stop the heartbeat and delete the lease. A store that keeps failing the delete
+        leaves it behind, said in the log: it goes stale after the TTL (at once for a taker
+        in the same process space once this process is gone); the run's result stands."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._token is not None:
-            self.store.delete(self._token)
-            self._token = None
+        token, self._token = self._token, None
+        if token is None:
+            return
+        for attempt in range(RELEASE_ATTEMPTS):
+            try:
+                self.store.delete(token)
+                return
+            except Exception as error:  # any store error: OSError, boto3's ClientError, …
+                if attempt + 1 == RELEASE_ATTEMPTS:
+                    log.warning(
+                        f"could not release the lease on lakehouse {self.where} ({error}); it "
+                        f"goes stale {self.ttl:.0f}s after its last heartbeat"
+                    )
+                else:
+                    time.sleep(0.2 * 2**attempt)
 
     def _held(self, token: str) -> None:
         self._token = token

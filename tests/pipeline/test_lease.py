@@ -254,3 +254,33 @@ def test_two_real_runs_one_refused_then_a_killed_holder_is_taken_over(tmp_path: 
     refusal = " ".join((tmp_path / "fourth.log").read_text().split())
     assert "table 'bronze_readings' is at version" in refusal and "[TABLE_BEHIND]" in refusal
     assert "--full-refresh bronze_readings,silver_readings,gold_device_5min" in refusal
+
+
+class _FlakyStore(LocalLeaseStore):
+    """A local lease whose delete fails ``failures`` times (a store answering SlowDown)."""
+
+    failures = 0
+
+    def delete(self, token: str) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("SlowDown")
+        return super().delete(token)
+
+
+def test_a_release_the_store_fails_is_retried_then_left_to_go_stale(
+    lakehouse: Lakehouse, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the fault harness: a failed delete used to fail the finished run with an
+    uncoded error and keep the lakehouse locked for the rest of the process."""
+    store = _FlakyStore(lakehouse.lease_path)
+    store.failures = 2
+    lease = Lease(store, "retried", "iot", where="lh", ttl=60)
+    lease.acquire()
+    lease.release()  # two failures, then the delete goes through
+    assert not lakehouse.lease_path.exists()
+    store.failures = 5
+    lease = Lease(store, "left", "iot", where="lh", ttl=60)
+    lease.acquire()
+    lease.release()  # never raises
+    assert lakehouse.lease_path.exists() and "could not release the lease" in caplog.text

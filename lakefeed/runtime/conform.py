@@ -15,7 +15,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakefeed.connectors.delta.log import rs_table
 from lakefeed.errors import PipelineDefinitionError, register_code
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.table_schema import GENERATION_EXPRESSION, DeclaredSchema
@@ -85,7 +84,8 @@ def create_declared(path: str, dataset: Dataset) -> None:
         builder.comment(dataset.comment)
     for key, value in dataset.table_properties.items():
         builder.property(key, value)
-    builder.execute()
-    checks = dataset.schema.checks()
-    if checks:  # as ALTER TABLE ADD CONSTRAINT does: Delta takes none through TBLPROPERTIES
-        rs_table(path).alter.add_constraint(checks)
+    table = builder.execute()
+    for name, expression in dataset.schema.checks().items():
+        # Delta takes no constraint through TBLPROPERTIES: lakefeed's one ALTER TABLE ADD
+        # CONSTRAINT (its name rules, its post-commit hooks)
+        table._add_constraint(name, expression)

@@ -36,6 +36,7 @@ import lakefeed as lf
 from lakefeed.errors import LakefeedError
 from lakefeed.pipeline.api import set_config
 from lakefeed.results import TableComparison
+from tests.pipeline.support import IOT_CONF as PIPELINE_IOT_CONF
 from tests.support.crash import DRIVER_JVM
 from tests.support.faults import Fault, counts, fired, set_plan
 from tests.support.fusefaults import FaultMount, fuse_missing
@@ -46,15 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"\[LAKEFEED:([A-Z0-9_]+)\]")
 RAW_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at (?:org|java|scala)\.", re.M)
 RUN_TIMEOUT = 300.0
-IOT_CONF = {
-    "iot.totalRows": "1500",
-    "iot.rowsPerSecond": "2",
-    "iot.devices": "8",
-    "iot.startTime": "2026-01-01T00:00:00Z",
-    "iot.lateRate": "0",
-    "iot.seed": "3",
-    "iot.maxRowsPerTrigger": "500",
-}
+IOT_CONF = {**PIPELINE_IOT_CONF, "iot.maxRowsPerTrigger": "500"}
 
 
 @dataclass(frozen=True)

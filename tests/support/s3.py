@@ -41,6 +41,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listening(port: int, timeout: float, poll: float = 0.1) -> bool:
+    """Whether a server on 127.0.0.1:``port`` accepts connections within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return True
+        except OSError:
+            time.sleep(poll)
+    return False
+
+
 class MotoServer:
     def __init__(self, log: Path) -> None:
         self.port = free_port()
@@ -68,13 +80,8 @@ class MotoServer:
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=out)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), 0.2):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+        if listening(self.port, 30):
+            return self
         self.stop()
         raise RuntimeError(f"moto_server did not start: {self.log.read_text()[-2000:]}")
 

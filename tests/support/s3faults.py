@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.support.faults import PlanFile, classify_s3
-from tests.support.s3 import free_port
+from tests.support.s3 import free_port, listening
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection"}
 ERROR_BODY = (
@@ -148,13 +148,8 @@ class S3FaultProxy:
         root = Path(__file__).resolve().parents[2]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=out, cwd=root)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), 0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+        if listening(self.port, 20, poll=0.05):
+            return self
         self.stop()
         raise RuntimeError(f"the S3 fault proxy did not start: {self.log.read_text()[-2000:]}")
 

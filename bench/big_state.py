@@ -58,7 +58,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 import lakefeed as lf
 from bench.procs import tree_usage
-from lakefeed.connectors.options import parse_bytes
+from lakefeed.core.options import parse_bytes
 from lakefeed.pipeline.dedup import BUCKETS
 from lakefeed.runtime.state_memory import ROCKSDB
 

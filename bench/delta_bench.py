@@ -11,7 +11,7 @@ Prints rows/s per leg (best of --repeats) and the ratios (targets: sink >= 0.9x,
 lakefeed's Delta sink lets Spark's own Parquet writer produce the data files (foreachBatch);
 the delta-py-sink leg is its Python Data Source sink (option lakefeed.writer=python), used when
 the Spark writer cannot lay the files out. Likewise the delta-src leg plans its batches in
-Python and lets Spark's Parquet reader read them (lakefeed.jvm); delta-py-src is the Python
+Python and lets Spark's Parquet reader read them (lakefeed.spark.jvm); delta-py-src is the Python
 Data Source reader (option lakefeed.reader=python). The *-write legs are batch writes of the
 same rows (df.write.parquet vs df.write.format("delta"), Spark-written and Python-written),
 the *-read legs batch reads of the table into noop (Spark's reader and the Python one): no
@@ -170,9 +170,9 @@ def main() -> None:
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from lakefeed import storage
-    from lakefeed.cluster import parse_spark_conf
-    from lakefeed.session import spark_session
+    from lakefeed.core import storage
+    from lakefeed.spark.cluster import parse_spark_conf
+    from lakefeed.spark.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="delta-bench-"))
     sink_root = args.sink_root or str(work)
@@ -326,7 +326,7 @@ def _check_rows(sink_root: str, legs: list[str], expected: int) -> int:
     """Every input row reached the Delta table of the first measured Delta sink run."""
     from deltalake import DeltaTable
 
-    from lakefeed import storage
+    from lakefeed.core import storage
 
     for fmt in ("delta", "delta-py"):
         if f"{fmt}-sink" in legs:

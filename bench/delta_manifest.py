@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed import storage
-from lakefeed.connectors.delta import manifest
+from lakefeed.core import storage
+from lakefeed.delta import manifest
 
 
 def _manifests(

@@ -1,8 +1,8 @@
-"""What ``spark.sql`` costs once lakefeed serves Delta SQL (``lakefeed.delta.sql``).
+"""What ``spark.sql`` costs once lakefeed serves Delta SQL (``lakefeed.compat.delta_spark.sql``).
 
 Statements that touch no Delta table must reach Spark's ``sql`` at ~zero cost: each leg runs
 the same statement through pyspark's own method (the baseline, taken from
-``lakefeed.connectors.compat``'s table of originals) and through lakefeed's wrapper, alternating,
+``lakefeed.compat.patches``'s table of originals) and through lakefeed's wrapper, alternating,
 and prints the wrapper's median time over the baseline's (one session, same run):
 
   set:     ``SET spark.sql.shuffle.partitions = 2`` (no table: the text pre-check alone)
@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lakefeed.connectors import compat
-from lakefeed.delta.sql.parse import parse
-from lakefeed.delta.sql.run import sql as delta_sql
-from lakefeed.session import spark_session
+from lakefeed.compat import patches as compat
+from lakefeed.compat.delta_spark.sql.parse import parse
+from lakefeed.compat.delta_spark.sql.run import sql as delta_sql
+from lakefeed.spark.session import spark_session
 
 SET = "SET spark.sql.shuffle.partitions = 2"
 QUERY = (

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 
 import lakefeed as lf
 from bench.procs import tree_usage
-from lakefeed.observe.event_log import read_events
+from lakefeed.runtime.event_log import read_events
 
 IOT = Path(__file__).resolve().parents[1] / "examples" / "iot"
 TABLES = ("bronze_readings", "silver_readings", "silver_readings_quarantine", "gold_device_5min")

@@ -30,7 +30,7 @@ import numpy as np
 import lakefeed as lf
 from bench.latency.measure import row_latencies_ms
 from bench.procs import tree_usage
-from lakefeed.observe.event_log import read_events
+from lakefeed.runtime.event_log import read_events
 
 FAMILY = '''"""Source family {i}: generator → bronze → silver → gold, two materialized views."""
 

@@ -122,7 +122,8 @@ class Phases:
 
 class MergeProbe:
     """Times the hand-off and delta-rs's execute inside lakefeed's MERGE, without changing it:
-    wraps ``lakefeed.delta.merge.arrow_of`` and ``deltalake``'s ``TableMerger.execute``."""
+    wraps ``lakefeed.compat.delta_spark.merge.arrow_of`` and ``deltalake``'s
+    ``TableMerger.execute``."""
 
     def __init__(self) -> None:
         self.phases = Phases()
@@ -143,10 +144,10 @@ class MergeProbe:
     def __enter__(self) -> MergeProbe:
         import deltalake.table
 
-        import lakefeed.delta.merge
+        import lakefeed.compat.delta_spark.merge
 
         self._wrap(
-            lakefeed.delta.merge,
+            lakefeed.compat.delta_spark.merge,
             "arrow_of",
             lambda _, spent: self.phases.add("Spark -> Arrow hand-off", spent),
         )
@@ -182,7 +183,7 @@ def lakefeed_leg(spark: Any, folder: Path, target: Path, checkpoint: Path, phase
     from pyspark.sql import DataFrame
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from lakefeed.delta import DeltaTable
+    from lakefeed.compat.delta_spark import DeltaTable
 
     def upsert(batch: DataFrame, batch_id: int) -> None:
         began = time.perf_counter()
@@ -302,7 +303,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    from lakefeed.session import spark_session
+    from lakefeed.spark.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
     try:

@@ -1,12 +1,12 @@
 """``delta.exceptions``: delta-spark's names for a lost commit race.
 
 lakefeed commits through delta-rs, which reports every lost race the same way; lakefeed raises
-it as :class:`~lakefeed.errors.ConflictError` (code ``CONFLICT``, worth a retry). Each of
+it as :class:`~lakefeed.core.errors.ConflictError` (code ``CONFLICT``, worth a retry). Each of
 delta-spark's names is that class, so ``except ConcurrentAppendException:`` around a write
 catches the conflicts delta-spark would sort into its subclasses.
 """
 
-from lakefeed.errors import ConflictError
+from lakefeed.core.errors import ConflictError
 
 DeltaConcurrentModificationException = ConflictError
 ConcurrentWriteException = ConflictError

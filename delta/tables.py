@@ -1,6 +1,7 @@
-"""``delta.tables``: delta-spark's table API, as :mod:`lakefeed.delta` implements it."""
+"""``delta.tables``: delta-spark's table API, as :mod:`lakefeed.compat.delta_spark` implements
+it."""
 
-from lakefeed.delta import (
+from lakefeed.compat.delta_spark import (
     DeltaColumnBuilder,
     DeltaMergeBuilder,
     DeltaOptimizeBuilder,

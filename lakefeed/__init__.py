@@ -10,11 +10,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from lakefeed import moved
+
+moved.install()
+
 if TYPE_CHECKING:
     from lakefeed.connectors.files import read_files
     from lakefeed.connectors.kafka import read_kafka
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.entry import plan, run, validate, verify
-    from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import (
         append_flow,
         apply_changes,
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
     from lakefeed.pipeline.loader import load_pipeline
     from lakefeed.pipeline.sinks import BatchContext, current_batch
-    from lakefeed.results import (
+    from lakefeed.runtime.results import (
         FlowStatus,
         FlowVerdict,
         RunResult,
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
         ValidationResult,
         VerifyResult,
     )
-    from lakefeed.session import active_spark, spark_session
+    from lakefeed.spark.session import active_spark, spark_session
 
 _PIPELINE_API = [
     "append_flow",
@@ -93,11 +97,11 @@ _HOMES: dict[str, str] = {
             "ValidationResult",
             "VerifyResult",
         ],
-        "lakefeed.results",
+        "lakefeed.runtime.results",
     ),
     "read_files": "lakefeed.connectors.files",
     "read_kafka": "lakefeed.connectors.kafka",
-    "Lakehouse": "lakefeed.lakehouse",
+    "Lakehouse": "lakefeed.core.lakehouse",
     "FlowContext": "lakefeed.pipeline.context",
     "current_flow": "lakefeed.pipeline.context",
     "drop_duplicates_within_ttl": "lakefeed.pipeline.dedup",
@@ -105,8 +109,8 @@ _HOMES: dict[str, str] = {
     "load_pipeline": "lakefeed.pipeline.loader",
     "BatchContext": "lakefeed.pipeline.sinks",
     "current_batch": "lakefeed.pipeline.sinks",
-    "active_spark": "lakefeed.session",
-    "spark_session": "lakefeed.session",
+    "active_spark": "lakefeed.spark.session",
+    "spark_session": "lakefeed.spark.session",
 }
 
 __all__ = [

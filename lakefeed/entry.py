@@ -2,7 +2,7 @@
 
 The ``lakefeed`` command calls these same functions, so a notebook, a test, an orchestrator's
 Python task and the CLI run a pipeline the same way and get the same typed answer
-(:mod:`lakefeed.results`)::
+(:mod:`lakefeed.runtime.results`)::
 
     import lakefeed as lf
 
@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
+from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, RunMode
 from lakefeed.pipeline.loader import PipelineFiles, default_name, find_pipeline, load_pipeline
 from lakefeed.pipeline.sinks import Sink
-from lakefeed.results import (
+from lakefeed.runtime.results import (
     DatasetInfo,
     Edge,
     FlowInfo,
@@ -241,7 +241,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
     """Where the pipeline keeps, reads or writes data, known before a session starts: the
     lakehouse root and the object-store URIs the pipeline names
     (:mod:`lakefeed.pipeline.locations`). The session adds S3A when one is on object storage
-    (:func:`lakefeed.session.spark_session`'s ``storage``)."""
+    (:func:`lakefeed.spark.session.spark_session`'s ``storage``)."""
     from lakefeed.pipeline.locations import pipeline_locations
 
     return [str(lakehouse.root), *pipeline_locations(pipeline)]
@@ -250,7 +250,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
 def _session(
     master: str | None, pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse
 ) -> SparkSession:
-    from lakefeed.session import spark_session
+    from lakefeed.spark.session import spark_session
 
     return spark_session(
         app_name=f"lakefeed-{pipeline.name}",
@@ -260,7 +260,7 @@ def _session(
 
 
 def _version(lakehouse: Lakehouse, name: str) -> int | None:
-    from lakefeed.connectors.delta import table
+    from lakefeed.delta import table
 
     return table.version(lakehouse.table_path(name))
 
@@ -268,7 +268,7 @@ def _version(lakehouse: Lakehouse, name: str) -> int | None:
 def _run_result(
     runner: PipelineRunner, outcome: RunnerOutcome, mode: RunMode, before: dict[str, int | None]
 ) -> RunResult:
-    from lakefeed.connectors.delta import table
+    from lakefeed.delta import table
 
     validation = runner.validation
     order = validation.order if validation is not None else list(runner.pipeline.datasets)

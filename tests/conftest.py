@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    from lakefeed.session import spark_session
+    from lakefeed.spark.session import spark_session
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = spark_session(
@@ -55,7 +55,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 @pytest.fixture
 def lakehouse(tmp_path: Path):
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
     return Lakehouse.at(tmp_path / "lakehouse")
 

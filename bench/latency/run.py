@@ -154,7 +154,7 @@ def _one(
 
 def _progresses(work: Path) -> list[dict[str, Any]]:
     """The gold flow's query progresses, from the pipeline's event log."""
-    from lakefeed.observe.event_log import read_events
+    from lakefeed.runtime.event_log import read_events
 
     events = read_events(work / "lakehouse" / "event_log", event_types=["flow_progress"])
     return [e["details"] for e in events]

@@ -26,11 +26,11 @@ def run(args: argparse.Namespace) -> tuple[float, float, float]:
     (epoch) and the session's start time (on a cluster: executors registered and checked).
     Fails loudly."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from lakefeed.cluster import parse_spark_conf
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.pipeline.loader import load_pipeline
     from lakefeed.runtime.runner import RunOptions, run_pipeline
-    from lakefeed.session import spark_session
+    from lakefeed.spark.cluster import parse_spark_conf
+    from lakefeed.spark.session import spark_session
 
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     if args.shuffle_partitions is not None:  # else lakefeed's default (the cluster's cores)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     elapsed, started_at, session_s = run(args)
     lakehouse = args.work / "lakehouse"
-    from lakefeed.observe.event_log import read_events
+    from lakefeed.runtime.event_log import read_events
 
     events = read_events(lakehouse / "event_log")
     progress = [e["details"] for e in events if e["event_type"] == "flow_progress" and e["details"]]

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         YSB_CAMPAIGNS=str(inputs / CAMPAIGNS),
         YSB_MAX_FILES=str(args.max_files),
     )
-    from lakefeed.session import spark_session
+    from lakefeed.spark.session import spark_session
 
     spark = spark_session(
         "ysb-trace",
@@ -173,9 +173,9 @@ def _pipeline(
     with session settings ``conf``."""
 
     def run(spark: Any, args: argparse.Namespace, work: Path) -> dict:
-        from lakefeed.lakehouse import Lakehouse
-        from lakefeed.observe.event_log import read_events
+        from lakefeed.core.lakehouse import Lakehouse
         from lakefeed.pipeline.loader import load_pipeline
+        from lakefeed.runtime.event_log import read_events
         from lakefeed.runtime.query_start import session_conf
         from lakefeed.runtime.runner import RunOptions, run_pipeline
 
@@ -290,8 +290,8 @@ def _profiling(profile: cProfile.Profile | None) -> Iterator[None]:
     if profile is None:
         yield
         return
-    from lakefeed.connectors.delta.spark_write import SparkFilesSink
-    from lakefeed.jvm.bridge import Planner
+    from lakefeed.delta.spark_write import SparkFilesSink
+    from lakefeed.spark.jvm.bridge import Planner
 
     targets = [(Planner, name) for name in ("latestOffset", "batch", "commit")]
     targets.append((SparkFilesSink, "__call__"))
@@ -324,9 +324,9 @@ def _counting(calls: Counter[str] | None) -> Iterator[None]:
     from py4j.clientserver import ClientServerConnection
     from pyspark.sql.streaming.listener import JStreamingQueryListener
 
-    from lakefeed.connectors.delta.spark_write import SparkFilesSink
-    from lakefeed.jvm.bridge import Planner
+    from lakefeed.delta.spark_write import SparkFilesSink
     from lakefeed.runtime import listener
+    from lakefeed.spark.jvm.bridge import Planner
 
     local = threading.local()
     send = ClientServerConnection.send_command

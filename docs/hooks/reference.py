@@ -4,11 +4,11 @@ Each marker in a page becomes a table made from the code:
 
 - ``<!-- error-codes -->``: the error-code reference (below);
 - ``<!-- compat-patches -->``: the pyspark methods lakefeed's compatibility module wraps
-  (``lakefeed.connectors.compat.PATCHES``);
+  (``lakefeed.compat.patches.PATCHES``);
 - ``<!-- delta-features -->``: the Delta table features lakefeed keeps working with or refuses
-  (``lakefeed.delta.protocol.FEATURES`` / ``REFUSED``);
+  (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
-  (``lakefeed.observe.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
+  (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
 - ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires.
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
@@ -16,7 +16,7 @@ The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``
 
 The error codes:
 
-The codes, their classes and whether each is permanent come from ``lakefeed.errors``'s registry
+The codes, their classes and whether each is permanent come from ``lakefeed.core.errors``'s registry
 after importing every lakefeed module (a code is registered where it is defined). What a code
 means and how to fix it come from the source itself: the class docstring of its error class, and
 the message and ``fix=`` text of the places that raise it (read with ``ast``, never executed). So
@@ -65,7 +65,7 @@ def registry() -> dict[str, type]:
         for info in pkgutil.walk_packages(module.__path__, f"{package}."):
             if not info.name.startswith(SKIP):
                 importlib.import_module(info.name)
-    from lakefeed import errors
+    from lakefeed.core import errors
 
     return dict(errors._CODES)
 
@@ -212,7 +212,7 @@ def render() -> str:
 
 def render_patches() -> str:
     """The compatibility module's patches as Markdown: class, method, why."""
-    from lakefeed.connectors.compat import PATCHES
+    from lakefeed.compat.patches import PATCHES
 
     lines = ["| pyspark class | method | why lakefeed wraps it |", "| --- | --- | --- |"]
     for patch in PATCHES:
@@ -222,7 +222,7 @@ def render_patches() -> str:
 
 def render_features() -> str:
     """Delta table features: the ones lakefeed can add and keep writing, the ones it refuses."""
-    from lakefeed.delta.protocol import FEATURES, REFUSED
+    from lakefeed.compat.delta_spark.protocol import FEATURES, REFUSED
 
     lines = ["| table feature | on lakefeed | why |", "| --- | --- | --- |"]
     lines += [
@@ -249,7 +249,7 @@ EVENT_COLUMNS = {
 
 def render_event_log() -> str:
     """The event log's columns (from its Arrow schema) and its event types."""
-    from lakefeed.observe.event_log import EVENT_SCHEMA, EVENT_TYPES
+    from lakefeed.runtime.event_log import EVENT_SCHEMA, EVENT_TYPES
 
     lines = ["| column | type | null? | meaning |", "| --- | --- | --- | --- |"]
     for f in EVENT_SCHEMA:

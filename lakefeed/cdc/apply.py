@@ -24,8 +24,8 @@ from pyspark.sql import types as T
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, INVALID, START_AT, AutoCdc
-from lakefeed.errors import PipelineDefinitionError
-from lakefeed.pipeline import offset_log
+from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.spark import offset_log
 
 TRUNCATE = "T"
 
@@ -114,8 +114,8 @@ class ApplyChanges:
     app_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from lakefeed.delta import DeltaTable
-        from lakefeed.delta.tables import Txn
+        from lakefeed.compat.delta_spark import DeltaTable
+        from lakefeed.compat.delta_spark.tables import Txn
 
         spark = batch.sparkSession
         app_id = self.app_id or offset_log.running_query_id(str(self.checkpoint))
@@ -137,7 +137,7 @@ class ApplyChanges:
 
     def _fold(self, spark: SparkSession, batch: DataFrame, layout: T.StructType) -> DataFrame:
         """Each touched key's new rows and state, folded on the executors."""
-        from lakefeed.delta import DeltaTable
+        from lakefeed.compat.delta_spark import DeltaTable
 
         columns, seq = self.cdc.columns(batch.columns), sequence_type(self.cdc, batch)
         keys = self.cdc.keys
@@ -185,7 +185,7 @@ class ApplyChanges:
         from deltalake import DeltaTable as RsTable
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from lakefeed.connectors.delta import table as delta_table
+        from lakefeed.delta import table as delta_table
 
         if delta_table.exists(self.state):
             return

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import INVALID, AutoCdc
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -249,7 +249,7 @@ class ApplySnapshots:
         a ``txn`` tells the versions' kind (:meth:`Snapshots.next` keeps one kind per flow)."""
         from deltalake import DeltaTable as RsTable
 
-        from lakefeed.connectors.delta import table as delta_table
+        from lakefeed.delta import table as delta_table
 
         if not delta_table.exists(self.state):
             return None
@@ -261,8 +261,8 @@ class ApplySnapshots:
         return None
 
     def _state(self, spark: SparkSession) -> DataFrame | None:
-        from lakefeed.connectors.delta import table as delta_table
-        from lakefeed.delta import DeltaTable
+        from lakefeed.compat.delta_spark import DeltaTable
+        from lakefeed.delta import table as delta_table
 
         if not delta_table.exists(self.state):
             return None

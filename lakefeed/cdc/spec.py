@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.core.errors import PipelineDefinitionError, register_code
 
 INVALID = register_code("CDC_INVALID", PipelineDefinitionError)
 START_AT = "__START_AT"

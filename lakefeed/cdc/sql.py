@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from lakefeed.cdc.spec import INVALID
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.sql.references import dataset_name, references
 from lakefeed.sql.tokens import top_level
 

@@ -19,8 +19,8 @@ from lakefeed.cli.pipeline import (
     pipeline_args,
     spark_conf_opt,
 )
-from lakefeed.errors import LakefeedError
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import LakefeedError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.advise import WatermarkAdvice, advise_watermark
 

@@ -1,7 +1,7 @@
 """How the ``lakefeed`` command ends when something fails: one clear message, no trace.
 
 Every command runs inside :class:`FailureReporting`: an exception that escapes becomes the
-message :func:`lakefeed.explain.explain` finds in it (what failed, where, the fix) and exit 1;
+message :func:`lakefeed.core.explain.explain` finds in it (what failed, where, the fix) and exit 1;
 the full Python and JVM trace is printed only with the global ``--debug`` flag. Spark's own log
 lines that dump the same failure's JVM stack (a failed task, a terminated query) are silenced
 unless ``--debug`` is given, since lakefeed reports that failure itself.
@@ -16,8 +16,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from lakefeed.explain import explain
-from lakefeed.logs import set_spark_log_level
+from lakefeed.core.explain import explain
+from lakefeed.core.logs import set_spark_log_level
 
 console = Console(stderr=True)
 DEBUG_KEY = "lakefeed.debug"

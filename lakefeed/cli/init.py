@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakefeed.errors import LakefeedError
+from lakefeed.core.errors import LakefeedError
 from lakefeed.scaffold import FILES, create_project
 
 

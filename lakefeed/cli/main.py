@@ -11,7 +11,7 @@ import click
 
 from lakefeed import __version__
 from lakefeed.cli.failures import DEBUG_KEY, FailureReporting
-from lakefeed.logs import configure_logging
+from lakefeed.core.logs import configure_logging
 
 # One module per concern; each defines COMMANDS.
 COMMAND_MODULES: tuple[str, ...] = (

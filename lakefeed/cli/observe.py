@@ -16,7 +16,7 @@ from typing import Any
 import click
 from rich.live import Live
 
-from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
+from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.observe.console import (
     event_json,
     event_row,
@@ -24,9 +24,9 @@ from lakefeed.observe.console import (
     make_console,
     status_view,
 )
-from lakefeed.observe.event_log import EVENT_TYPES, Mended, repair_hint, repair_log, reset_log
 from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import EventTail, LiveMonitor
+from lakefeed.runtime.event_log import EVENT_TYPES, Mended, repair_hint, repair_log, reset_log
 
 lakehouse_option = click.option(
     "--lakehouse",

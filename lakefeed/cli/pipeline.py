@@ -18,14 +18,14 @@ from rich.table import Table
 
 from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
-from lakefeed.connect import is_connect
-from lakefeed.errors import LakefeedError
-from lakefeed.explain import explain, readable
-from lakefeed.lakehouse import DEFAULT_ROOT, Lakehouse
+from lakefeed.core.errors import LakefeedError
+from lakefeed.core.explain import explain, readable
+from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.pipeline.loader import PipelineFiles
-from lakefeed.results import ConnectionCheck, FlowVerdict, TableComparison, ValidationResult
+from lakefeed.runtime.results import ConnectionCheck, FlowVerdict, TableComparison, ValidationResult
+from lakefeed.spark.connect import is_connect
 
 console = Console(stderr=True)
 # The package's examples/ links to the repository's examples/ (one copy; a wheel holds the files),
@@ -57,8 +57,8 @@ def _spark(  # noqa: ANN202
     pipeline: PipelineFiles | None = None,
 ):
     """The session the pipeline's code will be imported on, started before any of it runs."""
-    from lakefeed.cluster import parse_spark_conf
-    from lakefeed.session import spark_session
+    from lakefeed.spark.cluster import parse_spark_conf
+    from lakefeed.spark.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
     storage: list[str] = []
@@ -598,7 +598,7 @@ class DemoView:
 
 def table_rows(lakehouse: Lakehouse, name: str) -> str:
     """Rows from Delta file statistics (no Spark job); ``?`` when a file has none."""
-    from lakefeed.connectors.delta import table as delta_table
+    from lakefeed.delta import table as delta_table
 
     rows = delta_table.row_count(lakehouse.table_path(name))
     return "?" if rows is None else f"{rows:,}"

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lakefeed.connectors.delta import table as delta_table
+from lakefeed.delta import table as delta_table
 
 
 def _console() -> Console:

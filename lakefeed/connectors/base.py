@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
     from pyspark.sql.types import StructType
 
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
 CommittedInput = Callable[[Mapping[str, str], Any, Any], "dict[str, str] | None"]
 """(a stream's options, its end offset of the last committed batch, its first batch's end) ->
@@ -78,7 +78,7 @@ class ConnectorSink(ABC):
     validation has the flow's DataFrame; :meth:`write_stream` when the runner starts the flow's
     query. Implementations import Spark and their client libraries inside those methods, so a
     connector's declaration stays cheap to import. ``options`` are the sink's as the user gave
-    them (look them up in any case, through :class:`~lakefeed.connectors.options.Options`).
+    them (look them up in any case, through :class:`~lakefeed.core.options.Options`).
 
     Exactly-once is the product: :meth:`write_stream` commits each batch with the query's id
     and batch id where the target can keep them (Delta's ``txn``, a commit table), so a replayed
@@ -177,7 +177,8 @@ class Connector:
     aliases: tuple[str, ...] = ()
     """Other names ``lakefeed.source(kind)`` accepts for it (any case)."""
     session_conf: Mapping[str, str] = field(default_factory=dict)
-    """Session settings it needs, set once where the session is made (see ``lakefeed.session``)."""
+    """Session settings it needs, set once where the session is made (see
+    ``lakefeed.spark.session``)."""
     foreign_conf: Callable[[Mapping[str, str]], dict[str, str]] = dict
     """The session's settings without those naming the system it stands in for when that
     system is absent (delta-spark's extension and catalog): they would break the session."""
@@ -221,7 +222,7 @@ class Connector:
     ) -> DataFrame:
         """A source of this connector as lakefeed reads it, without any patched pyspark method:
         Spark's own readers where the connector plans them, else its Python data source."""
-        from lakefeed.jvm.bridge import READER_OPTION
+        from lakefeed.spark.jvm.bridge import READER_OPTION
 
         planned = self.planned_stream if streaming else self.planned_read
         every = {**options, "path": path} if path is not None else dict(options)

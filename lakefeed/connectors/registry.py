@@ -2,7 +2,8 @@
 
 Callers ask here ("which connector serves this format?", "what does this source's progress
 say?") instead of comparing format names themselves. The connector packages are imported on
-first use, so importing this module costs nothing and makes no cycle with ``lakefeed.session``.
+first use, so importing this module costs nothing and makes no cycle with
+``lakefeed.spark.session``.
 """
 
 from __future__ import annotations

@@ -1,33 +1,44 @@
-"""delta-spark's Python API for lakefeed: ``from lakefeed.delta import DeltaTable``.
+"""lakefeed's Delta engine: the transaction log, snapshots, commits with ``txn``, reads and
+writes, table features, constraints, change data, post-commit hooks.
 
-delta-spark cannot run on Spark 4.3; this package gives Databricks/delta-spark code the same
-``DeltaTable`` (``forPath``, ``merge`` builders, ``update``, ``delete``, ``history``, ``detail``,
-``optimize``, ``vacuum``, ``restoreTo*``, the ``create``/``replace`` table builder,
-``convertToDelta``, ``upgradeTableProtocol``, ``addFeatureSupport``) over delta-rs. The top-level
-``delta`` package lakefeed also ships (``from delta.tables import DeltaTable``,
-``configure_spark_with_delta_pip``, ``delta.exceptions``) re-exports it, so that code runs as
-written.
+Spark-free at its core (:mod:`~lakefeed.delta.log`, :mod:`~lakefeed.delta.snapshot`,
+:mod:`~lakefeed.delta.commit`); :mod:`~lakefeed.delta.spark_read` and
+:mod:`~lakefeed.delta.spark_write` are its Spark adapters and :mod:`~lakefeed.delta.table` its
+API for the runtime. delta-spark's Python API (``DeltaTable``) is a surface over it, in
+:mod:`lakefeed.compat.delta_spark`.
 """
 
 from __future__ import annotations
 
-from lakefeed.delta.builder import DeltaColumnBuilder, DeltaTableBuilder, IdentityGenerator
-from lakefeed.delta.merge import DeltaMergeBuilder, MergeMultipleMatchesError
-from lakefeed.delta.tables import (
-    DeltaOperationError,
-    DeltaOptimizeBuilder,
-    DeltaTable,
-    DeltaTableNotFoundError,
+import importlib
+import warnings
+from typing import Any
+
+_SURFACE = "lakefeed.compat.delta_spark"
+_SURFACE_NAMES = frozenset(
+    {
+        "DeltaColumnBuilder",
+        "DeltaMergeBuilder",
+        "DeltaOperationError",
+        "DeltaOptimizeBuilder",
+        "DeltaTable",
+        "DeltaTableBuilder",
+        "DeltaTableNotFoundError",
+        "IdentityGenerator",
+        "MergeMultipleMatchesError",
+    }
 )
 
-__all__ = [
-    "DeltaColumnBuilder",
-    "DeltaMergeBuilder",
-    "DeltaOperationError",
-    "DeltaOptimizeBuilder",
-    "DeltaTable",
-    "DeltaTableBuilder",
-    "DeltaTableNotFoundError",
-    "IdentityGenerator",
-    "MergeMultipleMatchesError",
-]
+
+def __getattr__(name: str) -> Any:
+    """``from lakefeed.delta import DeltaTable`` (before 0.2): a deprecated path to the
+    delta-spark surface; ``from delta.tables import DeltaTable`` is the name to use."""
+    if name not in _SURFACE_NAMES:
+        raise AttributeError(f"module 'lakefeed.delta' has no attribute {name!r}")
+    warnings.warn(
+        f"lakefeed.delta.{name} moved: use `from delta.tables import {name}`",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    # Imported by name: the engine never depends on the surface built over it.
+    return getattr(importlib.import_module(_SURFACE), name)

@@ -14,10 +14,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from lakefeed.connect import describe
 from lakefeed.observe.figures import FlowStatus, Monitor, TableQuality, batch_figures, headline
 from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import event_record
+from lakefeed.spark.connect import describe
 
 STATE_STYLES = {
     "running": "green",

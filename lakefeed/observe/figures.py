@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from lakefeed.connect import describe
 from lakefeed.connectors import registry
+from lakefeed.spark.connect import describe
 
 BACKPRESSURE_BATCHES = 3
 BACKPRESSURE_MARGIN = 1.05
@@ -332,7 +332,7 @@ class PipelineStatus:
     name: str
     run_id: str | None = None
     mode: str | None = None
-    spark: dict[str, str] = field(default_factory=dict)  # lakefeed.connect.session_facts
+    spark: dict[str, str] = field(default_factory=dict)  # lakefeed.spark.connect.session_facts
     state: str = "unknown"
     started_at: float | None = None
     stopped_at: float | None = None

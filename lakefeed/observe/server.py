@@ -35,16 +35,16 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from lakefeed.errors import CheckpointError, ConfigError, register_code
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.logs import get_logger
+from lakefeed.core.errors import CheckpointError, ConfigError, register_code
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.logs import get_logger
+from lakefeed.core.redact import redact_text
+from lakefeed.core.storage import Location
 from lakefeed.observe.graph import layout, with_sources
 from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
-from lakefeed.redact import redact_text
 from lakefeed.runtime.state import flow_checkpoint, inspect_state
-from lakefeed.storage import Location
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
@@ -216,7 +216,7 @@ class UIApi:
         """Spark's state readers on the checkpoint (read-only), in their own scheduler pool. A
         checkpoint a batch is writing right now may not read yet: the answer says so."""
         from lakefeed.runtime.pools import flow_pool  # Spark loads on the first state request
-        from lakefeed.session import spark_session
+        from lakefeed.spark.session import spark_session
 
         spark = spark_session(app_name="lakefeed-ui")  # the running pipeline's, if any
         try:

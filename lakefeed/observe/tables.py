@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.connectors.delta.log import rs_table
-from lakefeed.errors import LakefeedError
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import LakefeedError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import table as delta_table
+from lakefeed.delta.log import rs_table
 from lakefeed.pipeline.expectations import quarantine_table
 
 AGGREGATIONS = {"avg": "mean", "sum": "sum", "min": "min", "max": "max", "count": "count"}

@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.observe.event_log import first_line, open_log, read_fragments, repair_hint
+from lakefeed.core.storage import Location, join, stamp
 from lakefeed.observe.figures import Monitor
-from lakefeed.storage import Location, join, stamp
+from lakefeed.runtime.event_log import first_line, open_log, read_fragments, repair_hint
 
 
 def _events(table: pa.Table) -> list[dict[str, Any]]:

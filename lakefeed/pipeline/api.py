@@ -21,19 +21,19 @@ from lakefeed.cdc import snapshot
 from lakefeed.cdc.snapshot import SnapshotFunction, Snapshots
 from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors.registry import source_format
-from lakefeed.lakehouse import check_name
+from lakefeed.core.lakehouse import check_name
+from lakefeed.core.scoped import bound
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
 from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
 from lakefeed.pipeline.table_schema import DeclaredSchema
-from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from lakefeed.core.storage import AnyPath
     from lakefeed.pipeline.sql import SqlFlow
-    from lakefeed.storage import AnyPath
 
 KINDS = tuple(choices(DatasetKind))
 OUTPUT_MODES = ("append", "complete", "update")
@@ -779,7 +779,8 @@ def caller() -> str:
     """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
     import sys
 
-    here = str(Path(__file__).parent)
+    package = Path(__file__).parent
+    here = (str(package), str(package.parent / "compat"))
     frame = sys._getframe(1)
     while frame.f_back is not None and frame.f_code.co_filename.startswith(here):
         frame = frame.f_back

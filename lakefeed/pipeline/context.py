@@ -11,8 +11,8 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.scoped import bound
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.scoped import bound
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ only stateful operator is this dedup (:mod:`lakefeed.runtime.query_start`): 28 b
 RocksDB's memtables and block cache: half the state memory for the same keys (the compressed
 checkpoint stays about the same; docs/benchmarks.md, "Big state, round 4").
 
-The processor runs in the JVM (``FirstPerKey`` in lakefeed's jar, :mod:`lakefeed.jvm`): a
+The processor runs in the JVM (``FirstPerKey`` in lakefeed's jar, :mod:`lakefeed.spark.jvm`): a
 Python ``StatefulProcessor`` pays a socket round trip to the JVM's state server for every state
 call (three per new key: the implicit key, ``exists``, ``update``), and a prototype's
 processing-time plan failed in Spark 4.3's planner (``TransformWithStateInPySparkExec``: a
@@ -56,9 +56,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from lakefeed.connectors.options import parse_duration
-from lakefeed.errors import PipelineDefinitionError
-from lakefeed.jvm import loadable
+from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.core.options import parse_duration
+from lakefeed.spark.jvm import loadable
 
 PROCESSOR = "dev.lakefeed.spark.FirstPerKey"  # in lakefeed's jar; its state: "seen", "sweep"
 BUCKETS = 4096  # of keys, each with one sweep timer and its registered sweep time ("sweep")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lakefeed.errors import ExpectationError
+from lakefeed.core.errors import ExpectationError
 
 
 class Action(StrEnum):

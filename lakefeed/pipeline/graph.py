@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 
 
 class PipelineError(PipelineDefinitionError):

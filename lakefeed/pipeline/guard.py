@@ -13,7 +13,7 @@ silently in plain Spark, and lakefeed refuses each before the query starts:
 - a checkpoint behind its table (restored from an older backup, its last batches deleted): its
   next batches would carry numbers the table holds, and be skipped as written (the batch right
   after the checkpoint's last is told apart from a replay at write time, by its source offsets:
-  :mod:`lakefeed.connectors.delta.replay`);
+  :mod:`lakefeed.delta.replay`);
 - a Delta source table behind the version a flow's offsets say it read (the same loss, seen from
   the reading side).
 
@@ -33,13 +33,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from lakefeed.connectors.delta import CONNECTOR as DELTA
-from lakefeed.connectors.delta import log, replay
 from lakefeed.connectors.delta.offsets import DeltaOffset
-from lakefeed.errors import CheckpointError, DataLossRiskError, register_code
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline import offset_log
+from lakefeed.core.errors import CheckpointError, DataLossRiskError, register_code
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.storage import AnyPath, as_path, write_bytes
+from lakefeed.delta import log, replay
 from lakefeed.pipeline.api import Pipeline
-from lakefeed.storage import AnyPath, as_path, write_bytes
+from lakefeed.spark import offset_log
 
 IDENTITY_FILE = "_lakefeed.json"
 

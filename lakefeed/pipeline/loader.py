@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.connectors.delta import properties
-from lakefeed.delta import protocol
-from lakefeed.errors import ConfigError, DeltaError, register_code
-from lakefeed.pipeline import dlt_compat, sdp
+from lakefeed.compat import dlt as dlt_compat
+from lakefeed.compat import sdp
+from lakefeed.compat.delta_spark import protocol
+from lakefeed.core.errors import ConfigError, DeltaError, register_code
+from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
     Dataset,
     Pipeline,
@@ -43,7 +44,7 @@ from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakefeed.storage import AnyPath
+    from lakefeed.core.storage import AnyPath
 
 SUFFIXES = (".py", ".sql")
 NO_SESSION = register_code("PIPELINE_NO_SESSION", ConfigError)
@@ -213,7 +214,7 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 
 def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
-    from lakefeed.session import active_spark
+    from lakefeed.spark.session import active_spark
 
     spark = active_spark()  # the runner's while it evaluates: where the temp views are made
     views: dict[tuple[str, bool], str] = {}
@@ -226,7 +227,7 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     try:
         return spark.sql(flow.render(views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line
-        from lakefeed.explain import explain
+        from lakefeed.core.explain import explain
 
         raise sql_query_error(flow, error, explain(error).message) from error
 
@@ -276,7 +277,7 @@ def _running_session() -> SparkSession | None:
 
 def _evaluating(session: SparkSession | None) -> contextlib.AbstractContextManager[Any]:
     """While the files load, :func:`lakefeed.active_spark` answers with their session."""
-    from lakefeed.session import evaluating_on
+    from lakefeed.spark.session import evaluating_on
 
     return evaluating_on(session) if session is not None else contextlib.nullcontext()
 
@@ -315,7 +316,7 @@ class _SessionOfTheRun:
     here: a session started by an import would lack the run's settings."""
 
     def __getattr__(self, name: str) -> object:
-        from lakefeed.session import evaluating_session
+        from lakefeed.spark.session import evaluating_session
 
         session = evaluating_session() or _running_session()
         if session is None:

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
-from lakefeed.connectors.options import Options
 from lakefeed.connectors.registry import find, sink_for, sink_names
-from lakefeed.errors import ConfigError, LakefeedError, PipelineDefinitionError, register_code
+from lakefeed.core.errors import ConfigError, LakefeedError, PipelineDefinitionError, register_code
+from lakefeed.core.options import Options
+from lakefeed.core.redact import redact, redact_text
+from lakefeed.core.scoped import bound
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
-from lakefeed.redact import redact, redact_text
-from lakefeed.scoped import bound
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
 SINK_FORMAT = register_code("SINK_FORMAT", PipelineDefinitionError)
 SINK_OPTION = register_code("SINK_OPTION", ConfigError)

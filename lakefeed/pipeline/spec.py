@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakefeed.errors import PipelineDefinitionError, register_code
-from lakefeed.storage import AnyPath, as_path, is_object_store
+from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.core.storage import AnyPath, as_path, is_object_store
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 FIELDS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries"}

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lakefeed.cdc.sql import parse_body
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind

@@ -17,8 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakefeed.delta.sql.parse import Column, DeltaSqlError, TableConstraint, table_elements
-from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.compat.delta_spark.sql.parse import (
+    Column,
+    DeltaSqlError,
+    TableConstraint,
+    table_elements,
+)
+from lakefeed.core.errors import PipelineDefinitionError, register_code
 
 SCHEMA_INVALID = register_code("SCHEMA_INVALID", PipelineDefinitionError)
 GENERATION_EXPRESSION = "delta.generationExpression"  # Delta's field metadata key

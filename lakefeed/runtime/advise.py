@@ -26,9 +26,9 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.connectors.delta import log
-from lakefeed.errors import ConfigError
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import log
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.runtime.evaluate import Evaluator, watermarks
 

@@ -5,7 +5,7 @@ exactly the input the stream committed: the generator rows up to its offset (and
 time), the Kafka offsets per partition, the files of the cloudFiles log, the upstream Delta
 table as of the version the stream finished. Spark's checkpoint says it: ``offsets/N`` holds
 the end offsets of batch N and ``commits/N`` exists once batch N is committed
-(:mod:`lakefeed.pipeline.offset_log` reads them).
+(:mod:`lakefeed.spark.offset_log` reads them).
 
 Reading offsets is connector knowledge, so each connector has a small ``committed_input(options,
 end, first_end)`` beside its offsets: batch options that bound the read to what a stream with
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lakefeed.connectors import registry
-from lakefeed.errors import CheckpointError
-from lakefeed.pipeline.offset_log import Batch, last_committed, read_batch
-from lakefeed.storage import AnyPath
+from lakefeed.core.errors import CheckpointError
+from lakefeed.core.storage import AnyPath
+from lakefeed.spark.offset_log import Batch, last_committed, read_batch
 
 
 @dataclass

@@ -36,12 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from lakefeed.connectors.delta import manifest
-from lakefeed.connectors.delta.log import is_delta_table as log_exists
-from lakefeed.connectors.delta.log import rs_table
-from lakefeed.connectors.options import parse_bytes
-from lakefeed.errors import ConfigError
-from lakefeed.logs import get_logger
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.logs import get_logger
+from lakefeed.core.options import parse_bytes
+from lakefeed.delta import manifest
+from lakefeed.delta.log import is_delta_table as log_exists
+from lakefeed.delta.log import rs_table
 
 log = get_logger(__name__)
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakefeed.errors import PipelineDefinitionError, register_code
+from lakefeed.core.errors import PipelineDefinitionError, register_code
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.table_schema import GENERATION_EXPRESSION, DeclaredSchema
 
@@ -73,7 +73,9 @@ def create_declared(path: str, dataset: Dataset) -> None:
     """Create ``dataset``'s Delta table at ``path`` with its declared schema: its generated
     columns (checked as delta-spark checks them), NOT NULL columns, comments, and its CHECK
     constraints as ``delta.constraints.<name>`` properties."""
-    from lakefeed.delta.builder import DeltaTableBuilder  # the one create with Delta's checks
+    from lakefeed.compat.delta_spark.builder import (
+        DeltaTableBuilder,  # the one create with Delta's checks
+    )
 
     assert dataset.schema is not None
     builder = DeltaTableBuilder(SparkSession.active(), "createIfNotExists").location(path)

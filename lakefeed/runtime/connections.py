@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from lakefeed import storage
 from lakefeed.connectors import registry
-from lakefeed.connectors.options import Options
-from lakefeed.results import ConnectionCheck
+from lakefeed.core import storage
+from lakefeed.core.options import Options
+from lakefeed.runtime.results import ConnectionCheck
 
 Sources = Mapping[str, Iterable[tuple[str, Mapping[str, str]]]]
 

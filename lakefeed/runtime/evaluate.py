@@ -24,20 +24,20 @@ from pyspark.sql.types import StructType
 
 from lakefeed.cdc.apply import target_frame
 from lakefeed.connectors import delta, registry
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.explain import explain
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.explain import explain
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import table as delta_table
 from lakefeed.pipeline import dedup
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
 from lakefeed.pipeline.context import flow_context
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
-from lakefeed.runtime import plan_text
 from lakefeed.runtime.conform import conform
 from lakefeed.runtime.late import keeping_late, without_kept_late
 from lakefeed.runtime.query_start import flow_conf
-from lakefeed.session import evaluating_on
+from lakefeed.spark import plan_text
+from lakefeed.spark.session import evaluating_on
 
 if TYPE_CHECKING:
     from lakefeed.runtime.committed import CommittedInput

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.expectations import (
     FAILED_RULES_COLUMN,
     OBSERVATION_NAME,
@@ -27,6 +26,7 @@ from lakefeed.pipeline.expectations import (
     fail_message,
     metric_column,
 )
+from lakefeed.spark import offset_log
 
 _FLAG = "__lakefeed_ok_{}"
 KEPT = "__lakefeed_kept"
@@ -151,7 +151,7 @@ def write_batch(
     """One batch to a Delta table, idempotent by (query id, batch id); ``offsets``: the batch's
     source offsets hash, recorded with the commit and compared if the batch is skipped."""
     from lakefeed.connectors import delta
-    from lakefeed.connectors.delta.replay import OFFSETS
+    from lakefeed.delta.replay import OFFSETS
 
     delta.write(
         df,

@@ -37,10 +37,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-from lakefeed.observe.event_log import EventLog
-from lakefeed.pipeline import offset_log
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
+from lakefeed.runtime.event_log import EventLog
+from lakefeed.spark import offset_log
 
 STAGING = "_lakefeed_late_rows"
 

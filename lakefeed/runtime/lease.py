@@ -45,11 +45,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from lakefeed import storage
-from lakefeed.errors import LeaseError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.logs import get_logger
-from lakefeed.storage import AnyPath, ObjectPath
+from lakefeed.core import storage
+from lakefeed.core.errors import LeaseError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.logs import get_logger
+from lakefeed.core.storage import AnyPath, ObjectPath
 
 log = get_logger(__name__)
 
@@ -133,9 +133,9 @@ class LocalLeaseStore:
 
 @dataclass(frozen=True)
 class ObjectLeaseStore:
-    """A lease object in an S3 bucket without conditional writes, through :mod:`lakefeed.storage`
-    (pyarrow's S3 client): the fallback when boto3 is missing or the store does not implement
-    conditional requests.
+    """A lease object in an S3 bucket without conditional writes, through
+    :mod:`lakefeed.core.storage` (pyarrow's S3 client): the fallback when boto3 is missing or the
+    store does not implement conditional requests.
 
     Each change reads, compares the version token and writes, then reads back: two runs
     starting within the same second could both pass the check, and the later write wins (the

@@ -11,13 +11,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent, StreamingQueryProgress
 
-from lakefeed import connect
-from lakefeed.logs import get_logger
-from lakefeed.observe.event_log import EventLog
+from lakefeed.core.logs import get_logger
 from lakefeed.pipeline.expectations import OBSERVATION_NAME, Expectation, dropped_rows, rule_counts
+from lakefeed.runtime.event_log import EventLog
 from lakefeed.runtime.sinks import OBSERVATION as SINK_OBSERVATION
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.state_memory import StateSizing
+from lakefeed.spark import connect
 
 log = get_logger(__name__)
 

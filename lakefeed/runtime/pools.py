@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from lakefeed.logs import set_spark_log_level
+from lakefeed.core.logs import set_spark_log_level
 
 POOL_PROPERTY = "spark.scheduler.pool"
 

@@ -38,8 +38,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from lakefeed.errors import ConfigError, register_code
-from lakefeed.logs import set_spark_log_level
+from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.logs import set_spark_log_level
 from lakefeed.pipeline.output_modes import PlanFacts
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"

@@ -30,27 +30,25 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from lakefeed import connect
 from lakefeed.cdc.apply import ApplyChanges
 from lakefeed.cdc.snapshot import ApplySnapshots, snapshot_app_id
 from lakefeed.cdc.spec import state_table
 from lakefeed.connectors import delta, registry
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.errors import CheckpointError
-from lakefeed.explain import Failure, explain
-from lakefeed.foreach_batch import stop_aware
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.logs import get_logger
-from lakefeed.observe.event_log import EventLog, Retention
+from lakefeed.core.errors import CheckpointError
+from lakefeed.core.explain import Failure, explain
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.logs import get_logger
+from lakefeed.core.storage import AnyPath, as_path, remove_tree
+from lakefeed.delta import table as delta_table
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import RunMode, choices
 from lakefeed.runtime import expect, state_memory
-from lakefeed.runtime.checkpoint_files import check_checkpoint_files, clear_interrupted_start
 from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.conform import create_declared
 from lakefeed.runtime.evaluate import Evaluator
+from lakefeed.runtime.event_log import EventLog, Retention
 from lakefeed.runtime.late import LateRowsWriter
 from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
@@ -60,7 +58,9 @@ from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
 from lakefeed.runtime.validate import FlowPlan, Validation, check_flow, validate
-from lakefeed.storage import AnyPath, as_path, remove_tree
+from lakefeed.spark import connect
+from lakefeed.spark.checkpoint_files import check_checkpoint_files, clear_interrupted_start
+from lakefeed.spark.foreach_batch import stop_aware
 
 log = get_logger(__name__)
 

@@ -22,10 +22,8 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from lakefeed.connectors.base import start_query
 from lakefeed.connectors.registry import sink_names
-from lakefeed.errors import LakefeedError
-from lakefeed.foreach_batch import stop_aware
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline import offset_log
+from lakefeed.core.errors import LakefeedError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.sinks import (
     SINK_FORMAT,
     SINK_OPTION,
@@ -35,6 +33,8 @@ from lakefeed.pipeline.sinks import (
     problem,
     writing,
 )
+from lakefeed.spark import offset_log
+from lakefeed.spark.foreach_batch import stop_aware
 
 OBSERVATION = "lakefeed_sink"
 """The observed metric (``rows``) each sink flow reports per batch in its progress."""

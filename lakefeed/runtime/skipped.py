@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from lakefeed.connectors import registry
-from lakefeed.observe.event_log import EventLog
+from lakefeed.runtime.event_log import EventLog
 
 
 def report_skipped_files(

@@ -13,11 +13,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.errors import CheckpointError, register_code
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
-from lakefeed.redact import redact
-from lakefeed.storage import AnyPath, total_size
+from lakefeed.core.errors import CheckpointError, register_code
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.redact import redact
+from lakefeed.core.storage import AnyPath, total_size
+from lakefeed.runtime.event_log import read_events
 
 if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
     from pyspark.sql import Row, SparkSession

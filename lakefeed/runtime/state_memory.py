@@ -1,6 +1,6 @@
 """RocksDB state memory, set through the pipeline configuration (``lakefeed.state.*``).
 
-State lives in RocksDB (:mod:`lakefeed.session`), off the JVM heap: without a bound every
+State lives in RocksDB (:mod:`lakefeed.spark.session`), off the JVM heap: without a bound every
 RocksDB instance (one per stateful operator and shuffle partition) keeps its own memtables and
 block cache, so native memory grows with partitions and operators, outside ``-Xmx``. Spark can
 share one LRU cache among all instances of an executor JVM (its ``RocksDBMemoryManager``);
@@ -65,8 +65,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from lakefeed.connectors.options import Options, parse_bytes
-from lakefeed.errors import OptionError
+from lakefeed.core.errors import OptionError
+from lakefeed.core.options import Options, parse_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

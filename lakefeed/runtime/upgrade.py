@@ -25,16 +25,17 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from lakefeed.connectors.delta import adapters as delta
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.errors import LakefeedError, code_of
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
-from lakefeed.pipeline import guard, offset_log
+from lakefeed.core.errors import LakefeedError, code_of
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.core.storage import AnyPath
+from lakefeed.delta import table as delta_table
+from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
-from lakefeed.results import FlowChange, FlowVerdict, UpgradePlan
+from lakefeed.runtime.event_log import read_events
+from lakefeed.runtime.results import FlowChange, FlowVerdict, UpgradePlan
 from lakefeed.runtime.runner import orphaned_rows
 from lakefeed.runtime.validate import FlowPlan, Validation, validate
-from lakefeed.storage import AnyPath
+from lakefeed.spark import offset_log
 
 # A checkpoint that is not this flow's can simply be moved away when the table holds nothing.
 _MOVABLE = {guard.FOREIGN, guard.OTHER_FLOW}
@@ -194,7 +195,7 @@ def _tables_no_longer_read(
 
 
 def _table_id(path: AnyPath) -> str:
-    from lakefeed.connectors.delta.log import rs_table
+    from lakefeed.delta.log import rs_table
 
     return str(rs_table(str(path)).metadata().id)
 

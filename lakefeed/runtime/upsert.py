@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from lakefeed.pipeline import offset_log
+from lakefeed.spark import offset_log
 
 
 @dataclass
@@ -24,7 +24,7 @@ class KeyedUpsert:
     checkpoint: str
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from lakefeed.delta import DeltaTable
+        from lakefeed.compat.delta_spark import DeltaTable
 
         app_id = offset_log.running_query_id(self.checkpoint)
         condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)

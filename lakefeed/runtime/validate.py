@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline import sinks
 from lakefeed.pipeline.api import Dataset, Pipeline, config, config_keys
 from lakefeed.pipeline.graph import Graph, PipelineError

@@ -35,17 +35,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, TimestampType
 
 from lakefeed.connectors import delta
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.errors import DataLossRiskError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.errors import DataLossRiskError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import table as delta_table
 from lakefeed.observe.figures import dropped_late
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
-from lakefeed.results import TableComparison
 from lakefeed.runtime import expect
 from lakefeed.runtime.committed import CommittedInput
 from lakefeed.runtime.evaluate import Evaluator, union_all
+from lakefeed.runtime.event_log import read_events
+from lakefeed.runtime.results import TableComparison
 from lakefeed.runtime.runner import ONCE_DONE, PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 from pathlib import Path
 
-from lakefeed.errors import ConfigError
+from lakefeed.core.errors import ConfigError
 
 PIPELINE_PY = '''"""{name}: device readings from lakefeed's IoT generator, parsed and checked.
 

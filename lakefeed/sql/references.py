@@ -23,7 +23,7 @@ from sqlglot.dialects.databricks import Databricks
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 
-from lakefeed.errors import LakefeedError
+from lakefeed.core.errors import LakefeedError
 from lakefeed.sql.tokens import Token, tokens
 
 # sqlglot logs a warning for each statement it keeps as an opaque Command (VACUUM, OPTIMIZE...):

@@ -15,13 +15,13 @@ from pyspark.sql.types import StructType
 
 from lakefeed import entry
 from lakefeed.connectors import delta
-from lakefeed.errors import ConfigError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, Resolver, current_resolver, resolving
 from lakefeed.pipeline.kinds import RunMode
-from lakefeed.results import RunResult
-from lakefeed.session import spark_session
+from lakefeed.runtime.event_log import read_events
+from lakefeed.runtime.results import RunResult
+from lakefeed.spark.session import spark_session
 
 Rows = Sequence[Mapping[str, Any]] | DataFrame
 

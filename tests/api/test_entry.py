@@ -14,10 +14,10 @@ from deltalake import DeltaTable
 
 import lakefeed as lf
 from lakefeed.cli.main import cli
-from lakefeed.connectors.delta import table as delta_table
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import table as delta_table
 from lakefeed.pipeline.graph import PipelineError
-from lakefeed.results import FlowStatus
+from lakefeed.runtime.results import FlowStatus
 from tests.pipeline.support import write
 
 SOURCE = (

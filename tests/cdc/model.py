@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, START_AT
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 
 COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is excepted)
 Change = dict[str, Any]

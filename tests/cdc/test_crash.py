@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.cdc import model
 from tests.support.crash import run_with_kills
 

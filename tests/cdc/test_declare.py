@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lakefeed.cdc.sql import parse_body
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.sql import parse_sql
 from lakefeed.runtime.validate import validate

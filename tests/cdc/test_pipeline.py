@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import types as T
 
 import lakefeed as lf
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.kinds import RunMode
 from lakefeed.testing import PipelineTest
 from tests.cdc import model

@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakefeed.cdc.snapshot import snapshot_app_id
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.cdc import model
 from tests.support.crash import kill_soon_after_progress, run_with_kills
 

@@ -14,7 +14,7 @@ import pytest
 from lakefeed.cdc import fold
 from lakefeed.cdc import snapshot as snap
 from lakefeed.cdc.snapshot import Snapshots
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 from tests.cdc import model
 
 

@@ -12,7 +12,7 @@ import pytest
 import lakefeed as lf
 from lakefeed.cdc import snapshot as snap
 from lakefeed.cdc.snapshot import snapshot_app_id
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.kinds import RunMode
 from tests.cdc import model
 from tests.pipeline.support import load

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lakefeed.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, parse_spark_conf
-from lakefeed.errors import ConfigError
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.spark.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, parse_spark_conf
 from tests.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster, free_port

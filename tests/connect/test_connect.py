@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.cluster.test_standalone import CONF, ROWS, _commits
 from tests.pipeline.support import IOT, table
 from tests.support.connect import ConnectServer

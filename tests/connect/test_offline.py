@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lakefeed import connect
 from lakefeed.cli.main import cli
-from lakefeed.errors import ConfigError
+from lakefeed.core.errors import ConfigError
 from lakefeed.observe.figures import Monitor
 from lakefeed.runtime.evaluate import _walk_text
-from lakefeed.runtime.plan_text import analyzed_tree, bracket_items
+from lakefeed.spark import connect
+from lakefeed.spark.plan_text import analyzed_tree, bracket_items
 from tests.pipeline.support import IOT
 from tests.support.cluster import free_port
 

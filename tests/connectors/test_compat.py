@@ -14,8 +14,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
-from lakefeed.connectors import compat, delta, registry
-from lakefeed.errors import ConfigError, code_of
+from lakefeed.compat import patches as compat
+from lakefeed.connectors import delta, registry
+from lakefeed.core.errors import ConfigError, code_of
 
 
 def _patched_pyspark_methods() -> list[str]:
@@ -123,8 +124,8 @@ def test_a_non_delta_writer_is_left_as_spark_made_it(spark, tmp_path: Path) -> N
 def test_delta_tables_by_name_are_written_and_read_at_their_folder(spark, tmp_path: Path) -> None:
     """No metastore: ``saveAsTable``/``toTable``/``table`` on Delta use the folder
     ``DeltaTable.forName`` resolves a name to; names Spark's catalog knows stay Spark's."""
-    from lakefeed.delta.tables import LAKEHOUSE_CONF
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.compat.delta_spark.tables import LAKEHOUSE_CONF
+    from lakefeed.core.lakehouse import Lakehouse
 
     spark.conf.set(LAKEHOUSE_CONF, str(tmp_path / "lh"))
     try:

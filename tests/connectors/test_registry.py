@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lakefeed.connectors import registry
-from lakefeed.errors import LakefeedError
+from lakefeed.core.errors import LakefeedError
 from lakefeed.observe.figures import batch_figures
 
 
@@ -167,9 +167,9 @@ def test_session_and_connectors_import_in_either_order() -> None:
     import sys
 
     for first, second in [
-        ("lakefeed.session", "lakefeed.connectors.files"),
-        ("lakefeed.connectors.files", "lakefeed.session"),
-        ("lakefeed.connectors.delta", "lakefeed.connectors.compat"),
+        ("lakefeed.spark.session", "lakefeed.connectors.files"),
+        ("lakefeed.connectors.files", "lakefeed.spark.session"),
+        ("lakefeed.connectors.delta", "lakefeed.compat.patches"),
     ]:
         code = f"import {first}, {second}; from lakefeed.connectors import registry; "
         code += "print(len(registry.connectors()))"

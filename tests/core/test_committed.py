@@ -13,7 +13,7 @@ from lakefeed.connectors.files.filelog import committed_input as files_input
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.generator.source import committed_input as generator_input
 from lakefeed.connectors.kafka.offsets import committed_input as kafka_input
-from lakefeed.errors import CheckpointError
+from lakefeed.core.errors import CheckpointError
 from lakefeed.runtime.committed import CommittedInput
 
 IOT_END = {

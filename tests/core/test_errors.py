@@ -6,10 +6,7 @@ import pickle
 
 import pytest
 
-from lakefeed import errors
 from lakefeed.connectors.delta.adapters import DeltaTableExistsError
-from lakefeed.connectors.delta.log import DeltaSourceError
-from lakefeed.connectors.delta.schema import SchemaMismatchError
 from lakefeed.connectors.files.globs import GlobError
 from lakefeed.connectors.files.options import OptionError as FilesOptionError
 from lakefeed.connectors.files.readers import (
@@ -22,6 +19,9 @@ from lakefeed.connectors.generator.iot import GeneratorOptionError
 from lakefeed.connectors.kafka.client import DataLossError, KafkaSourceError, KafkaUnavailableError
 from lakefeed.connectors.kafka.options import KafkaOptionError
 from lakefeed.connectors.kafka.produce import KafkaSinkError
+from lakefeed.core import errors
+from lakefeed.delta.log import DeltaSourceError
+from lakefeed.delta.schema import SchemaMismatchError
 from lakefeed.observe.tables import TableViewError
 from lakefeed.pipeline.graph import PipelineError
 

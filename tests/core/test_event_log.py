@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import time
 
-from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.runtime.event_log import EventLog, read_events
 
 
 def test_event_log_round_trip_masks_secrets(tmp_path):

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.errors import ConfigError
-from lakefeed.observe.event_log import EVENT_SCHEMA, EventLog, Retention, read_events
+from lakefeed.core.errors import ConfigError
+from lakefeed.runtime.event_log import EVENT_SCHEMA, EventLog, Retention, read_events
 from tests.observe.test_damaged_log import damage, write_runs
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lakefeed import errors
 from lakefeed.cli.main import cli
 from lakefeed.connectors.generator.iot import GeneratorOptionError
-from lakefeed.explain import explain, readable
+from lakefeed.core import errors
+from lakefeed.core.explain import explain, readable
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.loader import load_pipeline
-from lakefeed.runtime.checkpoint_files import check_checkpoint_files
+from lakefeed.spark.checkpoint_files import check_checkpoint_files
 
 # The shape Spark gives a Python data source's error raised on the driver (abridged).
 PY4J = """An error occurred while calling o75.load.

@@ -9,8 +9,8 @@ import traceback
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from lakefeed.errors import BatchInterruptedError, is_permanent
-from lakefeed.foreach_batch import INTERRUPTIONS, StopAware
+from lakefeed.core.errors import BatchInterruptedError, is_permanent
+from lakefeed.spark.foreach_batch import INTERRUPTIONS, StopAware
 
 # Spark 4.3's StreamExecution.PROXY_ERROR, which it runs over a Py4J message once stop() was asked.
 PROXY_ERROR = re.compile(

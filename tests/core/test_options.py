@@ -14,9 +14,9 @@ from lakefeed.connectors.files.options import FileSourceOptions
 from lakefeed.connectors.files.options import OptionError as FilesOptionError
 from lakefeed.connectors.generator.iot import GeneratorOptionError, IotConfig
 from lakefeed.connectors.kafka.options import KafkaOptionError, parse_source_options
-from lakefeed.connectors.options import Options, parse_bytes, parse_duration
-from lakefeed.errors import OptionError, code_of, is_permanent
-from lakefeed.jvm.bridge import reader_choice
+from lakefeed.core.errors import OptionError, code_of, is_permanent
+from lakefeed.core.options import Options, parse_bytes, parse_duration
+from lakefeed.spark.jvm.bridge import reader_choice
 
 
 def test_names_in_any_case_values_never_shown() -> None:

@@ -6,9 +6,9 @@ import random
 
 from lakefeed.connectors import packing
 from lakefeed.connectors.delta.datasource import split_files
-from lakefeed.connectors.delta.log import DataFile
 from lakefeed.connectors.files.filelog import FileEntry
 from lakefeed.connectors.files.source import plan_partitions
+from lakefeed.delta.log import DataFile
 
 MB = 1024 * 1024
 

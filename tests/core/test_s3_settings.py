@@ -1,5 +1,5 @@
 """S3 settings per location, Spark-free: options > Spark's Hadoop conf (per-bucket first) >
-AWS environment, and how they travel to other processes (``lakefeed.storage``)."""
+AWS environment, and how they travel to other processes (``lakefeed.core.storage``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed import storage
 from lakefeed.connectors.files.options import FileSourceOptions
-from lakefeed.storage import S3Settings
+from lakefeed.core import storage
+from lakefeed.core.storage import S3Settings
 
 SECRET = "opt-secret-4f1c"
 
@@ -105,10 +105,10 @@ def test_settings_travel_with_a_pickled_reader_to_another_process(
 
 
 def test_a_pipelines_sink_on_s3_counts_before_the_session_starts(tmp_path) -> None:
-    from lakefeed import s3a
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.entry import storage_locations
-    from lakefeed.lakehouse import Lakehouse
     from lakefeed.pipeline.api import Pipeline, create_sink, loading
+    from lakefeed.spark import s3a
 
     pipeline = Pipeline("p")
     with loading(pipeline):
@@ -129,8 +129,8 @@ def raw_events():
 
 
 def test_landing_folders_flows_name_count_before_the_session_starts(tmp_path) -> None:
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.entry import load, storage_locations
-    from lakefeed.lakehouse import Lakehouse
 
     (tmp_path / "dlt_flow.py").write_text(DLT_FLOW)
     examples = Path(__file__).resolve().parents[2] / "examples"
@@ -158,8 +158,8 @@ def orders():
 
 
 def test_locations_are_read_from_the_pipeline_text_without_running_it(tmp_path) -> None:
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.entry import load, storage_locations
-    from lakefeed.lakehouse import Lakehouse
 
     (tmp_path / "orders.py").write_text(FLOW_THAT_CANNOT_RUN)
     pipeline = load([str(tmp_path / "orders.py")], {})

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from lakefeed.spark_home import compiled_spark_home, pip_spark_home
+from lakefeed.spark.home import compiled_spark_home, pip_spark_home
 
 
 def test_mirror_links_everything_but_the_worker_zip(tmp_path):
@@ -46,7 +46,8 @@ def test_package_import_loads_no_connector_or_pipeline_module():
         text=True,
         check=True,
     ).stdout.split()
-    assert not [m for m in loaded if m.startswith(("lakefeed.", "pyspark", "deltalake"))]
+    heavy = [m for m in loaded if m.startswith(("lakefeed.", "pyspark", "deltalake"))]
+    assert heavy == ["lakefeed.moved"]  # the old-path finder: the standard library only
     import lakefeed
 
     assert callable(lakefeed.table) and callable(lakefeed.read_kafka)

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.runtime.event_log import EventLog, read_events
 from lakefeed.runtime.listener import ProgressListener
 from lakefeed.runtime.state_memory import (
     ROCKSDB,

@@ -20,7 +20,7 @@ from tests.support.crash import driver_session
 def _progress(work: Path) -> dict:
     from deltalake import DeltaTable
 
-    from lakefeed.connectors.delta import log
+    from lakefeed.delta import log
 
     query_id = None
     if (work / "cp" / "metadata").exists():
@@ -43,7 +43,7 @@ def main(work: Path) -> None:
     with (work / "runs.jsonl").open("a") as out:
         out.write(json.dumps(_progress(work)) + "\n")
     if os.environ.get("LAKEFEED_CRASH_RUN") == "1":
-        from lakefeed.connectors.delta import commit
+        from lakefeed.delta import commit
 
         # The sink commits in this process (foreachBatch): die with the JVM right after it.
         commit.AFTER_COMMIT.append(lambda _root, _batch: os.killpg(0, signal.SIGKILL))

@@ -23,7 +23,7 @@ APP_ID = "merge-crash-upserts"
 def _progress(work: Path) -> dict:
     from deltalake import DeltaTable
 
-    from lakefeed.connectors.delta import log
+    from lakefeed.delta import log
 
     delta_txn = None
     if log.is_delta_table(str(work / "dst")):
@@ -40,7 +40,7 @@ def _progress(work: Path) -> dict:
 
 
 def main(work: Path) -> None:
-    from lakefeed.delta import DeltaTable
+    from lakefeed.compat.delta_spark import DeltaTable
 
     with (work / "runs.jsonl").open("a") as out:
         out.write(json.dumps(_progress(work)) + "\n")

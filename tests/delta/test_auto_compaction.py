@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from lakefeed.errors import ConfigError
+from lakefeed.core.errors import ConfigError
 from lakefeed.runtime.compaction import AutoCompactor, Policy, compact_if_needed, enabled
 from tests.support.delta import log_actions
 

@@ -1,7 +1,8 @@
-"""delta-spark's table builder, convertToDelta and protocol methods on lakefeed.delta.DeltaTable:
-docs.delta.io's examples run verbatim (only the import differs), the tables read back by Spark's
-``format("delta")`` and by delta-rs, and misuse refused with Delta's codes. Generated columns:
-lakefeed's batch and stream writes compute them or refuse a wrong value."""
+"""delta-spark's table builder, convertToDelta and protocol methods on
+lakefeed.compat.delta_spark.DeltaTable: docs.delta.io's examples run verbatim (only the import
+differs), the tables read back by Spark's ``format("delta")`` and by delta-rs, and misuse refused
+with Delta's codes. Generated columns: lakefeed's batch and stream writes compute them or refuse a
+wrong value."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, LongType, StructField
 
+from lakefeed.compat.delta_spark import DeltaTable, IdentityGenerator
+from lakefeed.compat.delta_spark.tables import LAKEHOUSE_CONF
 from lakefeed.connectors import delta
-from lakefeed.delta import DeltaTable, IdentityGenerator
-from lakefeed.delta.tables import LAKEHOUSE_CONF
-from lakefeed.errors import code_of
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import code_of
+from lakefeed.core.lakehouse import Lakehouse
 
 PEOPLE = "id int, firstName string, middleName string, lastName string, gender string, " + (
     "birthDate timestamp, ssn string, salary int"

@@ -1,5 +1,5 @@
-"""Delta's Change Data Feed: merges, updates and deletes by lakefeed.delta.DeltaTable recorded,
-read back with ``spark.read.format("delta").option("readChangeFeed", "true")``."""
+"""Delta's Change Data Feed: merges, updates and deletes by lakefeed.compat.delta_spark.DeltaTable
+recorded, read back with ``spark.read.format("delta").option("readChangeFeed", "true")``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable as RsTable
 
-from lakefeed.connectors.delta.changes import ChangeFeedError
-from lakefeed.delta import DeltaTable
+from lakefeed.compat.delta_spark import DeltaTable
+from lakefeed.delta.changes import ChangeFeedError
 
 
 def _changes(spark, path: Path, **options: str) -> list[tuple]:

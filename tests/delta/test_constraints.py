@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, Field, Schema, write_deltalake
 
-from lakefeed.connectors.delta import commit, constraints, features, files
-from lakefeed.delta.sql.parse import AddConstraint, DropConstraint, parse
-from lakefeed.errors import code_of
+from lakefeed.compat.delta_spark.sql.parse import AddConstraint, DropConstraint, parse
+from lakefeed.core.errors import code_of
+from lakefeed.delta import commit, constraints, features, files
 
 
 def _orders(root: Path) -> DeltaTable:

@@ -19,11 +19,12 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
-from lakefeed.connectors.delta import commit, files, log, offsets, pruning, snapshot
+from lakefeed.connectors.delta import offsets
 from lakefeed.connectors.delta.offsets import INITIAL, ChangeFeed, DeltaOffset, FeedOptions
-from lakefeed.connectors.delta.schema import SchemaMismatchError, merge_schema
-from lakefeed.connectors.delta.stats import FileStats, footer_stats
-from lakefeed.errors import DataLossRiskError
+from lakefeed.core.errors import DataLossRiskError
+from lakefeed.delta import commit, files, log, pruning, snapshot
+from lakefeed.delta.schema import SchemaMismatchError, merge_schema
+from lakefeed.delta.stats import FileStats, footer_stats
 
 APP = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
 
@@ -277,7 +278,7 @@ def test_a_batch_held_over_other_offsets_is_a_checkpoint_behind_its_table(
 
 
 def test_a_batch_fingerprint_is_its_source_offsets(tmp_path: Path) -> None:
-    from lakefeed.pipeline import offset_log
+    from lakefeed.spark import offset_log
 
     (tmp_path / "offsets").mkdir()
     sources = ['{"sourceId":"a","index":5}', "-"]

@@ -1,5 +1,5 @@
-"""lakefeed.delta.DeltaTable against real tables: written by lakefeed's Spark writer, changed by
-delta-rs, read back by delta-rs and by Spark."""
+"""lakefeed.compat.delta_spark.DeltaTable against real tables: written by lakefeed's Spark writer,
+changed by delta-rs, read back by delta-rs and by Spark."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ import pytest
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 
-from lakefeed.delta import DeltaTable, DeltaTableNotFoundError, MergeMultipleMatchesError
-from lakefeed.delta.exprs import ExpressionError
-from lakefeed.errors import code_of
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.compat.delta_spark import (
+    DeltaTable,
+    DeltaTableNotFoundError,
+    MergeMultipleMatchesError,
+)
+from lakefeed.compat.delta_spark.exprs import ExpressionError
+from lakefeed.core.errors import code_of
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.context import flow_context
 
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql.functions import col, lit
 
 from delta.tables import DeltaTable
-from lakefeed.connectors.delta import replace
-from lakefeed.delta.exprs import for_delta_rs
-from lakefeed.errors import LakefeedError, code_of
+from lakefeed.compat.delta_spark.exprs import for_delta_rs
+from lakefeed.core.errors import LakefeedError, code_of
+from lakefeed.delta import replace
 
 PEOPLE = (
     "id INT, firstName STRING, middleName STRING, lastName STRING, gender STRING, "

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import Schema as DeltaSchema
 
-from lakefeed.connectors.delta import generated
-from lakefeed.errors import code_of
+from lakefeed.core.errors import code_of
+from lakefeed.delta import generated
 
 SCHEMA = DeltaSchema.from_json(
     json.dumps(

@@ -22,8 +22,9 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from lakefeed.connectors.delta import dv, files, log, offsets, pruning
+from lakefeed.connectors.delta import offsets
 from lakefeed.connectors.delta.datasource import spark_schema
+from lakefeed.delta import dv, files, log, pruning
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 READABLE = [
@@ -372,7 +373,7 @@ def test_a_pipeline_streams_a_deletion_vector_table_and_verifies_it(spark, tmp_p
     """``lf.source("delta")`` on a table with deletion vectors and column mapping: the rows
     delta-rs reads, and ``verify`` (a batch read at the stream's version) agrees."""
     import lakefeed as lf
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
     from tests.pipeline.support import load, table, write
 
     root = str(GOLDEN / "dv-with-columnmapping")
@@ -432,7 +433,7 @@ def test_spark_applies_deletion_vectors_to_files_with_special_names(spark, tmp_p
 
 
 def test_deltatable_api_changes_still_refuse_deletion_vector_tables(spark, tmp_path: Path) -> None:
-    from lakefeed.delta.tables import DeltaTable as Api
+    from lakefeed.compat.delta_spark.tables import DeltaTable as Api
 
     root = tmp_path / "t"
     shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.connectors.delta import manifest
-from lakefeed.connectors.delta.manifest import write_manifests
-from lakefeed.connectors.delta.table import describe
+from lakefeed.delta import manifest
+from lakefeed.delta.manifest import write_manifests
+from lakefeed.delta.table import describe
 
 
 def _manifest(path: Path) -> list[str]:
@@ -123,7 +123,7 @@ def test_after_commit_refreshes_touched_partitions_and_repairs_after_a_failure(
 
 
 def test_spark_writes_streams_and_operations_keep_manifests_fresh(spark, tmp_path: Path) -> None:
-    from lakefeed.delta import DeltaTable as SparkTable
+    from lakefeed.compat.delta_spark import DeltaTable as SparkTable
 
     path = str(tmp_path / "t")
     SparkTable.create(spark).location(path).addColumn("id", "INT").addColumn(

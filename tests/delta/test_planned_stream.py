@@ -1,4 +1,4 @@
-"""A Delta stream planned in Python and read by Spark's Parquet reader (lakefeed.jvm).
+"""A Delta stream planned in Python and read by Spark's Parquet reader (lakefeed.spark.jvm).
 
 The same offsets and files as the Python Data Source reader, so both must produce the same
 rows: partition values of every type, files older than a column, limits, restarts.
@@ -204,7 +204,7 @@ def test_planned_streams_leave_nothing_behind_in_either_process(spark, tmp_path:
 
     from pyspark.sql import functions as F
 
-    from lakefeed.jvm import bridge
+    from lakefeed.spark.jvm import bridge
 
     src = tmp_path / "src"
     write_deltalake(str(src), pa.table({"id": [1, 2, 3]}))

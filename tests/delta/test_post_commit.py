@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakefeed.connectors.delta import commit, files, post_commit
+from lakefeed.delta import commit, files, post_commit
 
 APP = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
 

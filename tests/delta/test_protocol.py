@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.delta import protocol
-from lakefeed.errors import code_of
+from lakefeed.compat.delta_spark import protocol
+from lakefeed.core.errors import code_of
 
 
 def _table(tmp_path: Path) -> str:

@@ -223,7 +223,7 @@ def test_idempotent_and_failed_batch_writes_leave_one_clean_table(spark, tmp_pat
     assert unreferenced_files(path) == set()
     assert not any((path / "_lakefeed_staging").glob("*"))
 
-    from lakefeed.connectors.delta import table
+    from lakefeed.delta import table
 
     died = path / "_lakefeed_staging" / "write-0123abcd"
     died.mkdir(parents=True)

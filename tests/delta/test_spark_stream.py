@@ -227,8 +227,8 @@ def test_replayed_batch_removes_files_an_earlier_attempt_left(spark, tmp_path: P
     import shutil
 
     from lakefeed.connectors.delta.datasource import check_stream_write
-    from lakefeed.connectors.delta.files import stream_file_prefix
-    from lakefeed.connectors.delta.spark_write import SparkFilesSink
+    from lakefeed.delta.files import stream_file_prefix
+    from lakefeed.delta.spark_write import SparkFilesSink
 
     checkpoint, dst = tmp_path / "cp", tmp_path / "dst"
     checkpoint.mkdir()
@@ -305,7 +305,7 @@ def test_a_table_replaced_under_a_running_query_fails_it(spark, tmp_path: Path) 
 
 def test_object_storage_defaults_to_spark_only_when_it_writes_in_place() -> None:
     """Spark's staged write renames every file, a copy on S3 (bench/deploy measured it)."""
-    from lakefeed.connectors.delta.spark_write import default_writer
+    from lakefeed.delta.spark_write import default_writer
 
     assert default_writer("s3://bucket/lh/tables/t", in_place=True) == "spark"
     assert default_writer("s3://bucket/lh/tables/t", in_place=False) == "python"
@@ -321,7 +321,7 @@ def test_spark_writes_delta_files_in_place_and_a_failed_write_leaves_none(
     had committed), and every other write of the session left to Spark's own protocol."""
     from pyspark.sql import functions as F
 
-    from lakefeed.connectors.delta.spark_write import DIRECT_PROTOCOL, PROTOCOL_CONF
+    from lakefeed.delta.spark_write import DIRECT_PROTOCOL, PROTOCOL_CONF
 
     dst, plain = tmp_path / "dst", tmp_path / "plain"
     # 3 tasks on 2 cores: the last one, failing at its last row, runs alone (a task still

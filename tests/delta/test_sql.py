@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable as RsTable
 
-from lakefeed.delta import DeltaTable
-from lakefeed.errors import LakefeedError, code_of
+from lakefeed.compat.delta_spark import DeltaTable
+from lakefeed.core.errors import LakefeedError, code_of
 
 
 def _runner(spark, tmp_path: Path):  # noqa: ANN202
@@ -303,7 +303,7 @@ PIPELINE_SQL = "CREATE MATERIALIZED VIEW latest AS SELECT id FROM delta.`{path}`
 
 
 def test_delta_paths_in_a_pipelines_sql(spark, tmp_path: Path) -> None:
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
     from tests.pipeline.support import load, table, write
 
@@ -339,8 +339,8 @@ def test_a_column_alias_named_like_its_table_still_reads_the_table(spark, tmp_pa
     """The issue's statement, in a pipeline's SQL and then on the lakehouse the pipeline
     wrote: before sqlglot, the alias ``bronze_readings AS b`` was taken for a CTE and the
     second read failed with TABLE_OR_VIEW_NOT_FOUND."""
-    from lakefeed.delta.tables import LAKEHOUSE_CONF
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.compat.delta_spark.tables import LAKEHOUSE_CONF
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
     from tests.pipeline.support import load, table, write
 

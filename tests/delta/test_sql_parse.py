@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakefeed.delta.sql.parse import (
+from lakefeed.compat.delta_spark.sql.parse import (
     Convert,
     CreateTable,
     Delete,

@@ -1,4 +1,4 @@
-"""Spark-free housekeeping: lakefeed.connectors.delta.table and ``lakefeed table ...``."""
+"""Spark-free housekeeping: lakefeed.delta.table and ``lakefeed table ...``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.cli.main import cli
-from lakefeed.connectors.delta import table
+from lakefeed.delta import table
 
 
 def _small_files(path: Path, count: int = 4) -> None:
@@ -65,7 +65,7 @@ def test_one_row_count_rule_for_files_without_statistics(tmp_path: Path) -> None
     from deltalake.transaction import AddAction
 
     from lakefeed.cli.pipeline import table_rows
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.observe.tables import TableReader
 
     lakehouse = Lakehouse(tmp_path)

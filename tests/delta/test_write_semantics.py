@@ -13,9 +13,9 @@ import pytest
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 
+from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.connectors import delta
-from lakefeed.delta import DeltaTable
-from lakefeed.errors import code_of
+from lakefeed.core.errors import code_of
 
 
 def _refused(write) -> tuple[str | None, str]:

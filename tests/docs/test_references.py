@@ -88,7 +88,7 @@ def test_error_reference_reads_a_codes_fix_and_kind_from_the_raise_site(
 
 
 def test_compat_patch_table_lists_every_patch(hook: ModuleType) -> None:
-    from lakefeed.connectors.compat import PATCHES
+    from lakefeed.compat.patches import PATCHES
 
     table = hook.render_patches()
     assert len(table.splitlines()) == len(PATCHES) + 2
@@ -105,7 +105,7 @@ def test_readme_is_short_and_keeps_the_quick_start() -> None:
 
 
 def test_event_log_page_describes_every_column(hook: ModuleType) -> None:
-    from lakefeed.observe.event_log import EVENT_SCHEMA, EVENT_TYPES
+    from lakefeed.runtime.event_log import EVENT_SCHEMA, EVENT_TYPES
 
     assert set(hook.EVENT_COLUMNS) == set(EVENT_SCHEMA.names)
     page = hook.render_event_log()
@@ -113,7 +113,7 @@ def test_event_log_page_describes_every_column(hook: ModuleType) -> None:
 
 
 def test_delta_feature_table_lists_supported_and_refused_features(hook: ModuleType) -> None:
-    from lakefeed.delta.protocol import FEATURES, REFUSED
+    from lakefeed.compat.delta_spark.protocol import FEATURES, REFUSED
 
     page = hook.render_features()
     assert all(f"| `{name}` | supported |" in page for name in FEATURES)

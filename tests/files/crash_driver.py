@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
-from lakefeed import storage
-from lakefeed.storage import AnyPath
+from lakefeed.core import storage
+from lakefeed.core.storage import AnyPath
 from tests.support.crash import driver_session
 
 FILES_PER_RUN = 6

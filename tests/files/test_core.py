@@ -39,7 +39,7 @@ from lakefeed.connectors.files.schemas import (
     parse_ddl,
 )
 from lakefeed.connectors.files.source import cap_end, plan_partitions, skipped_files
-from lakefeed.connectors.options import parse_bytes
+from lakefeed.core.options import parse_bytes
 
 
 def _opts(path: Path, fmt: str = "json", **extra: str) -> FileSourceOptions:

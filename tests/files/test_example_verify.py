@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.runner import PipelineRunner, RunOptions

@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import (
 
 from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.spark_read import ahead, choose, refusal
-from lakefeed.jvm.bridge import _limit, _text
+from lakefeed.spark.jvm.bridge import _limit, _text
 from tests.files.test_core import _opts, _plan
 
 

@@ -11,10 +11,10 @@ from deltalake import DeltaTable
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.kafka.feed import Feeder
 from lakefeed.connectors.kafka.lag import lag_from_progress
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.loader import load_pipeline
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.kafka.broker import Tansu
 

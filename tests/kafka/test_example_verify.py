@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.kafka.feed import Feeder
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.runner import PipelineRunner, RunOptions

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from deltalake import write_deltalake
 
 from lakefeed.cli.main import cli
-from lakefeed.observe.event_log import EventLog
+from lakefeed.runtime.event_log import EventLog
 from tests.observe.progress import GRAPH, progress
 
 

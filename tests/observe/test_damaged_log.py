@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakefeed.cli.main import cli
-from lakefeed.errors import EventLogError, code_of
-from lakefeed.observe.event_log import EventLog, read_events, read_log
+from lakefeed.core.errors import EventLogError, code_of
 from lakefeed.observe.server import start_server
 from lakefeed.observe.tail import LiveMonitor
+from lakefeed.runtime.event_log import EventLog, read_events, read_log
 from tests.observe.progress import GRAPH, progress
 from tests.observe.test_server_api import get
 from tests.pipeline.support import table, write

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.core.redact import MASK, is_secret_key, redact, redact_text
 from lakefeed.observe.figures import Monitor
-from lakefeed.redact import MASK, is_secret_key, redact, redact_text
+from lakefeed.runtime.event_log import EventLog, read_events
 from tests.observe.progress import progress
 
 PW = "hunter2-Xy9"

@@ -13,9 +13,9 @@ import pytest
 from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
-from lakefeed.errors import ConfigError, code_of
-from lakefeed.observe.event_log import EventLog
+from lakefeed.core.errors import ConfigError, code_of
 from lakefeed.observe.server import start_server
+from lakefeed.runtime.event_log import EventLog
 from tests.observe.progress import GRAPH, progress
 
 SECRET = "s3cr3t-kafka-pass"

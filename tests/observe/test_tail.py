@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.observe.event_log import EventLog
 from lakefeed.observe.tail import EventTail, LiveMonitor
+from lakefeed.runtime.event_log import EventLog
 
 
 def test_tail_returns_each_event_once(tmp_path):

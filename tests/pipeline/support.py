@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.loader import load_pipeline
 

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline import offset_log
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.verify import verify
+from lakefeed.spark import offset_log
 from tests.pipeline.support import ROOT, load, table
 
 AD_CLICKS = ROOT / "examples" / "ad_clicks"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.runtime.evaluate import Evaluator
 

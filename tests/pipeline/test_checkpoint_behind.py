@@ -16,9 +16,9 @@ import pytest
 from deltalake import DeltaTable
 
 import lakefeed as lf
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import RunResult
 from tests.pipeline.support import table, write
 

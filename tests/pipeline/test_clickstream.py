@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from lakefeed import entry
 from lakefeed.cli.main import cli
-from lakefeed.errors import CheckpointError, code_of
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import CheckpointError, code_of
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.state import UNKNOWN_FLOW, inspect_state
 from tests.pipeline.support import ROOT, load, table

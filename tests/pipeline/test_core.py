@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.errors import DataLossRiskError
+from lakefeed.core.errors import DataLossRiskError
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline, loading
 from lakefeed.pipeline.context import current_flow, flow_context
@@ -280,7 +280,7 @@ def test_a_batch_that_changed_nothing_still_records_its_txn(tmp_path: Path) -> N
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction
 
-    from lakefeed.connectors.delta import commit
+    from lakefeed.delta import commit
 
     target = tmp_path / "silver"
     _commits(target, 1, app_id="query-1")  # batch 0
@@ -387,7 +387,7 @@ def test_missing_file_and_wrong_suffix(tmp_path: Path) -> None:
 
 
 def test_flow_context_is_set_only_while_evaluating(tmp_path: Path) -> None:
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
     assert current_flow() is None
     with flow_context("bronze", Lakehouse.at(tmp_path)) as ctx:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.verify import verify
 from tests.pipeline.support import IOT, IOT_CONF, load, table
 from tests.support.crash import DRIVER_JVM, run_with_kills

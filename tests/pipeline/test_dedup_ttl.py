@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import lakefeed as lf
-from lakefeed.errors import PipelineDefinitionError
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline.dedup import _ttl_ms, drop_duplicates_within_ttl
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.runtime import query_start

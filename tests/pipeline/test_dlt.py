@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.pipeline import dlt_compat
+from lakefeed.compat import dlt as dlt_compat
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
@@ -329,8 +329,8 @@ def published():
 def test_private_tables_are_stored_but_not_published(spark, tmp_path: Path) -> None:
     """DLT's private=True / temporary=True: the pipeline's flows read the table; outside the
     pipeline its name does not resolve, and a catalog listing leaves it out."""
-    from lakefeed.delta import DeltaTable
-    from lakefeed.delta.tables import LAKEHOUSE_CONF
+    from lakefeed.compat.delta_spark import DeltaTable
+    from lakefeed.compat.delta_spark.tables import LAKEHOUSE_CONF
 
     folder = write(tmp_path / "p", {"pipeline.py": PRIVATE_PIPELINE})
     lakehouse = Lakehouse.at(tmp_path / "lh")

@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.observe.server import start_server
-from lakefeed.results import VerifyResult
+from lakefeed.runtime.event_log import read_events
+from lakefeed.runtime.results import VerifyResult
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.verify import STATIC_JOIN, verify
 from tests.pipeline.support import ROOT, load, table

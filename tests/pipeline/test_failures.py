@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, write
 
@@ -294,7 +294,7 @@ def test_the_worker_daemon_drops_only_the_hung_up_traceback() -> None:
     under load); any other exception's traceback is still printed."""
     code = (
         "import sys\n"
-        "from lakefeed.runtime import daemon\n"
+        "from lakefeed.spark import daemon\n"
         "errors = BrokenPipeError(32, 'Broken pipe'), ConnectionResetError(), KeyError('k')\n"
         "for error in errors:\n"
         "    try:\n"
@@ -310,5 +310,5 @@ def test_the_worker_daemon_drops_only_the_hung_up_traceback() -> None:
 @pytest.mark.spark
 def test_sessions_run_lakefeeds_worker_daemon(spark) -> None:
     conf = spark.sparkContext.getConf()
-    assert conf.get("spark.python.daemon.module") == "lakefeed.runtime.daemon"
+    assert conf.get("spark.python.daemon.module") == "lakefeed.spark.daemon"
     assert spark.range(3).selectExpr("id").rdd.map(lambda row: row.id * 2).sum() == 6

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
 
@@ -179,7 +179,7 @@ def test_version_guard_checks_each_flow_by_its_own_query_id(tmp_path: Path) -> N
     import pyarrow as pa
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    from lakefeed.errors import DataLossRiskError
+    from lakefeed.core.errors import DataLossRiskError
 
     target = tmp_path / "events"
     flows = []

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.observe.server import start_server
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import ROOT, load, table, write
 from tests.support.verify import assert_verify_passes

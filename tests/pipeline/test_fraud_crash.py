@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import table, write
 from tests.pipeline.test_fraud import FRAUD, lines, txn
 from tests.support.crash import run_with_kills

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lakefeed.errors import DataLossRiskError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.errors import DataLossRiskError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.verify import verify
 from tests.pipeline.support import IOT, IOT_CONF, load, table

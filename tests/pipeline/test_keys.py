@@ -8,7 +8,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 import lakefeed as lf
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import load, table, write
 
 PIPELINE = """

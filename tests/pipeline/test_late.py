@@ -16,12 +16,12 @@ from click.testing import CliRunner
 
 from lakefeed import entry
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.observe.console import late_cell
-from lakefeed.observe.event_log import EventLog, read_events
 from lakefeed.observe.figures import Monitor
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.advise import advise_watermark, lateness, recommend_delay, state_estimate
+from lakefeed.runtime.event_log import EventLog, read_events
 from lakefeed.runtime.late import late_mask
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.verify import dropped_late_rows

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.errors import LeaseError, code_of
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.errors import LeaseError, code_of
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.lease import Holder, Lease, LocalLeaseStore, check_free, process_space
 from tests.pipeline.support import IOT, IOT_CONF
 from tests.support.crash import DRIVER_JVM
@@ -128,7 +128,7 @@ def test_a_pid_counts_only_in_its_own_process_space(lakehouse: Lakehouse) -> Non
 
 TAKER = """
 import sys, os
-from lakefeed.errors import LeaseError, code_of
+from lakefeed.core.errors import LeaseError, code_of
 from lakefeed.runtime.lease import Lease, LocalLeaseStore
 store = LocalLeaseStore(__import__("pathlib").Path(sys.argv[1]))
 try:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 import lakefeed as lf
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.results import FlowVerdict, UpgradePlan
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.runtime.results import FlowVerdict, UpgradePlan
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, write
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import lakefeed as lf
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from tests.pipeline.support import load, table, write
 

@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed import entry
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from tests.pipeline.support import write
 

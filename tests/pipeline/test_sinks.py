@@ -21,10 +21,10 @@ from lakefeed.connectors.kafka.client import BrokerView
 from lakefeed.connectors.kafka.consume import read_range
 from lakefeed.connectors.kafka.offsets import OffsetRange
 from lakefeed.connectors.kafka.options import parse_source_options
-from lakefeed.errors import DataLossRiskError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core.errors import DataLossRiskError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline import guard
+from lakefeed.runtime.event_log import read_events
 from tests.pipeline.support import load, write
 
 pytestmark = pytest.mark.kafka

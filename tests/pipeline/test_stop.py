@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import EventLog, read_events
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.runtime.event_log import EventLog, read_events
 from lakefeed.runtime.listener import ProgressListener
 from lakefeed.runtime.runner import PipelineRunner, RunOptions, _graceful_stop
 from tests.pipeline.support import load, table, write

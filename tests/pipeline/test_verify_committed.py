@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import IOT, table
 from tests.support.crash import run_with_kills
 from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lakefeed.connectors import postgres as pg
-from lakefeed.errors import code_of, is_permanent
+from lakefeed.core.errors import code_of, is_permanent
 
 CUSTOMERS = (
     "CREATE TABLE customers (id bigint PRIMARY KEY, name text, seen timestamptz, "

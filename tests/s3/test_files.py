@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lakefeed import storage
 from lakefeed.connectors.files import filelog
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import FileLog, committed_files, state_dir
@@ -27,6 +26,7 @@ from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.readers import read_entry
 from lakefeed.connectors.files.schemas import SchemaStore, infer_schema, parse_ddl
 from lakefeed.connectors.files.source import claim_skipped, skipped_files
+from lakefeed.core import storage
 from lakefeed.runtime.connections import check_connections
 from tests.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
 from tests.support.crash import kill_soon_after_progress, run_with_kills
@@ -197,7 +197,7 @@ def test_python_reader_on_s3_each_file_once_across_kills(
 PIPELINE_DRIVER = """
 import sys
 import lakefeed as lf
-from lakefeed import storage
+from lakefeed.core import storage
 
 lakehouse, landing, wave2 = sys.argv[1:4]
 conf = {{"files.landing": landing, "files.maxFilesPerTrigger": "2"}}

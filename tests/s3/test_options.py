@@ -17,10 +17,10 @@ import pytest
 from deltalake import DeltaTable as RsTable
 from deltalake import write_deltalake
 
-from lakefeed import storage
-from lakefeed.delta import DeltaTable
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.compat.delta_spark import DeltaTable
+from lakefeed.core import storage
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.runtime.event_log import read_events
 from tests.support.s3 import MotoServer, free_port
 
 SECRET = "only-in-options-7d3e"

@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lakefeed import storage
-from lakefeed.errors import ConfigError
-from lakefeed.lakehouse import Lakehouse
-from lakefeed.observe.event_log import read_events
+from lakefeed.core import storage
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.observe.server import start_server
+from lakefeed.runtime.event_log import read_events
 from tests.pipeline.support import IOT, IOT_CONF
 from tests.support.crash import CrashReport, run_with_kills
 from tests.support.s3 import MotoServer, free_port

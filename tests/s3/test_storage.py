@@ -14,12 +14,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed import s3a, storage
-from lakefeed.connectors.delta import commit, log, table
-from lakefeed.connectors.delta.files import STAGING, write_batches
-from lakefeed.errors import ConfigError, code_of
+from lakefeed.core import storage
+from lakefeed.core.errors import ConfigError, code_of
+from lakefeed.delta import commit, log, table
+from lakefeed.delta.files import STAGING, write_batches
 from lakefeed.runtime import lease
 from lakefeed.runtime.lease import ConditionalObjectLeaseStore, ObjectLeaseStore, lease_store
+from lakefeed.spark import s3a
 from tests.support.s3 import MotoServer
 
 COMMITS_PER_WRITER = 6

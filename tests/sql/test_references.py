@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakefeed.delta.sql.parse import parse
+from lakefeed.compat.delta_spark.sql.parse import parse
 from lakefeed.sql.references import TableRef, references
 from lakefeed.sql.spark import names_in
 from lakefeed.sql.tokens import matching_paren, split_statements, tokens, top_level
@@ -293,7 +293,7 @@ def test_names_in_sparks_plan() -> None:
 )
 def test_the_auto_cdc_source_is_the_parsers(head: str, source: str | None) -> None:
     from lakefeed.cdc.sql import parse_body
-    from lakefeed.errors import PipelineDefinitionError
+    from lakefeed.core.errors import PipelineDefinitionError
 
     body = f"{head} KEYS (id) SEQUENCE BY ts"
     if source is None:

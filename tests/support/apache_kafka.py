@@ -8,7 +8,7 @@ survive a broker restart); connector behaviour that depends on them is tested he
 The broker's jars come from Maven Central through Maven itself (``mvn
 dependency:copy-dependencies`` over ``apache_kafka/pom.xml``), once, into lakefeed's cache folder
 (``~/.cache/lakefeed/apache-kafka-<pom digest>/libs``, 43 MB), as Spark's Ivy cache holds the S3A
-jars (:mod:`lakefeed.s3a`); later sessions reuse them. A changed pom gets a new folder.
+jars (:mod:`lakefeed.spark.s3a`); later sessions reuse them. A changed pom gets a new folder.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from lakefeed.spark_home import cache_root
+from lakefeed.spark.home import cache_root
 from tests.kafka.broker import Broker, free_port
 
 POM = Path(__file__).with_name("apache_kafka") / "pom.xml"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lakefeed.storage import AnyPath
+from lakefeed.core.storage import AnyPath
 
 # Crash drivers are short-lived JVMs started again and again: C1-only JIT and the serial GC start
 # Spark's driver about twice as fast on 2 busy cores (hot loops run ~30% slower, which these small
@@ -132,8 +132,8 @@ def driver_session(  # noqa: ANN201 - pyspark in the driver only
     Spark 4.3 refuse the checkpoint forever; lakefeed's runner clears it before a flow starts,
     and so does this, for the drivers' plain PySpark queries.
     """
-    from lakefeed.runtime.checkpoint_files import clear_interrupted_start
-    from lakefeed.session import spark_session
+    from lakefeed.spark.checkpoint_files import clear_interrupted_start
+    from lakefeed.spark.session import spark_session
 
     clear_interrupted_start(checkpoint)
 

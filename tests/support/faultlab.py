@@ -33,9 +33,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 import lakefeed as lf
-from lakefeed.errors import LakefeedError
+from lakefeed.core.errors import LakefeedError
 from lakefeed.pipeline.api import set_config
-from lakefeed.results import TableComparison
+from lakefeed.runtime.results import TableComparison
 from tests.pipeline.support import IOT_CONF as PIPELINE_IOT_CONF
 from tests.support.crash import DRIVER_JVM
 from tests.support.faults import Fault, counts, fired, set_plan

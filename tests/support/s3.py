@@ -2,7 +2,7 @@
 127.0.0.1, in memory, started once and stopped by its pid.
 
 :func:`s3_env` is what a process needs to reach it: the standard AWS variables, which delta-rs,
-pyarrow (through :mod:`lakefeed.storage`) and Hadoop's S3A all read.
+pyarrow (through :mod:`lakefeed.core.storage`) and Hadoop's S3A all read.
 """
 
 from __future__ import annotations

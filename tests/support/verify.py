@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from lakefeed.lakehouse import Lakehouse
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.errors import ConfigError
+from lakefeed.core.errors import ConfigError
 from lakefeed.testing import PipelineTest
 
 IOT = Path(__file__).resolve().parents[2] / "examples" / "iot"

@@ -4,10 +4,10 @@
 the real delta-spark is on the classpath. lakefeed's own code reads and writes tables with the
 explicit functions of :mod:`~lakefeed.connectors.delta.adapters` (``read_stream``, ``read``,
 ``write_stream``, ``write``); Databricks-style ``format("delta")`` code reaches the same
-functions through :mod:`lakefeed.connectors.compat`. Session settings (made where the session
+functions through :mod:`lakefeed.compat.patches`. Session settings (made where the session
 is made, see :data:`CONNECTOR`): filter pushdown for Python data sources (file skipping needs
 it) and INT64 Parquet timestamps (what Delta readers expect). Table housekeeping without Spark
-lives in :mod:`lakefeed.connectors.delta.table`.
+lives in :mod:`lakefeed.delta.table`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 def native_delta_available(spark: SparkSession) -> bool:
     """True when delta-spark's classes are loadable: then its connector serves ``delta``."""
-    from lakefeed.jvm import loadable
+    from lakefeed.spark.jvm import loadable
 
     if getattr(spark, "_jvm", None) is None:
         return NATIVE_EXTENSION in (spark.conf.get("spark.sql.extensions", "") or "")
@@ -92,7 +92,7 @@ def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> di
 
 
 def _reachable(options: Mapping[str, str]) -> Reached | None:
-    from lakefeed.connectors.delta.table import reachable
+    from lakefeed.delta.table import reachable
 
     return reachable(options)
 

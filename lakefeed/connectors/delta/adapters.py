@@ -1,11 +1,11 @@
 """Reading and writing Delta tables from Spark by explicit calls: what lakefeed's runtime uses.
 
 ``read_stream``/``read`` give a DataFrame read by Spark's own Parquet reader over files the
-Python side plans (:mod:`~lakefeed.connectors.delta.spark_read`), else by the ``delta`` Python
+Python side plans (:mod:`~lakefeed.delta.spark_read`), else by the ``delta`` Python
 data source. ``write_stream``/``write`` have Spark's Parquet writer produce the data files and
-commit them through delta-rs (:mod:`~lakefeed.connectors.delta.spark_write`), else hand the rows
+commit them through delta-rs (:mod:`~lakefeed.delta.spark_write`), else hand the rows
 to the Python sink. None of them relies on a patched pyspark method; the Databricks-style
-surface (``df.write.format("delta")``...) in :mod:`lakefeed.connectors.compat` calls
+surface (``df.write.format("delta")``...) in :mod:`lakefeed.compat.patches` calls
 :func:`stream_sink` and :func:`batch_write` below, so both ways decide alike.
 
 Spark drops ``partitionBy()`` for Python sinks and refuses the default save mode (ErrorIfExists)
@@ -22,7 +22,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
-from lakefeed.connectors.delta import generated, log, replace
 from lakefeed.connectors.delta.datasource import (
     PARTITION_OPTION,
     check_stream_write,
@@ -31,8 +30,11 @@ from lakefeed.connectors.delta.datasource import (
     txn_option,
     write_spec,
 )
-from lakefeed.connectors.delta.snapshot import Snapshot
-from lakefeed.connectors.delta.spark_write import (
+from lakefeed.core.errors import DeltaError, OptionError
+from lakefeed.core.options import Options
+from lakefeed.delta import generated, log, replace
+from lakefeed.delta.snapshot import Snapshot
+from lakefeed.delta.spark_write import (
     TIMESTAMP_CONF,
     WRITER_OPTION,
     SparkFilesSink,
@@ -41,9 +43,7 @@ from lakefeed.connectors.delta.spark_write import (
     in_place,
     write_batch,
 )
-from lakefeed.connectors.options import Options
-from lakefeed.errors import DeltaError, OptionError
-from lakefeed.foreach_batch import stop_aware
+from lakefeed.spark.foreach_batch import stop_aware
 
 _ERROR_MODES = {"error", "errorifexists", "default"}
 
@@ -162,7 +162,7 @@ def spark_writes_files(
 ) -> bool:
     """Spark's own Parquet writer produces the data files, unless asked for, unsafe, or the
     table is on object storage and Spark could only stage them
-    (:func:`~lakefeed.connectors.delta.spark_write.default_writer`)."""
+    (:func:`~lakefeed.delta.spark_write.default_writer`)."""
     default = default_writer(root, in_place(frame.sparkSession))
     chosen = Options(options, OptionError).choice(WRITER_OPTION, ("spark", "python"), default)
     conf = frame.sparkSession.conf

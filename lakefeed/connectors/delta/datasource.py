@@ -48,35 +48,35 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakefeed import storage
 from lakefeed.connectors import packing
-from lakefeed.connectors.delta import (
+from lakefeed.connectors.delta import offsets
+from lakefeed.core import storage
+from lakefeed.core.errors import OptionError, register_code
+from lakefeed.core.options import Options
+from lakefeed.delta import (
     changes,
     commit,
     constraints,
     features,
     generated,
     log,
-    offsets,
     post_commit,
     pruning,
     replay,
     spark_read,
 )
-from lakefeed.connectors.delta.files import (
+from lakefeed.delta.files import (
     WrittenFile,
     read_file,
     remove_files,
     stream_file_prefix,
     write_batches,
 )
-from lakefeed.connectors.delta.log import DataFile
-from lakefeed.connectors.delta.mapping import ColumnMapping
-from lakefeed.connectors.delta.schema import as_nullable, table_arrow_schema
-from lakefeed.connectors.delta.snapshot import Snapshot, for_stream
-from lakefeed.connectors.options import Options
-from lakefeed.errors import OptionError, register_code
-from lakefeed.pipeline import offset_log
+from lakefeed.delta.log import DataFile
+from lakefeed.delta.mapping import ColumnMapping
+from lakefeed.delta.schema import as_nullable, table_arrow_schema
+from lakefeed.delta.snapshot import Snapshot, for_stream
+from lakefeed.spark import offset_log
 
 PARTITION_OPTION = "partitionBy"
 DEFAULT_MAX_FILES = 1000
@@ -117,7 +117,8 @@ def table_root(options: Mapping[str, str]) -> str:
 
 def register_settings(options: Mapping[str, str]) -> str:
     """The table's root, with the Hadoop settings among ``options`` (``fs.s3a.access.key``...,
-    as delta-spark takes them) registered for it in this process (see :mod:`lakefeed.storage`)."""
+    as delta-spark takes them) registered for it in this process (see
+    :mod:`lakefeed.core.storage`)."""
     root = table_root(options)
     storage.register(root, storage.hadoop_options(options))
     return root
@@ -250,7 +251,7 @@ def write_spec(
     if table is not None:
         features.check_writable(table, root, operation)
     if table is not None and not spec.overwrite_schema:
-        from lakefeed.connectors.delta.schema import merge_schema
+        from lakefeed.delta.schema import merge_schema
 
         # Refuse a bad schema now, not after every task has written its files. The writer
         # writes logical column names and knows nothing of deleted rows: plain tables only.
@@ -581,7 +582,7 @@ def planned_read(
     version lists the table's files whenever a query reading it is planned, as Delta's static
     reads do: the static side of a stream–static join reads the latest version in every
     micro-batch (the Python data source, too, plans per query)."""
-    from lakefeed.jvm import bridge
+    from lakefeed.spark.jvm import bridge
 
     if changes.requested(options):
         changes.check(options)
@@ -623,7 +624,7 @@ def snapshot_frame(
 
 def latest_frame(root: str, schema: StructType, spark: SparkSession) -> DataFrame:
     """The table's latest version in ``schema`` (the one the DataFrame was made with)."""
-    from lakefeed.jvm.bridge import READER_OPTION
+    from lakefeed.spark.jvm.bridge import READER_OPTION
 
     frame = snapshot_frame(spark, root, log.open_table(root), schema)
     if frame is None:  # grown past MAX_SCAN_GROUPS since: the Python reader
@@ -636,7 +637,7 @@ def planned_stream(
 ) -> DataFrame | None:
     """``readStream.format("delta")`` with rows read by Spark (None: use the Python source,
     also for a schema the user fixed: the table's own is what a planned stream reads)."""
-    from lakefeed.jvm import bridge
+    from lakefeed.spark.jvm import bridge
 
     if schema is not None or changes.requested(options):
         return None

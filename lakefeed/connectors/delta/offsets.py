@@ -20,10 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefeed.connectors.delta import log, pruning
-from lakefeed.connectors.delta.log import Commit, DataFile, DeltaSourceError
-from lakefeed.connectors.delta.mapping import ColumnMapping
-from lakefeed.errors import CheckpointError, register_code
+from lakefeed.core.errors import CheckpointError, register_code
+from lakefeed.delta import log, pruning
+from lakefeed.delta.log import Commit, DataFile, DeltaSourceError
+from lakefeed.delta.mapping import ColumnMapping
 
 INCOMPATIBLE_SCHEMA = register_code("DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE", DeltaSourceError)
 

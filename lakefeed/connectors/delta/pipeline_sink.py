@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
-from lakefeed.connectors.options import Options
-from lakefeed.errors import ConfigError
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.options import Options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
 _WHERE = {"path", "tablename"}
 """The options that place the table; the others go to the writer."""

@@ -12,10 +12,10 @@ import os
 import shutil
 from collections.abc import Sequence
 
-from lakefeed import storage
 from lakefeed.connectors.files.filelog import FileEntry
 from lakefeed.connectors.files.options import FileSourceOptions
-from lakefeed.logs import get_logger
+from lakefeed.core import storage
+from lakefeed.core.logs import get_logger
 
 log = get_logger("lakefeed.connectors.files")
 

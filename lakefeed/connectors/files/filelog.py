@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lakefeed import storage
 from lakefeed.connectors.files.globs import Found, ListingCache, PathMatcher, scan
 from lakefeed.connectors.files.options import OptionError, schema_location_of
-from lakefeed.errors import CheckpointError
-from lakefeed.storage import AnyPath, ObjectPath
+from lakefeed.core import storage
+from lakefeed.core.errors import CheckpointError
+from lakefeed.core.storage import AnyPath, ObjectPath
 
 SEGMENTS = "files"
 MAX_SEGMENTS = 64

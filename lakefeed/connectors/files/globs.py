@@ -23,8 +23,8 @@ from pathlib import PurePosixPath
 
 import pyarrow.fs as pafs
 
-from lakefeed import storage
-from lakefeed.errors import OptionError
+from lakefeed.core import storage
+from lakefeed.core.errors import OptionError
 
 GLOB_CHARS = re.compile(r"[*?\[{\\]")
 

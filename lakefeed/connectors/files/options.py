@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakefeed import storage
 from lakefeed.connectors.files.globs import GLOB_CHARS, GlobError, PathMatcher
-from lakefeed.connectors.options import Options
-from lakefeed.errors import OptionError as LakefeedOptionError
-from lakefeed.storage import is_object_store
+from lakefeed.core import storage
+from lakefeed.core.errors import OptionError as LakefeedOptionError
+from lakefeed.core.options import Options
+from lakefeed.core.storage import is_object_store
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
@@ -87,7 +87,7 @@ class FileSourceOptions(storage.CarriesSettings):
 
     Hadoop settings among the options (``fs.s3a.access.key``..., as Spark's file sources take
     them) serve the landing folder, the schema location and the move destination: registered
-    for each (:mod:`lakefeed.storage`) wherever these options travel, and given to Spark's
+    for each (:mod:`lakefeed.core.storage`) wherever these options travel, and given to Spark's
     reader of the landed files."""
 
     path: str

@@ -48,7 +48,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakefeed import storage
 from lakefeed.connectors.files.filelog import FileEntry, skipped_dir, write_json
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import (
@@ -60,8 +59,9 @@ from lakefeed.connectors.files.schemas import (
     settle,
     value_type,
 )
-from lakefeed.errors import SourceError
-from lakefeed.logs import get_logger
+from lakefeed.core import storage
+from lakefeed.core.errors import SourceError
+from lakefeed.core.logs import get_logger
 
 CORRUPT_RECORD = "_corrupt_record"
 FILE_PATH_KEY = "_file_path"

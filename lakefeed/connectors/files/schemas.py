@@ -43,8 +43,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakefeed import storage
 from lakefeed.connectors.files.options import FileSourceOptions, OptionError
+from lakefeed.core import storage
 
 METADATA_COLUMN = "_metadata"
 METADATA_TYPE = StructType(

@@ -29,7 +29,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakefeed import storage
 from lakefeed.connectors import packing
 from lakefeed.connectors.files import spark_read
 from lakefeed.connectors.files.cleanup import clean_committed
@@ -61,7 +60,8 @@ from lakefeed.connectors.files.schemas import (
     output_schema,
     parse_ddl,
 )
-from lakefeed.logs import get_logger
+from lakefeed.core import storage
+from lakefeed.core.logs import get_logger
 
 log = get_logger("lakefeed.connectors.files")
 
@@ -368,7 +368,7 @@ def planned_stream(
     """``readStream.format("cloudFiles")`` read by Spark's own reader unless the stream needs
     lakefeed's (see :func:`spark_read.choose`); None: lakefeed's Python reader. ``fixed`` is a
     schema the user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
-    from lakefeed.jvm import bridge
+    from lakefeed.spark.jvm import bridge
 
     available = bridge.available(spark)
     early = spark_read.ahead(options, available, available and spark_read.reaches(spark, options))

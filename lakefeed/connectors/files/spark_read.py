@@ -1,7 +1,7 @@
 """Landed files read by Spark's own JSON, CSV or Parquet reader, for a stream planned in Python.
 
 The cloudFiles stream keeps its discovery, file log, limits and cleanup in Python (see
-:mod:`lakefeed.jvm`) and, by default, hands each batch's files to Spark's reader, which parses
+:mod:`lakefeed.spark.jvm`) and, by default, hands each batch's files to Spark's reader, which parses
 only the columns the query uses, drops filtered rows while parsing and starts no Python worker.
 Its rules are Spark's: a malformed record or a value of the wrong type fails the batch (mode
 ``FAILFAST``, never a silent null). The ``_metadata`` column comes from Spark's own hidden file
@@ -23,9 +23,9 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import METADATA_COLUMN, METADATA_TYPE
-from lakefeed.connectors.options import Options
-from lakefeed.jvm.bridge import READER_OPTION
-from lakefeed.storage import is_object_store
+from lakefeed.core.options import Options
+from lakefeed.core.storage import is_object_store
+from lakefeed.spark.jvm.bridge import READER_OPTION
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,8 @@ def ahead(
 
 def reaches(spark: SparkSession, options: Mapping[str, str]) -> bool:
     """Whether Spark's readers can open the landing folder: a local one always; an object-store
-    URI when the session maps its scheme to a Hadoop file system (S3A, see :mod:`lakefeed.s3a`)."""
+    URI when the session maps its scheme to a Hadoop file system (S3A, see
+    :mod:`lakefeed.spark.s3a`)."""
     path = Options(options).get("path") or ""
     if not is_object_store(path):
         return True

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakefeed.connectors.options import Options
-from lakefeed.errors import OptionError
+from lakefeed.core.errors import OptionError
+from lakefeed.core.options import Options
 
 NAME = "lakefeed_iot"
 

@@ -100,7 +100,7 @@ def read_kafka(
         from lakefeed.pipeline.api import source
 
         return source("kafka", **settings)
-    from lakefeed.session import active_spark
+    from lakefeed.spark.session import active_spark
 
     return active_spark().readStream.format(NAME).options(**settings).load()
 

@@ -31,7 +31,7 @@ from lakefeed.connectors.kafka.options import (
     TopicPartition,
     parse_source_options,
 )
-from lakefeed.errors import CheckpointError
+from lakefeed.core.errors import CheckpointError
 
 Watermarks = dict[TopicPartition, tuple[int, int]]
 """(low, high) per partition: the earliest available offset and the next offset to be written."""

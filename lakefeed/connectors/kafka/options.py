@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.connectors.options import Options
-from lakefeed.errors import OptionError
-from lakefeed.redact import MASK, is_secret_key, redact_text
+from lakefeed.core.errors import OptionError
+from lakefeed.core.options import Options
+from lakefeed.core.redact import MASK, is_secret_key, redact_text
 
 EARLIEST = -2
 """Spark's per-partition code for "earliest" in offset JSON."""

@@ -11,15 +11,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink, start_query
-from lakefeed.connectors.options import Options
-from lakefeed.errors import ConfigError, LakefeedError
+from lakefeed.core.errors import ConfigError, LakefeedError
+from lakefeed.core.options import Options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
 
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
 
 class KafkaSink(ConnectorSink):

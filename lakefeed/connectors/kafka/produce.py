@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
 from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions
-from lakefeed.errors import UnavailableError
+from lakefeed.core.errors import UnavailableError
 
 log = logging.getLogger("lakefeed.kafka.sink")
 

@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from lakefeed.connectors.kafka import transact
 from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions, parse_sink_options
 from lakefeed.connectors.kafka.produce import check_sink_columns, write_batches
-from lakefeed.pipeline.offset_log import running_query_id
+from lakefeed.spark.offset_log import running_query_id
 
 log = logging.getLogger("lakefeed.kafka.sink")
 

@@ -27,7 +27,7 @@ from lakefeed.connectors.base import Connector
 from lakefeed.connectors.postgres.adapters import foreach_batch, write_stream
 from lakefeed.connectors.postgres.pipeline_sink import PostgresSink
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
-from lakefeed.redact import redact_text
+from lakefeed.core.redact import redact_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

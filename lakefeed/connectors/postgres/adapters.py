@@ -16,9 +16,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_target, write_batch
-from lakefeed.foreach_batch import stop_aware
-from lakefeed.logs import get_logger
-from lakefeed.pipeline import offset_log
+from lakefeed.core.logs import get_logger
+from lakefeed.spark import offset_log
+from lakefeed.spark.foreach_batch import stop_aware
 
 log = get_logger(__name__)
 

@@ -8,16 +8,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
-from lakefeed.connectors.options import Options
-from lakefeed.errors import ConfigError
-from lakefeed.redact import redact_text
+from lakefeed.core.errors import ConfigError
+from lakefeed.core.options import Options
+from lakefeed.core.redact import redact_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
 
-    from lakefeed.lakehouse import Lakehouse
+    from lakefeed.core.lakehouse import Lakehouse
 
 
 class PostgresSink(ConnectorSink):

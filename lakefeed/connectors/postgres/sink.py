@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakefeed.errors import ConfigError, UnavailableError, register_code
-from lakefeed.redact import redact_text
+from lakefeed.core.errors import ConfigError, UnavailableError, register_code
+from lakefeed.core.redact import redact_text
 
 if TYPE_CHECKING:
     import psycopg

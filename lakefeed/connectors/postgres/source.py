@@ -22,9 +22,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lakefeed.connectors.options import Options
 from lakefeed.connectors.postgres.sink import check_name, connect
-from lakefeed.errors import OptionError, register_code
+from lakefeed.core.errors import OptionError, register_code
+from lakefeed.core.options import Options
 
 FORMAT = "lakefeed_postgres"
 BAD_OPTION = register_code("POSTGRES_OPTION", OptionError)

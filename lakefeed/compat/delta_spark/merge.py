@@ -1,0 +1,217 @@
+"""``DeltaTable.merge(...)``: delta-spark's ``DeltaMergeBuilder`` over delta-rs's merge.
+
+Clauses are recorded as they are added (conditions and values translated to SQL text at once,
+so a bad one fails where it is written) and handed to delta-rs's ``TableMerger`` in
+:meth:`DeltaMergeBuilder.execute`, which runs the whole MERGE as one Delta commit.
+
+The source is handed to delta-rs as Arrow (a ``pyarrow.Table`` source, lakefeed's addition, is
+used as it is; its alias is ``source``): ``DataFrame.toArrow()``, where executors encode Arrow
+batches and the driver holds them as columnar buffers — never as Python rows. Measured on 2
+busy shared cores: a million rows of (long, string, timestamp) are 27 MB of Arrow, collected in
+2 s (cached) to 20 s (computed, machine loaded); that MERGE into a 1M-row table (half updates,
+half inserts) took 26 s end to end with the driver peaking at 474 MB. The source of a MERGE is
+a micro-batch or a change set, rarely a whole table.
+
+Delta's rules hold: a target row matched by several source rows fails the MERGE when an update
+or delete clause applies (:class:`MergeMultipleMatchesError`, as Delta's
+``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``); clauses of one kind run in order,
+the first whose condition holds wins; ``whenNotMatchedBySource*`` touch target rows no source
+row matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable as RsTable
+from deltalake.exceptions import DeltaError as RsDeltaError
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lakefeed.compat.delta_spark.exprs import Condition, Scope
+from lakefeed.compat.delta_spark.tables import DeltaOperationError, DeltaTable, Txn, arrow_of
+from lakefeed.core.errors import DeltaError
+
+DEFAULT_TARGET_ALIAS = "target"
+DEFAULT_SOURCE_ALIAS = "source"
+
+
+class MergeMultipleMatchesError(DeltaError):
+    """Several source rows matched one target row that an update or delete clause changes."""
+
+    code = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+
+
+# delta-rs's wording for its check of the rule above (it has no error class of its own).
+_DUPLICATE_MATCH = "matched a target row with multiple source rows"
+
+
+def translate_merge_error(error: RsDeltaError) -> DeltaError | None:
+    if _DUPLICATE_MATCH in str(error):
+        return MergeMultipleMatchesError(
+            f"the MERGE source has several rows matching one target row: {error}",
+            fix="deduplicate the source on the merge keys (e.g. keep the latest row per key)",
+        )
+    return None
+
+
+def source_alias(frame: DataFrame) -> str | None:
+    """The alias given with ``source.alias("s")``, read from the analyzed plan."""
+    if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect: the client's plan
+        from pyspark.sql.connect.plan import SubqueryAlias
+
+        node = getattr(frame, "_plan", None)
+        return node._alias if isinstance(node, SubqueryAlias) else None
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() != "SubqueryAlias":
+        return None
+    return str(plan.alias())
+
+
+class DeltaMergeBuilder:
+    """delta-spark's merge builder: ``whenMatched*`` / ``whenNotMatched*`` /
+    ``whenNotMatchedBySource*`` clauses, then :meth:`execute`."""
+
+    def __init__(
+        self, table: DeltaTable, source: DataFrame | pa.Table, condition: Condition
+    ) -> None:
+        self._table = table
+        self._source = source
+        self._target_alias = table._alias or DEFAULT_TARGET_ALIAS
+        if isinstance(source, pa.Table):  # already on the driver (lakefeed's addition)
+            self._source_alias = DEFAULT_SOURCE_ALIAS
+            schema = from_arrow_schema(source.schema)
+        else:
+            self._source_alias = source_alias(source) or DEFAULT_SOURCE_ALIAS
+            schema = source.schema
+        self._scope = Scope(
+            table._spark, {self._target_alias: table._schema(), self._source_alias: schema}
+        )
+        self._condition = str(self._scope.sql(condition, "merge condition"))
+        self._clauses: list[tuple[str, dict[str, Any]]] = []
+        self._txn: Txn | None = None
+        self._merge_schema = False
+
+    def _add(self, method: str, **arguments: Any) -> DeltaMergeBuilder:
+        self._clauses.append((method, arguments))
+        return self
+
+    def _when(self, condition: Condition | None, what: str) -> str | None:
+        return self._scope.sql(condition, f"{what} condition")
+
+    def _set(self, values: Mapping[str, Condition] | None, what: str) -> dict[str, str]:
+        return self._scope.values(values, what)
+
+    # ---------------------------------------------------------------- matched
+
+    def whenMatchedUpdate(
+        self,
+        condition: Condition | None = None,
+        set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
+    ) -> DeltaMergeBuilder:
+        return self._add(
+            "when_matched_update",
+            updates=self._set(set, "whenMatchedUpdate set"),
+            predicate=self._when(condition, "whenMatchedUpdate"),
+        )
+
+    def whenMatchedUpdateAll(self, condition: Condition | None = None) -> DeltaMergeBuilder:
+        return self._add(
+            "when_matched_update_all", predicate=self._when(condition, "whenMatchedUpdateAll")
+        )
+
+    def whenMatchedDelete(self, condition: Condition | None = None) -> DeltaMergeBuilder:
+        return self._add(
+            "when_matched_delete", predicate=self._when(condition, "whenMatchedDelete")
+        )
+
+    # ---------------------------------------------------------------- not matched (source rows)
+
+    def whenNotMatchedInsert(
+        self,
+        condition: Condition | None = None,
+        values: Mapping[str, Condition] | None = None,
+    ) -> DeltaMergeBuilder:
+        return self._add(
+            "when_not_matched_insert",
+            updates=self._set(values, "whenNotMatchedInsert values"),
+            predicate=self._when(condition, "whenNotMatchedInsert"),
+        )
+
+    def whenNotMatchedInsertAll(self, condition: Condition | None = None) -> DeltaMergeBuilder:
+        return self._add(
+            "when_not_matched_insert_all",
+            predicate=self._when(condition, "whenNotMatchedInsertAll"),
+        )
+
+    # ---------------------------------------------------------------- not matched by source
+
+    def whenNotMatchedBySourceUpdate(
+        self,
+        condition: Condition | None = None,
+        set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
+    ) -> DeltaMergeBuilder:
+        return self._add(
+            "when_not_matched_by_source_update",
+            updates=self._set(set, "whenNotMatchedBySourceUpdate set"),
+            predicate=self._when(condition, "whenNotMatchedBySourceUpdate"),
+        )
+
+    def whenNotMatchedBySourceDelete(self, condition: Condition | None = None) -> DeltaMergeBuilder:
+        return self._add(
+            "when_not_matched_by_source_delete",
+            predicate=self._when(condition, "whenNotMatchedBySourceDelete"),
+        )
+
+    # ---------------------------------------------------------------- options
+
+    def withSchemaEvolution(self) -> DeltaMergeBuilder:
+        """Columns of the source missing in the target are added (delta-spark 3.2+)."""
+        self._merge_schema = True
+        return self
+
+    def withTransaction(
+        self, appId: str, version: int, sourceOffsets: str | None = None
+    ) -> DeltaMergeBuilder:
+        """lakefeed's addition: commit ``txn(appId, version)`` with the MERGE, and skip it when
+        the table already holds that version for ``appId`` (in ``foreachBatch``: the query id
+        and the batch id). Without it, Delta's session confs ``txnAppId``/``txnVersion`` count.
+        ``sourceOffsets``: the batch's source offsets hash, recorded with the commit and
+        compared when the batch is skipped (:mod:`lakefeed.delta.replay`)."""
+        self._txn = Txn(appId, version, sourceOffsets)
+        return self
+
+    def execute(self) -> DataFrame:
+        """Run the MERGE as one commit; delta-spark's one-row metrics DataFrame (all zeros when
+        the transaction was already committed)."""
+        if not self._clauses:
+            raise DeltaOperationError(
+                "a MERGE needs at least one whenMatched/whenNotMatched clause",
+                fix="add e.g. .whenMatchedUpdateAll().whenNotMatchedInsertAll()",
+            )
+        metrics = self._table._change("MERGE", self._run, self._txn) or {}
+        inserted = int(metrics.get("num_target_rows_inserted", 0))
+        updated = int(metrics.get("num_target_rows_updated", 0))
+        deleted = int(metrics.get("num_target_rows_deleted", 0))
+        row = (inserted + updated + deleted, updated, deleted, inserted)
+        return self._table._spark.createDataFrame(
+            [row],
+            "num_affected_rows long, num_updated_rows long, num_deleted_rows long, "
+            "num_inserted_rows long",
+        )
+
+    def _run(self, table: RsTable, commit: dict[str, Any]) -> dict[str, Any]:
+        source = self._source
+        merger = table.merge(
+            source if isinstance(source, pa.Table) else arrow_of(source),
+            self._condition,
+            source_alias=self._source_alias,
+            target_alias=self._target_alias,
+            merge_schema=self._merge_schema,
+            **commit,
+        )
+        for method, arguments in self._clauses:
+            merger = getattr(merger, method)(**arguments)
+        return dict(merger.execute())

@@ -1,0 +1,820 @@
+"""``DeltaTable``: delta-spark's Python API (``delta.tables.DeltaTable``) over delta-rs.
+
+Code written for Databricks or delta-spark runs unchanged (lakefeed ships the ``delta``
+package delta-spark's docs import, see ``delta/__init__.py``)::
+
+    from delta.tables import DeltaTable
+
+    target = DeltaTable.forPath(spark, "/data/customers")
+    (target.alias("t")
+           .merge(updates.alias("s"), "t.id = s.id")
+           .whenMatchedUpdateAll()
+           .whenNotMatchedInsertAll()
+           .execute())
+
+Reads go through lakefeed's ``format("delta")`` (Spark's Parquet reader); every change (merge,
+update, delete, optimize, vacuum, restore) is one delta-rs operation and one Delta commit.
+Idempotent changes, as Delta documents for ``foreachBatch``: the session confs
+``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or the merge builder's
+``withTransaction(appId, version)``) put a ``txn`` action into the same commit, and a change
+whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
+micro-batch replayed after a crash changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pyarrow as pa
+from deltalake import DeltaTable as RsTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import DeltaError as RsDeltaError
+from deltalake.transaction import CommitProperties, Transaction
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from lakefeed.compat.delta_spark.exprs import Condition, Scope
+from lakefeed.connectors.delta.datasource import time_travel_version
+from lakefeed.core import storage
+from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import (
+    commit,
+    constraints,
+    features,
+    generated,
+    log,
+    manifest,
+    post_commit,
+    replay,
+)
+from lakefeed.delta import table as housekeeping
+
+if TYPE_CHECKING:
+    from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder, DeltaTableBuilder
+
+TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+TXN_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+LAKEHOUSE_CONF = "lakefeed.lakehouse"
+"""Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
+
+
+UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
+DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
+CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
+CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
+
+
+class DeltaTableNotFoundError(DeltaError):
+    """``forPath``/``forName`` on something that is not a Delta table."""
+
+    code = "DELTA_TABLE_NOT_FOUND"
+
+
+PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
+
+
+class DeltaOperationError(DeltaError):
+    """delta-rs refused an operation (bad condition, type mismatch, ...)."""
+
+    code = "DELTA_OPERATION"
+
+
+class Txn:
+    """A ``(appId, version)`` pair carried by an idempotent change; a stream's batch also
+    carries its source ``offsets`` hash (see :mod:`lakefeed.delta.replay`)."""
+
+    def __init__(self, app_id: str, version: int, offsets: str | None = None) -> None:
+        if not app_id:
+            raise DeltaOperationError("a transaction needs a non-empty appId")
+        self.app_id = str(app_id)
+        self.version = int(version)
+        self.offsets = offsets
+
+    @classmethod
+    def from_conf(cls, spark: SparkSession) -> Txn | None:
+        """Delta's session confs for idempotent writes, both or neither."""
+        app = spark.conf.get(TXN_APP_CONF, None)
+        version = spark.conf.get(TXN_VERSION_CONF, None)
+        if (app is None) != (version is None):
+            raise DeltaOperationError(
+                f"set both {TXN_APP_CONF} and {TXN_VERSION_CONF} for an idempotent change, "
+                "or neither"
+            )
+        return cls(app, int(version)) if app is not None and version is not None else None
+
+    def done(self, table: RsTable, root: str) -> bool:
+        """Whether ``table`` (at ``root``) holds this change already; a stream's batch held
+        under other source offsets is refused (``CHECKPOINT_BEHIND_TABLE``)."""
+        committed = table.transaction_version(self.app_id)
+        replay.check(root, self.app_id, self.version, committed, self.offsets)
+        return committed is not None and committed >= self.version
+
+
+def commit_properties(txn: Txn | None) -> CommitProperties:
+    offsets = {replay.OFFSETS: txn.offsets} if txn is not None and txn.offsets else {}
+    return CommitProperties(
+        custom_metadata={**offsets, "engineInfo_lakefeed": "lakefeed"},
+        app_transactions=[Transaction(txn.app_id, txn.version)] if txn else None,
+    )
+
+
+def commit_args(txn: Txn | None) -> dict[str, Any]:
+    """The commit arguments of every delta-rs change: its properties, and no post-commit hooks
+    of delta-rs's (they raise after the commit: :mod:`lakefeed.delta.post_commit`
+    runs them without failing the change)."""
+    return {
+        "commit_properties": commit_properties(txn),
+        "post_commithook_properties": post_commit.NO_HOOKS,
+    }
+
+
+def run_rs(operation: str, root: str, call: Any) -> Any:
+    """Run a delta-rs call, turning its errors into lakefeed's (with codes)."""
+    from lakefeed.compat.delta_spark.merge import translate_merge_error
+
+    try:
+        return call()
+    except CommitFailedError as error:
+        refused = features.translate_rs(error, root, operation)
+        if refused is not None:
+            raise refused from error
+        raise ConflictError(
+            f"{operation} on {root} conflicted with another commit: {error}",
+            fix="retry; if a replayed stream batch raced its zombie, run one query per checkpoint",
+        ) from error
+    except RsDeltaError as error:
+        translated = translate_merge_error(error) if operation == "MERGE" else None
+        translated = translated or _violation(error, root)
+        raise translated or DeltaOperationError(
+            f"{operation} on {root} failed in delta-rs: {error}"
+        ) from error
+
+
+def _violation(error: RsDeltaError, root: str) -> DeltaError | None:
+    """delta-rs's failed constraint check as Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``
+    (naming the table's constraints, read only on this failure path)."""
+    if not constraints.rs_violation(error):
+        return None
+    table = log.rs_table(root)
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    return constraints.translate_rs(error, checks, root)
+
+
+def _flag(spark: SparkSession, name: str, default: bool) -> bool:
+    return str(spark.conf.get(name, str(default))).strip().lower() == "true"
+
+
+def _reset_txn_conf(spark: SparkSession, txn: Txn | None) -> None:
+    """Delta's ``txnVersion.autoReset.enabled``: unset the version after the change."""
+    if txn is not None and _flag(spark, TXN_RESET_CONF, False):
+        spark.conf.unset(TXN_VERSION_CONF)
+
+
+_LOCATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
+"""Per session (as Spark's in-memory catalog): table name -> the folder ``CREATE TABLE name ...
+LOCATION '...'`` gave it."""
+
+
+def _catalog_key(name: str) -> str:
+    """A table name as one key: ``events``, ``default.events`` and ``spark_catalog.default.events``
+    are the same table (names compare without case, as Spark's catalog)."""
+    parts = name.replace("`", "").lower().split(".")
+    return ".".join((["default"] + parts)[-2:])
+
+
+def register_location(spark: SparkSession, name: str, path: str) -> None:
+    """Make ``name`` resolve to the table at ``path`` in this session (``forName``, ``spark.table``,
+    SQL), as an external table in Spark's catalog would."""
+    _LOCATIONS.setdefault(spark, {})[_catalog_key(name)] = path
+
+
+def forget_location(spark: SparkSession, name: str) -> bool:
+    """Drop a name :func:`register_location` gave; whether it had one."""
+    return _LOCATIONS.get(spark, {}).pop(_catalog_key(name), None) is not None
+
+
+def _table_path(spark: SparkSession, name: str) -> str:
+    """Where ``forName`` looks: see :meth:`DeltaTable.forName`."""
+    from lakefeed.pipeline.context import current_flow
+
+    parts = name.replace("`", "").split(".")
+    flow = current_flow()
+    registered = _LOCATIONS.get(spark, {}).get(_catalog_key(name))
+    if flow is None and registered is not None:
+        return registered
+    lakehouse = spark.conf.get(LAKEHOUSE_CONF, None)
+    if flow is not None:
+        return str(flow.lakehouse.table_path(parts[-1]))
+    if lakehouse:
+        home = Lakehouse.at(str(lakehouse))
+        if parts[-1] in home.private_tables():
+            raise DeltaTableNotFoundError(
+                f"table {name!r} is private to the pipeline of lakehouse {lakehouse} (DLT's "
+                "private=True / temporary=True): only that pipeline's flows read it",
+                fix="read it in a flow of that pipeline, or publish it: drop private=True "
+                "(temporary=True) and run the pipeline again",
+                code=PRIVATE_TABLE,
+            )
+        return str(home.table_path(parts[-1]))
+    warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse"))
+    if warehouse.startswith("file:"):
+        warehouse = warehouse.removeprefix("file:")
+    if len(parts) == 1 or parts[-2] == "default":
+        return os.path.join(warehouse, parts[-1])
+    return os.path.join(warehouse, f"{parts[-2]}.db", parts[-1])
+
+
+def _local(path: str) -> str:
+    from lakefeed.connectors.delta.datasource import table_root
+
+    return table_root({"path": str(path)})
+
+
+class DeltaTable:
+    """A Delta table for Spark code, as ``delta.tables.DeltaTable`` (see the module doc)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        alias: str | None = None,
+        hadoopConf: Mapping[str, str] | None = None,
+    ) -> None:
+        self._spark = spark
+        self._path = path
+        self._alias = alias
+        self._hadoop = dict(hadoopConf or {})  # secrets: never in repr
+
+    # ------------------------------------------------------------------ finding tables
+
+    @classmethod
+    def forPath(
+        cls, sparkSession: SparkSession, path: str, hadoopConf: dict[str, str] | None = None
+    ) -> DeltaTable:
+        """The Delta table at ``path`` (local paths, ``file:`` and ``s3://``/``s3a://`` URIs).
+
+        ``hadoopConf``: Hadoop file system settings for this table, as in delta-spark (only keys
+        starting with ``fs.`` or ``dfs.``; S3A's ``fs.s3a.endpoint``, ``fs.s3a.access.key``...
+        reach lakefeed's delta-rs and pyarrow clients of the table, and Spark's reads of it).
+        """
+        conf = dict(hadoopConf or {})
+        other = sorted(k for k in conf if k not in storage.hadoop_options(conf))
+        if other:
+            raise DeltaOperationError(
+                f"hadoopConf takes Hadoop file system settings only, not {other}",
+                fix="keep the keys that start with 'fs.' or 'dfs.'",
+            )
+        root = _local(path)
+        storage.register(root, conf)
+        if not log.is_delta_table(root):
+            raise DeltaTableNotFoundError(
+                f"{path} is not a Delta table (no _delta_log with commits)",
+                fix="check the path, or write the table first",
+            )
+        return cls(sparkSession, root, hadoopConf=conf)
+
+    @classmethod
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
+        """A table by name, looked up (there is no metastore) in this order:
+
+        1. inside a running pipeline flow: that pipeline's lakehouse (``tables/<name>``);
+        2. the location SQL's ``CREATE TABLE name ... LOCATION '...'`` gave the name in this
+           session;
+        3. with the session conf ``lakefeed.core.lakehouse`` set: ``<lakehouse>/tables/<name>``;
+        4. else Spark's managed-table layout under ``spark.sql.warehouse.dir``:
+           ``<warehouse>/<name>`` (database ``default``) or ``<warehouse>/<db>.db/<name>``.
+        """
+        path = _table_path(sparkSession, tableOrViewName)
+        if not log.is_delta_table(path):
+            raise DeltaTableNotFoundError(
+                f"{tableOrViewName!r} is not a Delta table (looked at {path})",
+                fix=f"set spark.conf {LAKEHOUSE_CONF} to the lakehouse folder, or use forPath",
+            )
+        return cls(sparkSession, path)
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
+        """True when ``identifier`` (a path) holds a Delta table."""
+        return log.is_delta_table(_local(identifier))
+
+    # ------------------------------------------------------------------ creating tables
+
+    @classmethod
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder for a new table; ``execute()`` fails if it exists (``CREATE TABLE``)."""
+        return _builder(sparkSession, "create")
+
+    @classmethod
+    def createIfNotExists(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that leaves an existing table as it is (``CREATE TABLE IF NOT EXISTS``)."""
+        return _builder(sparkSession, "createIfNotExists")
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder replacing an existing table, failing if there is none (``REPLACE TABLE``)."""
+        return _builder(sparkSession, "replace")
+
+    @classmethod
+    def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder replacing the table or creating it (``CREATE OR REPLACE TABLE``)."""
+        return _builder(sparkSession, "createOrReplace")
+
+    @classmethod
+    def columnBuilder(cls, sparkSession: SparkSession, colName: str) -> DeltaColumnBuilder:
+        """A column for ``addColumns``: ``dataType``, ``nullable``, ``comment``, ``build()``."""
+        from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder
+
+        return DeltaColumnBuilder(sparkSession, colName)
+
+    @classmethod
+    def convertToDelta(
+        cls,
+        sparkSession: SparkSession,
+        identifier: str,
+        partitionSchema: str | T.StructType | None = None,
+    ) -> DeltaTable:
+        """A Delta log over the Parquet folder ``parquet.`/path``` (partition folders typed by
+        ``partitionSchema``: ``"part int"`` or a StructType), in one commit, files left as they
+        are. As in Delta, stop writers to the folder first."""
+        from lakefeed.compat.delta_spark import protocol
+
+        root = _local(protocol.parquet_folder(identifier))
+        protocol.convert(root, partitionSchema)
+        return cls.forPath(sparkSession, root)
+
+    # ------------------------------------------------------------------ protocol
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the reader/writer versions (never lowered), as delta-spark does."""
+        from lakefeed.compat.delta_spark import protocol
+
+        if not isinstance(readerVersion, int):
+            raise ValueError(
+                f"The readerVersion needs to be an integer but got '{type(readerVersion)}'."
+            )
+        if not isinstance(writerVersion, int):
+            raise ValueError(
+                f"The writerVersion needs to be an integer but got '{type(writerVersion)}'."
+            )
+        protocol.upgrade(self._open(), self._path, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add table feature ``featureName`` (Delta's name, e.g. ``appendOnly``), raising the
+        protocol to table features (writer 7, and reader 3 for a reader feature)."""
+        from lakefeed.compat.delta_spark import protocol
+
+        _verify_str(featureName, "featureName")
+        protocol.add_feature(self._open(), self._path, featureName)
+
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """Refused: delta-rs cannot drop a table feature."""
+        _verify_str(featureName, "featureName")
+        _unsupported(
+            f"dropFeatureSupport({featureName!r})",
+            "delta-rs cannot drop table features",
+            "recreate the table without the feature: DeltaTable.createOrReplace(...) and "
+            "write the rows back (or use Spark with delta-spark)",
+        )
+
+    def generate(self, mode: str) -> None:
+        """Write the table's symlink format manifests (``mode`` ``"symlink_format_manifest"``,
+        any case), as Delta's full generation; see :mod:`lakefeed.delta.manifest`."""
+        if mode.lower() != "symlink_format_manifest":
+            raise DeltaOperationError(
+                f"generate mode {mode!r} is not supported",
+                fix="use generate('symlink_format_manifest')",
+                code=UNKNOWN_GENERATE_MODE,
+            )
+        manifest.write_manifests(self._path)
+
+    def clone(
+        self,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        """Refused: a deep clone as in delta-spark (``DELTA_UNSUPPORTED_DEEP_CLONE``), a shallow
+        one because its files live outside the table folder, which delta-rs cannot read."""
+        return _refuse_clone(isShallow)
+
+    def cloneAtVersion(
+        self,
+        version: int,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        return _refuse_clone(isShallow)
+
+    def cloneAtTimestamp(
+        self,
+        timestamp: str,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        return _refuse_clone(isShallow)
+
+    # ------------------------------------------------------------------ reading
+
+    def toDF(self) -> DataFrame:
+        """The table's current rows (aliased when :meth:`alias` was called)."""
+        frame = self._spark.read.format("delta").options(**self._hadoop).load(self._path)
+        return frame.alias(self._alias) if self._alias else frame
+
+    def alias(self, aliasName: str) -> DeltaTable:
+        return DeltaTable(self._spark, self._path, aliasName, self._hadoop)
+
+    def _open(self) -> RsTable:
+        return log.open_table(self._path)
+
+    def _schema(self) -> T.StructType:
+        from lakefeed.connectors.delta.datasource import spark_schema
+
+        return spark_schema(self._open())
+
+    # ------------------------------------------------------------------ changing rows
+
+    def merge(self, source: DataFrame | pa.Table, condition: Condition) -> Any:
+        """A :class:`~lakefeed.compat.delta_spark.merge.DeltaMergeBuilder` for ``source`` on
+        ``condition`` (a DataFrame, or an Arrow table already on the driver, aliased ``source``)."""
+        from lakefeed.compat.delta_spark.merge import DeltaMergeBuilder
+
+        return DeltaMergeBuilder(self, source, condition)
+
+    def update(
+        self,
+        condition: Condition | None = None,
+        set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
+    ) -> None:
+        """Set columns of the rows matching ``condition`` (all rows without one)."""
+        self._update(condition, set)
+
+    def _update(
+        self, condition: Condition | None, values: Mapping[str, Condition] | None
+    ) -> dict[str, Any]:
+        """:meth:`update`, returning delta-rs's metrics (SQL's ``UPDATE`` shows them)."""
+        scope = Scope(self._spark, {None: self._schema()})
+        updates = scope.values(values, "set")
+        predicate = scope.sql(condition, "update condition")
+        metrics = self._change(
+            "UPDATE",
+            lambda table, props: table.update(updates=updates, predicate=predicate, **props),
+        )
+        return metrics or {}
+
+    def delete(self, condition: Condition | None = None) -> None:
+        """Delete the rows matching ``condition`` (every row without one)."""
+        self._delete(condition)
+
+    def _delete(self, condition: Condition | None) -> dict[str, Any]:
+        """:meth:`delete`, returning delta-rs's metrics (SQL's ``DELETE`` shows them)."""
+        predicate = Scope(self._spark, {None: self._schema()}).sql(condition, "delete condition")
+        metrics = self._change("DELETE", lambda table, props: table.delete(predicate, **props))
+        return metrics or {}
+
+    def _add_constraint(self, name: str, expression: str) -> None:
+        """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``, as delta-spark: the name
+        is kept lower-cased, a name in use is refused, and so is a predicate that rows already
+        in the table break (counted by Spark: ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION``)."""
+        key = name.lower()
+        table = self._open()
+        existing = constraints.of_table(table.metadata().configuration, None)
+        old = next((e for n, e in existing if n.lower() == key), None)
+        if old is not None:
+            raise DeltaOperationError(
+                f"Constraint '{key}' already exists. Please delete the old constraint first.\n"
+                f"Old constraint:\n{old}",
+                fix=f"ALTER TABLE ... DROP CONSTRAINT {key}, then add the new one",
+                code=CONSTRAINT_EXISTS,
+            )
+        broken = self.toDF().where(f"NOT coalesce(({expression}), false)").count()
+        if broken:
+            raise DeltaError(
+                f"{broken} rows in {self._path} violate the new CHECK constraint ({expression})",
+                fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
+                "the constraint",
+                code=constraints.NEW_VIOLATION,
+            )
+        run_rs(
+            "ADD CONSTRAINT",
+            self._path,
+            lambda: table.alter.add_constraint({key: expression}, **commit_args(None)),
+        )
+
+    def _drop_constraint(self, name: str, if_exists: bool) -> None:
+        """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name``."""
+        table = self._open()
+        existing = constraints.of_table(table.metadata().configuration, None)
+        found = next((n for n, _ in existing if n.lower() == name.lower()), None)
+        if found is None:
+            if if_exists:
+                return
+            raise DeltaOperationError(
+                f"Cannot drop nonexistent constraint {name.lower()} from table {self._path}",
+                fix="give IF EXISTS to accept a missing constraint",
+                code=CONSTRAINT_MISSING,
+            )
+        run_rs(
+            "DROP CONSTRAINT",
+            self._path,
+            lambda: table.alter.drop_constraint(found, **commit_args(None)),
+        )
+
+    def _change(self, operation: str, call: Any, txn: Txn | None = None) -> dict[str, Any] | None:
+        """One idempotent delta-rs change; None when its transaction is already committed."""
+        txn = txn or Txn.from_conf(self._spark)
+        table = self._open()
+        log.check_readable(table, self._path, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+        features.check_writable(table, self._path, operation)
+        if operation in ("MERGE", "UPDATE"):
+            _refuse_generated(operation, table)
+        if txn is not None and txn.done(table, self._path):
+            _reset_txn_conf(self._spark, txn)
+            return None
+        before = table.version()
+        args = commit_args(txn)
+        result = run_rs(operation, self._path, lambda: call(table, args))
+        if txn is not None and table.version() == before:  # delta-rs commits no empty change
+            properties = args["commit_properties"]
+            run_rs(operation, self._path, lambda: commit.record_txn(table, properties))
+        _reset_txn_conf(self._spark, txn)
+        # delta-rs's operations leave their handle at the version they committed
+        if table.version() > before:
+            configuration = table.metadata().configuration
+            post_commit.run(self._path, configuration, table.version(), before, lambda: table)
+        return dict(result)
+
+    # ------------------------------------------------------------------ table utilities
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """Commits, newest first, in delta-spark's ``DESCRIBE HISTORY`` columns."""
+        rows = [_history_row(e) for e in housekeeping.history(self._path, limit)]
+        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    def detail(self) -> DataFrame:
+        """One row in delta-spark's ``DESCRIBE DETAIL`` columns."""
+        table = self._open()
+        info = housekeeping.info(self._path)
+        metadata, protocol = table.metadata(), table.protocol()
+        history = housekeeping.history(self._path)
+        features = sorted(set(protocol.reader_features or []) | set(protocol.writer_features or []))
+        row: tuple[Any, ...] = (
+            "delta",
+            metadata.id,
+            metadata.name,
+            metadata.description,
+            _uri(self._path),
+            _utc(metadata.created_time),
+            history[0]["timestamp"] if history else None,
+            list(metadata.partition_columns),
+            [],
+            info.files,
+            info.size_bytes,
+            _table_properties(metadata.configuration),
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            features,
+        )
+        return self._spark.createDataFrame([row], DETAIL_SCHEMA)
+
+    def optimize(self) -> DeltaOptimizeBuilder:
+        return DeltaOptimizeBuilder(self)
+
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
+        """Delete files no version within ``retentionHours`` (default 168) needs.
+
+        As in Delta, a retention below 168 hours is refused unless the session conf
+        ``spark.databricks.delta.retentionDurationCheck.enabled`` is ``false``.
+        """
+        self._vacuum(retentionHours, dry_run=False)
+        return self._spark.createDataFrame([(_uri(self._path),)], "path string")
+
+    def _vacuum(self, hours: float | None, dry_run: bool) -> list[str]:
+        """:meth:`vacuum`; SQL's ``VACUUM ... DRY RUN`` lists the files instead (as URIs)."""
+        retention = housekeeping.DEFAULT_RETENTION_HOURS if hours is None else hours
+        check = _flag(self._spark, RETENTION_CHECK_CONF, True)
+        try:
+            files = housekeeping.vacuum(self._path, retention, dry_run=dry_run, force=not check)
+        except ValueError as error:
+            raise DeltaOperationError(
+                str(error), fix=f"set {RETENTION_CHECK_CONF}=false if nothing reads old versions"
+            ) from error
+        return [_uri(self._path.rstrip("/") + "/" + name) for name in files]
+
+    def restoreToVersion(self, version: int) -> DataFrame:
+        return self._restore(int(version))
+
+    def restoreToTimestamp(self, timestamp: str | dt.datetime) -> DataFrame:
+        """Restore the version a ``timestampAsOf`` read would see, as Delta does: a timestamp
+        before the first commit is an error (delta-rs alone restored some version)."""
+        stamp = timestamp.isoformat() if isinstance(timestamp, dt.datetime) else timestamp
+        version = time_travel_version(self._path, {"timestampAsOf": stamp})
+        return self._restore(int(version or 0))
+
+    def _restore(self, target: int | dt.datetime) -> DataFrame:
+        metrics = self._change(
+            "RESTORE",
+            lambda table, props: table.restore(target, **props),
+        )
+        metrics = metrics or {}
+        after = housekeeping.info(self._path)
+        row = (
+            after.size_bytes,
+            after.files,
+            int(metrics.get("numRemovedFile", 0)),
+            int(metrics.get("numRestoredFile", 0)),
+            None,
+            None,
+        )
+        return self._spark.createDataFrame([row], RESTORE_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self._path!r}{', alias=' + repr(self._alias) if self._alias else ''})"
+
+
+def _builder(spark: SparkSession | None, mode: str) -> DeltaTableBuilder:
+    from lakefeed.compat.delta_spark.builder import DeltaTableBuilder
+
+    session = spark or SparkSession.getActiveSession()
+    assert session is not None, "no active SparkSession: pass one"
+    return DeltaTableBuilder(session, mode)
+
+
+def _verify_str(value: Any, name: str) -> None:
+    """delta-spark's ``_verify_type_str``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} needs to be a string but got '{type(value)}'.")
+
+
+def _unsupported(call: str, why: str, fix: str) -> NoReturn:
+    from lakefeed.compat.delta_spark.protocol import UNSUPPORTED
+
+    raise DeltaOperationError(
+        f"{call} is not supported by lakefeed: {why}", fix=fix, code=UNSUPPORTED
+    )
+
+
+def _refuse_generated(operation: str, table: RsTable) -> None:
+    """delta-rs's MERGE and UPDATE do not recompute generated columns as Delta does: an update
+    of a column they derive from fails delta-rs's check, and camelCase names fail its SQL
+    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs."""
+    columns = generated.expressions(table.schema())
+    if columns:
+        names = ", ".join(f"{name} = {expression}" for name, expression in columns)
+        _unsupported(
+            operation,
+            f"the table has generated columns ({names}), which delta-rs's {operation} does not "
+            "recompute",
+            "delete the rows (DeltaTable.delete) and append their new versions with a write "
+            "(lakefeed's writes compute generated columns)",
+        )
+
+
+def _refuse_clone(shallow: bool) -> NoReturn:
+    copy = (
+        "copy the rows instead: spark.read.format('delta').load(source)"
+        ".write.format('delta').save(target) (add .option('versionAsOf', v) for a version)"
+    )
+    if not shallow:
+        raise DeltaOperationError(
+            "Deep clone is not supported by this Delta version.", fix=copy, code=DEEP_CLONE
+        )
+    _unsupported(
+        "shallow clone",
+        "a shallow clone's files stay in the source folder, which delta-rs cannot read",
+        copy,
+    )
+
+
+class DeltaOptimizeBuilder:
+    """``optimize()``: ``where(partitionFilter)``, ``executeCompaction()``,
+    ``executeZOrderBy(*columns)``; each returns delta-spark's one-row result."""
+
+    def __init__(self, table: DeltaTable) -> None:
+        self._table = table
+        self._filters: list[tuple[str, str, Any]] | None = None
+
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
+        """Only partitions matching ``col = 'value' [AND ...]`` (equality on partition columns,
+        which is what delta-rs's compaction can select)."""
+        filters = []
+        for part in partitionFilter.split(" AND " if " AND " in partitionFilter else " and "):
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise DeltaOperationError(
+                    f"optimize().where({partitionFilter!r}) is not an equality on partition "
+                    "columns",
+                    fix="use col = 'value' [AND col2 = 'value2']",
+                )
+            filters.append((name.strip().strip("`"), "=", value.strip().strip("'\"")))
+        self._filters = filters
+        return self
+
+    def executeCompaction(self) -> DataFrame:
+        return self._run(
+            lambda table, props: table.optimize.compact(partition_filters=self._filters, **props)
+        )
+
+    def executeZOrderBy(self, *columns: str | list[str]) -> DataFrame:
+        names = [c for item in columns for c in ([item] if isinstance(item, str) else item)]
+        return self._run(
+            lambda table, props: table.optimize.z_order(
+                names, partition_filters=self._filters, **props
+            )
+        )
+
+    def _run(self, call: Any) -> DataFrame:
+        metrics = self._table._change("OPTIMIZE", call) or {}
+        spark = self._table._spark
+        row = (_uri(self._table._path), {k: str(v) for k, v in metrics.items()})
+        return spark.createDataFrame([row], "path string, metrics map<string,string>")
+
+
+PROTOCOL_PROPERTIES = ("delta.minreaderversion", "delta.minwriterversion")
+"""Set to change the protocol (``upgradeTableProtocol``); delta-rs keeps them among the table's
+properties, Delta does not (its ``DESCRIBE DETAIL`` shows them as the protocol's columns)."""
+
+
+def _table_properties(configuration: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in configuration.items() if k.lower() not in PROTOCOL_PROPERTIES}
+
+
+def _utc(millis: int | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis else None
+
+
+def _text_map(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v if isinstance(v, str) else _json(v) for k, v in value.items()}
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _history_row(entry: Mapping[str, Any]) -> tuple:
+    return (
+        int(entry["version"]),
+        entry["timestamp"],
+        entry.get("operation"),
+        _text_map(entry.get("operationParameters")),
+        entry.get("readVersion"),
+        entry.get("isolationLevel"),
+        entry.get("isBlindAppend"),
+        _text_map(entry.get("operationMetrics")),
+        entry.get("userMetadata"),
+        entry.get("engineInfo") or entry.get("clientVersion"),
+    )
+
+
+HISTORY_SCHEMA = T.StructType(
+    [
+        T.StructField("version", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField("operation", T.StringType()),
+        T.StructField("operationParameters", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("readVersion", T.LongType()),
+        T.StructField("isolationLevel", T.StringType()),
+        T.StructField("isBlindAppend", T.BooleanType()),
+        T.StructField("operationMetrics", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("userMetadata", T.StringType()),
+        T.StructField("engineInfo", T.StringType()),
+    ]
+)
+DETAIL_SCHEMA = (
+    "format string, id string, name string, description string, location string, "
+    "createdAt timestamp, lastModified timestamp, partitionColumns array<string>, "
+    "clusteringColumns array<string>, numFiles long, sizeInBytes long, "
+    "properties map<string,string>, minReaderVersion int, minWriterVersion int, "
+    "tableFeatures array<string>"
+)
+RESTORE_SCHEMA = (
+    "table_size_after_restore long, num_of_files_after_restore long, num_removed_files long, "
+    "num_restored_files long, removed_files_size long, restored_files_size long"
+)
+
+
+def arrow_of(frame: DataFrame) -> pa.Table:
+    """A DataFrame as Arrow on the driver, never as Python rows: ``DataFrame.toArrow()``
+    (Spark's Arrow collect: executors encode Arrow batches, the driver only concatenates).
+    Timestamps arrive as UTC instants whatever the session time zone."""
+    return frame.toArrow()
+
+
+def _uri(path: str) -> str:
+    """A table's location as delta-spark shows it: a ``file:`` URI locally, else the URI."""
+    return path if storage.is_object_store(path) else "file:" + path

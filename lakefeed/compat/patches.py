@@ -1,0 +1,449 @@
+"""The Databricks-style surface: unchanged ``format("delta")`` / ``format("cloudFiles")`` code
+reaches lakefeed's connectors. The only module that patches pyspark classes.
+
+Spark's readers and writers keep their format and options in the JVM and never hand them back,
+refuse the default save mode for Python data sources and drop ``partitionBy()`` for Python
+sinks. The wrappers listed in :data:`PATCHES` record what the user set and, at ``load()``,
+``save()`` or ``start()`` of a lakefeed format, call the connector's explicit functions
+(``Connector.planned_stream``/``planned_read``; for Delta writes
+:func:`~lakefeed.connectors.delta.adapters.batch_write` and
+:func:`~lakefeed.connectors.delta.adapters.stream_sink`). Every other format goes to Spark's
+method untouched: a non-Delta writer is left exactly as Spark made it.
+
+lakefeed's own runtime never goes through here: it calls the explicit functions. ``install``
+is called by ``lakefeed.spark_session()``; :func:`uninstall` restores pyspark's methods. The
+wrappers are written for pyspark :data:`PYSPARK_VERSION`; another version is refused with a
+clear error rather than patched blindly.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pyspark
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+from lakefeed.connectors.base import Connector
+from lakefeed.core.errors import ConfigError
+
+PYSPARK_VERSION = "4.3"
+"""The pyspark minor version whose reader/writer signatures these wrappers copy."""
+
+_MARK = "_lakefeed_wrapped"
+
+
+class PysparkVersionError(ConfigError):
+    """The installed pyspark is not the one the compat wrappers were written for."""
+
+    code = "PYSPARK_VERSION"
+
+
+# -- what each wrapper records on the reader/writer instance -----------------------------------
+
+
+def _recorded(target: Any) -> dict[str, str]:
+    """The options set so far on a reader or writer, as text."""
+    if not hasattr(target, "_lakefeed_options"):
+        target._lakefeed_options = {}
+    return target._lakefeed_options
+
+
+def _text(value: Any) -> str:
+    """An option value as Spark turns it into text (booleans lower-case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _every(target: Any, path: str | None, options: dict[str, Any]) -> dict[str, str]:
+    every = {**_recorded(target), **{k: _text(v) for k, v in options.items()}}
+    if path is not None:
+        every["path"] = path
+    return every
+
+
+def _remember(attribute: str) -> Callable[[Callable], Callable]:
+    def make(original: Callable) -> Callable:
+        def remember(self: Any, value: Any = None, *args: Any, **kwargs: Any) -> Any:
+            setattr(self, attribute, str(value).lower() if value is not None else None)
+            return original(self, value, *args, **kwargs)
+
+        return remember
+
+    return make
+
+
+def _record_option(original: Callable) -> Callable:
+    def option(self: Any, key: str, value: Any) -> Any:
+        _recorded(self)[str(key)] = _text(value)
+        return original(self, key, value)
+
+    return option
+
+
+def _record_options(original: Callable) -> Callable:
+    def options(self: Any, **values: Any) -> Any:
+        _recorded(self).update({k: _text(v) for k, v in values.items()})
+        return original(self, **values)
+
+    return options
+
+
+def _forget_format(original: Callable) -> Callable:
+    """``foreachBatch``/``foreach`` make Spark ignore an earlier ``format``: so does lakefeed
+    (docs.delta.io's ``.format("delta").foreachBatch(upsert).outputMode("update")``)."""
+
+    def forget(self: Any, func: Any) -> Any:
+        self._lakefeed_format = None
+        return original(self, func)
+
+    return forget
+
+
+def _remember_schema(original: Callable) -> Callable:
+    def schema(self: Any, value: Any) -> Any:
+        self._lakefeed_schema = value
+        return original(self, value)
+
+    return schema
+
+
+# -- reads: a lakefeed format's planned reader first --------------------------------------------
+
+_CONNECTORS: dict[str, Connector] = {}
+
+
+def _load(original: Callable) -> Callable:
+    def load(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        schema: Any = None,
+        **options: Any,
+    ) -> Any:
+        if format is not None:
+            self.format(format)
+        connector = _CONNECTORS.get(getattr(self, "_lakefeed_format", None) or "")
+        planned = None
+        if connector is not None:
+            streaming = isinstance(self, DataStreamReader)
+            planned = connector.planned_stream if streaming else connector.planned_read
+        if planned is not None and (path is None or isinstance(path, str)):
+            fixed = schema if schema is not None else getattr(self, "_lakefeed_schema", None)
+            frame = planned(self._spark, _every(self, path, options), fixed)
+            if frame is not None:
+                return frame
+        return original(self, path, None, schema, **options)
+
+    return load
+
+
+# -- writes: Delta's save modes, partitioning and Spark-written files ---------------------------
+
+
+def _is_delta(writer: Any) -> bool:
+    return getattr(writer, "_lakefeed_format", None) == "delta" and "delta" in _CONNECTORS
+
+
+def _names(cols: tuple[Any, ...]) -> list[str]:
+    if len(cols) == 1 and isinstance(cols[0], list | tuple):
+        cols = tuple(cols[0])
+    return [str(c) for c in cols]
+
+
+def _partition_by(original: Callable) -> Callable:
+    def partition_by(self: Any, *cols: Any) -> Any:
+        names = _names(cols)
+        self._lakefeed_partition_by = names
+        if _is_delta(self):
+            return self  # Spark refuses/drops it for a Python sink: save/start pass the option
+        self._lakefeed_jvm_partitioned = bool(names)  # a later format("delta") must know
+        return original(self, *cols)
+
+    return partition_by
+
+
+def _delta_options(
+    writer: Any, path: str | None, options: dict[str, Any], streaming: bool
+) -> dict[str, str]:
+    from lakefeed.connectors.delta.datasource import PARTITION_OPTION
+    from lakefeed.delta.spark_write import WRITER_OPTION
+
+    every = _every(writer, path, options)
+    names = getattr(writer, "_lakefeed_partition_by", None)
+    if names and not any(k.lower() == PARTITION_OPTION.lower() for k in every):
+        every[PARTITION_OPTION] = ",".join(names)
+        writer.option(PARTITION_OPTION, every[PARTITION_OPTION])  # for the Python sink
+    if streaming and getattr(writer, "_lakefeed_jvm_partitioned", False):
+        every[WRITER_OPTION] = "python"  # Spark partitions this writer itself: no foreachBatch
+    if _auto_merge(writer) and not any(k.lower() == "mergeschema" for k in every):
+        every["mergeSchema"] = "true"
+        writer.option("mergeSchema", "true")  # for the Python sink
+    return every
+
+
+def _auto_merge(writer: Any) -> bool:
+    """Delta's session-wide ``mergeSchema`` (an explicit option still wins), as in delta-spark."""
+    from lakefeed.delta.schema import AUTO_MERGE
+
+    frame = getattr(writer, "_df", None)
+    value = frame.sparkSession.conf.get(AUTO_MERGE, "false") if frame is not None else "false"
+    return str(value).lower() == "true"
+
+
+def _save(original: Callable) -> Callable:
+    def save(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        if format is not None:
+            self.format(format)
+        if mode is not None:
+            self.mode(mode)
+        if not _is_delta(self) or path is None:
+            return original(self, path, partitionBy=partitionBy, **options)
+        from lakefeed.connectors.delta.adapters import batch_write
+
+        if partitionBy:
+            self.partitionBy(partitionBy)
+        every = _delta_options(self, path, options, streaming=False)
+        remaining = batch_write(self._df, every, getattr(self, "_lakefeed_mode", None) or "error")
+        if remaining is None:
+            return None
+        self.mode(remaining)
+        return original(self, path, **options)
+
+    return save
+
+
+def _start(original: Callable) -> Callable:
+    def start(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: Any = None,
+        queryName: str | None = None,
+        **options: Any,
+    ) -> Any:
+        if format is not None:
+            self.format(format)
+        if not _is_delta(self):
+            return original(self, path, None, outputMode, partitionBy, queryName, **options)
+        from lakefeed.connectors.delta.adapters import stream_sink
+        from lakefeed.spark.foreach_batch import stop_aware
+
+        if partitionBy:
+            self.partitionBy(partitionBy)
+        every = _delta_options(self, path, options, streaming=True)
+        mode = outputMode or getattr(self, "_lakefeed_mode", None) or "append"
+        sink = stream_sink(self._df, every, mode)
+        if sink is None:
+            return original(self, path, None, outputMode, None, queryName, **options)
+        stop_aware(self, sink)
+        return original(self, None, None, outputMode, None, queryName, **options)
+
+    return start
+
+
+# -- Delta tables by name: no metastore, a name is a folder ------------------------------------
+
+
+def _named_delta(spark: Any, name: str) -> str:
+    """Where a Delta table's name points, as ``DeltaTable.forName`` resolves it (the session's
+    ``lakefeed.core.lakehouse``, a running flow's lakehouse, else Spark's warehouse layout)."""
+    from lakefeed.compat.delta_spark.tables import _table_path
+
+    return _table_path(spark, name)
+
+
+def _save_as_table(original: Callable) -> Callable:
+    def save_as_table(
+        self: Any,
+        name: str,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        if format is not None:
+            self.format(format)
+        if not _is_delta(self):
+            return original(self, name, None, mode, partitionBy, **options)
+        location = _named_delta(self._spark, name)
+        return self.save(location, mode=mode, partitionBy=partitionBy, **options)
+
+    return save_as_table
+
+
+def _to_table(original: Callable) -> Callable:
+    def to_table(
+        self: Any,
+        tableName: str,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: Any = None,
+        queryName: str | None = None,
+        **options: Any,
+    ) -> Any:
+        if format is not None:
+            self.format(format)
+        if not _is_delta(self):
+            return original(self, tableName, None, outputMode, partitionBy, queryName, **options)
+        location = _named_delta(self._spark, tableName)
+        return self.start(location, None, outputMode, partitionBy, queryName, **options)
+
+    return to_table
+
+
+def _read_table(original: Callable) -> Callable:
+    def table(self: Any, tableName: str) -> Any:
+        from lakefeed.delta import log
+        from lakefeed.pipeline.context import current_flow
+
+        # Inside a flow the pipeline reads its own datasets (lakefeed.compat.sdp routes the
+        # same method); Spark's own tables and views win everywhere.
+        if current_flow() is None and not self._spark.catalog.tableExists(tableName):
+            location = _named_delta(self._spark, tableName)
+            if log.is_delta_table(location):
+                return self.format("delta").load(location)
+        return original(self, tableName)
+
+    return table
+
+
+def _session_table(original: Callable) -> Callable:
+    def table(self: Any, tableName: str) -> Any:
+        return self.read.table(tableName)  # through the reader's wrapper
+
+    return table
+
+
+def _session_sql(original: Callable) -> Callable:
+    def sql(self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
+        from lakefeed.compat.delta_spark.sql.run import sql as delta_sql
+
+        return delta_sql(self, original, sqlQuery, args, kwargs)
+
+    return sql
+
+
+# -- the table of every wrapped method ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One wrapped pyspark method and why it is wrapped."""
+
+    cls: type
+    method: str
+    make: Callable[[Callable], Callable]
+    why: str
+
+
+def _reader_patches(cls: type) -> list[Patch]:
+    return [
+        Patch(cls, "format", _remember("_lakefeed_format"), "which format load() reads"),
+        Patch(cls, "option", _record_option, "options a planned reader needs"),
+        Patch(cls, "options", _record_options, "options a planned reader needs"),
+        Patch(cls, "schema", _remember_schema, "a schema the user fixed"),
+        Patch(cls, "load", _load, "a lakefeed format is read by Spark's own readers"),
+    ]
+
+
+def _writer_patches(cls: type, mode: str, finish: str, make: Callable) -> list[Patch]:
+    return [
+        Patch(cls, "format", _remember("_lakefeed_format"), "which format the write goes to"),
+        Patch(cls, mode, _remember("_lakefeed_mode"), "Delta's save/output mode"),
+        Patch(cls, "option", _record_option, "options a Delta write is checked with"),
+        Patch(cls, "options", _record_options, "options a Delta write is checked with"),
+        Patch(cls, "partitionBy", _partition_by, "Spark drops it for Python sinks"),
+        Patch(cls, finish, make, "Delta writes: save modes, Spark-written files"),
+    ]
+
+
+READ_PATCHES: tuple[Patch, ...] = (
+    *_reader_patches(DataFrameReader),
+    *_reader_patches(DataStreamReader),
+)
+WRITE_PATCHES: tuple[Patch, ...] = (
+    *_writer_patches(DataFrameWriter, "mode", "save", _save),
+    *_writer_patches(DataStreamWriter, "outputMode", "start", _start),
+    Patch(DataStreamWriter, "foreachBatch", _forget_format, "its sink replaces format('delta')"),
+    Patch(DataStreamWriter, "foreach", _forget_format, "its sink replaces format('delta')"),
+)
+NAME_PATCHES: tuple[Patch, ...] = (
+    Patch(DataFrameWriter, "saveAsTable", _save_as_table, "a Delta table's name is a folder"),
+    Patch(DataStreamWriter, "toTable", _to_table, "a Delta table's name is a folder"),
+    Patch(DataFrameReader, "table", _read_table, "a Delta table's name is a folder"),
+    Patch(DataStreamReader, "table", _read_table, "a Delta table's name is a folder"),
+    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
+    Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
+)
+"""Delta tables by name (no metastore): written and read at the folder ``DeltaTable.forName``
+resolves a name to; names Spark's catalog knows stay Spark's. ``spark.sql`` serves Delta's SQL
+(:mod:`lakefeed.compat.delta_spark.sql`): statements touching no Delta table reach Spark's method as
+given."""
+PATCHES: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES + NAME_PATCHES
+"""Every pyspark method this module may wrap."""
+
+_ORIGINALS: dict[tuple[type, str], Callable] = {}
+
+
+def check_version(version: str = pyspark.__version__) -> None:
+    """Refuse a pyspark whose reader/writer methods these wrappers were not written for."""
+    if version.split(".")[:2] != PYSPARK_VERSION.split("."):
+        raise PysparkVersionError(
+            f"lakefeed's format('delta')/format('cloudFiles') compatibility layer is written "
+            f"for pyspark {PYSPARK_VERSION}.x, this is pyspark {version}",
+            fix=f"install pyspark {PYSPARK_VERSION}.x, or use lakefeed's explicit functions "
+            "(lakefeed.connectors.delta.read_stream/write_stream...) with "
+            "spark_session(compat=False)",
+        )
+
+
+def install(connectors: Iterable[Connector]) -> None:
+    """Route the formats of ``connectors`` through lakefeed (idempotent; the latest call's
+    connectors are routed). Delta's writer wrappers are installed only when Delta is among them
+    (not when delta-spark serves ``delta``)."""
+    check_version()
+    _CONNECTORS.clear()
+    _CONNECTORS.update({f.lower(): c for c in connectors for f in c.formats})
+    readers = any(c.planned_stream or c.planned_read for c in _CONNECTORS.values())
+    delta = "delta" in _CONNECTORS
+    for patch in (READ_PATCHES if readers else ()) + (
+        WRITE_PATCHES + NAME_PATCHES if delta else ()
+    ):
+        _wrap(patch)
+
+
+def uninstall() -> None:
+    """Restore every wrapped pyspark method; lakefeed's formats stay registered and readable
+    through the explicit functions."""
+    for (cls, name), original in _ORIGINALS.items():
+        setattr(cls, name, original)
+    _ORIGINALS.clear()
+    _CONNECTORS.clear()
+
+
+def installed() -> list[tuple[type, str]]:
+    """The pyspark methods wrapped right now, as (class, method name)."""
+    return list(_ORIGINALS)
+
+
+def _wrap(patch: Patch) -> None:
+    key = (patch.cls, patch.method)
+    if key in _ORIGINALS:
+        return
+    original = getattr(patch.cls, patch.method)
+    wrapped = functools.wraps(original)(patch.make(original))
+    setattr(wrapped, _MARK, True)
+    _ORIGINALS[key] = original
+    setattr(patch.cls, patch.method, wrapped)

@@ -1,0 +1,423 @@
+"""Driver-side commits of written files into a Delta table, Spark-free.
+
+A streaming micro-batch is one Delta commit carrying a ``txn`` action (app id = the query id,
+version = the batch id), like Spark's native Delta sink: a batch replayed after a crash finds
+its id already committed and is skipped, and the files the replay wrote are removed. Files of
+attempts that never committed are removed when their batch finally commits (or is skipped), so
+nobody listing the folder trips over them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    Transaction,
+    create_table_with_add_actions,
+)
+
+from lakefeed.core import storage
+from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.delta import constraints, features, log, post_commit, replay
+from lakefeed.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
+from lakefeed.delta.schema import (
+    SchemaMismatchError,
+    as_nullable,
+    merge_schema,
+    table_arrow_schema,
+)
+from lakefeed.delta.snapshot import Snapshot, for_stream
+
+NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
+MISSING_NOT_NULL = register_code("DELTA_MISSING_NOT_NULL_COLUMN_VALUE", SchemaMismatchError)
+CONSTRAINTS_CHANGED = register_code("DELTA_CONSTRAINTS_CHANGED", ConflictError)
+PARTITION_NOT_FOUND = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", SchemaMismatchError)
+
+# Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
+# writes its own commit log: the moment a crash test kills its driver at (it appends a hook in
+# its driver script). lakefeed itself adds none.
+AFTER_COMMIT: list[Callable[[str, int], None]] = []
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What a write asks of the table, resolved on the driver before any task runs."""
+
+    root: str
+    mode: str  # "append" | "overwrite"
+    partition_by: tuple[str, ...]
+    merge_schema: bool = False
+    overwrite_schema: bool = False
+    operation: str = "WRITE"
+    generated: tuple[tuple[str, str], ...] = ()  # (column, expression): generated.apply
+    checks: tuple[tuple[str, str], ...] = ()  # (name, predicate): constraints.apply
+    user_metadata: str | None = None  # the userMetadata option: commitInfo.userMetadata
+    source_offsets: str | None = None  # a stream batch's source offsets hash (see .replay)
+
+    def commit_info(self) -> dict[str, str]:
+        """What the write adds to its commitInfo (delta-rs writes these keys at its top)."""
+        given = {"userMetadata": self.user_metadata} if self.user_metadata is not None else {}
+        if self.source_offsets is not None:
+            given[replay.OFFSETS] = self.source_offsets
+        return {**given, "engineInfo_lakefeed": "lakefeed"}
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int | None  # the new table version; None when skipped
+    skipped: bool = False
+    removed_orphans: int = 0
+    deferred: tuple[post_commit.Deferred, ...] = ()  # post-commit steps that failed
+
+
+def resolve_partitioning(
+    root: str, requested: Sequence[str], table: DeltaTable | None
+) -> tuple[str, ...]:
+    """Partition columns for a write: the table's own (``table``, None while there is none); a
+    different request is refused."""
+    existing = list(table.metadata().partition_columns) if table is not None else None
+    if existing is None or not requested:
+        return tuple(existing if existing is not None else requested)
+    if [c.lower() for c in existing] != [c.lower() for c in requested]:
+        raise SchemaMismatchError(
+            f"the Delta table {root} is partitioned by {existing or 'nothing'}, the write asks "
+            f"for {list(requested)}: drop the partitionBy option, or write to a new table"
+        )
+    return tuple(existing)
+
+
+def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], root: str) -> None:
+    """delta-spark's ``checkPartitionColumns``: a write must give every partition column (a
+    missing one is not written as null, unlike other columns: its value names the folder) and
+    at least one other column."""
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"Partition column `{missing[0]}` not found in schema [{', '.join(schema.names)}] "
+            f"(writing the Delta table {root}, partitioned by {list(partition_by)})",
+            fix="give the column in the written rows (F.lit(None).cast(...) for nulls: Delta "
+            "writes each row into the folder of its partition values), or, for a new table, "
+            "partition by columns the data has",
+            code=PARTITION_NOT_FOUND,
+        )
+    if partition_by and len(partition_by) == len(schema):
+        raise SchemaMismatchError("a Delta table cannot be partitioned by all of its columns")
+
+
+def check_required_columns(table: pa.Schema, data: pa.Schema, root: str) -> None:
+    """Delta's ``DELTA_MISSING_NOT_NULL_COLUMN_VALUE``: a NOT NULL column may not be left out
+    of a write (other columns may: they read as null)."""
+    given = {name.lower() for name in data.names}
+    for field in table:
+        if not field.nullable and field.name.lower() not in given:
+            raise SchemaMismatchError(
+                f"Column {field.name}, which has a NOT NULL constraint, is missing from the "
+                f"data being written into the table {root}",
+                fix=f"give the column {field.name!r} a value in every written row",
+                code=MISSING_NOT_NULL,
+            )
+
+
+def check_not_null(table: pa.Schema, files: Sequence[WrittenFile], root: str) -> None:
+    """Refuse files with nulls in the table's NOT NULL columns (Delta's writers must), from the
+    files' ``nullCount`` statistics and partition values; no data is read again. A column whose
+    count is unknown (a footer without it) is let through."""
+    required = [f.name for f in table if not f.nullable]
+    for file in files if required else ():
+        counts = json.loads(file.stats).get("nullCount") or {}
+        for name in required:
+            null_partition = name in file.partition_values and file.partition_values[name] is None
+            if counts.get(name) or null_partition:
+                raise SchemaMismatchError(
+                    f"NOT NULL constraint violated for column {name!r} of the Delta table {root}: "
+                    "the data has nulls there",
+                    fix=f"filter or fill the nulls first (df.na.drop(subset=[{name!r}])), or "
+                    "write to a table where the column is nullable",
+                    code=NOT_NULL,
+                )
+
+
+def check_constraints_known(spec: WriteSpec, table: DeltaTable) -> None:
+    """Refuse to commit files checked against fewer constraints than the table now has (one was
+    added while they were written): a retry writes them again under the new ones."""
+    now = constraints.of_table(table.metadata().configuration, table.schema())
+    added = [name for name, predicate in now if (name, predicate) not in spec.checks]
+    if added and not (spec.mode == "overwrite" and spec.overwrite_schema):
+        raise ConflictError(
+            f"the Delta table {spec.root} got CHECK constraints ({', '.join(added)}) while this "
+            "write's rows were checked against the earlier ones",
+            fix="retry the write: it checks the rows against the table's constraints of now",
+            code=CONSTRAINTS_CHANGED,
+        )
+
+
+def _actions(files: Sequence[WrittenFile]) -> list[AddAction]:
+    return [
+        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+        for f in files
+    ]
+
+
+def commit_files(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    txn: tuple[str, int] | None = None,
+    metadata: dict | None = None,
+    snapshot: Snapshot | None = None,
+    refresh: bool = True,
+) -> CommitResult:
+    """Commit ``files`` as one Delta version, or skip when ``txn`` is already committed.
+
+    ``snapshot``: the writer's open table (a stream's, kept across its batches); else the table
+    is opened for this commit. ``refresh=False``: the caller brought ``snapshot`` up to date
+    just before writing ``files`` (its replay check); the commit goes against that version
+    instead of listing the log again. That is safe: delta-rs checks every commit made since
+    the version a transaction read (one with the same ``txn`` app id fails it).
+    """
+    properties = CommitProperties(
+        custom_metadata={**(metadata or {}), **spec.commit_info()},
+        app_transactions=[Transaction(*txn)] if txn else None,
+    )
+    opened = snapshot or Snapshot(spec.root)
+    table = opened.for_commit(refresh)
+    if table is None:
+        created = _create(spec, files, data_schema, properties, txn)
+        if created is not None:
+            opened.note_commit(txn)
+            return _after(spec.root, created, opened, {})
+        # Another writer created the table first: commit against it like any append.
+        table = opened.latest()
+        if table is None:
+            raise DeltaError(f"the Delta table {spec.root} vanished while it was created")
+    if txn is not None and opened.committed(txn, spec.source_offsets):
+        return CommitResult(None, skipped=True)
+    features.check_writable(table, spec.root, spec.operation)
+    check_constraints_known(spec, table)
+    current = table_arrow_schema(table.schema())
+    if spec.mode == "overwrite" and spec.overwrite_schema:
+        schema = as_nullable(data_schema)
+    else:
+        check_required_columns(current, data_schema, spec.root)
+        check_not_null(current, files, spec.root)
+        schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
+        if len(schema) > len(current):
+            # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
+            # in between leaves new, empty columns, which readers take as nulls).
+            added = DeltaSchema.from_arrow(pa.schema(list(schema)[len(current) :]))
+            table.alter.add_columns(
+                list(added.fields), post_commithook_properties=post_commit.NO_HOOKS
+            )
+            table.update_incremental()
+    if spec.mode == "append" and not files and schema.names == current.names and txn is None:
+        return CommitResult(table.version())
+    before = table.version()
+    version = _committed(
+        spec.root,
+        before,
+        files,
+        txn,
+        lambda: table.create_write_transaction(
+            list[AddAction | RemoveAction](_actions(files)),
+            spec.mode,
+            schema=schema,
+            partition_by=list(spec.partition_by) or None,
+            commit_properties=properties,
+            post_commithook_properties=post_commit.NO_HOOKS,
+        ),
+    )
+    opened.note_commit(txn)
+    return _after(spec.root, version, opened, table.metadata().configuration, before)
+
+
+def record_txn(table: DeltaTable, properties: CommitProperties) -> None:
+    """An otherwise empty commit carrying ``properties``' ``txn``: a batch that rightly changed
+    nothing (a MERGE of stale CDC changes, of no rows) still records that it ran, as
+    delta-spark's sink commits every batch's ``SetTransaction``. Without it the table's txn stays
+    at an older batch than the checkpoint's, which the checkpoint guard cannot tell from a table
+    whose log went back."""
+    table.create_write_transaction(
+        [],
+        "append",
+        schema=table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=properties,
+        post_commithook_properties=post_commit.NO_HOOKS,  # a checkpoint due waits for a write
+    )
+
+
+def _create(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    properties: CommitProperties,
+    txn: tuple[str, int] | None,
+) -> int | None:
+    """Create the table with ``files`` as its version 0; None when another writer's table is
+    there first (the log, not the error, says whose version 0 it is)."""
+    try:
+        return _committed(
+            spec.root,
+            -1,
+            files,
+            txn,
+            lambda: create_table_with_add_actions(
+                spec.root,
+                DeltaSchema.from_arrow(as_nullable(data_schema)),
+                _actions(files),
+                mode="append",
+                partition_by=list(spec.partition_by) or None,
+                storage_options=storage.delta_options(spec.root),
+                commit_properties=properties,
+                post_commithook_properties=post_commit.NO_HOOKS,
+            ),
+        )
+    except Exception:
+        if log.latest_version(spec.root) is None:
+            raise
+        return None
+
+
+def _committed(
+    root: str,
+    before: int,
+    files: Sequence[WrittenFile],
+    txn: tuple[str, int] | None,
+    call: Callable[[], object],
+) -> int:
+    """Run the commit ``call`` made on version ``before``; the version it committed. A call that
+    raises committed nonetheless when the log holds the write (:func:`post_commit.landed`):
+    then the write goes on (its files must stay), with a warning; else the error escapes."""
+    try:
+        call()
+    except Exception as error:
+        version = post_commit.landed(root, before, [f.path for f in files], txn)
+        if version is None:
+            raise
+        post_commit.Deferred("commit", root, version, f"{type(error).__name__}: {error}").report()
+        return version
+    return before + 1
+
+
+def _after(
+    root: str,
+    version: int,
+    opened: Snapshot,
+    configuration: Mapping[str, str],
+    since: int = -1,
+) -> CommitResult:
+    """The hooks after a commit (:mod:`~lakefeed.delta.post_commit`): they never
+    fail it; what they defer is in the result."""
+    deferred = post_commit.run(root, configuration, version, since, opened.latest)
+    return CommitResult(version, deferred=deferred)
+
+
+def commit_stream_batch(
+    spec: WriteSpec,
+    files: Sequence[WrittenFile],
+    data_schema: pa.Schema,
+    app_id: str,
+    batch_id: int,
+    sweep: bool = True,
+    refresh: bool = True,
+) -> CommitResult:
+    """One micro-batch = one Delta commit with txn(app_id, batch_id); replays are skipped.
+
+    ``sweep``: then look for files of other attempts of this batch to remove (listing every
+    folder the batch wrote to, the table's root included: on object storage a listing grows with
+    the table). A writer that knows there were none passes False: Spark's staged writer after
+    its run's first batch (files of failed tasks stay in staging; only a run's first batch can
+    repeat a batch an earlier run started). ``refresh``: see :func:`commit_files`.
+    """
+    try:
+        result = commit_files(
+            spec,
+            files,
+            data_schema,
+            txn=(app_id, batch_id),
+            metadata={"lakefeed.queryId": app_id, "lakefeed.batchId": batch_id},
+            snapshot=for_stream(spec.root, app_id),
+            refresh=refresh,
+        )
+    except CommitFailedError as error:
+        refused = features.translate_rs(error, spec.root, spec.operation)
+        if refused is not None:
+            raise refused from error
+        raise ConflictError(
+            f"commit of batch {batch_id} to {spec.root} failed: {error}",
+            fix="another query with the same checkpoint may be writing to this table: run one "
+            "query per checkpoint",
+        ) from error
+    if not result.skipped:
+        for hook in AFTER_COMMIT:
+            hook(spec.root, batch_id)
+    if not sweep:
+        return result
+    try:
+        keep = (
+            {_norm(storage.join(spec.root, f.path)) for f in files}
+            if not result.skipped
+            else _committed_paths(spec.root, app_id, batch_id)
+        )
+        removed = remove_uncommitted(spec.root, app_id, batch_id, keep, files)
+    except Exception as error:  # noqa: BLE001 - the batch is committed: orphans wait for vacuum
+        failed = post_commit.Deferred(
+            "removal of uncommitted attempts", spec.root, result.version or 0, str(error)
+        )
+        failed.report()
+        return CommitResult(result.version, result.skipped, 0, (*result.deferred, failed))
+    return CommitResult(result.version, result.skipped, removed, result.deferred)
+
+
+def _committed_paths(root: str, app_id: str, batch_id: int) -> set[str] | None:
+    """Local paths the commit carrying txn(app_id, batch_id) added; None if not found."""
+    found = log.txn_commit(root, app_id, batch_id)
+    if found is None:
+        return None
+    return {_norm(local_path(root, a["add"]["path"])) for a in found[1] if "add" in a}
+
+
+def remove_uncommitted(
+    root: str,
+    app_id: str,
+    batch_id: int,
+    keep: set[str] | None,
+    files: Sequence[WrittenFile],
+) -> int:
+    """Delete this query's files of ``batch_id`` that its Delta commit does not hold.
+
+    Only files named as this query's batch ``batch_id`` are candidates: earlier batches are
+    committed (or skipped and cleaned) before Spark starts the next one, and files of other
+    writers are never touched. When the committed set is unknown, nothing is deleted.
+    """
+    if keep is None:
+        return 0
+    tag = app_tag(app_id)
+    folders = {storage.dirname(storage.join(root, f.path)) for f in files} | {root}
+    folders |= {storage.dirname(p) for p in keep}
+    removed = 0
+    for folder in folders:
+        for path in _stream_files(folder, tag, batch_id):
+            if _norm(path) not in keep and storage.remove(path):
+                removed += 1
+    return removed
+
+
+def _norm(path: str) -> str:
+    """Local paths compared in normal form; object keys are compared as written."""
+    return path if storage.is_object_store(path) else os.path.normpath(path)
+
+
+def _stream_files(folder: str, tag: str, batch_id: int) -> list[str]:
+    names = storage.list_names(folder)
+    return [storage.join(folder, n) for n in names if parse_stream_file(n) == (tag, batch_id)]

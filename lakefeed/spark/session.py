@@ -1,0 +1,194 @@
+"""The one call that makes a SparkSession ready for lakefeed.
+
+Spark here has no delta-spark or spark-sql-kafka jars, so lakefeed registers its own Python data
+sources (``delta``, ``cloudFiles``, ``lakefeed_kafka``, ``lakefeed_iot``; see
+:mod:`lakefeed.connectors.registry`) on every session it hands out, and sets the state store
+defaults a streaming lakehouse wants (RocksDB with changelog checkpointing, UTC session time).
+
+Session-wide settings the connectors need are set here, once, with the rest (a ``conf`` given
+to :func:`spark_session` wins):
+
+- ``spark.sql.python.filterPushdown.enabled=true``: the Delta source skips files by the
+  filters Spark pushes to it;
+- ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Parquet files Spark writes into a
+  Delta table carry INT64 timestamps, as Delta readers expect (with INT96 lakefeed writes
+  tables with timestamps through its Python sink instead).
+
+When any of ``storage`` (the lakehouse root, table, landing folder or checkpoint locations the
+session will use; for a pipeline, :func:`lakefeed.entry.storage_locations`) is an ``s3://`` /
+``s3a://`` URI, Hadoop's S3A connector and its settings are added (:mod:`lakefeed.spark.s3a`:
+``spark.jars.packages`` hadoop-aws, ``fs.s3.impl``, endpoint and region from the AWS
+environment variables); otherwise the session stays jar-free. S3 settings given as
+``spark.hadoop.fs.s3a.*`` also serve lakefeed's own S3 clients (:mod:`lakefeed.core.storage`).
+
+``compat=True`` (the default) also installs :mod:`lakefeed.compat.patches`, so that
+Databricks-style ``format("delta")``/``format("cloudFiles")`` code runs unchanged; lakefeed's
+own runtime does not need it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
+
+from pyspark.sql import SparkSession
+
+from lakefeed.connectors import registry
+from lakefeed.connectors.base import Connector
+from lakefeed.core.scoped import bound
+from lakefeed.runtime import pools
+from lakefeed.spark import cluster, connect, s3a
+from lakefeed.spark.home import compiled_spark_home
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # Small machines are the common case; on a cluster it follows the executors' cores
+    # (lakefeed.spark.cluster.size_to_cluster).
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Python workers import pyarrow/deltalake on start; on a busy 2-core machine that can take
+    # longer than Spark's short connect-back wait, which then fails the task.
+    "spark.python.authenticate.socketTimeout": "120s",
+    # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools).
+    "spark.scheduler.mode": "FAIR",
+    # pyspark's daemon, quiet when Spark closed a failed task's socket (lakefeed.spark.daemon)
+    "spark.python.daemon.module": "lakefeed.spark.daemon",
+}
+
+
+def spark_session(
+    app_name: str = "lakefeed",
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    compat: bool = True,
+    storage: Iterable[object] = (),
+    remote: str | None = None,
+) -> SparkSession:
+    """Build (or reuse) a SparkSession with lakefeed's connectors registered.
+
+    Safe to call repeatedly: Spark returns the running session and registration is idempotent.
+    ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring);
+    ``storage`` lists locations the session will use (S3 ones add S3A, see module docstring).
+    ``remote`` (or ``SPARK_REMOTE``, as in pyspark) is a Spark Connect server ``sc://HOST:PORT``
+    to run on instead of a driver in this process (see :mod:`lakefeed.spark.connect`).
+    """
+    url = connect.remote_url(remote, master or (conf or {}).get("spark.master"))
+    settings = registry.without_foreign_conf(
+        {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
+    )
+    if url is not None:
+        return _ready(connect.connect_session(url, app_name, settings, conf), compat)
+    # Executors run our Arrow readers and writers: they must use this interpreter's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is None and "spark.master" not in (conf or {}) and not os.environ.get("MASTER"):
+        master = "local[*]"
+    if master is not None and master.startswith("local"):
+        # A local session has no business on any interface but loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    on_cluster = cluster.is_cluster(master or (conf or {}).get("spark.master"))
+    if on_cluster and SparkSession.getActiveSession() is None:
+        cluster.prepare_driver(str(master or (conf or {})["spark.master"]))
+    if "SPARK_HOME" not in os.environ and SparkSession.getActiveSession() is None:
+        # Python workers then import compiled pyspark, not the zip (see lakefeed.spark.home);
+        # a user's own SPARK_HOME always wins.
+        home = compiled_spark_home()
+        if home is not None:
+            os.environ["SPARK_HOME"] = home
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    settings.update(cluster.cluster_conf(master, settings))
+    s3a.share_hadoop_settings(settings)
+    object_store = s3a.uses_object_store(storage)
+    if object_store:
+        settings.update(s3a.spark_conf(settings))
+    if SparkSession.getActiveSession() is None:
+        settings.update(_lakefeed_jar_conf(settings, object_store))
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    pools.quiet_pool_creation(spark)
+    if object_store:
+        _ship_resolved_jars(spark, settings)
+    if on_cluster:
+        cluster.size_to_cluster(spark, conf or {})
+        cluster.check_executors(spark)
+    return _ready(spark, compat)
+
+
+def _ready(spark: SparkSession, compat: bool) -> SparkSession:
+    """``spark`` with lakefeed's connectors registered (and the compatibility layer)."""
+    served = register_connectors(spark)
+    if compat:
+        from lakefeed.compat import patches as surface
+
+        surface.install(served)
+    return spark
+
+
+def _ship_resolved_jars(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    """Executors get the S3A jars Spark resolved from ``spark.jars.packages`` at launch.
+
+    PySpark sets the builder's ``spark.jars`` (lakefeed's jar) after the launcher merged the
+    resolved packages into it, so they reach only the driver's class path; added here before
+    any task runs, as ``--jars`` would. Later sessions list them in ``spark.jars`` themselves.
+    """
+    context = spark.sparkContext
+    driver_jars = context.getConf().get("spark.repl.local.jars", "") or ""
+    listed = context._jsc.sc().listJars().mkString(",")
+    shipped = {os.path.basename(jar) for jar in str(listed).split(",")}
+    for jar in s3a.remember_resolution(driver_jars, settings):
+        if os.path.basename(jar) not in shipped:
+            context._jsc.sc().addJar(jar)
+
+
+def _lakefeed_jar_conf(settings: Mapping[str, str], object_store: bool) -> dict[str, str]:
+    """``spark.jars`` plus lakefeed's compiled JVM part (see :mod:`lakefeed.spark.jvm`) and, when
+    the session uses S3, its checkpoint file manager
+    (:func:`lakefeed.spark.s3a.checkpoint_conf`)."""
+    from lakefeed.spark.jvm import jar_path
+
+    jar = jar_path()
+    if jar is None:
+        return {}
+    conf = {"spark.jars": ",".join(j for j in (settings.get("spark.jars"), jar) if j)}
+    return {**conf, **s3a.checkpoint_conf(settings)} if object_store else conf
+
+
+_EVALUATING: ContextVar[SparkSession | None] = ContextVar("lakefeed_session", default=None)
+
+
+def evaluating_on(spark: SparkSession) -> AbstractContextManager[SparkSession]:
+    """Flow functions evaluated inside this block get ``spark`` from :func:`active_spark`."""
+    return bound(_EVALUATING, spark)
+
+
+def evaluating_session() -> SparkSession | None:
+    """The session bound by :func:`evaluating_on`, if any (the runner's, or the loader's)."""
+    return _EVALUATING.get()
+
+
+def active_spark() -> SparkSession:
+    """The session a pipeline function should use: the runner's while it evaluates flows, else
+    the running one, else a fresh default.
+
+    pyspark's "active session" is one process-wide slot that any ``createDataFrame`` moves,
+    e.g. to a streaming query's cloned session inside ``foreachBatch``: temp views and
+    settings of the runner's session are not there, hence the runner's own comes first.
+    """
+    return _EVALUATING.get() or SparkSession.getActiveSession() or spark_session()
+
+
+def register_connectors(spark: SparkSession) -> list[Connector]:
+    """Register every lakefeed data source on ``spark``; the connectors serving their formats
+    there (not Delta when delta-spark does)."""
+    return [c for c in registry.connectors() if c.register(spark)]

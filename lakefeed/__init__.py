@@ -17,6 +17,7 @@ moved.install()
 if TYPE_CHECKING:
     from lakefeed.connectors.files import read_files
     from lakefeed.connectors.kafka import read_kafka
+    from lakefeed.core.flow_context import FlowContext, current_flow
     from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.entry import plan, run, validate, verify
     from lakefeed.pipeline.api import (
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
         table,
         view,
     )
-    from lakefeed.pipeline.context import FlowContext, current_flow
     from lakefeed.pipeline.dedup import drop_duplicates_within_ttl
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
@@ -102,8 +102,8 @@ _HOMES: dict[str, str] = {
     "read_files": "lakefeed.connectors.files",
     "read_kafka": "lakefeed.connectors.kafka",
     "Lakehouse": "lakefeed.core.lakehouse",
-    "FlowContext": "lakefeed.pipeline.context",
-    "current_flow": "lakefeed.pipeline.context",
+    "FlowContext": "lakefeed.core.flow_context",
+    "current_flow": "lakefeed.core.flow_context",
     "drop_duplicates_within_ttl": "lakefeed.pipeline.dedup",
     "PipelineError": "lakefeed.pipeline.graph",
     "load_pipeline": "lakefeed.pipeline.loader",

@@ -58,6 +58,7 @@ MOVED: dict[str, str] = {
     "lakefeed.lakehouse": "lakefeed.core.lakehouse",
     "lakefeed.logs": "lakefeed.core.logs",
     "lakefeed.observe.event_log": "lakefeed.runtime.event_log",
+    "lakefeed.pipeline.context": "lakefeed.core.flow_context",
     "lakefeed.pipeline.dlt_compat": "lakefeed.compat.dlt",
     "lakefeed.pipeline.offset_log": "lakefeed.spark.offset_log",
     "lakefeed.pipeline.sdp": "lakefeed.compat.sdp",

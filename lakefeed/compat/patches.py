@@ -169,7 +169,7 @@ def _partition_by(original: Callable) -> Callable:
 def _delta_options(
     writer: Any, path: str | None, options: dict[str, Any], streaming: bool
 ) -> dict[str, str]:
-    from lakefeed.connectors.delta.datasource import PARTITION_OPTION
+    from lakefeed.delta.options import PARTITION_OPTION
     from lakefeed.delta.spark_write import WRITER_OPTION
 
     every = _every(writer, path, options)
@@ -305,8 +305,8 @@ def _to_table(original: Callable) -> Callable:
 
 def _read_table(original: Callable) -> Callable:
     def table(self: Any, tableName: str) -> Any:
+        from lakefeed.core.flow_context import current_flow
         from lakefeed.delta import log
-        from lakefeed.pipeline.context import current_flow
 
         # Inside a flow the pipeline reads its own datasets (lakefeed.compat.sdp routes the
         # same method); Spark's own tables and views win everywhere.

@@ -222,6 +222,7 @@ class Connector:
     ) -> DataFrame:
         """A source of this connector as lakefeed reads it, without any patched pyspark method:
         Spark's own readers where the connector plans them, else its Python data source."""
+        # pyspark: the connector record loads without it.
         from lakefeed.spark.jvm.bridge import READER_OPTION
 
         planned = self.planned_stream if streaming else self.planned_read

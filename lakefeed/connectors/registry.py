@@ -18,6 +18,7 @@ from lakefeed.connectors.base import Connector, ConnectorEvent, ConnectorSink
 @functools.cache
 def connectors() -> tuple[Connector, ...]:
     """Every connector, in registration order."""
+    # Connector packages (postgres's loads pyspark) on first use: no cycle with spark.session.
     from lakefeed.connectors import delta, files, generator, kafka, postgres
 
     return (

@@ -44,6 +44,8 @@ from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError
 from lakefeed.core.options import Options
 from lakefeed.delta import log
+from lakefeed.delta.options import register_settings, table_root
+from lakefeed.delta.spark_read import spark_schema as table_schema
 
 OPTION = "readChangeFeed"
 CHANGE_COLUMNS = pa.schema(
@@ -67,16 +69,12 @@ def requested(options: Mapping[str, str]) -> bool:
 
 def spark_schema(root: str) -> StructType:
     """The schema of a change feed read: the table's columns, then Delta's change columns."""
-    from lakefeed.connectors.delta.datasource import spark_schema as table_schema
-
     columns = table_schema(log.open_table(root)).fields
     return StructType(columns + from_arrow_schema(CHANGE_COLUMNS).fields)
 
 
 def check(options: Mapping[str, str]) -> None:
     """Refuse a bad change feed read in the caller's process, before Spark plans it."""
-    from lakefeed.connectors.delta.datasource import table_root
-
     root = table_root(options)
     open_feed(root, feed_arguments(root, options))
 
@@ -140,8 +138,6 @@ class ChangeFeedBatchReader(storage.CarriesSettings, DataSourceReader):
     """``read.format("delta").option("readChangeFeed", "true")``: one task reads the range."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        from lakefeed.connectors.delta.datasource import register_settings
-
         self.root = register_settings(options)
         self.carry(self.root)
         self.arguments = feed_arguments(self.root, options)
@@ -192,8 +188,6 @@ class ChangeFeedStreamReader(
     ``{"next": version to read next, "snapshot": version whose snapshot is unread, or -1}``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        from lakefeed.connectors.delta.datasource import register_settings
-
         given = Options(options)
         self.root = register_settings(options)
         self.carry(self.root)

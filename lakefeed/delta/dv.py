@@ -84,6 +84,7 @@ class Descriptor:
     def location(self, root: str) -> str:
         """Where an on-disk DV is stored (``u``: ``<root>/<prefix>/deletion_vector_<uuid>.bin``)."""
         if self.storage_type == "p":
+            # Load order: delta.files imports this module.
             from lakefeed.delta.files import local_path
 
             return local_path(root, self.path_or_inline)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Schema
 from deltalake.exceptions import DeltaError as RsDeltaError
 
 from lakefeed.core import storage
@@ -165,8 +165,6 @@ def read_commit(root: str, version: int) -> Commit | None:
 
 
 def _schema_from_json(text: str) -> pa.Schema:
-    from deltalake import Schema
-
     return as_nullable(table_arrow_schema(Schema.from_json(text)))
 
 

@@ -22,9 +22,10 @@ import functools
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -42,6 +43,7 @@ from lakefeed.delta.files import local_path, parse_partition_value
 from lakefeed.delta.log import DataFile
 from lakefeed.delta.mapping import Column as Mapped
 from lakefeed.delta.mapping import ColumnMapping
+from lakefeed.delta.schema import as_nullable, table_arrow_schema
 
 FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
 """Spark reads Parquet columns by field id (metadata ``parquet.field.id``) with this on; it
@@ -53,6 +55,12 @@ _NONE = ColumnMapping("none", ())
 BROADCAST_ROWS = 1_000_000
 """Deleted rows up to which their anti-join is a broadcast (a hash lookup per scanned row);
 beyond, Spark plans it (a sort-merge join rather than a broadcast the driver cannot hold)."""
+
+
+def spark_schema(table: DeltaTable) -> StructType:
+    """The Spark schema of an open delta-rs table, every column nullable as Spark reads it."""
+    arrow = as_nullable(table_arrow_schema(table.schema()))
+    return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
 
 
 def files_frame(

@@ -52,9 +52,11 @@ from lakefeed.delta.files import (
     remove_files,
     stream_file_prefix,
 )
+from lakefeed.delta.options import query_id
 from lakefeed.delta.snapshot import Snapshot, for_stream
 from lakefeed.delta.stats import footer_stats
 from lakefeed.spark import offset_log
+from lakefeed.spark.jvm import loadable
 
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 TIMESTAMP_MICROS = "TIMESTAMP_MICROS"
@@ -166,8 +168,6 @@ class SparkFilesSink:
         )
 
     def _first_batch(self) -> str:
-        from lakefeed.connectors.delta.datasource import query_id
-
         app_id = query_id({"checkpointLocation": self.checkpoint})
         _drop_staging(self.spec.root, app_tag(app_id) + "-")
         self.app_id = app_id
@@ -260,8 +260,6 @@ def in_place(spark: SparkSession) -> bool:
     on a session still using Spark's default. A session with another protocol (e.g. S3A's
     committers), without lakefeed's jar or without a JVM (Spark Connect) keeps the staged write.
     """
-    from lakefeed.spark.jvm import loadable
-
     current = spark.conf.get(PROTOCOL_CONF, SPARK_PROTOCOL)
     if current == DIRECT_PROTOCOL:
         return True

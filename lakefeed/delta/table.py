@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from lakefeed.connectors.base import Reached
 from lakefeed.core import storage
-from lakefeed.core.options import Options
 from lakefeed.core.storage import Location
 from lakefeed.delta import log
 from lakefeed.delta.files import STAGING, stale_staging
+from lakefeed.delta.options import table_root
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
 DEFAULT_RETENTION_HOURS = 168
@@ -217,19 +215,15 @@ def truncate(path: Location) -> int | None:
     return log.rs_table(str(path)).version()
 
 
-def reachable(options: Mapping[str, str]) -> Reached | None:
-    """Whether a Delta source's table (option ``path``, local or object storage) exists, for
-    ``validate --check-connections``; None without a path (nothing to check)."""
-    from lakefeed.connectors.files.options import local_path
-
-    path = Options(options).get("path")
-    if path is None:
-        return None
-    where = path if storage.is_object_store(path) else local_path(path)
+def presence(path: str) -> tuple[bool, str]:
+    """Whether a Delta table is at ``path`` (local or object storage, as ``format("delta")``
+    reads it), and what is there: its version, or what is found instead and the fix (what
+    ``validate --check-connections`` shows)."""
+    where = table_root({"path": path})
     version = log.latest_version(where)
     if version is not None:
-        return Reached(f"delta {path}", True, f"table at version {version}")
+        return True, f"table at version {version}"
     there = storage.exists(where)
     fix = "check the path, or create the table first" if there else "check the path"
     found = "a folder without _delta_log" if there else "nothing"
-    return Reached(f"delta {path}", False, f"no Delta table at {path} ({found} there): {fix}")
+    return False, f"no Delta table at {path} ({found} there): {fix}"

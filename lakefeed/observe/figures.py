@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from lakefeed.connectors import registry
+from lakefeed.runtime.progress import dropped_late
 from lakefeed.spark.connect import describe
 
 BACKPRESSURE_BATCHES = 3
@@ -134,13 +135,6 @@ class BatchFigures:
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-
-def dropped_late(progress: dict[str, Any]) -> int:
-    """Rows a batch's stateful operators dropped as too late for the watermark (Spark's count;
-    the rows themselves are gone)."""
-    operators = progress.get("stateOperators") or []
-    return sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in operators)
 
 
 def _state_sums(operators: list[dict[str, Any]]) -> tuple[int | None, int | None]:

@@ -215,7 +215,8 @@ class UIApi:
     def _read_state(self, flow: str, limit: int) -> dict[str, Any]:
         """Spark's state readers on the checkpoint (read-only), in their own scheduler pool. A
         checkpoint a batch is writing right now may not read yet: the answer says so."""
-        from lakefeed.runtime.pools import flow_pool  # Spark loads on the first state request
+        # pyspark: Spark loads on the first state request, not when the UI starts.
+        from lakefeed.runtime.pools import flow_pool
         from lakefeed.spark.session import spark_session
 
         spark = spark_session(app_name="lakefeed-ui")  # the running pipeline's, if any

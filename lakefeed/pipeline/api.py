@@ -15,12 +15,13 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from lakefeed.cdc import snapshot
 from lakefeed.cdc.snapshot import SnapshotFunction, Snapshots
 from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors.registry import source_format
+from lakefeed.core.flow_context import _RESOLVER, active_resolver, read_source
 from lakefeed.core.lakehouse import check_name
 from lakefeed.core.scoped import bound
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
@@ -296,17 +297,8 @@ def _mixed_cdc(dataset: Dataset) -> str:
     return ""
 
 
-class Resolver(Protocol):
-    """What the runtime provides while a flow function runs."""
-
-    def read(self, name: str, streaming: bool, options: Mapping[str, str]) -> DataFrame: ...
-
-    def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame: ...
-
-
 _DEFAULT = Pipeline("default")
 _LOADING: ContextVar[Pipeline | None] = ContextVar("lakefeed_loading", default=None)
-_RESOLVER: ContextVar[Resolver | None] = ContextVar("lakefeed_resolver", default=None)
 
 
 def default_pipeline() -> Pipeline:
@@ -321,26 +313,6 @@ def current_pipeline() -> Pipeline:
 def loading(pipeline: Pipeline) -> AbstractContextManager[Pipeline]:
     """Decorators evaluated inside this block register into ``pipeline``."""
     return bound(_LOADING, pipeline)
-
-
-def resolving(resolver: Resolver) -> AbstractContextManager[Resolver]:
-    """``lf.read``/``lf.read_stream`` in this block resolve through ``resolver``."""
-    return bound(_RESOLVER, resolver)
-
-
-def current_resolver() -> Resolver:
-    """The runtime's resolver for the flow function running now (e.g. to wrap it in tests)."""
-    return _resolver("current_resolver")
-
-
-def _resolver(what: str) -> Resolver:
-    resolver = _RESOLVER.get()
-    if resolver is None:
-        raise RuntimeError(
-            f"lakefeed.{what}() only works inside a flow function that lakefeed evaluates: "
-            "run the pipeline with `lakefeed run FILE` (or lakefeed.run(...))"
-        )
-    return resolver
 
 
 _CONFIG: dict[str, str] = {}
@@ -370,19 +342,19 @@ def config_keys() -> list[str]:
 
 def read_stream(name: str, **options: Any) -> DataFrame:
     """Read dataset ``name`` of this pipeline incrementally (a batch read in backfill mode)."""
-    return _resolver("read_stream").read(name, True, _stringify(options))
+    return active_resolver("read_stream").read(name, True, _stringify(options))
 
 
 def read(name: str, **options: Any) -> DataFrame:
     """Read dataset ``name`` of this pipeline as a complete (batch) DataFrame."""
-    return _resolver("read").read(name, False, _stringify(options))
+    return active_resolver("read").read(name, False, _stringify(options))
 
 
 def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
     """Read an external source: a connector's name (``iot``/``generator``, ``kafka``, ``files``,
     ``delta``, see :mod:`lakefeed.connectors.registry`) or any Spark format name. Streaming in
     stream modes, batch in backfill."""
-    return _resolver("source").source(source_format(kind), path, _stringify(options))
+    return read_source(source_format(kind), path, _stringify(options))
 
 
 def defined(name: str) -> bool:

@@ -25,11 +25,11 @@ from pyspark.sql.types import StructType
 from lakefeed.cdc.apply import target_frame
 from lakefeed.connectors import delta, registry
 from lakefeed.core.explain import explain
+from lakefeed.core.flow_context import flow_context, resolving
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import table as delta_table
 from lakefeed.pipeline import dedup
-from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, resolving
-from lakefeed.pipeline.context import flow_context
+from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline
 from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal

@@ -38,13 +38,13 @@ from lakefeed.connectors import delta
 from lakefeed.core.errors import DataLossRiskError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import table as delta_table
-from lakefeed.observe.figures import dropped_late
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.runtime import expect
 from lakefeed.runtime.committed import CommittedInput
 from lakefeed.runtime.evaluate import Evaluator, union_all
 from lakefeed.runtime.event_log import read_events
+from lakefeed.runtime.progress import dropped_late
 from lakefeed.runtime.results import TableComparison
 from lakefeed.runtime.runner import ONCE_DONE, PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate

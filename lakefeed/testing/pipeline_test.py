@@ -16,8 +16,9 @@ from pyspark.sql.types import StructType
 from lakefeed import entry
 from lakefeed.connectors import delta
 from lakefeed.core.errors import ConfigError
+from lakefeed.core.flow_context import Resolver, current_resolver, resolving
 from lakefeed.core.lakehouse import Lakehouse
-from lakefeed.pipeline.api import Pipeline, Resolver, current_resolver, resolving
+from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.kinds import RunMode
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.results import RunResult

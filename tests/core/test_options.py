@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from lakefeed.connectors.delta.datasource import (
-    DeltaOptionError,
-    partition_columns,
-    time_travel_version,
-    txn_option,
-)
 from lakefeed.connectors.files.options import FileSourceOptions
 from lakefeed.connectors.files.options import OptionError as FilesOptionError
 from lakefeed.connectors.generator.iot import GeneratorOptionError, IotConfig
 from lakefeed.connectors.kafka.options import KafkaOptionError, parse_source_options
 from lakefeed.core.errors import OptionError, code_of, is_permanent
 from lakefeed.core.options import Options, parse_bytes, parse_duration
+from lakefeed.delta.options import (
+    DeltaOptionError,
+    partition_columns,
+    time_travel_version,
+    txn_option,
+)
 from lakefeed.spark.jvm.bridge import reader_choice
 
 

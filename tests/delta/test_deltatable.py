@@ -17,8 +17,8 @@ from lakefeed.compat.delta_spark import (
 )
 from lakefeed.compat.delta_spark.exprs import ExpressionError
 from lakefeed.core.errors import code_of
+from lakefeed.core.flow_context import flow_context
 from lakefeed.core.lakehouse import Lakehouse
-from lakefeed.pipeline.context import flow_context
 
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -23,8 +23,9 @@ from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakefeed.connectors.delta import offsets
-from lakefeed.connectors.delta.datasource import spark_schema
 from lakefeed.delta import dv, files, log, pruning
+from lakefeed.delta.options import time_travel_version
+from lakefeed.delta.spark_read import spark_schema
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 READABLE = [
@@ -447,8 +448,6 @@ def test_time_travel_by_timestamp_uses_in_commit_timestamps(tmp_path: Path) -> N
     """With in-commit timestamps, a commit's time is its ``inCommitTimestamp`` (here an hour
     before the writer's clock said), for timestampAsOf and startingTimestamp alike."""
     from deltalake import write_deltalake
-
-    from lakefeed.connectors.delta.datasource import time_travel_version
 
     root = str(tmp_path / "t")
     write_deltalake(root, pa.table({"a": [1]}))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from lakefeed.core.errors import DataLossRiskError
+from lakefeed.core.flow_context import current_flow, flow_context
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline, loading
-from lakefeed.pipeline.context import current_flow, flow_context
 from lakefeed.pipeline.expectations import Action, Expectation, rule_counts
 from lakefeed.pipeline.graph import Graph, Node, PipelineError
 from lakefeed.pipeline.loader import load_pipeline

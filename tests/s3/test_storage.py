@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lakefeed.connectors.delta import CONNECTOR as DELTA
 from lakefeed.core import storage
 from lakefeed.core.errors import ConfigError, code_of
 from lakefeed.delta import commit, log, table
@@ -52,9 +53,11 @@ def test_object_paths_and_lease(moto: MotoServer, s3_env: dict[str, str]) -> Non
 
     # validate --check-connections finds a Delta source table on object storage
     DeltaTable.create(str(root / "t"), pa.schema({"x": pa.int64()}))
-    found_table = table.reachable({"path": str(root / "t")})
+    check = DELTA.check_connection
+    assert check is not None
+    found_table = check({"path": str(root / "t")})
     assert found_table is not None and found_table.detail == "table at version 0"
-    no_table = table.reachable({"path": str(root / "checkpoints")})
+    no_table = check({"path": str(root / "checkpoints")})
     assert no_table is not None and not no_table.ok and "without _delta_log" in no_table.detail
 
 

@@ -38,7 +38,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
-from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, DeltaError, register_code
 from lakefeed.core.lakehouse import Lakehouse
@@ -53,6 +52,8 @@ from lakefeed.delta import (
     replay,
 )
 from lakefeed.delta import table as housekeeping
+from lakefeed.delta.options import table_root, time_travel_version
+from lakefeed.delta.spark_read import spark_schema
 
 if TYPE_CHECKING:
     from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder, DeltaTableBuilder
@@ -202,7 +203,7 @@ def forget_location(spark: SparkSession, name: str) -> bool:
 
 def _table_path(spark: SparkSession, name: str) -> str:
     """Where ``forName`` looks: see :meth:`DeltaTable.forName`."""
-    from lakefeed.pipeline.context import current_flow
+    from lakefeed.core.flow_context import current_flow
 
     parts = name.replace("`", "").split(".")
     flow = current_flow()
@@ -232,8 +233,6 @@ def _table_path(spark: SparkSession, name: str) -> str:
 
 
 def _local(path: str) -> str:
-    from lakefeed.connectors.delta.datasource import table_root
-
     return table_root({"path": str(path)})
 
 
@@ -439,8 +438,6 @@ class DeltaTable:
         return log.open_table(self._path)
 
     def _schema(self) -> T.StructType:
-        from lakefeed.connectors.delta.datasource import spark_schema
-
         return spark_schema(self._open())
 
     # ------------------------------------------------------------------ changing rows

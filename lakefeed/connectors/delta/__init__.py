@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector, Reached
 from lakefeed.connectors.delta.pipeline_sink import DeltaSink
+from lakefeed.core.options import Options
+from lakefeed.spark.jvm import loadable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,8 +32,6 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 def native_delta_available(spark: SparkSession) -> bool:
     """True when delta-spark's classes are loadable: then its connector serves ``delta``."""
-    from lakefeed.spark.jvm import loadable
-
     if getattr(spark, "_jvm", None) is None:
         return NATIVE_EXTENSION in (spark.conf.get("spark.sql.extensions", "") or "")
     return loadable(spark, NATIVE_EXTENSION)
@@ -65,6 +65,7 @@ def register(spark: SparkSession) -> bool:
         return False
     if spark.conf.get(CATALOG_CONF, None) == NATIVE_CATALOG:
         spark.conf.unset(CATALOG_CONF)
+    # pyspark, delta-rs: not for the declaration.
     from lakefeed.connectors.delta.datasource import DeltaDataSource
 
     spark.dataSource.register(DeltaDataSource)
@@ -74,27 +75,36 @@ def register(spark: SparkSession) -> bool:
 def _planned_stream(
     spark: SparkSession, options: Mapping[str, str], schema: Any
 ) -> DataFrame | None:
+    # pyspark, delta-rs: not for the declaration.
     from lakefeed.connectors.delta.datasource import planned_stream
 
     return planned_stream(spark, options, schema)
 
 
 def _planned_read(spark: SparkSession, options: Mapping[str, str], schema: Any) -> DataFrame | None:
+    # pyspark, delta-rs: not for the declaration.
     from lakefeed.connectors.delta.datasource import planned_read
 
     return planned_read(spark, options, schema)
 
 
 def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    # delta-rs: not for the declaration.
     from lakefeed.connectors.delta.offsets import committed_input
 
     return committed_input(options, end, first_end)
 
 
 def _reachable(options: Mapping[str, str]) -> Reached | None:
-    from lakefeed.delta.table import reachable
+    """Whether a Delta source's table (option ``path``) exists, for ``validate
+    --check-connections``; None without a path (nothing to check)."""
+    path = Options(options).get("path")
+    if path is None:
+        return None
+    from lakefeed.delta.table import presence  # deltalake: the declaration loads without it
 
-    return reachable(options)
+    found, detail = presence(path)
+    return Reached(f"delta {path}", found, detail)
 
 
 CONNECTOR = Connector(
@@ -119,7 +129,7 @@ def __getattr__(name: str) -> Any:
     """``delta.read_stream`` / ``read`` / ``write_stream`` / ``write``, imported on first use
     (they need pyspark and delta-rs; the connector's declaration does not)."""
     if name in ("read_stream", "read", "write_stream", "write", "DeltaTableExistsError"):
-        from lakefeed.connectors.delta import adapters
+        from lakefeed.connectors.delta import adapters  # pyspark, delta-rs: on first use
 
         return getattr(adapters, name)
     raise AttributeError(name)

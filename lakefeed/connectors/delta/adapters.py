@@ -22,17 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors.base import start_query
-from lakefeed.connectors.delta.datasource import (
-    PARTITION_OPTION,
-    check_stream_write,
-    register_settings,
-    table_root,
-    txn_option,
-    write_spec,
-)
+from lakefeed.connectors.delta import CONNECTOR
+from lakefeed.connectors.delta.datasource import check_stream_write, write_spec
 from lakefeed.core.errors import DeltaError, OptionError
 from lakefeed.core.options import Options
 from lakefeed.delta import generated, log, replace
+from lakefeed.delta.options import PARTITION_OPTION, register_settings, table_root, txn_option
 from lakefeed.delta.snapshot import Snapshot
 from lakefeed.delta.spark_write import (
     TIMESTAMP_CONF,
@@ -56,15 +51,11 @@ class DeltaTableExistsError(DeltaError, FileExistsError):
 
 def read_stream(spark: SparkSession, path: str, **options: str) -> DataFrame:
     """``spark.readStream.format("delta").load(path)``: the table's changes as a stream."""
-    from lakefeed.connectors.delta import CONNECTOR
-
     return CONNECTOR.read(spark, path, options, streaming=True)
 
 
 def read(spark: SparkSession, path: str, **options: str) -> DataFrame:
     """``spark.read.format("delta").load(path)``: a snapshot (``versionAsOf``... honoured)."""
-    from lakefeed.connectors.delta import CONNECTOR
-
     return CONNECTOR.read(spark, path, options, streaming=False)
 
 

@@ -8,15 +8,13 @@ Parquet files. Nothing here keeps state Spark does not hand back, except caches.
 from __future__ import annotations
 
 import functools
-import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
@@ -38,7 +36,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -51,8 +49,6 @@ from pyspark.sql.types import StructType
 from lakefeed.connectors import packing
 from lakefeed.connectors.delta import offsets
 from lakefeed.core import storage
-from lakefeed.core.errors import OptionError, register_code
-from lakefeed.core.options import Options
 from lakefeed.delta import (
     changes,
     commit,
@@ -74,100 +70,24 @@ from lakefeed.delta.files import (
 )
 from lakefeed.delta.log import DataFile
 from lakefeed.delta.mapping import ColumnMapping
-from lakefeed.delta.schema import as_nullable, table_arrow_schema
+from lakefeed.delta.options import (
+    CHECKPOINT_NEEDED,
+    DeltaOptionError,
+    delta_options,
+    partition_columns,
+    query_id,
+    register_settings,
+    time_travel_version,
+    txn_option,
+)
+from lakefeed.delta.schema import merge_schema, table_arrow_schema
 from lakefeed.delta.snapshot import Snapshot, for_stream
+from lakefeed.delta.spark_read import spark_schema
 from lakefeed.spark import offset_log
+from lakefeed.spark.jvm import bridge
+from lakefeed.spark.jvm.bridge import READER_OPTION
 
-PARTITION_OPTION = "partitionBy"
 DEFAULT_MAX_FILES = 1000
-
-
-class DeltaOptionError(OptionError):
-    """An option of ``format("delta")`` that is missing, malformed or contradicts another."""
-
-    code = "DELTA_OPTION"
-
-
-VERSION_NOT_FOUND = register_code("DELTA_VERSION_NOT_FOUND", DeltaOptionError)
-
-
-def _options(options: Mapping[str, str]) -> Options:
-    return Options(options, DeltaOptionError)
-
-
-def table_root(options: Mapping[str, str]) -> str:
-    path = _options(options).get("path")
-    if not path:
-        raise DeltaOptionError(
-            "a Delta table path is needed: use .load(path), .save(path) or .start(path)"
-        )
-    if storage.is_object_store(path):
-        return path.rstrip("/")
-    if "://" in path:
-        parsed = urlparse(path)
-        if parsed.scheme != "file":
-            raise DeltaOptionError(
-                f"lakefeed's Delta connector takes local paths and s3:// or s3a:// URIs: {path}"
-            )
-        path = unquote(parsed.path)
-    elif path.startswith("file:"):
-        path = path[len("file:") :]
-    return os.path.abspath(path)
-
-
-def register_settings(options: Mapping[str, str]) -> str:
-    """The table's root, with the Hadoop settings among ``options`` (``fs.s3a.access.key``...,
-    as delta-spark takes them) registered for it in this process (see
-    :mod:`lakefeed.core.storage`)."""
-    root = table_root(options)
-    storage.register(root, storage.hadoop_options(options))
-    return root
-
-
-def partition_columns(options: Mapping[str, str]) -> list[str]:
-    """``partitionBy`` as ``a,b`` or a JSON list (what Spark's writer sets)."""
-    opts = _options(options)
-    text = (opts.get(PARTITION_OPTION) or "").strip()
-    if text.startswith("["):
-        return [str(c) for c in json.loads(text)]
-    return opts.names_list(PARTITION_OPTION)
-
-
-def time_travel_version(root: str, options: Mapping[str, str]) -> int | None:
-    opts = _options(options)
-    stamp = opts.get("timestampAsOf")
-    if "versionAsOf" in opts and stamp is not None:
-        raise DeltaOptionError("set only one of versionAsOf and timestampAsOf")
-    version = opts.non_negative_int("versionAsOf")
-    if version is not None:
-        latest = log.latest_version(root)
-        if latest is not None and version > latest:
-            raise DeltaOptionError(
-                f"Cannot time travel Delta table to version {version}. Available versions: "
-                f"[0, {latest}].",
-                fix=f"read a version up to {latest}; DESCRIBE HISTORY lists them",
-                code=VERSION_NOT_FOUND,
-            )
-        return version
-    if stamp is not None:
-        when = log.parse_timestamp(stamp)
-        table = log.open_table(root)
-        history = sorted(table.history(), key=lambda e: e["version"])
-        cutoff = when.timestamp() * 1000
-        chosen = [int(e["version"]) for e in history if log.commit_time(e) <= cutoff]
-        if not chosen:
-            raise DeltaOptionError(
-                f"timestampAsOf {stamp} is before the first commit of {root} "
-                f"({log.commit_time(history[0]) if history else '?'} ms since epoch)"
-            )
-        return chosen[-1]
-    return None
-
-
-def spark_schema(table: DeltaTable) -> StructType:
-    """The Spark schema of an open delta-rs table, every column nullable as Spark reads it."""
-    arrow = as_nullable(table_arrow_schema(table.schema()))
-    return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
 
 
 class DeltaDataSource(DataSource):
@@ -203,7 +123,7 @@ class DeltaDataSource(DataSource):
         snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
         generated.refuse_python_sink(spec.generated, spec.root)
-        checkpoint = str(_options(self.options).get("checkpointLocation"))
+        checkpoint = str(delta_options(self.options).get("checkpointLocation"))
         return DeltaStreamWriter(spec, schema, app_id, checkpoint)
 
 
@@ -220,7 +140,7 @@ def write_spec(
     """Everything about a write decided (and refused) on the driver before a task runs, from
     one look at the table (``snapshot``: a stream's open table, as its last batch left it: the
     commit checks the schema again against the newest version; else opened here)."""
-    root, opts = register_settings(options), _options(options)
+    root, opts = register_settings(options), delta_options(options)
     arrow = to_arrow_schema(schema, timezone="UTC")
     table = (snapshot or Snapshot(root)).current()
     partitions = commit.resolve_partitioning(root, partition_columns(options), table)
@@ -251,8 +171,6 @@ def write_spec(
     if table is not None:
         features.check_writable(table, root, operation)
     if table is not None and not spec.overwrite_schema:
-        from lakefeed.delta.schema import merge_schema
-
         # Refuse a bad schema now, not after every task has written its files. The writer
         # writes logical column names and knows nothing of deleted rows: plain tables only.
         log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's Delta writer")
@@ -262,39 +180,13 @@ def write_spec(
     return spec
 
 
-def txn_option(options: Mapping[str, str]) -> tuple[str, int] | None:
-    """The idempotent batch write's (txnAppId, txnVersion), as in delta-spark."""
-    opts = _options(options)
-    app, version = opts.get("txnAppId"), opts.non_negative_int("txnVersion")
-    if (app is None) != (version is None):
-        raise DeltaOptionError(
-            "set both txnAppId and txnVersion for an idempotent write, or neither"
-        )
-    return (app, version) if app is not None and version is not None else None
-
-
-CHECKPOINT_NEEDED = (
-    "a streaming write to Delta needs a checkpoint: set "
-    '.option("checkpointLocation", "<folder>") on the writeStream (the session-wide '
-    "spark.sql.streaming.checkpointLocation is not visible to Python sinks)"
-)
-
-
 def check_stream_write(
     options: Mapping[str, str], schema: StructType, complete: bool
 ) -> commit.WriteSpec:
     """What the first micro-batch would refuse, refused before the query starts instead."""
-    if not _options(options).get("checkpointLocation"):
+    if not delta_options(options).get("checkpointLocation"):
         raise DeltaOptionError(CHECKPOINT_NEEDED)
     return write_spec(options, schema, complete, operation="STREAMING UPDATE")
-
-
-def query_id(options: Mapping[str, str]) -> str:
-    """The streaming query's stable id, from ``<checkpointLocation>/metadata``."""
-    location = _options(options).get("checkpointLocation")
-    if not location:
-        raise DeltaOptionError(CHECKPOINT_NEEDED)
-    return offset_log.running_query_id(location)
 
 
 @dataclass
@@ -303,8 +195,6 @@ class DeltaCommitMessage(WriterCommitMessage):
 
 
 def _task_ids() -> tuple[int, int | None]:
-    from pyspark import TaskContext
-
     context = TaskContext.get()
     if context is None:
         return 0, None
@@ -475,7 +365,7 @@ class DeltaStreamReader(
         self.root = register_settings(options)
         self.carry(self.root)
         self.schema = schema
-        opts = _options(options)
+        opts = delta_options(options)
         self.starting_version = opts.get("startingVersion")
         self.starting_timestamp = opts.get("startingTimestamp")
         max_bytes = opts.byte_size("maxBytesPerTrigger")
@@ -582,12 +472,10 @@ def planned_read(
     version lists the table's files whenever a query reading it is planned, as Delta's static
     reads do: the static side of a stream–static join reads the latest version in every
     micro-batch (the Python data source, too, plans per query)."""
-    from lakefeed.spark.jvm import bridge
-
     if changes.requested(options):
         changes.check(options)
         return None  # the Python data source reads change rows (see changes.py)
-    if schema is not None or _options(options).get("path") is None:
+    if schema is not None or delta_options(options).get("path") is None:
         return None
     if bridge.reader_choice(options, default="spark") != "spark":
         return None
@@ -624,8 +512,6 @@ def snapshot_frame(
 
 def latest_frame(root: str, schema: StructType, spark: SparkSession) -> DataFrame:
     """The table's latest version in ``schema`` (the one the DataFrame was made with)."""
-    from lakefeed.spark.jvm.bridge import READER_OPTION
-
     frame = snapshot_frame(spark, root, log.open_table(root), schema)
     if frame is None:  # grown past MAX_SCAN_GROUPS since: the Python reader
         frame = spark.read.format("delta").option(READER_OPTION, "python").load(root)
@@ -637,8 +523,6 @@ def planned_stream(
 ) -> DataFrame | None:
     """``readStream.format("delta")`` with rows read by Spark (None: use the Python source,
     also for a schema the user fixed: the table's own is what a planned stream reads)."""
-    from lakefeed.spark.jvm import bridge
-
     if schema is not None or changes.requested(options):
         return None
     if not bridge.spark_reads(spark, options, default="spark"):

@@ -57,6 +57,7 @@ class DeltaSink(ConnectorSink):
         trigger: Mapping[str, Any],
         lakehouse: Lakehouse,
     ) -> StreamingQuery:
+        # pyspark, delta-rs: the connector's declaration imports this module.
         from lakefeed.connectors.delta.adapters import write_stream
 
         rest = {k: v for k, v in options.items() if k.lower() not in _WHERE}

@@ -20,6 +20,7 @@ from lakefeed.connectors.files.source import (
     reader_choice,
     skipped_files,
 )
+from lakefeed.core.flow_context import current_flow, read_source
 from lakefeed.core.options import Options
 
 __all__ = [
@@ -77,6 +78,7 @@ def _skipped_events(flow: str, options: Mapping[str, str]) -> Iterator[Connector
 
 
 def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    # pyarrow: not for the declaration.
     from lakefeed.connectors.files.filelog import committed_input
 
     return committed_input(options, end, first_end)
@@ -107,8 +109,6 @@ def read_files(
     gets the ``_metadata`` column (and ``_rescued_data`` with ``rescuedDataColumn``), unlike
     ``.schema()`` on a plain reader, whose columns Spark fixes exactly.
     """
-    from lakefeed.pipeline.context import current_flow
-
     opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
     opts["cloudFiles.format"] = format
     if schema is not None:
@@ -116,9 +116,8 @@ def read_files(
     if current_flow() is not None:
         # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads and gives
         # the schema location its default (see _pipeline_defaults).
-        from lakefeed.pipeline.api import source
-
-        return source("files", path, **opts)
+        return read_source(CONNECTOR.format, path, opts)
+    # Load order: spark.session imports the connector registry.
     from lakefeed.spark.session import active_spark
 
     return read_stream(active_spark(), path, **opts)

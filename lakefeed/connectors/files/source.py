@@ -62,6 +62,7 @@ from lakefeed.connectors.files.schemas import (
 )
 from lakefeed.core import storage
 from lakefeed.core.logs import get_logger
+from lakefeed.spark.jvm import bridge
 
 log = get_logger("lakefeed.connectors.files")
 
@@ -368,8 +369,6 @@ def planned_stream(
     """``readStream.format("cloudFiles")`` read by Spark's own reader unless the stream needs
     lakefeed's (see :func:`spark_read.choose`); None: lakefeed's Python reader. ``fixed`` is a
     schema the user gave with ``.schema()``: then, as Spark does, the source infers nothing."""
-    from lakefeed.spark.jvm import bridge
-
     available = bridge.available(spark)
     early = spark_read.ahead(options, available, available and spark_read.reaches(spark, options))
     if early is not None:

@@ -54,6 +54,7 @@ def describe(options: Mapping[str, str]) -> str:
 
 
 def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    # pyspark: not for the declaration.
     from lakefeed.connectors.generator.source import committed_input
 
     return committed_input(options, end, first_end)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector, Reached
 from lakefeed.connectors.kafka.pipeline_sink import KafkaSink
+from lakefeed.core.flow_context import current_flow, read_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +26,7 @@ NAME = "lakefeed_kafka"
 
 def register(spark: SparkSession) -> bool:
     """Register the ``lakefeed_kafka`` data source on ``spark``."""
+    # pyspark, librdkafka: not for the declaration.
     from lakefeed.connectors.kafka.source import KafkaDataSource
 
     spark.dataSource.register(KafkaDataSource)
@@ -43,7 +45,7 @@ def describe(options: Mapping[str, str]) -> str:
 
 def progress_figures(source_progress: Mapping[str, Any]) -> dict[str, int]:
     """``kafka_lag``: records the broker has beyond what the batch read (see ``lag``)."""
-    from lakefeed.connectors.kafka.lag import lag_from_progress
+    from lakefeed.connectors.kafka.lag import lag_from_progress  # pyarrow: not for the declaration
 
     lag = lag_from_progress(dict(source_progress))
     return {} if lag is None else {"kafka_lag": int(lag["total"])}
@@ -80,8 +82,6 @@ def read_kafka(
     ``maxOffsetsPerTrigger=1000``); client settings go as ``**{"kafka.security.protocol": ...}``
     or ``kafka={"security.protocol": ...}``.
     """
-    from lakefeed.pipeline.context import current_flow
-
     if (topics is None) == (pattern is None):
         raise ValueError("read_kafka needs exactly one of topics or pattern")
     settings = {"kafka.bootstrap.servers": bootstrap_servers}
@@ -97,22 +97,22 @@ def read_kafka(
         settings[_option_name(name)] = _option_value(value)
     if current_flow() is not None:
         # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
-        from lakefeed.pipeline.api import source
-
-        return source("kafka", **settings)
+        return read_source(NAME, None, settings)
+    # Load order: spark.session imports the connector registry.
     from lakefeed.spark.session import active_spark
 
     return active_spark().readStream.format(NAME).options(**settings).load()
 
 
 def _committed_input(options: Mapping[str, str], end: Any, first_end: Any) -> dict[str, str] | None:
+    # pyarrow: not for the declaration.
     from lakefeed.connectors.kafka.offsets import committed_input
 
     return committed_input(options, end, first_end)
 
 
 def _reachable(options: Mapping[str, str]) -> Reached | None:
-    from lakefeed.connectors.kafka.client import reachable
+    from lakefeed.connectors.kafka.client import reachable  # librdkafka: not for the declaration
 
     return reachable(options)
 

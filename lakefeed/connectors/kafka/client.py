@@ -24,8 +24,14 @@ from confluent_kafka.admin import AdminClient
 
 from lakefeed.connectors.base import Reached
 from lakefeed.connectors.kafka.offsets import TopicIds, Watermarks
-from lakefeed.connectors.kafka.options import KafkaOptionError, SourceOptions, TopicPartition
+from lakefeed.connectors.kafka.options import (
+    KafkaOptionError,
+    SourceOptions,
+    TopicPartition,
+    parse_source_options,
+)
 from lakefeed.core.errors import DataLossRiskError, SourceError, UnavailableError
+from lakefeed.core.explain import explain
 
 LIBRDKAFKA_LOG = logging.getLogger("lakefeed.kafka.librdkafka")
 """librdkafka's own log lines (connection failures, ...) go here instead of raw stderr."""
@@ -349,9 +355,6 @@ class BrokerView:
 def reachable(options: Mapping[str, str]) -> Reached:
     """Whether a source's brokers answer a metadata request made with its own ``kafka.*``
     options (SASL/SSL included), for ``validate --check-connections``; secrets scrubbed."""
-    from lakefeed.connectors.kafka.options import parse_source_options
-    from lakefeed.core.explain import explain
-
     target = "kafka"
     try:
         parsed = parse_source_options(options, batch=None)

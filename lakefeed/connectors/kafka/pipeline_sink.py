@@ -29,6 +29,7 @@ class KafkaSink(ConnectorSink):
         return f"Kafka topic {Options(options).get('topic') or '(from the topic column)'}"
 
     def check(self, options: Mapping[str, str]) -> None:
+        # pyarrow: the connector's declaration imports this module.
         from lakefeed.connectors.kafka.options import parse_sink_options
 
         try:
@@ -40,7 +41,7 @@ class KafkaSink(ConnectorSink):
             ) from None
 
     def frame_problems(self, options: Mapping[str, str], schema: StructType) -> None:
-        from lakefeed.connectors.kafka.sink import sink_options
+        from lakefeed.connectors.kafka.sink import sink_options  # pyspark, librdkafka: as above
 
         sink_options(options, schema)
 
@@ -55,6 +56,7 @@ class KafkaSink(ConnectorSink):
         trigger: Mapping[str, Any],
         lakehouse: Lakehouse,
     ) -> StreamingQuery:
+        # Load order: the package imports this module first.
         from lakefeed.connectors.kafka import NAME
 
         writer = frame.writeStream.format(NAME).options(**options)

@@ -44,6 +44,7 @@ __all__ = [
 
 def register(spark: SparkSession) -> bool:
     """Register the ``lakefeed_postgres`` batch source on ``spark``."""
+    # pyspark's data sources: on registration only.
     from lakefeed.connectors.postgres.source import PostgresDataSource
 
     spark.dataSource.register(PostgresDataSource)

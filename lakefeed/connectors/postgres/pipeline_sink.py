@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
+from lakefeed.connectors.postgres.adapters import write_stream
+from lakefeed.connectors.postgres.sink import PostgresTarget, check_name
 from lakefeed.core.errors import ConfigError
 from lakefeed.core.options import Options
 from lakefeed.core.redact import redact_text
@@ -28,8 +30,6 @@ class PostgresSink(ConnectorSink):
         return f"PostgreSQL {redact_text(opts.get('url') or '')} table {opts.get('dbtable')}"
 
     def check(self, options: Mapping[str, str]) -> None:
-        from lakefeed.connectors.postgres.sink import check_name
-
         opts = Options(options)
         table = opts.get("dbtable")
         if not opts.get("url") or not table:
@@ -65,9 +65,6 @@ class PostgresSink(ConnectorSink):
         trigger: Mapping[str, Any],
         lakehouse: Lakehouse,
     ) -> StreamingQuery:
-        from lakefeed.connectors.postgres.adapters import write_stream
-        from lakefeed.connectors.postgres.sink import PostgresTarget
-
         opts = Options(options)
         target = PostgresTarget(opts["url"], opts["dbtable"], self.keys(options))
         return write_stream(

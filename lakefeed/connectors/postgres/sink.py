@@ -68,7 +68,7 @@ def check_name(name: str, what: str, parts: int = 1) -> str:
 
 def connect(url: str) -> psycopg.Connection:
     try:
-        import psycopg
+        import psycopg  # the optional extra lakefeed[postgres]: say so if missing
     except ImportError:
         raise ConfigError(
             "the PostgreSQL connector needs psycopg 3, which is not installed",
@@ -143,7 +143,7 @@ def write_batch(target: PostgresTarget, app_id: str, batch_id: int, rows: pa.Tab
 
 
 def _stage(conn: psycopg.Connection, target: PostgresTarget, rows: pa.Table) -> None:
-    from psycopg import sql
+    from psycopg import sql  # the optional extra lakefeed[postgres]
 
     conn.execute(
         _sql(
@@ -160,7 +160,7 @@ def _stage(conn: psycopg.Connection, target: PostgresTarget, rows: pa.Table) -> 
 
 
 def _apply(conn: psycopg.Connection, target: PostgresTarget, columns: list[str]) -> int:
-    from psycopg import sql
+    from psycopg import sql  # the optional extra lakefeed[postgres]
 
     names = sql.SQL(", ").join(map(sql.Identifier, columns))
     insert = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM lakefeed_stage").format(
@@ -188,7 +188,7 @@ def _apply(conn: psycopg.Connection, target: PostgresTarget, columns: list[str])
 def _refuse_duplicate_keys(conn: psycopg.Connection, target: PostgresTarget) -> None:
     """Two rows of one batch for the same key: which one wins is not defined (Delta's MERGE
     refuses the same), and PostgreSQL cannot update a row twice in one statement."""
-    from psycopg import sql
+    from psycopg import sql  # the optional extra lakefeed[postgres]
 
     keys = sql.SQL(", ").join(map(sql.Identifier, target.keys))
     found = conn.execute(
@@ -248,12 +248,12 @@ def _commits(target: PostgresTarget) -> str:
 
 
 def _name(table: str):  # noqa: ANN202 - psycopg.sql.Composable, imported lazily
-    from psycopg import sql
+    from psycopg import sql  # the optional extra lakefeed[postgres]
 
     return sql.Identifier(*table.split("."))
 
 
 def _sql(template: str, table: str):  # noqa: ANN202 - psycopg.sql.Composed
-    from psycopg import sql
+    from psycopg import sql  # the optional extra lakefeed[postgres]
 
     return sql.SQL(template).format(_name(table))

@@ -173,7 +173,7 @@ class _Runner:
 
     def delta_path(self, ref: TableRef) -> str | None:
         """The folder of a Delta table ``ref`` names; None for anything Spark serves."""
-        from lakefeed.pipeline.context import current_flow
+        from lakefeed.core.flow_context import current_flow
 
         if ref.path is not None:
             return _local(ref.path)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from lakefeed.connectors.kafka import read_kafka
     from lakefeed.core.flow_context import FlowContext, current_flow
     from lakefeed.core.lakehouse import Lakehouse
-    from lakefeed.entry import plan, run, validate, verify
+    from lakefeed.entry import load_pipeline, plan, run, validate, verify
     from lakefeed.pipeline.api import (
         append_flow,
         apply_changes,
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from lakefeed.pipeline.dedup import drop_duplicates_within_ttl
     from lakefeed.pipeline.graph import PipelineError
     from lakefeed.pipeline.kinds import DatasetKind, RunMode
-    from lakefeed.pipeline.loader import load_pipeline
     from lakefeed.pipeline.sinks import BatchContext, current_batch
     from lakefeed.runtime.results import (
         FlowStatus,
@@ -106,7 +105,7 @@ _HOMES: dict[str, str] = {
     "current_flow": "lakefeed.core.flow_context",
     "drop_duplicates_within_ttl": "lakefeed.pipeline.dedup",
     "PipelineError": "lakefeed.pipeline.graph",
-    "load_pipeline": "lakefeed.pipeline.loader",
+    "load_pipeline": "lakefeed.entry",
     "BatchContext": "lakefeed.pipeline.sinks",
     "current_batch": "lakefeed.pipeline.sinks",
     "active_spark": "lakefeed.spark.session",

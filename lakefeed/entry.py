@@ -28,11 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakefeed.compat import dlt, sdp
 from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
+from lakefeed.pipeline import loader
 from lakefeed.pipeline.api import Pipeline, set_config
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, RunMode
-from lakefeed.pipeline.loader import PipelineFiles, default_name, find_pipeline, load_pipeline
+from lakefeed.pipeline.loader import PipelineFiles, Surface, default_name, find_pipeline
 from lakefeed.pipeline.sinks import Sink
 from lakefeed.runtime.results import (
     DatasetInfo,
@@ -56,6 +58,18 @@ if TYPE_CHECKING:
 
 PathLike = str | os.PathLike[str]
 PipelineSource = Pipeline | PathLike | Sequence[PathLike]
+
+SURFACES: tuple[Surface, ...] = (dlt.installed, sdp.registering)
+"""What a pipeline file may import besides lakefeed while it loads: DLT's ``import dlt`` and
+SDP's ``from pyspark import pipelines as dp`` (the loader itself knows neither)."""
+
+
+def load_pipeline(
+    paths: Iterable[str | Path], name: str | None = None, spark: SparkSession | None = None
+) -> Pipeline:
+    """``lakefeed.load_pipeline``: :func:`lakefeed.pipeline.loader.load_pipeline` with DLT's
+    and SDP's APIs importable by the files (:data:`SURFACES`)."""
+    return loader.load_pipeline(paths, name, spark, SURFACES)
 
 
 def find(

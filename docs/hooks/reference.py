@@ -211,18 +211,23 @@ def render() -> str:
 
 
 def render_patches() -> str:
-    """The compatibility module's patches as Markdown: class, method, why."""
+    """The patch table as Markdown: class or module, attribute, why, who puts it in."""
     from lakefeed.compat.patches import PATCHES
 
-    lines = ["| pyspark class | method | why lakefeed wraps it |", "| --- | --- | --- |"]
+    lines = [
+        "| pyspark class or module | attribute | why lakefeed patches it | put in by |",
+        "| --- | --- | --- | --- |",
+    ]
     for patch in PATCHES:
-        lines.append(f"| `{patch.cls.__name__}` | `{patch.method}` | {_cell(patch.why)} |")
+        lines.append(
+            f"| `{patch.cls.__name__}` | `{patch.method}` | {_cell(patch.why)} | `{patch.by}` |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def render_features() -> str:
     """Delta table features: the ones lakefeed can add and keep writing, the ones it refuses."""
-    from lakefeed.compat.delta_spark.protocol import FEATURES, REFUSED
+    from lakefeed.delta.properties import FEATURES, REFUSED
 
     lines = ["| table feature | on lakefeed | why |", "| --- | --- | --- |"]
     lines += [

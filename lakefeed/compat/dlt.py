@@ -225,7 +225,8 @@ foreach_batch_sink = api.foreach_batch_sink  # @dlt.foreach_batch_sink(name=...)
 
 @contextlib.contextmanager
 def installed() -> Iterator[ModuleType]:
-    """``import dlt`` gives this module inside the block; what was there before comes back."""
+    """``import dlt`` gives this module inside the block; what was there before comes back (a
+    :class:`lakefeed.pipeline.loader.Surface`)."""
     module = sys.modules[__name__]
     missing = object()
     previous = sys.modules.get("dlt", missing)

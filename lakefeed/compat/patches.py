@@ -14,6 +14,13 @@ lakefeed's own runtime never goes through here: it calls the explicit functions.
 is called by ``lakefeed.spark_session()``; :func:`uninstall` restores pyspark's methods. The
 wrappers are written for pyspark :data:`PYSPARK_VERSION`; another version is refused with a
 clear error rather than patched blindly.
+
+:data:`PATCHES` is every patch lakefeed makes to a pyspark class, module or object, one row
+each, wherever it is put in: SDP's ``spark.read.table(name)`` (:func:`route_pipeline_reads`,
+by :mod:`lakefeed.compat.sdp`), delta-spark's ``configure_spark_with_delta_pip`` builder
+(:func:`patch_object`, by ``delta.pip_utils``) and pyspark's worker daemon (put in by
+:mod:`lakefeed.spark.daemon` in Spark's Python worker processes, where nothing else of
+lakefeed is imported). A census test scans lakefeed's code for any other.
 """
 
 from __future__ import annotations
@@ -21,15 +28,23 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pyspark
+import pyspark.daemon
 from pyspark.sql import SparkSession
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from lakefeed.connectors.base import Connector
 from lakefeed.core.errors import ConfigError
+from lakefeed.pipeline import api
+from lakefeed.pipeline.context import current_flow
+from lakefeed.runtime import late
+from lakefeed.spark import daemon
+from lakefeed.spark.session import spark_session
 
 PYSPARK_VERSION = "4.3"
 """The pyspark minor version whose reader/writer signatures these wrappers copy."""
@@ -308,9 +323,13 @@ def _read_table(original: Callable) -> Callable:
         from lakefeed.core.flow_context import current_flow
         from lakefeed.delta import log
 
-        # Inside a flow the pipeline reads its own datasets (lakefeed.compat.sdp routes the
-        # same method); Spark's own tables and views win everywhere.
-        if current_flow() is None and not self._spark.catalog.tableExists(tableName):
+        # SDP's flows read the pipeline's datasets as spark.read.table(name) / readStream.table
+        if api.defined(tableName):
+            streaming = isinstance(self, DataStreamReader)
+            return api.read_stream(tableName) if streaming else api.read(tableName)
+        # A Delta table by name (no metastore), outside flows; Spark's tables and views win.
+        named = "delta" in _CONNECTORS and current_flow() is None
+        if named and not self._spark.catalog.tableExists(tableName):
             location = _named_delta(self._spark, tableName)
             if log.is_delta_table(location):
                 return self.format("delta").load(location)
@@ -335,17 +354,40 @@ def _session_sql(original: Callable) -> Callable:
     return sql
 
 
-# -- the table of every wrapped method ----------------------------------------------------------
+def _lakefeed_session(original: Any) -> Callable[[], SparkSession]:
+    """A builder's ``getOrCreate`` → :func:`lakefeed.spark_session` with the builder's settings
+    (master, app name, remote and every ``config``)."""
+    builder = original.__self__
+
+    def get_or_create() -> SparkSession:
+        settings = {key: str(value) for key, value in builder._options.items()}
+        return spark_session(
+            app_name=settings.pop("spark.app.name", "lakefeed"),
+            master=settings.pop("spark.master", None),
+            conf=settings,
+            remote=settings.pop("spark.remote", None),
+        )
+
+    return get_or_create
+
+
+# -- the table of every patch -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Patch:
-    """One wrapped pyspark method and why it is wrapped."""
+    """One patched pyspark attribute, why, and who puts it in.
 
-    cls: type
+    ``cls`` is the pyspark class (or module, or the class of the one object patched) whose
+    ``method`` (or attribute) becomes ``make(original)``. ``by`` names the module that puts it
+    in: this one's :func:`install` for most rows.
+    """
+
+    cls: type | ModuleType
     method: str
-    make: Callable[[Callable], Callable]
+    make: Callable[..., Any]
     why: str
+    by: str = __name__
 
 
 def _reader_patches(cls: type) -> list[Patch]:
@@ -379,11 +421,17 @@ WRITE_PATCHES: tuple[Patch, ...] = (
     Patch(DataStreamWriter, "foreachBatch", _forget_format, "its sink replaces format('delta')"),
     Patch(DataStreamWriter, "foreach", _forget_format, "its sink replaces format('delta')"),
 )
+_TABLE_WHY = "a Delta table's name is a folder; SDP flows read datasets by name"
+TABLE_READS: tuple[Patch, ...] = (
+    Patch(DataFrameReader, "table", _read_table, _TABLE_WHY),
+    Patch(DataStreamReader, "table", _read_table, _TABLE_WHY),
+)
+"""``read.table(name)`` / ``readStream.table(name)``: inside a flow, a dataset of the pipeline
+(SDP's way to read one, :func:`route_pipeline_reads`); elsewhere a Delta table by name."""
 NAME_PATCHES: tuple[Patch, ...] = (
     Patch(DataFrameWriter, "saveAsTable", _save_as_table, "a Delta table's name is a folder"),
     Patch(DataStreamWriter, "toTable", _to_table, "a Delta table's name is a folder"),
-    Patch(DataFrameReader, "table", _read_table, "a Delta table's name is a folder"),
-    Patch(DataStreamReader, "table", _read_table, "a Delta table's name is a folder"),
+    *TABLE_READS,
     Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
     Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
 )
@@ -391,10 +439,34 @@ NAME_PATCHES: tuple[Patch, ...] = (
 resolves a name to; names Spark's catalog knows stay Spark's. ``spark.sql`` serves Delta's SQL
 (:mod:`lakefeed.compat.delta_spark.sql`): statements touching no Delta table reach Spark's method as
 given."""
-PATCHES: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES + NAME_PATCHES
-"""Every pyspark method this module may wrap."""
+INSTALLED: tuple[Patch, ...] = READ_PATCHES + WRITE_PATCHES + NAME_PATCHES
+"""The rows :func:`install` may put in (:func:`route_pipeline_reads`: :data:`TABLE_READS`)."""
+DELTA_PIP = Patch(
+    SparkSession.Builder,
+    "getOrCreate",
+    _lakefeed_session,
+    "configure_spark_with_delta_pip(builder): that one builder's session is lakefeed's",
+    by="delta.pip_utils",
+)
+DAEMON = Patch(
+    pyspark.daemon,
+    "traceback",
+    daemon.quiet_traceback,
+    "Python worker processes: no traceback when Spark closed a failed task's socket first",
+    by=daemon.__name__,
+)
+LATE_ROWS_VERIFY = Patch(
+    ClassicDataFrame,
+    "withWatermark",
+    late.changed_input,
+    "lakefeed verify of a late_rows='keep' flow, while its function runs: the batch input of "
+    "withWatermark (which Spark's analyzer drops from a batch plan) leaves out the kept rows",
+    by=late.__name__,
+)
+PATCHES: tuple[Patch, ...] = (*INSTALLED, DELTA_PIP, DAEMON, LATE_ROWS_VERIFY)
+"""Every patch lakefeed makes to pyspark, one row each (see the module doc)."""
 
-_ORIGINALS: dict[tuple[type, str], Callable] = {}
+_ORIGINALS: dict[tuple[type | ModuleType, str], Callable] = {}
 
 
 def check_version(version: str = pyspark.__version__) -> None:
@@ -424,6 +496,19 @@ def install(connectors: Iterable[Connector]) -> None:
         _wrap(patch)
 
 
+def route_pipeline_reads() -> None:
+    """Put in :data:`TABLE_READS`, so SDP's ``spark.read.table(name)`` reads the pipeline's
+    datasets while a flow is evaluated (idempotent; until :func:`uninstall`)."""
+    check_version()
+    for patch in TABLE_READS:
+        _wrap(patch)
+
+
+def patch_object(patch: Patch, target: Any) -> None:
+    """Put ``patch`` in on ``target`` alone (an instance of ``patch.cls``): its class stays."""
+    setattr(target, patch.method, patch.make(getattr(target, patch.method)))
+
+
 def uninstall() -> None:
     """Restore every wrapped pyspark method; lakefeed's formats stay registered and readable
     through the explicit functions."""
@@ -433,7 +518,7 @@ def uninstall() -> None:
     _CONNECTORS.clear()
 
 
-def installed() -> list[tuple[type, str]]:
+def installed() -> list[tuple[type | ModuleType, str]]:
     """The pyspark methods wrapped right now, as (class, method name)."""
     return list(_ORIGINALS)
 

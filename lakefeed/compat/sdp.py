@@ -9,15 +9,15 @@ flow, so the files run unchanged on lakefeed's runtime (Delta tables, expectatio
 log). A lakefeed expectation stacked under a ``dp`` decorator applies as with ``@lf.table``.
 
 SDP flows read other datasets with ``spark.read.table(name)`` / ``spark.readStream.table(name)``.
-:func:`route_table_reads` makes those two methods read a dataset of the pipeline being evaluated
-as ``lf.read`` / ``lf.read_stream`` do; any other name, and any call outside a flow evaluation,
-reaches Spark's own method.
+While the files load, those two methods are routed (the patch table's ``TABLE_READS`` rows,
+:func:`lakefeed.compat.patches.route_pipeline_reads`) to read a dataset of the pipeline being
+evaluated as ``lf.read`` / ``lf.read_stream`` do; any other name, and any call outside a flow
+evaluation, reaches Spark's own method.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -35,13 +35,13 @@ from pyspark.pipelines.output import (
 )
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
-from pyspark.sql.readwriter import DataFrameReader
-from pyspark.sql.streaming.readwriter import DataStreamReader
 
+from lakefeed.compat import patches
 from lakefeed.core.errors import PipelineDefinitionError, register_code
 from lakefeed.pipeline import api
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expectations
 from lakefeed.pipeline.kinds import DatasetKind
+from lakefeed.pipeline.loader import add_sql
 from lakefeed.pipeline.sinks import Sink as LakefeedSink
 from lakefeed.pipeline.sql import parse_sql
 from lakefeed.pipeline.table_schema import DeclaredSchema
@@ -138,17 +138,16 @@ class LakefeedRegistry(GraphElementRegistry):
         self.pipeline.add_flow(cdc_flow)
 
     def register_sql(self, sql_text: str, file_path: Any) -> None:
-        from lakefeed.pipeline.loader import add_sql
-
         for flow in parse_sql(sql_text, str(file_path)):
             add_sql(self.pipeline, flow)
 
 
 @contextlib.contextmanager
-def registering(pipeline: Pipeline) -> Iterator[None]:
-    """``dp`` decorators run inside the block declare into ``pipeline``."""
-    route_table_reads()
-    with graph_element_registration_context(LakefeedRegistry(pipeline)):
+def registering() -> Iterator[None]:
+    """``dp`` decorators run inside the block declare into the pipeline being loaded (a
+    :class:`lakefeed.pipeline.loader.Surface`)."""
+    patches.route_pipeline_reads()
+    with graph_element_registration_context(LakefeedRegistry(api.current_pipeline())):
         yield
 
 
@@ -203,31 +202,3 @@ def _sql(column: Any) -> Any:
 
 def _where(location: SourceCodeLocation) -> str:
     return f"{location.filename}:{location.line_number}"
-
-
-# -- spark.read.table / spark.readStream.table -------------------------------------------------
-
-_ROUTED = "__lakefeed_routes_tables__"
-
-
-def route_table_reads() -> None:
-    """Make ``DataFrameReader.table`` / ``DataStreamReader.table`` read pipeline datasets while a
-    flow is evaluated (idempotent; elsewhere they behave as Spark's own)."""
-    for cls, streaming in ((DataFrameReader, False), (DataStreamReader, True)):
-        original = cls.table
-        if getattr(original, _ROUTED, False):
-            continue
-        routed = _routed(original, streaming)
-        setattr(routed, _ROUTED, True)
-        cls.table = routed  # type: ignore[method-assign]
-
-
-def _routed(original: Callable[..., DataFrame], streaming: bool) -> Callable[..., DataFrame]:
-    # wraps: the doc, and lakefeed.compat.patches's mark when it wrapped the method first
-    @functools.wraps(original)
-    def table(self: Any, tableName: str) -> DataFrame:  # noqa: N803 - pyspark's parameter name
-        if not api.defined(tableName):
-            return original(self, tableName)
-        return api.read_stream(tableName) if streaming else api.read(tableName)
-
-    return table

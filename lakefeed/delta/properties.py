@@ -6,16 +6,25 @@ Delta reserves the ``delta.`` prefix: delta-spark refuses a key there it does no
 pipeline checks them itself when it loads, before anything starts. Other keys are the user's.
 Keys compare in any case, as Delta's do. The list is Delta's table properties reference
 (https://docs.delta.io/table-properties) plus the protocol's ``delta.feature.<name>``.
+
+Properties that would change the table's protocol in a way lakefeed cannot keep working with
+(:data:`REFUSED` features, ``delta.feature.*``) are refused here too
+(:func:`check_protocol`), for a pipeline's tables and delta-spark's table builder alike.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from typing import NoReturn
 
-from lakefeed.core.errors import ConfigError, register_code
+from deltalake import TableFeatures
+
+from lakefeed.core.errors import ConfigError, DeltaError, register_code
 
 UNKNOWN = register_code("DELTA_UNKNOWN_CONFIGURATION", ConfigError)
+BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaError)
+UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaError)
 
 KNOWN = (
     "delta.appendOnly",
@@ -76,3 +85,73 @@ def _unknown(key: str) -> bool:
     if not lower.startswith("delta.") or lower.startswith(FEATURE_PREFIX):
         return False
     return lower not in _BY_LOWER
+
+
+# -- the protocol a table's properties ask for ------------------------------------------------
+
+# Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs
+# then refuses to write (checked: "Unsupported table features required: [IdentityColumns]").
+MAX_LEGACY_WRITER = 5
+# Delta's feature names (PROTOCOL.md) to delta-rs's, for the features lakefeed keeps working with
+# (each checked: added by delta-rs, then appended to and deleted from by delta-rs).
+FEATURES = {
+    "appendOnly": TableFeatures.AppendOnly,
+    "invariants": TableFeatures.Invariants,
+    "checkConstraints": TableFeatures.CheckConstraints,
+    "changeDataFeed": TableFeatures.ChangeDataFeed,
+    "generatedColumns": TableFeatures.GeneratedColumns,
+    "timestampNtz": TableFeatures.TimestampWithoutTimezone,
+}
+REFUSED = {
+    "deletionVectors": "lakefeed reads a table's Parquet files and cannot apply deletion vectors",
+    "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
+    "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
+    "identityColumns": "delta-rs cannot write to a table with this feature",
+    "domainMetadata": "delta-rs cannot write to a table with this feature",
+    "v2Checkpoint": "delta-rs writes no V2 checkpoints",
+}
+# Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
+_ENABLING = {
+    "delta.enabledeletionvectors": "deletionVectors",
+    "delta.columnmapping.mode": "columnMapping",
+    "delta.enablerowtracking": "rowTracking",
+}
+_VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
+
+
+def refuse_feature(name: str, context: str = "", error: type[DeltaError] = DeltaError) -> NoReturn:
+    """Refuse table feature ``name``: one lakefeed cannot keep working with, or none Delta has.
+    ``error``: the class raised (delta-spark's look-alike raises its own)."""
+    if name in REFUSED:
+        raise error(
+            f"{context}table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
+            fix="leave the feature off; tables with it need Spark with delta-spark",
+            code=UNSUPPORTED,
+        )
+    raise error(
+        f"unsupported table feature {name!r}",
+        fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
+        code=BAD_FEATURE,
+    )
+
+
+def check_protocol(
+    table: str, properties: Mapping[str, str], error: type[DeltaError] = DeltaError
+) -> None:
+    """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
+    record without acting on (``delta.feature.*``, versions above (2, 5))."""
+    for key, value in properties.items():
+        lower, setting = key.lower(), value.strip().lower()
+        feature = _ENABLING.get(lower)
+        if feature is not None and setting not in ("false", "none"):
+            refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ", error)
+        if lower.startswith(FEATURE_PREFIX) or (
+            lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
+        ):
+            raise error(
+                f"table {table!r}: property {key}={value} is not supported by lakefeed here "
+                "(delta-rs would record it without changing the protocol as Delta does)",
+                fix="create the table without it, then call addFeatureSupport(name) or "
+                "upgradeTableProtocol(reader, writer)",
+                code=UNSUPPORTED,
+            )

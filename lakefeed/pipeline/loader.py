@@ -7,6 +7,11 @@ steps: :func:`find_pipeline` learns what the session is started from without run
 user's code (its files, name, spec, and what Python cannot even compile), then
 :func:`load_pipeline` imports the files once, on that session, with the pipeline's
 configuration set as its Spark confs (``spark.conf.get`` reads them, as in DLT and SDP).
+
+While the files are imported, the compatibility surfaces the caller passes (:class:`Surface`:
+``import dlt``, SDP's ``from pyspark import pipelines as dp``) are installed; the loader knows
+none of them, so the pipeline model stands without :mod:`lakefeed.compat`, whose surfaces
+:func:`lakefeed.load_pipeline` (:mod:`lakefeed.entry`) passes.
 """
 
 from __future__ import annotations
@@ -18,11 +23,8 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lakefeed.compat import dlt as dlt_compat
-from lakefeed.compat import sdp
-from lakefeed.compat.delta_spark import protocol
 from lakefeed.core.errors import ConfigError, DeltaError, register_code
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
@@ -49,6 +51,14 @@ if TYPE_CHECKING:
 SUFFIXES = (".py", ".sql")
 NO_SESSION = register_code("PIPELINE_NO_SESSION", ConfigError)
 FIXED_CONF = register_code("PIPELINE_CONF_FIXED", ConfigError)
+
+
+class Surface(Protocol):
+    """A compatibility surface made available while a pipeline's files are imported: called
+    once the pipeline being loaded is current (:func:`lakefeed.pipeline.api.current_pipeline`),
+    it gives the context that installs it and takes it out again."""
+
+    def __call__(self) -> contextlib.AbstractContextManager[object]: ...
 
 
 @dataclass(frozen=True)
@@ -116,10 +126,13 @@ def pipeline_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def load_pipeline(
-    paths: Iterable[str | Path], name: str | None = None, spark: SparkSession | None = None
+    paths: Iterable[str | Path],
+    name: str | None = None,
+    spark: SparkSession | None = None,
+    surfaces: Iterable[Surface] = (),
 ) -> Pipeline:
-    """Import every file once, on ``spark`` (else the running session); problems of all files
-    are reported together.
+    """Import every file once, on ``spark`` (else the running session), with ``surfaces``
+    installed; problems of all files are reported together.
 
     The files' ``spark`` global is that session, and the pipeline's configuration (the spec's,
     under ``lakefeed.config``'s) is set as its Spark confs first. Without any session (a
@@ -138,12 +151,11 @@ def load_pipeline(
         except ConfigError as error:
             raise PipelineError([str(error)]) from error
     problems: list[str] = []
-    with (
-        loading(pipeline),
-        dlt_compat.installed(),
-        sdp.registering(pipeline),
-        _evaluating(session),
-    ):
+    with contextlib.ExitStack() as installed:
+        installed.enter_context(loading(pipeline))
+        for surface in surfaces:
+            installed.enter_context(surface())
+        installed.enter_context(_evaluating(session))
         for file in found.files:
             try:
                 if file.suffix == ".sql":
@@ -161,7 +173,7 @@ def load_pipeline(
             problems.append(str(error))
         try:
             properties.check(dataset.name, dataset.table_properties)
-            protocol.check_properties(dataset.name, dataset.table_properties)
+            properties.check_protocol(dataset.name, dataset.table_properties)
         except (ConfigError, DeltaError) as error:
             problems.append(f"{dataset.source}: {error}")
     if not pipeline.datasets and not problems:

@@ -17,13 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakefeed.compat.delta_spark.sql.parse import (
-    Column,
-    DeltaSqlError,
-    TableConstraint,
-    table_elements,
-)
 from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.sql.ddl import Column, TableConstraint, table_elements
+from lakefeed.sql.references import SqlTextError
 
 SCHEMA_INVALID = register_code("SCHEMA_INVALID", PipelineDefinitionError)
 GENERATION_EXPRESSION = "delta.generationExpression"  # Delta's field metadata key
@@ -45,7 +41,7 @@ class DeclaredSchema:
         if isinstance(given, str):
             try:
                 columns, constraints = table_elements(given)
-            except DeltaSqlError as error:
+            except SqlTextError as error:
                 raise _invalid(table, error.message, error.fix or _DDL) from None
             declared = cls(tuple(columns), tuple(constraints))
         elif hasattr(given, "fields"):

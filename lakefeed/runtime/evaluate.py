@@ -34,7 +34,7 @@ from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime.conform import conform
-from lakefeed.runtime.late import keeping_late, without_kept_late
+from lakefeed.runtime.late import keep_late, without_kept_late
 from lakefeed.runtime.query_start import flow_conf
 from lakefeed.spark import plan_text
 from lakefeed.spark.session import evaluating_on
@@ -179,7 +179,7 @@ class Evaluator:
             func = _conformed(func, declared)
         try:
             with self.inside(name), self._late_split(name):
-                frame = func()
+                frame = self._late_kept(name, func())
         except _Abort:
             if nested:
                 raise
@@ -230,15 +230,23 @@ class Evaluator:
         finally:
             self._stack.pop()
 
+    def _late_kept(self, name: str, frame: DataFrame) -> DataFrame:
+        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""
+        dataset = self.pipeline.datasets.get(name)
+        if self.mode != "stream" or dataset is None or dataset.late_table is None:
+            return frame
+        if not isinstance(frame, DataFrame):
+            return frame  # refused by the caller
+        late_table = str(self.lakehouse.table_path(dataset.late_table))
+        return keep_late(frame, name, str(self.lakehouse.checkpoint_path(name)), late_table)
+
     def _late_split(self, name: str) -> contextlib.AbstractContextManager:
-        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py); its
-        batch recompute over the committed input (verify) leaves out the rows so kept."""
+        """A ``late_rows="keep"`` flow's batch recompute over the committed input (verify)
+        leaves out the rows its stream kept (see late.py)."""
         dataset = self.pipeline.datasets.get(name)
         if dataset is None or dataset.late_table is None:
             return contextlib.nullcontext()
         late_table = str(self.lakehouse.table_path(dataset.late_table))
-        if self.mode == "stream":
-            return keeping_late(name, str(self.lakehouse.checkpoint_path(name)), late_table)
         if self.mode == "batch" and self.bounds is not None:
             kept = delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
             return without_kept_late(name, kept)

@@ -6,8 +6,9 @@ rows and another, the current one, for evicting state) and reports only the coun
 ``numRowsDroppedByWatermark``. A query has one sink, so the late rows must leave the plan before
 the operator and reach the table by another path:
 
-1. while the flow function runs, ``withWatermark`` is wrapped so that its input first goes
-   through :func:`split_late` (``mapInArrow``): on the executors, rows with ``event_time <=``
+1. the flow's DataFrame is rebuilt (:func:`keep_late`, called by the runtime where it builds
+   the flow; no pyspark method is patched) so that the input of its one ``withWatermark`` first
+   goes through :func:`split_late` (``mapInArrow``): on the executors, rows with ``event_time <=``
    the previous batch's watermark (read from the checkpoint's offset log, written before the
    batch runs) are staged as Parquet under ``<late table>/_lakefeed_late_rows/<batch>/``, one file
    per input partition (a retried or replayed task writes the same file again), and the rest go
@@ -18,7 +19,9 @@ the operator and reach the table by another path:
    batch id), as quarantine rows are: a replayed batch commits them once;
 3. ``lakefeed verify`` recomputes the flow in batch with the rows of ``<table>_late`` taken out
    of the same ``withWatermark`` input (:func:`without_kept_late`): the stateful operator of
-   the stream never saw them.
+   the stream never saw them. Spark's analyzer drops ``withWatermark`` from a batch plan, so
+   there the call itself is wrapped while the flow function runs: the patch table's
+   ``LATE_ROWS_VERIFY`` row (:mod:`lakefeed.compat.patches`), put in here for that block.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from lakefeed.pipeline.graph import PipelineError
@@ -96,11 +100,76 @@ def _stage(rows: pa.Table, path: Path) -> None:
     os.replace(partial, path)
 
 
-@contextlib.contextmanager
-def keeping_late(flow: str, checkpoint: str, late_table: str) -> Iterator[None]:
-    """While a flow function runs, its ``withWatermark`` first splits off the late rows."""
-    with _before_watermark(flow, lambda df, column: split_late(df, column, checkpoint, late_table)):
-        yield
+def keep_late(frame: DataFrame, flow: str, checkpoint: str, late_table: str) -> DataFrame:
+    """``frame`` (a flow's streaming DataFrame) whose one ``withWatermark`` first splits off
+    the late rows: its analysed plan with :func:`split_late` put under the watermark."""
+
+    if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect: no plan to rebuild
+        raise _refusal(flow, "a Spark Connect session's plan cannot be changed by lakefeed")
+    spark = frame.sparkSession
+    path = _to_watermark(frame._jdf.queryExecution().analyzed(), flow)
+    watermark = path[-1][0]
+    column = str(watermark.eventTime().name())
+    below = _frame(spark, watermark.child())
+    rebuilt = _same_output(split_late(below, column, checkpoint, late_table), watermark.child())
+    for node, at in reversed(path):  # the watermark's child, then each node's on the way down
+        children = _seq(node.children())
+        children[at] = rebuilt
+        rebuilt = node.withNewChildren(_scala(spark._jvm, children))
+    return _frame(spark, rebuilt)
+
+
+def _to_watermark(plan, flow: str) -> list[tuple[Any, int]]:  # noqa: ANN001 - py4j objects
+    """The nodes from the plan's root down to its one ``EventTimeWatermark``, each with the
+    index of its child on the way (the watermark's: its one child)."""
+    found: list[list[tuple[Any, int]]] = []
+    pending: list[list[tuple[Any, int]]] = [[(plan, 0)]]
+    while pending:
+        path = pending.pop()
+        node = path[-1][0]
+        if node.nodeName() == "EventTimeWatermark":
+            found.append(path)
+        children = _seq(node.children())
+        pending.extend([*path[:-1], (node, i), (child, 0)] for i, child in enumerate(children))
+    if not found:
+        raise _refusal(flow, "this flow sets none, so no row is ever late")
+    if len(found) > 1:
+        raise _refusal(flow, "this flow sets several (a join?)")
+    return found[0]
+
+
+def _frame(spark: SparkSession, plan: Any) -> DataFrame:
+    jvm = spark._jvm
+    assert jvm is not None
+    dataset = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+    return DataFrame(dataset, spark)
+
+
+def _same_output(frame: DataFrame, like: Any) -> Any:
+    """``frame``'s plan with ``like``'s output attributes (their ids: what the nodes above
+    refer to), its columns aliased to them by position."""
+    jvm = frame.sparkSession._jvm
+    assert jvm is not None
+    plan = frame._jdf.queryExecution().analyzed()
+    new, old = _seq(plan.output()), _seq(like.output())
+    expressions = jvm.org.apache.spark.sql.catalyst.expressions
+    none = _scala(jvm, [])
+    aliases = [
+        expressions.Alias(
+            n, o.name(), o.exprId(), o.qualifier(), jvm.scala.Option.apply(o.metadata()), none
+        )
+        for n, o in zip(new, old, strict=True)
+    ]
+    return jvm.org.apache.spark.sql.catalyst.plans.logical.Project(_scala(jvm, aliases), plan)
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _scala(jvm: Any, items: list[Any]) -> Any:
+    """A Scala ``Seq`` of ``items`` (py4j objects)."""
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(items).toSeq()
 
 
 @contextlib.contextmanager
@@ -121,7 +190,8 @@ def without_kept_late(flow: str, late_rows: DataFrame | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _before_watermark(flow: str, change: Callable[[DataFrame, str], DataFrame]) -> Iterator[None]:
-    """``withWatermark(column, ...)`` applies to ``change(df, column)`` while the block runs.
+    """``withWatermark(column, ...)`` applies to ``change(df, column)`` while the block runs
+    (the patch table's ``LATE_ROWS_VERIFY`` row, for a batch recompute alone).
 
     Exactly one watermark per flow: without one nothing is ever late, and a join's late rows
     depend on its time bounds, not on one watermark. (Classic PySpark: the DataFrame class
@@ -129,20 +199,31 @@ def _before_watermark(flow: str, change: Callable[[DataFrame, str], DataFrame]) 
     """
     original = ClassicDataFrame.withWatermark
     calls: list[str] = []
-
-    def with_watermark(self: DataFrame, eventTime: str, delayThreshold: str) -> DataFrame:  # noqa: N803
-        calls.append(eventTime)
-        if len(calls) > 1:
-            raise _refusal(flow, "this flow sets several (a join?)")
-        return original(change(self, eventTime), eventTime, delayThreshold)  # type: ignore[arg-type]
-
-    ClassicDataFrame.withWatermark = with_watermark  # type: ignore[method-assign]
+    ClassicDataFrame.withWatermark = changed_input(original, flow, change, calls)  # type: ignore[method-assign]
     try:
         yield
     finally:
         ClassicDataFrame.withWatermark = original  # type: ignore[method-assign]
     if not calls:
         raise _refusal(flow, "this flow sets none, so no row is ever late")
+
+
+def changed_input(
+    original: Callable[..., DataFrame],
+    flow: str,
+    change: Callable[[DataFrame, str], DataFrame],
+    calls: list[str],
+) -> Callable[..., DataFrame]:
+    """``withWatermark`` whose input is ``change(df, column)`` first; each call's column is
+    recorded in ``calls`` (a second one is refused)."""
+
+    def with_watermark(self: DataFrame, eventTime: str, delayThreshold: str) -> DataFrame:  # noqa: N803
+        calls.append(eventTime)
+        if len(calls) > 1:
+            raise _refusal(flow, "this flow sets several (a join?)")
+        return original(change(self, eventTime), eventTime, delayThreshold)
+
+    return with_watermark
 
 
 def _refusal(flow: str, problem: str) -> PipelineError:

@@ -10,12 +10,16 @@ only that traceback left out (every other one is printed as before).
 
 Spark starts it with ``python -m`` before forking its workers, so it imports nothing that
 starts threads (``lakefeed`` and ``lakefeed.runtime`` import no pyspark, pyarrow or pandas).
+Importing it changes nothing: it patches pyspark's daemon only when run as Spark's daemon
+module, the ``DAEMON`` row of lakefeed's patch table (:mod:`lakefeed.compat.patches`), put in
+here since lakefeed imports nothing more in a worker process.
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
+from types import ModuleType
 from typing import Any
 
 from pyspark import daemon
@@ -36,7 +40,16 @@ class _Traceback:
             traceback.print_exc(*args, **kwargs)
 
 
-daemon.traceback = _Traceback()  # type: ignore[assignment]
+def quiet_traceback(original: ModuleType) -> Any:
+    """pyspark daemon's ``traceback`` (``original``, the module) without the hung-up one."""
+    return _Traceback()
+
+
+def quiet() -> None:
+    """Put the quiet traceback in pyspark's daemon (the patch table's ``DAEMON`` row)."""
+    daemon.traceback = quiet_traceback(daemon.traceback)
+
 
 if __name__ == "__main__":
+    quiet()
     daemon.manager()

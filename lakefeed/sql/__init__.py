@@ -17,9 +17,11 @@ Which parser, where, and why:
   rejects gets Spark's own error (Delta's utility statements aside: the hand grammar's). It
   does not place references itself: positions live on the JVM plan's objects (a Py4J walk
   costs milliseconds per node), and pipeline validation must answer the same without Spark.
-- **A hand grammar** over :mod:`~lakefeed.sql.tokens`, the one tokenizer, for what neither
-  parser knows: Delta's utility statements (VACUUM, OPTIMIZE, RESTORE, DESCRIBE HISTORY/DETAIL,
-  GENERATE, CONVERT; :mod:`lakefeed.compat.delta_spark.sql.parse`) and the pipeline DDL wrappers
+- **A hand grammar** over :mod:`~lakefeed.sql.tokens`, the one tokenizer, read with one cursor
+  (:mod:`~lakefeed.sql.grammar`), for what neither parser knows: a table's column list
+  (:mod:`~lakefeed.sql.ddl`: declared schemas and Delta's CREATE TABLE), Delta's utility
+  statements (VACUUM, OPTIMIZE, RESTORE, DESCRIBE HISTORY/DETAIL, GENERATE, CONVERT;
+  :mod:`lakefeed.compat.delta_spark.sql.parse`) and the pipeline DDL wrappers
   (CREATE OR REFRESH STREAMING TABLE ... AS, CONSTRAINT ... EXPECT, AUTO CDC / APPLY CHANGES INTO;
   :mod:`lakefeed.pipeline.sql`, :mod:`lakefeed.cdc.sql`). The tokenizer also measures each
   reference a parser found (its span, its time travel clause) from the parser's position.

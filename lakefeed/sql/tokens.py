@@ -1,8 +1,8 @@
 """lakefeed's one SQL tokenizer: words, backquoted names, strings, numbers and operators with
 their places in the text, comments and spaces skipped.
 
-Every hand-read piece of SQL goes through it: Delta's utility statements
-(:mod:`lakefeed.compat.delta_spark.sql.parse`), the pipeline DDL wrappers
+Every hand-read piece of SQL goes through it: a table's column list (:mod:`lakefeed.sql.ddl`),
+Delta's utility statements (:mod:`lakefeed.compat.delta_spark.sql.parse`), the pipeline DDL wrappers
 (:mod:`lakefeed.pipeline.sql`), AUTO CDC clauses (:mod:`lakefeed.cdc.sql`), statement splitting, and
 the span of a table reference the parsers (:mod:`lakefeed.sql.references`) found. Quotes, comments
 and parentheses are therefore understood the same way everywhere.

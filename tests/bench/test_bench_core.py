@@ -169,7 +169,7 @@ def test_ysb_summary_ratios_and_markdown() -> None:
 
 def test_many_flows_generates_fifty_tables_that_load(tmp_path: Path) -> None:
     from bench.many_flows import generate
-    from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed import load_pipeline
 
     pipeline = load_pipeline([generate(tmp_path / "many", 10)])
     kinds = [d.kind for d in pipeline.datasets.values()]

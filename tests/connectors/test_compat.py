@@ -3,13 +3,12 @@ refuses a pyspark it was not written for, and that it leaves other formats as Sp
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 import json
 from pathlib import Path
 
-import pyspark.sql
-import pyspark.sql.readwriter
-import pyspark.sql.streaming.readwriter
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
@@ -18,20 +17,132 @@ from lakefeed.compat import patches as compat
 from lakefeed.connectors import delta, registry
 from lakefeed.core.errors import ConfigError, code_of
 
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted([*(ROOT / "lakefeed").rglob("*.py"), *(ROOT / "delta").rglob("*.py")])
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _pyspark_imports(tree: ast.AST) -> list[object]:
+    """The pyspark modules and classes a module imports (function-level imports too; each
+    module of a dotted ``import pyspark.a.b``)."""
+    found: list[object] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "pyspark":
+                    found += [
+                        importlib.import_module(".".join(parts[:i]))
+                        for i in range(1, len(parts) + 1)
+                    ]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pyspark":
+            module = importlib.import_module(node.module or "pyspark")
+            for alias in node.names:
+                value = getattr(module, alias.name, None)
+                if value is None:  # a submodule: from pyspark import daemon
+                    value = importlib.import_module(f"{node.module}.{alias.name}")
+                found.append(value)
+    return found
+
+
+def _attributes(value: object) -> set[str]:
+    """Public attributes of a pyspark module or class, and of the classes it holds
+    (``SparkSession.Builder``'s ``getOrCreate``)."""
+    names = {n for n in dir(value) if not n.startswith("_")}
+    for name in list(names):
+        inner = getattr(value, name, None)
+        if inspect.isclass(inner) and (inner.__module__ or "").startswith("pyspark"):
+            names |= {n for n in dir(inner) if not n.startswith("_")}
+    return names
+
+
+def _root(expr: ast.expr) -> str | None:
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def patch_sites(source: str) -> set[str]:
+    """Attributes of pyspark objects a module assigns (``X.attr = ...``, ``setattr(X, "attr",
+    ...)``) where X is not ``self`` or its parts: the places a module could patch pyspark."""
+    tree = ast.parse(source)
+    imported = _pyspark_imports(tree)
+    if not imported:
+        return set()
+    known = set().union(*(_attributes(value) for value in imported))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                targets.extend(target.elts if isinstance(target, ast.Tuple) else [target])
+        for target in targets:
+            # an attribute of self (or of its parts) is an object's own state, not pyspark's
+            attribute = isinstance(target, ast.Attribute) and target.attr in known
+            if attribute and _root(target.value) != "self":
+                found.add(target.attr)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr":
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and name.value in known:
+                found.add(str(name.value))
+            elif not isinstance(name, ast.Constant):
+                found.add("<setattr>")
+    return found
+
 
 def _patched_pyspark_methods() -> list[str]:
-    modules = (pyspark.sql, pyspark.sql.readwriter, pyspark.sql.streaming.readwriter)
+    """Members marked as lakefeed's wrappers in every pyspark module lakefeed imports."""
+    modules: set[str] = set()
+    for path in SOURCES:
+        for value in _pyspark_imports(ast.parse(path.read_text())):
+            modules.add(value.__name__ if inspect.ismodule(value) else value.__module__)
     found = []
-    for module in modules:
+    for name in sorted(modules):
+        module = importlib.import_module(name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            for name, member in vars(cls).items():
-                if getattr(member, "_lakefeed_wrapped", False):
-                    found.append(f"{cls.__name__}.{name}")
+            for member_name, member in vars(cls).items():
+                if getattr(member, "_lakefeed_wrapped", False) is True:  # py4j answers any name
+                    found.append(f"{cls.__name__}.{member_name}")
     return sorted(set(found))
 
 
+def test_every_pyspark_patch_is_a_row_of_the_table() -> None:
+    """The census: a module that assigns an attribute of a pyspark object is the table's own
+    or the one a row names as putting that attribute in; a new patch anywhere else fails."""
+    declared = {(p.by, p.method) for p in compat.PATCHES if p.by != compat.__name__}
+    found = {
+        (_module(path), site)
+        for path in SOURCES
+        if _module(path) != compat.__name__
+        for site in patch_sites(path.read_text())
+    }
+    assert found <= declared, sorted(found - declared)
+    assert all(p.why and p.by for p in compat.PATCHES)
+
+
+def test_the_census_finds_a_patch_wherever_it_is_written() -> None:
+    assert patch_sites("from pyspark.sql import DataFrame\nDataFrame.withWatermark = f\n") == {
+        "withWatermark"
+    }
+    looped = (
+        "from pyspark.sql.readwriter import DataFrameReader\n"
+        "for cls in (DataFrameReader,):\n    cls.table = f\n"
+    )
+    assert patch_sites(looped) == {"table"}
+    assert patch_sites("import pyspark.daemon\nsetattr(pyspark.daemon, 'traceback', t)\n") == {
+        "traceback"
+    }
+    assert patch_sites("from pyspark.sql import SparkSession\nb.getOrCreate = f\n") == {
+        "getOrCreate"
+    }
+    assert patch_sites("x = 1\nobj.table = 2\n") == set()  # no pyspark imported
+
+
 def test_the_table_lists_every_wrapped_method(spark) -> None:
-    listed = {f"{p.cls.__name__}.{p.method}" for p in compat.PATCHES}
+    listed = {f"{p.cls.__name__}.{p.method}" for p in compat.INSTALLED}
     assert set(_patched_pyspark_methods()) == listed
     assert {f"{c.__name__}.{m}" for c, m in compat.installed()} == listed
     assert all(p.why for p in compat.PATCHES)
@@ -59,7 +170,7 @@ def test_uninstall_restores_pyspark_and_the_runtime_still_works(spark, tmp_path:
         assert DeltaTable(path).metadata().partition_columns == ["p"]
     finally:
         compat.install(registry.connectors())
-    listed = {f"{p.cls.__name__}.{p.method}" for p in compat.PATCHES}
+    listed = {f"{p.cls.__name__}.{p.method}" for p in compat.INSTALLED}
     assert set(_patched_pyspark_methods()) == listed
 
 

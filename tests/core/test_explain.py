@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from lakefeed import load_pipeline
 from lakefeed.cli.main import cli
 from lakefeed.connectors.generator.iot import GeneratorOptionError
 from lakefeed.core import errors
 from lakefeed.core.explain import explain, readable
 from lakefeed.pipeline.graph import PipelineError
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.spark.checkpoint_files import check_checkpoint_files
 
 # The shape Spark gives a Python data source's error raised on the driver (abridged).

@@ -126,7 +126,7 @@ def _page_pipeline(page: Path, folder: Path) -> Path:
 def test_first_pipeline_of_a_page_loads(page: str, tmp_path: Path) -> None:
     """The first pipeline a reader copies loads as lakefeed loads any pipeline (no Spark: the
     decorators and the SQL parser check names, arguments and the graph's datasets)."""
-    from lakefeed.pipeline.loader import load_pipeline
+    from lakefeed import load_pipeline
 
     pipeline = load_pipeline([_page_pipeline(ROOT / page, tmp_path / "pipe")])
     assert {"bronze_readings", "silver_readings", "device_counts", "hot_readings"} <= set(

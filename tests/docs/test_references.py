@@ -113,7 +113,7 @@ def test_event_log_page_describes_every_column(hook: ModuleType) -> None:
 
 
 def test_delta_feature_table_lists_supported_and_refused_features(hook: ModuleType) -> None:
-    from lakefeed.compat.delta_spark.protocol import FEATURES, REFUSED
+    from lakefeed.delta.properties import FEATURES, REFUSED
 
     page = hook.render_features()
     assert all(f"| `{name}` | supported |" in page for name in FEATURES)

@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
+from lakefeed import load_pipeline
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.support.crash import run_with_kills
 from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver

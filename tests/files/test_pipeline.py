@@ -11,9 +11,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from lakefeed import load_pipeline
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 

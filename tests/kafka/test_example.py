@@ -8,12 +8,12 @@ from typing import Any
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from lakefeed import load_pipeline
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.kafka.feed import Feeder
 from lakefeed.connectors.kafka.lag import lag_from_progress
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.kafka.broker import Tansu

@@ -10,11 +10,11 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
+from lakefeed import load_pipeline
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.kafka.feed import Feeder
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.kafka.broker import Tansu
 from tests.support.crash import run_with_kills

@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from lakefeed import load_pipeline
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
-from lakefeed.pipeline.loader import load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 IOT = ROOT / "examples" / "iot"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from lakefeed import load_pipeline
 from lakefeed.core.errors import DataLossRiskError
 from lakefeed.core.flow_context import current_flow, flow_context
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline, loading
 from lakefeed.pipeline.expectations import Action, Expectation, rule_counts
 from lakefeed.pipeline.graph import Graph, Node, PipelineError
-from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.pipeline.output_modes import PlanFacts, choose_output_mode
 from lakefeed.pipeline.sql import parse_sql
 

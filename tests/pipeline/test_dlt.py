@@ -4,6 +4,7 @@ lakefeed loads a pipeline, so another ``dlt`` package (dlthub's) is never shadow
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 
 from lakefeed.compat import dlt as dlt_compat
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.entry import SURFACES
+from lakefeed.pipeline import loader
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
@@ -104,6 +107,21 @@ def test_the_shim_is_dlt_only_while_loading(tmp_path: Path) -> None:
         del sys.modules["dlt"]
     load([folder])
     assert "dlt" not in sys.modules or sys.modules["dlt"] is not dlt_compat
+
+
+def test_the_loader_knows_no_surface_but_the_ones_it_is_given(tmp_path: Path) -> None:
+    """The pipeline layer imports nothing of lakefeed.compat: ``import dlt`` works in a file
+    because lakefeed.load_pipeline passes compat's surfaces to the loader."""
+    code = (
+        "import sys, lakefeed.pipeline.loader\n"
+        "print(sorted(m for m in sys.modules if m.startswith('lakefeed.compat')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n@dlt.view\ndef v():\n    return 1\n"})
+    with pytest.raises(PipelineError, match="dlt"):
+        loader.load_pipeline([folder], surfaces=())
+    assert list(loader.load_pipeline([folder], surfaces=SURFACES).datasets) == ["v"]
 
 
 @pytest.mark.parametrize(

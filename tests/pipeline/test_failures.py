@@ -295,6 +295,7 @@ def test_the_worker_daemon_drops_only_the_hung_up_traceback() -> None:
     code = (
         "import sys\n"
         "from lakefeed.spark import daemon\n"
+        "daemon.quiet()\n"
         "errors = BrokenPipeError(32, 'Broken pipe'), ConnectionResetError(), KeyError('k')\n"
         "for error in errors:\n"
         "    try:\n"

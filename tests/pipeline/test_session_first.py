@@ -225,7 +225,7 @@ def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) 
     AssertionError. A subprocess, as this test process may hold the shared session."""
     file = write(tmp_path / "p", {"cdc.py": DLT_CDC})
     script = (
-        "from lakefeed.pipeline.loader import load_pipeline\n"
+        "from lakefeed import load_pipeline\n"
         "from lakefeed.pipeline.graph import PipelineError\n"
         "try:\n"
         f"    load_pipeline([{str(file)!r}])\n"

@@ -171,9 +171,9 @@ def test_unknown_delta_table_properties_are_refused_when_the_pipeline_loads(
     tmp_path: Path,
 ) -> None:
     """Delta refuses keys under ``delta.`` it does not know; other keys are the user's."""
+    from lakefeed import load_pipeline
     from lakefeed.delta.properties import UNKNOWN
     from lakefeed.pipeline.graph import PipelineError
-    from lakefeed.pipeline.loader import load_pipeline
 
     folder = write(
         tmp_path / "p",
@@ -214,9 +214,9 @@ def test_table_properties_turning_on_refused_features_are_refused_when_the_pipel
 ) -> None:
     """As for DeltaTable.create's properties: delta-rs would give the table a protocol lakefeed
     cannot read or write (deletion vectors come with variantType)."""
-    from lakefeed.compat.delta_spark.protocol import UNSUPPORTED
+    from lakefeed import load_pipeline
+    from lakefeed.delta.properties import UNSUPPORTED
     from lakefeed.pipeline.graph import PipelineError
-    from lakefeed.pipeline.loader import load_pipeline
 
     folder = write(
         tmp_path / "p",

@@ -15,42 +15,25 @@ from typing import NoReturn
 
 from deltalake import DeltaTable as RsTable
 from deltalake import Schema as RsSchema
-from deltalake import TableFeatures, convert_to_deltalake
+from deltalake import convert_to_deltalake
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark.sql.parse import NOT_PARQUET, path_identifier
 from lakefeed.compat.delta_spark.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.core import storage
 from lakefeed.core.errors import register_code
-from lakefeed.delta.properties import FEATURE_PREFIX
+from lakefeed.delta.properties import (
+    FEATURES,
+    MAX_LEGACY_WRITER,
+    UNSUPPORTED,
+    check_protocol,
+    refuse_feature,
+)
 
 DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
 BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
-BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7
-# Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs
-# then refuses to write (checked: "Unsupported table features required: [IdentityColumns]").
-MAX_LEGACY_WRITER = 5
-# Delta's feature names (PROTOCOL.md) to delta-rs's, for the features lakefeed keeps working with
-# (each checked: added by delta-rs, then appended to and deleted from by delta-rs).
-FEATURES = {
-    "appendOnly": TableFeatures.AppendOnly,
-    "invariants": TableFeatures.Invariants,
-    "checkConstraints": TableFeatures.CheckConstraints,
-    "changeDataFeed": TableFeatures.ChangeDataFeed,
-    "generatedColumns": TableFeatures.GeneratedColumns,
-    "timestampNtz": TableFeatures.TimestampWithoutTimezone,
-}
-REFUSED = {
-    "deletionVectors": "lakefeed reads a table's Parquet files and cannot apply deletion vectors",
-    "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
-    "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
-    "identityColumns": "delta-rs cannot write to a table with this feature",
-    "domainMetadata": "delta-rs cannot write to a table with this feature",
-    "v2Checkpoint": "delta-rs writes no V2 checkpoints",
-}
 # The features each legacy writer version implies (PROTOCOL.md), kept when the table moves to
 # table features (delta-rs would list only the one added).
 LEGACY_WRITER = {
@@ -60,13 +43,6 @@ LEGACY_WRITER = {
     5: ("columnMapping",),
     6: ("identityColumns",),
 }
-# Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
-_ENABLING = {
-    "delta.enabledeletionvectors": "deletionVectors",
-    "delta.columnmapping.mode": "columnMapping",
-    "delta.enablerowtracking": "rowTracking",
-}
-_VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
 
 
 def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
@@ -140,37 +116,12 @@ def add_feature(table: RsTable, root: str, name: str) -> None:
 
 
 def _refuse_feature(name: str, context: str = "") -> NoReturn:
-    if name in REFUSED:
-        raise DeltaOperationError(
-            f"{context}table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
-            fix="leave the feature off; tables with it need Spark with delta-spark",
-            code=UNSUPPORTED,
-        )
-    raise DeltaOperationError(
-        f"unsupported table feature {name!r}",
-        fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
-        code=BAD_FEATURE,
-    )
+    refuse_feature(name, context, DeltaOperationError)
 
 
 def check_properties(table: str, properties: Mapping[str, str]) -> None:
-    """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
-    record without acting on (``delta.feature.*``, versions above (2, 5))."""
-    for key, value in properties.items():
-        lower, setting = key.lower(), value.strip().lower()
-        feature = _ENABLING.get(lower)
-        if feature is not None and setting not in ("false", "none"):
-            _refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ")
-        if lower.startswith(FEATURE_PREFIX) or (
-            lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
-        ):
-            raise DeltaOperationError(
-                f"table {table!r}: property {key}={value} is not supported by lakefeed here "
-                "(delta-rs would record it without changing the protocol as Delta does)",
-                fix="create the table without it, then call addFeatureSupport(name) or "
-                "upgradeTableProtocol(reader, writer)",
-                code=UNSUPPORTED,
-            )
+    """:func:`lakefeed.delta.properties.check_protocol`, refused with delta-spark's error."""
+    check_protocol(table, properties, DeltaOperationError)
 
 
 def parquet_folder(identifier: str) -> str:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NoReturn
+from typing import Literal
 
 from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.sql.ddl import COLUMN_LIST, Column, column
+from lakefeed.sql.grammar import Cursor
 from lakefeed.sql.references import (
     CLAUSE_END,
     References,
@@ -72,16 +74,6 @@ class Query(Statement):
     the parser could not read it (its reads are unknown: Spark's parser decides)."""
 
     readable: bool = True
-
-
-@dataclass
-class Column:
-    name: str
-    type: str
-    nullable: bool = True
-    generated: str | None = None
-    comment: str | None = None
-    identity: bool = False
 
 
 @dataclass
@@ -242,126 +234,11 @@ def maybe_delta(text: str) -> bool:
     return _MAYBE.search(text) is not None
 
 
-def _opens(token: Token, before: Token | None) -> bool:
-    """Whether ``token`` opens a nesting: a bracket, or ``<`` after ``MAP``/``ARRAY``/``STRUCT``."""
-    if token.text != "<":
-        return True
-    return before is not None and before.upper in ("MAP", "ARRAY", "STRUCT")
+class _Cursor(Cursor):
+    """The hand grammar's cursor, refusing with Delta's SQL error; Delta's tables with their
+    time travel."""
 
-
-class _Cursor:
-    """Tokens with a position; helpers that read keywords and cut expression text."""
-
-    def __init__(self, text: str, toks: list[Token]) -> None:
-        self.text = text
-        self.toks = toks
-        self.i = 0
-
-    def peek(self, ahead: int = 0) -> Token | None:
-        at = self.i + ahead
-        return self.toks[at] if 0 <= at < len(self.toks) else None
-
-    def at(self, *words: str) -> bool:
-        """Whether the next tokens are these keywords (``*`` / ``(``... for ops)."""
-        for ahead, word in enumerate(words):
-            token = self.peek(ahead)
-            if token is None or (token.upper or token.text) != word:
-                return False
-        return True
-
-    def take(self, *words: str) -> bool:
-        if self.at(*words):
-            self.i += len(words)
-            return True
-        return False
-
-    def need(self, *words: str) -> None:
-        if not self.take(*words):
-            token = self.peek()
-            found = repr(token.text) if token else "the end"
-            raise DeltaSqlError(
-                f"expected {' '.join(words)} but found {found} in: {self.text.strip()[:200]}",
-                fix="check the statement against Delta's SQL reference (docs.delta.io)",
-            )
-
-    def next(self) -> Token:
-        token = self.peek()
-        if token is None:
-            raise DeltaSqlError(
-                f"the statement ends too early: {self.text.strip()[:200]}",
-                fix="check the statement against Delta's SQL reference (docs.delta.io)",
-            )
-        self.i += 1
-        return token
-
-    def done(self) -> bool:
-        token = self.peek()
-        return token is None or token.text == ";"
-
-    def span_until(self, stops: set[str], opening: str = "([{") -> tuple[int, int]:
-        """From here to the first top-level keyword of ``stops`` (or the end): a char span.
-        ``opening``: the brackets that nest (``<`` too in a column list: ``MAP<K, V>`` — only
-        after a complex type's name, so ``a > 0`` in an expression stays a comparison)."""
-        first = self.i
-        pairs = dict(zip("([{<", ")]}>", strict=True))
-        open_: list[str] = []  # the closing bracket each open one waits for
-        while not self.done():
-            token = self.toks[self.i]
-            if not open_ and (token.upper or token.text) in stops and self.i > first:
-                break
-            if token.kind == "op" and token.text in opening and _opens(token, self.peek(-1)):
-                open_.append(pairs[token.text])
-            elif token.kind == "op" and open_ and token.text == open_[-1]:
-                open_.pop()
-            elif token.kind == "op" and token.text in ")]}" and not open_:
-                break
-            self.i += 1
-        if self.i == first:
-            return (self.toks[first].start if first < len(self.toks) else len(self.text),) * 2
-        return self.toks[first].start, self.toks[self.i - 1].end
-
-    def expression(self, stops: set[str]) -> str:
-        start, end = self.span_until(stops)
-        return self.text[start:end]
-
-    def parenthesized(self, opening: str = "([{") -> list[str]:
-        """``( a, b, ... )``: the items' texts (split at top-level commas)."""
-        self.need("(")
-        items = []
-        while True:
-            start, end = self.span_until({",", ")"}, opening)
-            items.append(self.text[start:end].strip())
-            if self.take(")"):
-                return items
-            self.need(",")
-
-    def word_list(self) -> list[str]:
-        return [_unquote(item) for item in self.parenthesized()]
-
-    def unexpected(self, statement: str, grammar: str) -> NoReturn:
-        """Refuse the next token: not part of ``statement`` as lakefeed reads it."""
-        token = self.next()
-        raise DeltaSqlError(
-            f"{statement}: lakefeed does not know {token.text!r} here",
-            fix=f"write it as Delta documents it: {grammar}",
-        )
-
-    def string(self) -> str:
-        token = self.next()
-        if token.kind != "string":
-            raise DeltaSqlError(
-                f"expected a quoted string but found {token.text!r}",
-                fix="quote the value: 'text'",
-            )
-        return token.value
-
-    def integer(self) -> int:
-        token = self.next()
-        if token.kind != "number" or not token.text.isdigit():
-            raise DeltaSqlError(
-                f"expected a whole number but found {token.text!r}", fix="give e.g. 3"
-            )
-        return int(token.text)
+    error = DeltaSqlError
 
     def alias(self) -> str | None:
         """An optional ``[AS] alias`` after a table."""
@@ -392,11 +269,6 @@ class _Cursor:
             )
         self.i = time_travel(self.text, self.toks, self.i, ref)
         return ref
-
-
-def _unquote(name: str) -> str:
-    name = name.strip()
-    return name[1:-1].replace("``", "`") if name.startswith("`") and name.endswith("`") else name
 
 
 # -- statements ---------------------------------------------------------------------------------
@@ -536,7 +408,7 @@ def _create(c: _Cursor) -> Statement | None:
         return None  # CREATE VIEW / FUNCTION / DATABASE...: Spark's
     statement = CreateTable(c.table(), mode)
     if c.at("("):
-        statement.columns = [_column(item) for item in c.parenthesized("([{<")]
+        statement.columns = [column(item, _Cursor) for item in c.parenthesized(COLUMN_LIST)]
     while not c.done():
         if c.take("USING"):
             statement.using = c.next().text.lower()
@@ -573,84 +445,6 @@ def _end(c: _Cursor) -> int:
     """The end of the statement's text (before a trailing ``;``)."""
     last = c.toks[-1]
     return last.start if last.text == ";" else len(c.text)
-
-
-_COLUMN_STOPS = {"NOT", "GENERATED", "COMMENT", "DEFAULT", "NULL", "CONSTRAINT", "PRIMARY"}
-
-
-@dataclass(frozen=True)
-class TableConstraint:
-    """A table constraint of a column list: ``[CONSTRAINT name] CHECK (expr)`` (Delta's CHECK
-    constraint, ``delta.constraints.<name>``), or ``PRIMARY KEY`` / ``FOREIGN KEY`` (Unity
-    Catalog's informational constraints: declared, never enforced)."""
-
-    name: str | None
-    kind: Literal["CHECK", "PRIMARY KEY", "FOREIGN KEY"]
-    text: str  # the CHECK's expression, or the key's definition as written
-
-
-def table_elements(text: str) -> tuple[list[Column], list[TableConstraint]]:
-    """A column list as ``CREATE TABLE`` takes it, without its parentheses (DLT's ``schema=``
-    string): its columns and its table constraints, in order."""
-    c = _Cursor(f"({text})", tokens(f"({text})"))
-    columns, constraints = [], []
-    for item in c.parenthesized("([{<"):
-        head = tokens(item)[:1]
-        if head and head[0].upper in ("CONSTRAINT", "PRIMARY", "FOREIGN", "CHECK"):
-            constraints.append(_table_constraint(item))
-        elif item:
-            columns.append(_column(item))
-    return columns, constraints
-
-
-def _table_constraint(item: str) -> TableConstraint:
-    c = _Cursor(item, tokens(item))
-    name = c.next().value if c.take("CONSTRAINT") else None
-    if c.take("CHECK"):
-        c.need("(")
-        check = c.expression({")"}).strip()
-        c.need(")")
-        return TableConstraint(name, "CHECK", check)
-    for kind in ("PRIMARY", "FOREIGN"):
-        if c.take(kind, "KEY"):
-            rest = c.peek()
-            written = item[rest.start :].strip() if rest else ""
-            return TableConstraint(
-                name, "PRIMARY KEY" if kind == "PRIMARY" else "FOREIGN KEY", written
-            )
-    c.unexpected("a table constraint", "CONSTRAINT name CHECK (expr) | PRIMARY KEY (cols)")
-
-
-def _column(definition: str) -> Column:
-    """``name TYPE [NOT NULL] [GENERATED ALWAYS AS (expr) | AS IDENTITY...] [COMMENT '...']``."""
-    c = _Cursor(definition, tokens(definition))
-    column = Column(c.next().value, c.expression(_COLUMN_STOPS).strip())
-    while not c.done():
-        if c.take("NOT", "NULL"):
-            column.nullable = False
-        elif c.take("NULL"):
-            column.nullable = True
-        elif c.take("COMMENT"):
-            column.comment = c.string()
-        elif c.take("GENERATED"):
-            c.take("ALWAYS") or c.take("BY", "DEFAULT")
-            c.need("AS")
-            if c.take("IDENTITY"):
-                column.identity = True
-                if c.at("("):
-                    c.parenthesized()
-            else:
-                c.need("(")
-                column.generated = c.expression({")"})
-                c.need(")")
-        else:
-            token = c.next()
-            raise DeltaSqlError(
-                f"column {column.name}: lakefeed does not know {token.text!r} in a column "
-                "definition",
-                fix="use name TYPE [NOT NULL] [GENERATED ALWAYS AS (expr)] [COMMENT '...']",
-            )
-    return column
 
 
 def _properties(c: _Cursor) -> dict[str, str]:

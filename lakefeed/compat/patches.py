@@ -40,8 +40,8 @@ from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from lakefeed.connectors.base import Connector
 from lakefeed.core.errors import ConfigError
+from lakefeed.core.flow_context import current_flow
 from lakefeed.pipeline import api
-from lakefeed.pipeline.context import current_flow
 from lakefeed.runtime import late
 from lakefeed.spark import daemon
 from lakefeed.spark.session import spark_session
@@ -320,8 +320,7 @@ def _to_table(original: Callable) -> Callable:
 
 def _read_table(original: Callable) -> Callable:
     def table(self: Any, tableName: str) -> Any:
-        from lakefeed.core.flow_context import current_flow
-        from lakefeed.delta import log
+        from lakefeed.delta import log  # deltalake, loaded by the first read by name
 
         # SDP's flows read the pipeline's datasets as spark.read.table(name) / readStream.table
         if api.defined(tableName):

@@ -56,7 +56,8 @@ def test_nothing_in_the_repository_uses_an_old_path():
     from_import = re.compile(r"from (\S+) import ([\w, ]+)")
     found = []
     for name in listed:
-        if not name.endswith((".py", ".md")) or name.endswith(("lakefeed/moved.py", "tests/core/test_moved.py")):
+        itself = name.endswith(("lakefeed/moved.py", "tests/core/test_moved.py"))
+        if itself or not name.endswith((".py", ".md")):
             continue
         for number, line in enumerate((ROOT / name).read_text().splitlines(), 1):
             text = line

@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from lakefeed.core.errors import ConfigError, register_code
 from lakefeed.spark.home import cache_root
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # the lakefeed package, shipped whole
 # What every executor's Python must import; lakefeed itself is shipped.
 EXECUTOR_MODULES = ("pyarrow", "deltalake", "lakefeed")
 

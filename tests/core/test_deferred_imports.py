@@ -23,7 +23,6 @@ NOT_YET = {
     "lakefeed/compat/delta_spark/sql/run.py",
     "lakefeed/compat/delta_spark/tables.py",
     "lakefeed/compat/patches.py",
-    "lakefeed/compat/sdp.py",
     "lakefeed/entry.py",
     "lakefeed/pipeline/api.py",
     "lakefeed/pipeline/graph.py",

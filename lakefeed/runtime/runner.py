@@ -43,7 +43,7 @@ from lakefeed.delta import table as delta_table
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, config
 from lakefeed.pipeline.graph import PipelineError
-from lakefeed.pipeline.kinds import RunMode, choices
+from lakefeed.pipeline.kinds import DatasetKind, RunMode, choices
 from lakefeed.runtime import expect, state_memory
 from lakefeed.runtime.compaction import AutoCompactor, Policy
 from lakefeed.runtime.conform import create_declared
@@ -54,6 +54,7 @@ from lakefeed.runtime.lease import Lease
 from lakefeed.runtime.listener import ProgressListener, attach, expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.query_start import flow_conf, starting
+from lakefeed.runtime.results import FlowResult, FlowStatus, RunResult
 from lakefeed.runtime.sinks import SinkQuery
 from lakefeed.runtime.skipped import report_skipped_files
 from lakefeed.runtime.upsert import KeyedUpsert
@@ -136,18 +137,6 @@ class FlowState:
         return self.flow.name if self.flow is not None else self.dataset.name
 
 
-@dataclass
-class RunResult:
-    run_id: str
-    failed: list[str] = field(default_factory=list)
-    reason: str = "completed"
-    errors: dict[str, str] = field(default_factory=dict)  # failed flow -> why
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-
 class PipelineRunner:
     def __init__(
         self,
@@ -186,6 +175,7 @@ class PipelineRunner:
             return self._run()
 
     def _run(self) -> RunResult:
+        before = self._versions()
         validation = validate(self.pipeline, self.lakehouse, self.spark)
         self.validation = validation
         validation.raise_for_problems()
@@ -203,7 +193,7 @@ class PipelineRunner:
                 "warnings": validation.warnings,
             },
         )
-        result = RunResult(self.events.run_id)
+        reason = "completed"
         listener = self.listener = ProgressListener(
             self.events,
             {
@@ -232,12 +222,10 @@ class PipelineRunner:
                     self._continuous(validation)
                 else:
                     self._triggered(validation)
-            result.failed = [n for n, f in self.flows.items() if f.failed]
-            result.errors = {n: f.error or "failed" for n, f in self.flows.items() if f.failed}
-            result.reason = self._stop_reason if self._stop.is_set() else "completed"
+            reason = self._stop_reason if self._stop.is_set() else "completed"
         except BaseException as error:
             failure = explain(error)
-            result.reason = str(failure)
+            reason = str(failure)
             self.events.emit(
                 "error",
                 str(failure)[:2000],
@@ -250,13 +238,65 @@ class PipelineRunner:
             self._release_state()
             restore()
             detach()
+            failed = [n for n, f in self.flows.items() if f.failed]
             self.events.emit(
                 "run_stop",
-                f"run stopped: {result.reason}",
-                details={"reason": result.reason, "failed": result.failed},
+                f"run stopped: {reason}",
+                details={"reason": reason, "failed": failed},
             )
             self.events.close()
-        return result
+        return self._result(validation, reason, before)
+
+    # -- outcome
+
+    def _versions(self) -> dict[str, int | None]:
+        """Each table's version before the run (None: reset or new), so the result can count
+        the rows this run committed."""
+        options = self.options
+        reset = set(self.pipeline.datasets) if options.full_refresh_all else options.full_refresh
+        return {
+            name: None if name in reset else delta_table.version(self.lakehouse.table_path(name))
+            for name in self.pipeline.datasets
+        }
+
+    def _result(
+        self, validation: Validation, reason: str, before: dict[str, int | None]
+    ) -> RunResult:
+        """The public answer: a row per stored dataset, and why each failed flow failed (the
+        runner's own record: the event log may be unwritable)."""
+        datasets = [self.pipeline.datasets[n] for n in validation.order]
+        return RunResult(
+            run_id=self.events.run_id,
+            pipeline=self.pipeline.name,
+            mode=RunMode(self.options.mode),
+            reason=reason,
+            flows=tuple(
+                self._flow_result(d, validation, reason, before) for d in datasets if d.stored
+            ),
+            warnings=tuple(validation.warnings),
+            errors={n: f.error or "failed" for n, f in self.flows.items() if f.failed},
+        )
+
+    def _flow_result(
+        self, dataset: Dataset, validation: Validation, reason: str, before: dict[str, int | None]
+    ) -> FlowResult:
+        state = self.flows.get(dataset.name)
+        plan = validation.flows.get(dataset.name)
+        if state is not None and state.failed:
+            status = FlowStatus.FAILED
+        elif reason == "completed":
+            status = FlowStatus.COMPLETED
+        else:
+            status = FlowStatus.STOPPED
+        path = self.lakehouse.table_path(dataset.name)
+        return FlowResult(
+            name=dataset.name,
+            kind=DatasetKind(dataset.kind),
+            status=status,
+            output_mode=plan.output_mode if plan is not None else None,
+            rows_written=delta_table.rows_added(path, before[dataset.name]),
+            error=(state.error or "failed") if status is FlowStatus.FAILED and state else None,
+        )
 
     # -- preparation
 

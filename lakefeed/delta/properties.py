@@ -13,9 +13,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from lakefeed.core.errors import ConfigError, register_code
-
-UNKNOWN = register_code("DELTA_UNKNOWN_CONFIGURATION", ConfigError)
+from lakefeed.core.errors import ConfigError
+from lakefeed.delta.errors import UNKNOWN_CONFIGURATION as UNKNOWN
 
 KNOWN = (
     "delta.appendOnly",

@@ -22,12 +22,12 @@ from lakefeed.compat.delta_spark.sql.parse import NOT_PARQUET, path_identifier
 from lakefeed.compat.delta_spark.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.core import storage
 from lakefeed.core.errors import register_code
+from lakefeed.delta.errors import UNSUPPORTED
 from lakefeed.delta.properties import FEATURE_PREFIX
 
 DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
 BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
 BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7
 # Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs

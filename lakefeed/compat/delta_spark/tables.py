@@ -53,6 +53,7 @@ from lakefeed.delta import (
     replay,
 )
 from lakefeed.delta import table as housekeeping
+from lakefeed.delta.errors import NEW_VIOLATION
 
 if TYPE_CHECKING:
     from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder, DeltaTableBuilder
@@ -504,7 +505,7 @@ class DeltaTable:
                 f"{broken} rows in {self._path} violate the new CHECK constraint ({expression})",
                 fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
                 "the constraint",
-                code=constraints.NEW_VIOLATION,
+                code=NEW_VIOLATION,
             )
         run_rs(
             "ADD CONSTRAINT",

@@ -28,19 +28,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from lakefeed.compat.errors import PysparkVersionError
 from lakefeed.connectors.base import Connector
-from lakefeed.core.errors import ConfigError
 
 PYSPARK_VERSION = "4.3"
 """The pyspark minor version whose reader/writer signatures these wrappers copy."""
 
 _MARK = "_lakefeed_wrapped"
-
-
-class PysparkVersionError(ConfigError):
-    """The installed pyspark is not the one the compat wrappers were written for."""
-
-    code = "PYSPARK_VERSION"
 
 
 # -- what each wrapper records on the reader/writer instance -----------------------------------

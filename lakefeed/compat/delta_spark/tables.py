@@ -37,6 +37,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.connectors.delta.datasource import time_travel_version
 from lakefeed.core import storage
@@ -72,19 +73,7 @@ CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
 CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
 
 
-class DeltaTableNotFoundError(DeltaError):
-    """``forPath``/``forName`` on something that is not a Delta table."""
-
-    code = "DELTA_TABLE_NOT_FOUND"
-
-
 PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
-
-
-class DeltaOperationError(DeltaError):
-    """delta-rs refused an operation (bad condition, type mismatch, ...)."""
-
-    code = "DELTA_OPERATION"
 
 
 class Txn:

@@ -40,8 +40,6 @@ from lakefeed.runtime.results import (
     DatasetInfo,
     Edge,
     FlowInfo,
-    FlowResult,
-    FlowStatus,
     RunResult,
     SinkInfo,
     UpgradePlan,
@@ -52,8 +50,6 @@ from lakefeed.runtime.results import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakefeed.runtime.runner import PipelineRunner
-    from lakefeed.runtime.runner import RunResult as RunnerOutcome
     from lakefeed.runtime.validate import Validation
 
 PathLike = str | os.PathLike[str]
@@ -144,11 +140,7 @@ def run(
         full_refresh_all=full_refresh_all,
         max_restarts=max_restarts,
     )
-    reset = set(loaded.datasets) if full_refresh_all else set(options.full_refresh)
-    before = {name: None if name in reset else _version(house, name) for name in loaded.datasets}
-    runner = PipelineRunner(loaded, house, session, options)
-    outcome = runner.run()
-    return _run_result(runner, outcome, RunMode(options.mode), before)
+    return PipelineRunner(loaded, house, session, options).run()
 
 
 def validate(
@@ -270,53 +262,6 @@ def _session(
         app_name=f"lakefeed-{pipeline.name}",
         master=master,
         storage=storage_locations(pipeline, lakehouse),
-    )
-
-
-def _version(lakehouse: Lakehouse, name: str) -> int | None:
-    from lakefeed.delta import table
-
-    return table.version(lakehouse.table_path(name))
-
-
-def _run_result(
-    runner: PipelineRunner, outcome: RunnerOutcome, mode: RunMode, before: dict[str, int | None]
-) -> RunResult:
-    from lakefeed.delta import table
-
-    validation = runner.validation
-    order = validation.order if validation is not None else list(runner.pipeline.datasets)
-    errors = outcome.errors  # the runner's own record: the event log may be unwritable
-    flows = []
-    for name in order:
-        dataset = runner.pipeline.datasets[name]
-        if not dataset.stored:
-            continue
-        state = runner.flows.get(name)
-        plan = validation.flows.get(name) if validation is not None else None
-        if state is not None and state.failed:
-            status = FlowStatus.FAILED
-        elif outcome.reason == "completed":
-            status = FlowStatus.COMPLETED
-        else:
-            status = FlowStatus.STOPPED
-        flows.append(
-            FlowResult(
-                name=name,
-                kind=DatasetKind(dataset.kind),
-                status=status,
-                output_mode=plan.output_mode if plan is not None else None,
-                rows_written=table.rows_added(runner.lakehouse.table_path(name), before[name]),
-                error=errors.get(name) if status is FlowStatus.FAILED else None,
-            )
-        )
-    return RunResult(
-        run_id=outcome.run_id,
-        pipeline=runner.pipeline.name,
-        mode=mode,
-        reason=outcome.reason,
-        flows=tuple(flows),
-        warnings=tuple(validation.warnings) if validation is not None else (),
     )
 
 

@@ -17,11 +17,14 @@ The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``
 The error codes:
 
 The codes, their classes and whether each is permanent come from ``lakefeed.core.errors``'s registry
-after importing every lakefeed module (a code is registered where it is defined). What a code
-means and how to fix it come from the source itself: the class docstring of its error class, and
-the message and ``fix=`` text of the places that raise it (read with ``ast``, never executed). So
-the page cannot drift from the code: a new code appears at the next build, and a test checks that
-every registered code is on the page.
+(``registered()``) after importing every lakefeed module (each area registers its codes once, in
+its ``errors.py``). What a code means comes from the registry too (``description()``: the
+description given to ``register_code``, or the docstring of the class that defines the code); how
+to fix it from the source itself: the message and ``fix=`` text of the places that raise it (read
+with ``ast``, never executed; ``code=NAME`` is resolved through the module's own namespace). So
+the page cannot drift from the code: a new code appears at the next build, a code that nothing
+describes (no description, no class of its own, no raise site with a message) fails the build,
+and a test checks that every registered code is on the page.
 
 """
 
@@ -32,6 +35,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +56,7 @@ class Code:
     cls: type
     messages: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    description: str | None = None  # the registry's (see the module), if it has one
 
     @property
     def permanent(self) -> bool:
@@ -67,7 +72,7 @@ def registry() -> dict[str, type]:
                 importlib.import_module(info.name)
     from lakefeed.core import errors
 
-    return dict(errors._CODES)
+    return errors.registered()
 
 
 def _template(node: ast.expr | None) -> str | None:
@@ -96,6 +101,7 @@ class _Source:
     """Raise sites found in the source: code -> message and fix templates."""
 
     def __init__(self, classes: dict[str, type]) -> None:
+        self.registered = classes
         self.class_codes = {
             cls.__name__: code for code, cls in classes.items() if cls.__dict__.get("code") == code
         }
@@ -104,10 +110,23 @@ class _Source:
 
     def scan(self, path: Path) -> None:
         tree = ast.parse(path.read_text(), str(path))
-        names = self._code_names(tree)
+        names = {**self._imported_codes(path), **self._code_names(tree)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 self._call(node, names)
+
+    def _imported_codes(self, path: Path) -> dict[str, str]:
+        """The module's names bound to a registered code (an area's ``errors.py`` registers it,
+        the raising module imports it, maybe under another name), read from the imported
+        module; none for a file outside the packages."""
+        try:
+            parts = path.resolve().relative_to(ROOT).with_suffix("").parts
+        except ValueError:
+            return {}
+        module = sys.modules.get(".".join(p for p in parts if p != "__init__"))
+        namespace = vars(module) if module is not None else {}
+        codes = set(self.registered)
+        return {n: v for n, v in namespace.items() if isinstance(v, str) and v in codes}
 
     @staticmethod
     def _code_names(tree: ast.Module) -> dict[str, str]:
@@ -160,7 +179,10 @@ def _sources() -> list[Path]:
 
 
 def codes() -> list[Code]:
-    """Every registered code with what the source says about it, sorted by code."""
+    """Every registered code with what the registry and the source say about it, sorted by
+    code; a code nothing describes fails the build."""
+    from lakefeed.core import errors
+
     classes = registry()
     source = _Source(classes)
     paths = _sources()
@@ -169,18 +191,32 @@ def codes() -> list[Code]:
             GLOBAL_NAMES[name] = code if GLOBAL_NAMES.get(name, code) == code else ""
     for path in paths:
         source.scan(path)
-    return [
-        Code(code, cls, source.messages.get(code, []), source.fixes.get(code, []))
+    found = [
+        Code(
+            code,
+            cls,
+            source.messages.get(code, []),
+            source.fixes.get(code, []),
+            errors.description(code),
+        )
         for code, cls in sorted(classes.items())
     ]
+    undescribed = [c.code for c in found if not c.description and not c.messages]
+    if undescribed:
+        raise ValueError(
+            f"error codes without a description: {', '.join(undescribed)}; give each one "
+            "(register_code(..., description=...)) or raise it with a message"
+        )
+    return found
 
 
 _RST_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 
 
-def _meaning(cls: type) -> str:
-    """The first paragraph of the class docstring, its reST roles and literals as Markdown."""
-    doc = inspect.getdoc(cls) or ""
+def _meaning(item: Code) -> str:
+    """The code's description, else its class's docstring: the first paragraph, its reST roles
+    and literals as Markdown."""
+    doc = item.description or inspect.getdoc(item.cls) or ""
     text = " ".join(doc.split("\n\n")[0].split())
     return _RST_ROLE.sub(r"`\1`", text).replace("``", "`")
 
@@ -192,7 +228,7 @@ def _cell(text: str) -> str:
 def section(item: Code) -> str:
     """One code as a short section: its heading (an anchor to link), kind, meaning, fix."""
     kind = "permanent" if item.permanent else "transient: retried with backoff"
-    lines = [f"### {item.code}", "", f"*{kind}* · `{item.cls.__name__}` · {_meaning(item.cls)}", ""]
+    lines = [f"### {item.code}", "", f"*{kind}* · `{item.cls.__name__}` · {_meaning(item)}", ""]
     if item.messages:
         lines += ["Says, e.g.:", ""] + [f"- “{_cell(m)}”" for m in item.messages[:3]] + [""]
     if item.fixes:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -116,13 +118,56 @@ spark_conf_opt = click.option(
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What every pipeline command is given: the pipeline's files, its lakehouse, its
+    configuration and where Spark runs (``--remote`` and ``--spark-conf`` where it takes them)."""
+
+    paths: tuple[str, ...]
+    lakehouse_dir: str | None
+    conf: tuple[str, ...]
+    master: str | None
+    remote: str | None = None
+    spark_conf: tuple[str, ...] = ()
+
+    def find(self) -> PipelineFiles:
+        return _find(self.paths, self.conf)
+
+    def spark(self, found: PipelineFiles, lakehouse: Lakehouse):  # noqa: ANN201 - SparkSession
+        return _spark(self.master, found.name, self.spark_conf, lakehouse, self.remote, found)
+
+
+def pipeline_command(spark_options: bool = True) -> Callable[[Callable], Callable]:
+    """The arguments and options every pipeline command shares, given to it as one
+    :class:`Target` (its first parameter, ``target``); ``spark_options``: it takes
+    ``--remote`` and ``--spark-conf`` too."""
+    shared = [pipeline_args, lakehouse_opt, conf_opt, master_opt]
+    if spark_options:
+        shared += [remote_opt, spark_conf_opt]
+
+    def decorate(command: Callable) -> Callable:
+        @functools.wraps(command)
+        def with_target(
+            paths: tuple[str, ...],
+            lakehouse_dir: str | None,
+            conf: tuple[str, ...],
+            master: str | None,
+            remote: str | None = None,
+            spark_conf: tuple[str, ...] = (),
+            **rest: Any,
+        ) -> Any:
+            target = Target(paths, lakehouse_dir, conf, master, remote, spark_conf)
+            return command(target, **rest)
+
+        for option in reversed(shared):  # as if stacked above the command, in this order
+            with_target = option(with_target)
+        return with_target
+
+    return decorate
+
+
 @click.command()
-@pipeline_args
-@lakehouse_opt
-@conf_opt
-@master_opt
-@remote_opt
-@spark_conf_opt
+@pipeline_command()
 @click.option(
     "--mode",
     type=click.Choice(choices(RunMode)),
@@ -167,12 +212,7 @@ spark_conf_opt = click.option(
     help="Access token of the web UI (16+ characters; env LAKEFEED_UI_TOKEN).",
 )
 def run(
-    paths: tuple[str, ...],
-    lakehouse_dir: str,
-    conf: tuple[str, ...],
-    master: str | None,
-    remote: str | None,
-    spark_conf: tuple[str, ...],
+    target: Target,
     mode: str,
     trigger_interval: str,
     duration: float | None,
@@ -189,15 +229,15 @@ def run(
 
     server = None
     try:
-        found = _find(paths, conf)
-        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
+        found = target.find()
+        lakehouse = entry.lakehouse_for(target.lakehouse_dir, found)
         if ui:  # before Spark starts: a weak token or a busy port is refused at once
             server = _start_ui(lakehouse, ui_host, ui_port, ui_token)
         check_free(lakehouse)  # refused before a Spark session starts
-        spark = _spark(master, found.name, spark_conf, lakehouse, remote, found)
+        spark = target.spark(found, lakehouse)
         try:
             result = entry.run(
-                list(paths),
+                list(target.paths),
                 lakehouse=lakehouse,
                 mode=mode,
                 spark=spark,
@@ -241,12 +281,7 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
 
 
 @click.command()
-@pipeline_args
-@lakehouse_opt
-@conf_opt
-@master_opt
-@remote_opt
-@spark_conf_opt
+@pipeline_command()
 @click.option(
     "--json",
     "as_json",
@@ -259,12 +294,7 @@ def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  #
     help="Also check that Kafka brokers answer, input paths and Delta source tables exist.",
 )
 def validate(
-    paths: tuple[str, ...],
-    lakehouse_dir: str,
-    conf: tuple[str, ...],
-    master: str | None,
-    remote: str | None,
-    spark_conf: tuple[str, ...],
+    target: Target,
     as_json: bool,
     check_connections: bool,
 ) -> None:
@@ -273,16 +303,17 @@ def validate(
     Exits 2 when the pipeline would be refused (also with --json, whose document then lists
     the problems).
     """
+    paths = list(target.paths)
     try:
-        found = _find(paths, conf)
+        found = target.find()
     except PipelineError:  # files or syntax: a result listing the problems, without Spark
-        result = entry.validate(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf))
+        result = entry.validate(paths, lakehouse=target.lakehouse_dir, conf=_conf(target.conf))
     else:
-        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
+        lakehouse = entry.lakehouse_for(target.lakehouse_dir, found)
         result = entry.validate(
-            list(paths),
+            paths,
             lakehouse=lakehouse,
-            spark=_spark(master, found.name, spark_conf, lakehouse, remote, found),
+            spark=target.spark(found, lakehouse),
             check_connections=check_connections,
         )
     if as_json:
@@ -331,34 +362,21 @@ def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
 
 
 @click.command()
-@pipeline_args
-@lakehouse_opt
-@conf_opt
-@master_opt
-@remote_opt
-@spark_conf_opt
+@pipeline_command()
 @click.option(
     "--no-run",
     is_flag=True,
     help="Compare the tables as they are (default: catch up with available-now first).",
 )
-def verify(
-    paths: tuple[str, ...],
-    lakehouse_dir: str,
-    conf: tuple[str, ...],
-    master: str | None,
-    remote: str | None,
-    spark_conf: tuple[str, ...],
-    no_run: bool,
-) -> None:
+def verify(target: Target, no_run: bool) -> None:
     """Compare each streaming table with a batch recompute over the same input."""
     try:
-        found = _find(paths, conf)
-        lakehouse = entry.lakehouse_for(lakehouse_dir, found)
+        found = target.find()
+        lakehouse = entry.lakehouse_for(target.lakehouse_dir, found)
         result = entry.verify(
-            list(paths),
+            list(target.paths),
             lakehouse=lakehouse,
-            spark=_spark(master, found.name, spark_conf, lakehouse, remote, found),
+            spark=target.spark(found, lakehouse),
             run_first=not no_run,
         )
     except (PipelineError, LakefeedError) as error:
@@ -408,25 +426,21 @@ def _verdict(diff: TableComparison) -> str:
 
 
 @click.command()
-@pipeline_args
-@lakehouse_opt
-@conf_opt
-@master_opt
+@pipeline_command(spark_options=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON document.")
-def plan(
-    paths: tuple[str, ...],
-    lakehouse_dir: str,
-    conf: tuple[str, ...],
-    master: str | None,
-    as_json: bool,
-) -> None:
+def plan(target: Target, as_json: bool) -> None:
     """Before a deploy: keep, compatible change or full refresh, for every flow.
 
     Compares the pipeline code with what the lakehouse holds (checkpoints, state shapes, Delta
     schemas, output modes); writes nothing. Exits 2 when `run` would refuse.
     """
     try:
-        result = entry.plan(list(paths), lakehouse=lakehouse_dir, conf=_conf(conf), master=master)
+        result = entry.plan(
+            list(target.paths),
+            lakehouse=target.lakehouse_dir,
+            conf=_conf(target.conf),
+            master=target.master,
+        )
     except (PipelineError, LakefeedError) as error:
         _fail(error)
         return

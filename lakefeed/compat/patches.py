@@ -38,8 +38,8 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from lakefeed.compat.errors import PysparkVersionError
 from lakefeed.connectors.base import Connector
-from lakefeed.core.errors import ConfigError
 from lakefeed.core.flow_context import current_flow
 from lakefeed.pipeline import api
 from lakefeed.runtime import late
@@ -50,12 +50,6 @@ PYSPARK_VERSION = "4.3"
 """The pyspark minor version whose reader/writer signatures these wrappers copy."""
 
 _MARK = "_lakefeed_wrapped"
-
-
-class PysparkVersionError(ConfigError):
-    """The installed pyspark is not the one the compat wrappers were written for."""
-
-    code = "PYSPARK_VERSION"
 
 
 # -- what each wrapper records on the reader/writer instance -----------------------------------

@@ -116,18 +116,32 @@ class ConnectorSink(ABC):
 
     @abstractmethod
     def write_stream(
-        self,
-        frame: DataFrame,
-        options: Mapping[str, str],
-        checkpoint: str,
-        *,
-        output_mode: str,
-        query_name: str,
-        trigger: Mapping[str, Any],
-        lakehouse: Lakehouse,
+        self, frame: DataFrame, options: Mapping[str, str], start: QueryStart, lakehouse: Lakehouse
     ) -> StreamingQuery:
-        """Start the query writing ``frame`` into the sink (``lakehouse`` places what the
-        options name by table name)."""
+        """Start the query writing ``frame`` into the sink as ``start`` says (``lakehouse``
+        places what the options name by table name)."""
+
+
+@dataclass(frozen=True)
+class QueryStart:
+    """What every streaming write is started with, whatever it writes: one record, so a sink
+    takes it whole instead of each sink repeating its parts."""
+
+    checkpoint: str
+    output_mode: str
+    query_name: str | None = None
+    trigger: Mapping[str, Any] | None = None  # as for ``DataStreamWriter.trigger``
+
+    def settings(self) -> dict[str, Any]:
+        """The keywords of :func:`start_query` and of the adapters' ``write_stream``."""
+        return {
+            "output_mode": self.output_mode,
+            "query_name": self.query_name,
+            "trigger": self.trigger,
+        }
+
+    def start(self, writer: DataStreamWriter) -> StreamingQuery:
+        return start_query(writer, self.checkpoint, **self.settings())
 
 
 def start_query(

@@ -11,6 +11,11 @@ fix; a transient one (a broker down, a commit conflict) is worth a retry with ba
 Area subclasses also derive from the builtin a caller used to catch (``ValueError`` for bad
 options, ``RuntimeError`` for run-time failures), so existing ``except ValueError`` code keeps
 working.
+
+This module holds the base tree and the registry; each area's own errors and codes live in the
+area's ``errors.py`` (``lakefeed.delta.errors``, ...). A code is registered once: a second
+registration raises :class:`DuplicateCodeError` at import, since which class a code read back out
+of a message means must not depend on which module happened to load first.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ _MARK = re.compile(r"\[LAKEFEED:([A-Z][A-Z0-9_]*)\]")
 
 # Every code ever raised, to its class: a code read back out of a Py4J message says what it is.
 _CODES: dict[str, type[LakefeedError]] = {}
+_DESCRIPTIONS: dict[str, str] = {}  # what a code means, where its class's docstring does not say
+
+
+class DuplicateCodeError(RuntimeError):
+    """A code registered twice: a programming error, raised when the second module loads."""
 
 
 class LakefeedError(Exception):
@@ -44,7 +54,7 @@ class LakefeedError(Exception):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "code" in cls.__dict__:
-            _CODES.setdefault(cls.code, cls)
+            _register(cls.code, cls)
 
     def __str__(self) -> str:
         text = f"[LAKEFEED:{self.code}] {self.message}"
@@ -59,13 +69,43 @@ def _rebuild(cls: type[LakefeedError], message: str, fix: str | None, code: str)
     return cls(message, fix=fix, code=code)
 
 
-_CODES[LakefeedError.code] = LakefeedError
+def _register(code: str, cls: type[LakefeedError]) -> None:
+    known = _CODES.get(code)
+    if known is not None:
+        raise DuplicateCodeError(
+            f"error code {code} is registered twice: to {known.__module__}.{known.__qualname__} "
+            f"and to {cls.__module__}.{cls.__qualname__}; register it once, in its area's "
+            "errors.py, and import it where it is raised"
+        )
+    _CODES[code] = cls
 
 
-def register_code(code: str, cls: type[LakefeedError]) -> str:
-    """Declare an extra code raised with ``cls`` (so :func:`is_permanent` knows it); returns it."""
-    _CODES.setdefault(code, cls)
+_register(LakefeedError.code, LakefeedError)
+
+
+def register_code(code: str, cls: type[LakefeedError], description: str | None = None) -> str:
+    """Declare an extra code raised with ``cls`` (so :func:`is_permanent` knows it) and what it
+    means (the error reference shows it); returns it. Raises :class:`DuplicateCodeError` for a
+    code already registered."""
+    _register(code, cls)
+    if description:
+        _DESCRIPTIONS[code] = description
     return code
+
+
+def registered() -> dict[str, type[LakefeedError]]:
+    """Every code this process has registered, to its class (the error reference's source)."""
+    return dict(_CODES)
+
+
+def description(code: str) -> str | None:
+    """What ``code`` means: the description it was registered with, else the docstring of the
+    class that defines it; None when neither says (the reference then needs a raise site)."""
+    if code in _DESCRIPTIONS:
+        return _DESCRIPTIONS[code]
+    cls = _CODES.get(code)
+    own = cls is not None and cls.__dict__.get("code") == code
+    return (cls.__doc__ or None) if own and cls is not None else None
 
 
 def code_of(error: BaseException | str | None) -> str | None:

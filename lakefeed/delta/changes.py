@@ -41,9 +41,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.core import storage
-from lakefeed.core.errors import DeltaError
 from lakefeed.core.options import Options
 from lakefeed.delta import log
+from lakefeed.delta.errors import ChangeFeedError
 from lakefeed.delta.options import register_settings, table_root
 from lakefeed.delta.spark_read import spark_schema as table_schema
 
@@ -55,12 +55,6 @@ CHANGE_COLUMNS = pa.schema(
         pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")),
     ]
 )
-
-
-class ChangeFeedError(DeltaError, ValueError):
-    """A change feed read that cannot be served as asked."""
-
-    code = "DELTA_CHANGE_DATA_FEED"
 
 
 def requested(options: Mapping[str, str]) -> bool:

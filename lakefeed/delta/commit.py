@@ -27,8 +27,14 @@ from deltalake.transaction import (
 )
 
 from lakefeed.core import storage
-from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.core.errors import ConflictError, DeltaError
 from lakefeed.delta import constraints, features, log, post_commit, replay
+from lakefeed.delta.errors import (
+    CONSTRAINTS_CHANGED,
+    MISSING_NOT_NULL,
+    NOT_NULL,
+    PARTITION_NOT_FOUND,
+)
 from lakefeed.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
 from lakefeed.delta.schema import (
     SchemaMismatchError,
@@ -37,11 +43,6 @@ from lakefeed.delta.schema import (
     table_arrow_schema,
 )
 from lakefeed.delta.snapshot import Snapshot, for_stream
-
-NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
-MISSING_NOT_NULL = register_code("DELTA_MISSING_NOT_NULL_COLUMN_VALUE", SchemaMismatchError)
-CONSTRAINTS_CHANGED = register_code("DELTA_CONSTRAINTS_CHANGED", ConflictError)
-PARTITION_NOT_FOUND = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", SchemaMismatchError)
 
 # Called as hook(table root, batch id) right after a stream batch's Delta commit, before Spark
 # writes its own commit log: the moment a crash test kills its driver at (it appends a hook in

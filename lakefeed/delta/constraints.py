@@ -30,7 +30,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake import Schema as DeltaSchema
 
-from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.core.errors import DeltaError
+from lakefeed.delta.errors import VIOLATION
 from lakefeed.delta.schema import SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 PREFIX = "delta.constraints."
 INVARIANTS = "delta.invariants"
-VIOLATION = register_code("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", SchemaMismatchError)
-NEW_VIOLATION = register_code("DELTA_NEW_CHECK_CONSTRAINT_VIOLATION", DeltaError)
 _MARKER = "lakefeed check constraint violated: "
 _RS_INVALID = "rows failed validation check"
 """delta-rs's wording when its writer's constraint check fails (it has no error class)."""

@@ -33,7 +33,8 @@ import pyarrow as pa
 from pyroaring import BitMap, BitMap64
 
 from lakefeed.core import storage
-from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.delta.errors import DV_CORRUPT as CORRUPT
+from lakefeed.delta.errors import DeletionVectorError
 
 MAGIC = 1681511377
 """The first four bytes (little endian) of a serialised ``RoaringBitmapArray``."""
@@ -41,15 +42,6 @@ NATIVE_MAGIC = 1681511376
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
 _UUID_CHARS = 20  # a UUID's 16 bytes in Z85
-
-
-class DeletionVectorError(DeltaError):
-    """A deletion vector that cannot be read as the protocol describes it."""
-
-    code = "DELTA_DELETION_VECTOR"
-
-
-CORRUPT = register_code("DELTA_DELETION_VECTOR_CORRUPT", DeletionVectorError)
 
 
 @dataclass(frozen=True)

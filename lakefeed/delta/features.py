@@ -19,9 +19,9 @@ import re
 
 from deltalake import DeltaTable
 
-from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.core.errors import DeltaError
+from lakefeed.delta.errors import FEATURE_UNSUPPORTED as UNSUPPORTED
 
-UNSUPPORTED = register_code("DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED", DeltaError)
 WRITABLE = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
 """Writer-only features lakefeed's writes honour (each checked: appended to, deleted from)."""
 READER_WRITER = {

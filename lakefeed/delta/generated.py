@@ -23,13 +23,11 @@ from deltalake import Schema as DeltaSchema
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakefeed.core.errors import register_code
 from lakefeed.delta.constraints import VIOLATION, references
+from lakefeed.delta.errors import MISSING_INPUT, PYTHON_SINK
 from lakefeed.delta.schema import SchemaMismatchError
 
 GENERATION_EXPRESSION = "delta.generationExpression"
-PYTHON_SINK = register_code("DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER", SchemaMismatchError)
-MISSING_INPUT = register_code("DELTA_GENERATED_COLUMN_INPUT_MISSING", SchemaMismatchError)
 _MARKER = "lakefeed generated column violated: "
 
 Generated = tuple[tuple[str, str], ...]

@@ -21,21 +21,12 @@ from deltalake import DeltaTable, Schema
 from deltalake.exceptions import DeltaError as RsDeltaError
 
 from lakefeed.core import storage
-from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.delta import dv, mapping
+from lakefeed.delta.errors import READER_FEATURE, DeltaSourceError
 from lakefeed.delta.schema import as_nullable, table_arrow_schema
 
 LOG_DIR = "_delta_log"
 
-
-class DeltaSourceError(DeltaError):
-    """A Delta table a stream cannot read as asked; the message says what to do."""
-
-    code = "DELTA_SOURCE"
-
-
-OTHER_TABLE = register_code("DELTA_SOURCE_OTHER_TABLE", DeltaSourceError)
-READER_FEATURE = register_code("DELTA_UNSUPPORTED_READER_FEATURE", DeltaSourceError)
 
 _UNSUPPORTED = re.compile(r"Feature '([^']+)' is not supported")
 """delta-rs's refusal to open a table with a feature it does not know."""

@@ -20,11 +20,9 @@ from typing import NoReturn
 
 from deltalake import TableFeatures
 
-from lakefeed.core.errors import ConfigError, DeltaError, register_code
-
-UNKNOWN = register_code("DELTA_UNKNOWN_CONFIGURATION", ConfigError)
-BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaError)
+from lakefeed.core.errors import ConfigError, DeltaError
+from lakefeed.delta.errors import BAD_FEATURE, UNSUPPORTED
+from lakefeed.delta.errors import UNKNOWN_CONFIGURATION as UNKNOWN
 
 KNOWN = (
     "delta.appendOnly",

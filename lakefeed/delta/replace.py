@@ -22,13 +22,13 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql import DataFrame
 
 from lakefeed.core import storage
-from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.core.errors import DeltaError
 from lakefeed.core.options import Options
 from lakefeed.delta import generated, log, post_commit
 from lakefeed.delta.commit import WriteSpec
+from lakefeed.delta.errors import REPLACE_WHERE_MISMATCH as MISMATCH
+from lakefeed.delta.errors import UNSUPPORTED
 
-MISMATCH = register_code("DELTA_REPLACE_WHERE_MISMATCH", DeltaError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaError)
 _REFUSED = {
     "replaceUsing": "replaceWhere with a predicate on the key columns, or DeltaTable.merge",
     "replaceOn": "replaceWhere, or DeltaTable.merge with whenMatchedDelete and an insert",

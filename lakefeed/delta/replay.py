@@ -18,13 +18,12 @@ the same batch over other offsets, is refused before anything is written, with
 
 from __future__ import annotations
 
-from lakefeed.core.errors import DataLossRiskError, register_code
+from lakefeed.core.errors import DataLossRiskError
 from lakefeed.delta import log
+from lakefeed.delta.errors import CHECKPOINT_BEHIND as BEHIND
 
 OFFSETS = "lakefeed.sourceOffsets"
 """The commitInfo key (and the batch-write option) holding a batch's source offsets hash."""
-
-BEHIND = register_code("CHECKPOINT_BEHIND_TABLE", DataLossRiskError)
 
 
 def check(root: str, app_id: str, batch_id: int, held: int | None, offsets: str | None) -> None:

@@ -10,16 +10,10 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import Schema as DeltaSchema
 
-from lakefeed.core.errors import DeltaError
+from lakefeed.delta.errors import SchemaMismatchError
 
 AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
 """The session conf that turns ``mergeSchema`` on for every Delta write without the option."""
-
-
-class SchemaMismatchError(DeltaError, ValueError):
-    """A write whose schema the table cannot take as it is."""
-
-    code = "DELTA_SCHEMA_MISMATCH"
 
 
 def as_nullable(schema: pa.Schema) -> pa.Schema:

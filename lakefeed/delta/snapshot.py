@@ -42,13 +42,12 @@ from collections import OrderedDict
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from lakefeed.core.errors import DataLossRiskError, register_code
+from lakefeed.core.errors import DataLossRiskError
 from lakefeed.delta import log, replay
+from lakefeed.delta.errors import TABLE_REPLACED as REPLACED
 
 KEPT = 64
 """Streams whose snapshot a process keeps; the least recently used goes first."""
-
-REPLACED = register_code("DELTA_TABLE_REPLACED", DataLossRiskError)
 
 
 class Snapshot:

@@ -24,21 +24,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
-from lakefeed.core.errors import LakefeedError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import table as delta_table
 from lakefeed.delta.log import rs_table
+from lakefeed.observe.errors import TableViewError
 from lakefeed.pipeline.expectations import quarantine_table
 
 AGGREGATIONS = {"avg": "mean", "sum": "sum", "min": "min", "max": "max", "count": "count"}
 MAX_ROWS = 500
 MAX_POINTS = 2000
-
-
-class TableViewError(LakefeedError, ValueError):
-    """A request the table cannot answer (unknown table or column, wrong type): say why."""
-
-    code = "TABLE_VIEW"
 
 
 def _jsonable(value: Any) -> Any:

@@ -67,7 +67,12 @@ FOREIGN = register_code("CHECKPOINT_FOREIGN", GuardError)
 OTHER_FLOW = register_code("CHECKPOINT_OTHER_FLOW", GuardError)
 MISSING = register_code("CHECKPOINT_MISSING", GuardError)
 STATE_CHANGED = register_code("CHECKPOINT_STATE_CHANGED", GuardError)
-TABLE_BEHIND = register_code("TABLE_BEHIND", DataLossRiskError)
+TABLE_BEHIND = register_code(
+    "TABLE_BEHIND",
+    DataLossRiskError,
+    "A table is behind what a reading flow's checkpoint recorded of it (e.g. restored from "
+    "an older backup): going on would skip rows.",
+)
 SOURCE_RESET = register_code("SOURCE_RESET", DataLossRiskError)
 
 

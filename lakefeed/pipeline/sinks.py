@@ -36,9 +36,17 @@ if TYPE_CHECKING:
 
     from lakefeed.core.lakehouse import Lakehouse
 
-SINK_FORMAT = register_code("SINK_FORMAT", PipelineDefinitionError)
-SINK_OPTION = register_code("SINK_OPTION", ConfigError)
-SINK_READ = register_code("SINK_READ", PipelineDefinitionError)
+SINK_FORMAT = register_code(
+    "SINK_FORMAT", PipelineDefinitionError, "A sink's format is one lakefeed reads, not writes."
+)
+SINK_OPTION = register_code(
+    "SINK_OPTION", ConfigError, "A sink's options are refused by the connector writing it."
+)
+SINK_READ = register_code(
+    "SINK_READ",
+    PipelineDefinitionError,
+    "A flow reads a sink: a sink's rows leave the pipeline and are never read back.",
+)
 SINK_FLOW = register_code("SINK_FLOW", PipelineDefinitionError)
 
 FOREACH_BATCH = "foreach_batch"

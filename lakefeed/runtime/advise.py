@@ -26,17 +26,13 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.core.errors import ConfigError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import log
 from lakefeed.pipeline.api import Pipeline
+from lakefeed.runtime.errors import AdviceError
 from lakefeed.runtime.evaluate import Evaluator, watermarks
 
 _SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-
-
-class AdviceError(ConfigError):
-    code = "ADVISE"
 
 
 @dataclass(frozen=True)

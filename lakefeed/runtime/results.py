@@ -50,16 +50,23 @@ class FlowResult:
 
 @dataclass(frozen=True)
 class RunResult:
+    """How a run ended: per stored dataset its ``flows`` row; ``errors`` also names the append
+    flows and sink flows that failed (they have no table of their own to report on)."""
+
     run_id: str
     pipeline: str
     mode: RunMode
     reason: str  # "completed", "duration reached", "SIGINT", ...
     flows: tuple[FlowResult, ...] = ()
     warnings: tuple[str, ...] = ()  # from validation, e.g. an aggregate run in complete mode
+    #: every failed flow -> why (the runner's own record: the event log may be unwritable)
+    errors: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def failed(self) -> list[str]:
-        return [flow.name for flow in self.flows if flow.status is FlowStatus.FAILED]
+        """The failed flows: the stored datasets', then any other flow's (append, sink)."""
+        names = [flow.name for flow in self.flows if flow.status is FlowStatus.FAILED]
+        return names + [name for name in self.errors if name not in names]
 
     @property
     def ok(self) -> bool:

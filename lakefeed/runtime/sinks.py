@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from lakefeed.connectors.base import start_query
+from lakefeed.connectors.base import QueryStart
 from lakefeed.connectors.registry import sink_names
 from lakefeed.core.errors import LakefeedError
 from lakefeed.core.lakehouse import Lakehouse
@@ -95,24 +95,11 @@ class SinkQuery:
 
     def start(self, frame: DataFrame, lakehouse: Lakehouse) -> StreamingQuery:
         counted = frame.observe(OBSERVATION, F.count(F.lit(1)).alias("rows"))
+        start = QueryStart(self.checkpoint, self.output_mode, self.flow, self.trigger)
         side = self.sink.connector_sink
         if side is not None:
-            return side.write_stream(
-                counted,
-                self.sink.options,
-                self.checkpoint,
-                output_mode=self.output_mode,
-                query_name=self.flow,
-                trigger=self.trigger,
-                lakehouse=lakehouse,
-            )
-        return start_query(
-            self._writer(counted),
-            self.checkpoint,
-            output_mode=self.output_mode,
-            query_name=self.flow,
-            trigger=self.trigger,
-        )
+            return side.write_stream(counted, self.sink.options, start, lakehouse)
+        return start.start(self._writer(counted))
 
     def _writer(self, frame: DataFrame) -> DataStreamWriter:
         if self.sink.func is not None:

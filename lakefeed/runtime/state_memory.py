@@ -65,8 +65,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from lakefeed.core.errors import OptionError
 from lakefeed.core.options import Options, parse_bytes
+from lakefeed.runtime.errors import StateMemoryError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,12 +92,6 @@ MIB = 1 << 20
 # Spark's defaults, which the checks of the shares need when only one is given.
 SPARK_WRITE_BUFFER_RATIO = 0.5
 SPARK_HIGH_PRIORITY_RATIO = 0.1
-
-
-class StateMemoryError(OptionError):
-    """A ``lakefeed.state.*`` setting Spark's RocksDB state store cannot take."""
-
-    code = "STATE_MEMORY"
 
 
 @dataclass(frozen=True)

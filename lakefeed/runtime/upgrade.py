@@ -33,7 +33,7 @@ from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.results import FlowChange, FlowVerdict, UpgradePlan
-from lakefeed.runtime.runner import orphaned_rows
+from lakefeed.runtime.run.checkpoints import orphaned_rows
 from lakefeed.runtime.validate import FlowPlan, Validation, validate
 from lakefeed.spark import offset_log
 

@@ -46,7 +46,8 @@ from lakefeed.runtime.evaluate import Evaluator, union_all
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.progress import dropped_late
 from lakefeed.runtime.results import TableComparison
-from lakefeed.runtime.runner import ONCE_DONE, PipelineRunner, RunOptions
+from lakefeed.runtime.run.context import ONCE_DONE
+from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from lakefeed.runtime.validate import Validation, validate
 
 SAMPLE = 5

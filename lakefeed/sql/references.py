@@ -23,7 +23,7 @@ from sqlglot.dialects.databricks import Databricks
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 
-from lakefeed.core.errors import LakefeedError
+from lakefeed.sql.errors import SqlTextError
 from lakefeed.sql.tokens import Token, tokens
 
 # sqlglot logs a warning for each statement it keeps as an opaque Command (VACUUM, OPTIMIZE...):
@@ -31,12 +31,6 @@ from lakefeed.sql.tokens import Token, tokens
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 _DIALECTS = {"spark": Spark(), "databricks": Databricks()}
-
-
-class SqlTextError(LakefeedError, ValueError):
-    """SQL text whose table references lakefeed cannot read."""
-
-    code = "SQL_TEXT"
 
 
 @dataclass

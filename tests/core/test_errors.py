@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,20 @@ def test_pipeline_error_keeps_its_problems() -> None:
     again = pickle.loads(pickle.dumps(error))
     assert again.problems == ["a is wrong", "b is wrong"]
     assert "a is wrong" in str(error) and "b is wrong" in str(error)
+
+
+def test_a_code_registered_twice_fails_at_import(tmp_path: Path) -> None:
+    """Which class a code read back out of a message means must not depend on which module
+    loaded first: a module registering a code again fails as it is imported."""
+    module = tmp_path / "registers_again.py"
+    module.write_text(
+        "from lakefeed.core.errors import DeltaError, register_code\n"
+        'AGAIN = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", DeltaError)\n'
+    )
+    spec = importlib.util.spec_from_file_location("registers_again", module)
+    assert spec is not None and spec.loader is not None
+    with pytest.raises(errors.DuplicateCodeError, match="DELTA_PARTITION_COLUMN_NOT_FOUND"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    with pytest.raises(errors.DuplicateCodeError, match="CONFIG"):
+        type("ConfigAgain", (errors.LakefeedError,), {"code": "CONFIG"})
+    assert errors.registered()["DELTA_PARTITION_COLUMN_NOT_FOUND"] is SchemaMismatchError

@@ -14,34 +14,17 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.support.crash import driver_session
+from tests.support.crash import driver_session, record_progress, run_to_end
 
 
-def _progress(work: Path) -> dict:
-    from deltalake import DeltaTable
-
-    from lakefeed.delta import log
-
-    query_id = None
-    if (work / "cp" / "metadata").exists():
-        query_id = json.loads((work / "cp" / "metadata").read_text())["id"]
-    delta_txn = None
-    if query_id and log.is_delta_table(str(work / "dst")):
-        delta_txn = DeltaTable(str(work / "dst")).transaction_version(query_id)
-    commits = work / "cp" / "commits"
-    spark_done = (
-        [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
-    )
-    return {
-        "run": os.environ.get("LAKEFEED_CRASH_RUN"),
-        "delta_txn": delta_txn,
-        "spark_commit": max(spark_done) if spark_done else None,
-    }
+def _query_id(work: Path) -> str | None:
+    """The query's id: the Delta sink's txn app id (None before the first start)."""
+    metadata = work / "cp" / "metadata"
+    return json.loads(metadata.read_text())["id"] if metadata.exists() else None
 
 
 def main(work: Path) -> None:
-    with (work / "runs.jsonl").open("a") as out:
-        out.write(json.dumps(_progress(work)) + "\n")
+    record_progress(work, _query_id(work))
     if os.environ.get("LAKEFEED_CRASH_RUN") == "1":
         from lakefeed.delta import commit
 
@@ -59,8 +42,7 @@ def main(work: Path) -> None:
         .trigger(availableNow=True)
         .start(str(work / "dst"))
     )
-    query.awaitTermination()
-    spark.stop()
+    run_to_end(spark, query)
 
 
 if __name__ == "__main__":

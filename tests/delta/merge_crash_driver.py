@@ -9,41 +9,20 @@ on run 1 it kills itself right after the first MERGE commit, before Spark's comm
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 from pathlib import Path
 
-from tests.support.crash import driver_session
+from tests.support.crash import driver_session, record_progress, run_to_end
 
 APP_ID = "merge-crash-upserts"
-
-
-def _progress(work: Path) -> dict:
-    from deltalake import DeltaTable
-
-    from lakefeed.delta import log
-
-    delta_txn = None
-    if log.is_delta_table(str(work / "dst")):
-        delta_txn = DeltaTable(str(work / "dst")).transaction_version(APP_ID)
-    commits = work / "cp" / "commits"
-    spark_done = (
-        [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
-    )
-    return {
-        "run": os.environ.get("LAKEFEED_CRASH_RUN"),
-        "delta_txn": delta_txn,
-        "spark_commit": max(spark_done) if spark_done else None,
-    }
 
 
 def main(work: Path) -> None:
     from lakefeed.compat.delta_spark import DeltaTable
 
-    with (work / "runs.jsonl").open("a") as out:
-        out.write(json.dumps(_progress(work)) + "\n")
+    record_progress(work, APP_ID)
     die_after_commit = os.environ.get("LAKEFEED_CRASH_RUN") == "1"
     spark = driver_session("merge-crash", work / "cp")
     target = str(work / "dst")
@@ -73,8 +52,7 @@ def main(work: Path) -> None:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    spark.stop()
+    run_to_end(spark, query)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -10,7 +9,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import (
+    ahead_of_spark,
+    kill_soon_after_progress,
+    read_runs,
+    run_with_kills,
+)
 from tests.support.delta import commit_count, unreferenced_files
 
 COMMITS = 20
@@ -45,16 +49,10 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
         final_timeout=900,
         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
-    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
-    (artifacts / "delta_crash_runs.json").write_text(json.dumps(runs, indent=1))
     # 4 kills by the harness + 1 by the sink's hook right after a Delta commit.
     assert report.kills == 4 and report.runs == 6
-    ahead = [
-        r
-        for r in runs
-        if r["delta_txn"] is not None
-        and (r["spark_commit"] is None or r["delta_txn"] > r["spark_commit"])
-    ]
+    runs = read_runs(tmp_path, artifacts / "delta_crash_runs.json")
+    ahead = ahead_of_spark(runs)
     assert ahead, f"no restart found the Delta commit ahead of Spark's commit log: {runs}"
 
     table = DeltaTable(str(tmp_path / "dst")).to_pyarrow_table()

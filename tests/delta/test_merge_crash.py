@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -11,7 +10,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import (
+    ahead_of_spark,
+    kill_soon_after_progress,
+    read_runs,
+    run_with_kills,
+)
 from tests.support.delta import commit_count
 
 COMMITS = 16
@@ -53,15 +57,9 @@ def test_foreach_batch_merge_survives_sigkill_exactly_once(tmp_path: Path, artif
         final_timeout=900,
         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
-    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
-    (artifacts / "merge_crash_runs.json").write_text(json.dumps(runs, indent=1))
     assert report.kills == 3 and report.runs == 5
-    ahead = [
-        r
-        for r in runs
-        if r["delta_txn"] is not None
-        and (r["spark_commit"] is None or r["delta_txn"] > r["spark_commit"])
-    ]
+    runs = read_runs(tmp_path, artifacts / "merge_crash_runs.json")
+    ahead = ahead_of_spark(runs)
     assert ahead, f"no restart found the MERGE commit ahead of Spark's commit log: {runs}"
 
     rows = DeltaTable(str(tmp_path / "dst")).to_pyarrow_table().to_pylist()

@@ -15,7 +15,7 @@ import sys
 
 from lakefeed.core import storage
 from lakefeed.core.storage import AnyPath
-from tests.support.crash import driver_session
+from tests.support.crash import driver_session, run_to_end
 
 FILES_PER_RUN = 6
 ROWS_PER_FILE = 25
@@ -63,8 +63,7 @@ def main(work: AnyPath, reader: str) -> None:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    spark.stop()
+    run_to_end(spark, query)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from tests.kafka.spark_support import run_to_end
 from tests.support.crash import run_with_kills
 
 EOS = {"lakefeed.deliveryGuarantee": "exactly-once"}
-DRIVER = Path(__file__).with_name("eos_crash_driver.py")
+DRIVER = Path(__file__).with_name("crash_driver.py")
 REPO = Path(__file__).resolve().parents[2]
 VALUE = StructType([StructField("value", StringType())])
 
@@ -249,7 +249,7 @@ def test_kill_9_mid_stream_then_restart_produces_each_row_once(
     # a transaction would show its rows here; Apache Kafka hides them. The replay of a batch
     # whose transaction committed is forced in test_stream_then_replayed_batch_is_skipped.)
     report = run_with_kills(
-        [sys.executable, str(DRIVER), broker.bootstrap, source, target, str(checkpoint)],
+        [sys.executable, str(DRIVER), broker.bootstrap, source, target, str(checkpoint), "kafka"],
         workdir=tmp_path,
         kills=1,
         kill_when=lambda _index: commits() >= 1,

@@ -19,7 +19,7 @@ import lakefeed as lf
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.event_log import read_events
-from lakefeed.runtime.runner import RunResult
+from lakefeed.runtime.results import RunResult
 from tests.pipeline.support import table, write
 
 PIPELINE = """

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.event_log import EventLog, read_events
 from lakefeed.runtime.listener import ProgressListener
-from lakefeed.runtime.runner import PipelineRunner, RunOptions, _graceful_stop
+from lakefeed.runtime.run.stopping import graceful_stop
+from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
 
 
@@ -42,7 +43,7 @@ def test_stop_waits_for_the_batch_end_not_an_idle_moment(tmp_path: Path) -> None
             threading.Timer(batch_end, listener.onQueryProgress, [_progress(4)]).start()
         started = time.monotonic()
         deadline = started + (30 if batch_end else 0.3)
-        _graceful_stop(query, deadline, lambda t: listener.wait_batch_end("r", 3, t))  # type: ignore[arg-type]
+        graceful_stop(query, deadline, lambda t: listener.wait_batch_end("r", 3, t))  # type: ignore[arg-type]
         assert not query.isActive
         assert stops_after <= time.monotonic() - started < stops_after + 0.5
 

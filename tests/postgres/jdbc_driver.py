@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from lakefeed.spark.session import spark_session
+from tests.support.crash import run_to_end
 
 PACKAGE = "org.postgresql:postgresql:42.7.14"
 
@@ -37,8 +38,7 @@ def main(work: Path, jdbc_url: str) -> None:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    spark.stop()
+    run_to_end(spark, query)
 
 
 if __name__ == "__main__":

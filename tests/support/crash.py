@@ -6,6 +6,7 @@ Used by every exactly-once test so that "kill -9 mid-stream" means the same thin
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -143,3 +144,53 @@ def driver_session(  # noqa: ANN201 - pyspark in the driver only
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
         storage=storage,
     )
+
+
+def run_to_end(spark, query) -> None:  # noqa: ANN001 - pyspark in the driver only
+    """A driver's last step: wait for its query to end, exit non-zero (so the harness sees a
+    failed run) if it failed, then stop Spark."""
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    spark.stop()
+
+
+def record_progress(work: Path, app_id: str | None) -> None:
+    """Before Spark starts, append to ``work/runs.jsonl`` how far the Delta table ``work/dst``
+    (its txn of ``app_id``) and Spark's commit log in ``work/cp`` each got, so a test can prove
+    that a restart found a Delta commit ahead of Spark's commit log."""
+    from deltalake import DeltaTable
+
+    from lakefeed.delta import log
+
+    delta_txn = None
+    if app_id and log.is_delta_table(str(work / "dst")):
+        delta_txn = DeltaTable(str(work / "dst")).transaction_version(app_id)
+    commits = work / "cp" / "commits"
+    spark_done = (
+        [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
+    )
+    run = {
+        "run": os.environ.get("LAKEFEED_CRASH_RUN"),
+        "delta_txn": delta_txn,
+        "spark_commit": max(spark_done) if spark_done else None,
+    }
+    with (work / "runs.jsonl").open("a") as out:
+        out.write(json.dumps(run) + "\n")
+
+
+def read_runs(work: Path, artifact: Path) -> list[dict]:
+    """The runs :func:`record_progress` recorded, also kept as ``artifact``."""
+    runs = [json.loads(line) for line in (work / "runs.jsonl").read_text().splitlines()]
+    artifact.write_text(json.dumps(runs, indent=1))
+    return runs
+
+
+def ahead_of_spark(runs: list[dict]) -> list[dict]:
+    """The runs that found the Delta commit of a batch ahead of Spark's commit log."""
+    return [
+        r
+        for r in runs
+        if r["delta_txn"] is not None
+        and (r["spark_commit"] is None or r["delta_txn"] > r["spark_commit"])
+    ]

@@ -49,6 +49,7 @@ from lakefeed.compat.delta_spark.tables import (
 from lakefeed.core import storage
 from lakefeed.core.errors import register_code
 from lakefeed.delta import log, post_commit, properties
+from lakefeed.delta.errors import PARTITION_NOT_FOUND as BAD_COLUMN
 from lakefeed.delta.generated import GENERATION_EXPRESSION
 
 ALREADY_EXISTS = register_code("DELTA_TABLE_ALREADY_EXISTS", DeltaOperationError)
@@ -56,18 +57,39 @@ MISSING_TABLE = register_code("DELTA_CANNOT_REPLACE_MISSING_TABLE", DeltaTableNo
 NO_NAME = register_code("DELTA_CREATE_TABLE_MISSING_TABLE_NAME_OR_LOCATION", DeltaOperationError)
 MISMATCH = register_code("DELTA_CREATE_TABLE_IDENTIFIER_LOCATION_MISMATCH", DeltaOperationError)
 NO_SCHEMA = register_code("DELTA_SCHEMA_NOT_PROVIDED", DeltaOperationError)
-BAD_COLUMN = register_code("DELTA_PARTITION_COLUMN_NOT_FOUND", DeltaOperationError)
 ALL_COLUMNS = register_code("DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaOperationError)
 DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
 NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
 NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
-BAD_EXPRESSION = register_code("DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", DeltaOperationError)
-BAD_REFERENCE = register_code("DELTA_INVALID_GENERATED_COLUMN_REFERENCES", DeltaOperationError)
-UDF = register_code("DELTA_UDF_IN_GENERATED_COLUMN", DeltaOperationError)
-NON_DETERMINISTIC = register_code(
-    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN", DeltaOperationError
+BAD_EXPRESSION = register_code(
+    "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression uses what Delta cannot compute from its row alone "
+    "(a subquery, a window, ...).",
 )
-AGGREGATE = register_code("DELTA_AGGREGATE_IN_GENERATED_COLUMN", DeltaOperationError)
+BAD_REFERENCE = register_code(
+    "DELTA_INVALID_GENERATED_COLUMN_REFERENCES",
+    DeltaOperationError,
+    "A generated column's expression names a column the table lacks, or another generated column.",
+)
+UDF = register_code(
+    "DELTA_UDF_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression calls a user-defined function, which a writer checking "
+    "the column could not run.",
+)
+NON_DETERMINISTIC = register_code(
+    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression is non-deterministic (rand(), current_timestamp(), ...): "
+    "a written value could not be checked.",
+)
+AGGREGATE = register_code(
+    "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression aggregates (sum, count, ...): a generated value comes "
+    "from its own row.",
+)
 TYPE_MISMATCH = register_code("DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError)
 
 IDENTITY_START = "delta.identity.start"

@@ -26,17 +26,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from lakefeed.core.errors import DeltaError
+from lakefeed.compat.delta_spark.errors import ExpressionError
 from lakefeed.sql.tokens import matching_paren, tokens
 
 Condition = str | Column
 """A condition or value as delta-spark accepts it: SQL text or a pyspark Column."""
-
-
-class ExpressionError(DeltaError, ValueError):
-    """A condition or value that cannot be handed to the Delta engine."""
-
-    code = "DELTA_EXPRESSION"
 
 
 _REFUSED = ("PythonUDF", "AggregateExpression", "WindowExpression", "ScalarSubquery")

@@ -30,18 +30,13 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lakefeed.compat.delta_spark.errors import MergeMultipleMatchesError
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.compat.delta_spark.tables import DeltaOperationError, DeltaTable, Txn, arrow_of
 from lakefeed.core.errors import DeltaError
 
 DEFAULT_TARGET_ALIAS = "target"
 DEFAULT_SOURCE_ALIAS = "source"
-
-
-class MergeMultipleMatchesError(DeltaError):
-    """Several source rows matched one target row that an update or delete clause changes."""
-
-    code = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 
 # delta-rs's wording for its check of the rule above (it has no error class of its own).

@@ -37,6 +37,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, DeltaError, register_code
@@ -52,6 +53,7 @@ from lakefeed.delta import (
     replay,
 )
 from lakefeed.delta import table as housekeeping
+from lakefeed.delta.errors import NEW_VIOLATION
 from lakefeed.delta.options import table_root, time_travel_version
 from lakefeed.delta.spark_read import spark_schema
 
@@ -72,19 +74,7 @@ CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
 CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
 
 
-class DeltaTableNotFoundError(DeltaError):
-    """``forPath``/``forName`` on something that is not a Delta table."""
-
-    code = "DELTA_TABLE_NOT_FOUND"
-
-
 PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
-
-
-class DeltaOperationError(DeltaError):
-    """delta-rs refused an operation (bad condition, type mismatch, ...)."""
-
-    code = "DELTA_OPERATION"
 
 
 class Txn:
@@ -501,7 +491,7 @@ class DeltaTable:
                 f"{broken} rows in {self._path} violate the new CHECK constraint ({expression})",
                 fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
                 "the constraint",
-                code=constraints.NEW_VIOLATION,
+                code=NEW_VIOLATION,
             )
         run_rs(
             "ADD CONSTRAINT",

@@ -61,6 +61,7 @@ from lakefeed.delta import (
     replay,
     spark_read,
 )
+from lakefeed.delta.errors import OTHER_TABLE
 from lakefeed.delta.files import (
     WrittenFile,
     read_file,
@@ -428,7 +429,7 @@ class DeltaStreamReader(
                 "this one was deleted and created again)",
                 fix="rebuild the reading table with `--full-refresh`, or give the query a new "
                 "checkpoint (in plain Spark: a new checkpointLocation)",
-                code=log.OTHER_TABLE,
+                code=OTHER_TABLE,
             )
         return offsets.DeltaOffset.from_dict(start)
 

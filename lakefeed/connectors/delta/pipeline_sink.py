@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.connectors.base import ConnectorSink
+from lakefeed.connectors.base import ConnectorSink, QueryStart
 from lakefeed.core.errors import ConfigError
 from lakefeed.core.options import Options
 
@@ -47,29 +47,14 @@ class DeltaSink(ConnectorSink):
         return table_path(options, lakehouse)
 
     def write_stream(
-        self,
-        frame: DataFrame,
-        options: Mapping[str, str],
-        checkpoint: str,
-        *,
-        output_mode: str,
-        query_name: str,
-        trigger: Mapping[str, Any],
-        lakehouse: Lakehouse,
+        self, frame: DataFrame, options: Mapping[str, str], start: QueryStart, lakehouse: Lakehouse
     ) -> StreamingQuery:
         # pyspark, delta-rs: the connector's declaration imports this module.
         from lakefeed.connectors.delta.adapters import write_stream
 
-        rest = {k: v for k, v in options.items() if k.lower() not in _WHERE}
-        return write_stream(
-            frame,
-            table_path(options, lakehouse),
-            checkpoint,
-            output_mode=output_mode,
-            query_name=query_name,
-            trigger=trigger,
-            **rest,
-        )
+        rest: dict[str, Any] = {k: v for k, v in options.items() if k.lower() not in _WHERE}
+        path = table_path(options, lakehouse)
+        return write_stream(frame, path, start.checkpoint, **start.settings(), **rest)
 
 
 def table_path(options: Mapping[str, str], lakehouse: Lakehouse) -> str:

@@ -23,16 +23,10 @@ from pathlib import PurePosixPath
 
 import pyarrow.fs as pafs
 
+from lakefeed.connectors.files.errors import GlobError
 from lakefeed.core import storage
-from lakefeed.core.errors import OptionError
 
 GLOB_CHARS = re.compile(r"[*?\[{\\]")
-
-
-class GlobError(OptionError):
-    """A glob that cannot be compiled (unbalanced ``{`` or ``[``)."""
-
-    code = "GLOB"
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lakefeed.connectors.files.errors import OptionError
 from lakefeed.connectors.files.globs import GLOB_CHARS, GlobError, PathMatcher
 from lakefeed.core import storage
-from lakefeed.core.errors import OptionError as LakefeedOptionError
 from lakefeed.core.options import Options
 from lakefeed.core.storage import is_object_store
 
@@ -51,12 +51,6 @@ _KNOWN = {
     "cloudfiles.cleansource",
     "cloudfiles.cleansource.movedestination",
 } | _IGNORED
-
-
-class OptionError(LakefeedOptionError):
-    """A misuse caught before the stream starts; the message says what to do."""
-
-    code = "FILES_OPTION"
 
 
 def local_path(raw: str) -> str:

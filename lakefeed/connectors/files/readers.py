@@ -48,6 +48,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakefeed.connectors.files.errors import (
+    BadRecordsError,
+    NewColumnsError,
+    SchemaEvolvedError,
+    UnreadableFileError,
+)
 from lakefeed.connectors.files.filelog import FileEntry, skipped_dir, write_json
 from lakefeed.connectors.files.plan import ReadPlan
 from lakefeed.connectors.files.schemas import (
@@ -60,7 +66,6 @@ from lakefeed.connectors.files.schemas import (
     value_type,
 )
 from lakefeed.core import storage
-from lakefeed.core.errors import SourceError
 from lakefeed.core.logs import get_logger
 
 CORRUPT_RECORD = "_corrupt_record"
@@ -68,31 +73,6 @@ FILE_PATH_KEY = "_file_path"
 MAX_BATCH_ROWS = 65_536
 
 log = get_logger("lakefeed.connectors.files")
-
-
-class NewColumnsError(SourceError):
-    """A file brought columns the schema does not have (addNewColumns / failOnNewColumns)."""
-
-    code = "NEW_COLUMNS"
-
-
-class SchemaEvolvedError(NewColumnsError):
-    """addNewColumns recorded the new columns: a restart ingests them (Auto Loader's way)."""
-
-    code = "SCHEMA_EVOLVED"
-    permanent = False
-
-
-class BadRecordsError(SourceError):
-    """Values did not fit the schema and there is no rescued-data column to keep them."""
-
-    code = "BAD_RECORDS"
-
-
-class UnreadableFileError(SourceError):
-    """A file could not be read at all (corrupt, truncated, vanished)."""
-
-    code = "UNREADABLE_FILE"
 
 
 @dataclass

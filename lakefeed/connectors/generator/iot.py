@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakefeed.core.errors import OptionError
+from lakefeed.connectors.generator.errors import GeneratorOptionError
 from lakefeed.core.options import Options
 
 NAME = "lakefeed_iot"
@@ -78,12 +78,6 @@ MALFORMED_KINDS = (
     "null_device",
     "empty_device",
 )
-
-
-class GeneratorOptionError(OptionError):
-    """An option of the ``lakefeed_iot`` source is unknown or invalid."""
-
-    code = "GENERATOR_OPTION"
 
 
 # --- options ---------------------------------------------------------------------------------

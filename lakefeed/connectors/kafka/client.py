@@ -23,6 +23,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from lakefeed.connectors.base import Reached
+from lakefeed.connectors.kafka.errors import (
+    DataLossError as DataLossError,  # importable here as before
+)
+from lakefeed.connectors.kafka.errors import KafkaSourceError, KafkaUnavailableError
 from lakefeed.connectors.kafka.offsets import TopicIds, Watermarks
 from lakefeed.connectors.kafka.options import (
     KafkaOptionError,
@@ -30,7 +34,6 @@ from lakefeed.connectors.kafka.options import (
     TopicPartition,
     parse_source_options,
 )
-from lakefeed.core.errors import DataLossRiskError, SourceError, UnavailableError
 from lakefeed.core.explain import explain
 
 LIBRDKAFKA_LOG = logging.getLogger("lakefeed.kafka.librdkafka")
@@ -62,24 +65,6 @@ class _Repeats(logging.Filter):
 LIBRDKAFKA_LOG.addFilter(_Repeats())
 
 T = TypeVar("T")
-
-
-class KafkaSourceError(SourceError):
-    """The brokers could not answer (unreachable, refused, timed out); message is scrubbed."""
-
-    code = "KAFKA_SOURCE"
-
-
-class DataLossError(DataLossRiskError):
-    """Offsets the query needs are gone; raised only when failOnDataLoss is true."""
-
-    code = "KAFKA_DATA_LOSS"
-
-
-class KafkaUnavailableError(KafkaSourceError, UnavailableError):
-    """No broker answered (down, unreachable, refused): worth a retry with backoff."""
-
-    code = "KAFKA_UNAVAILABLE"
 
 
 def data_loss_message(problems: Iterable[str]) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.core.errors import OptionError
+from lakefeed.connectors.kafka.errors import KafkaOptionError
 from lakefeed.core.options import Options
 from lakefeed.core.redact import MASK, is_secret_key, redact_text
 
@@ -29,12 +29,6 @@ LATEST = -1
 
 TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
-
-
-class KafkaOptionError(OptionError):
-    """A Kafka option is missing, malformed or unsupported; the message says how to fix it."""
-
-    code = "KAFKA_OPTION"
 
 
 # Java-only client settings and what librdkafka wants instead.

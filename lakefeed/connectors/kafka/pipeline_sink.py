@@ -8,9 +8,9 @@ At-least-once, as Spark's own Kafka sink: a batch replayed after a crash is prod
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lakefeed.connectors.base import ConnectorSink, start_query
+from lakefeed.connectors.base import ConnectorSink, QueryStart
 from lakefeed.core.errors import ConfigError, LakefeedError
 from lakefeed.core.options import Options
 
@@ -46,20 +46,9 @@ class KafkaSink(ConnectorSink):
         sink_options(options, schema)
 
     def write_stream(
-        self,
-        frame: DataFrame,
-        options: Mapping[str, str],
-        checkpoint: str,
-        *,
-        output_mode: str,
-        query_name: str,
-        trigger: Mapping[str, Any],
-        lakehouse: Lakehouse,
+        self, frame: DataFrame, options: Mapping[str, str], start: QueryStart, lakehouse: Lakehouse
     ) -> StreamingQuery:
         # Load order: the package imports this module first.
         from lakefeed.connectors.kafka import NAME
 
-        writer = frame.writeStream.format(NAME).options(**options)
-        return start_query(
-            writer, checkpoint, output_mode=output_mode, query_name=query_name, trigger=trigger
-        )
+        return start.start(frame.writeStream.format(NAME).options(**options))

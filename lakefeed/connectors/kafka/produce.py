@@ -18,8 +18,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
+from lakefeed.connectors.kafka.errors import KafkaSinkError
 from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions
-from lakefeed.core.errors import UnavailableError
 
 log = logging.getLogger("lakefeed.kafka.sink")
 
@@ -31,12 +31,6 @@ _COLUMN_TYPES: dict[str, tuple[str, ...]] = {
     "partition": ("int",),
     "headers": ("array<struct<key:string,value:binary>>",),
 }
-
-
-class KafkaSinkError(UnavailableError):
-    """Messages were not delivered; the batch must fail (and be retried by Spark)."""
-
-    code = "KAFKA_SINK"
 
 
 def check_sink_columns(columns: dict[str, str], options: SinkOptions) -> None:

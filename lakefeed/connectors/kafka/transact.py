@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
+from lakefeed.connectors.kafka.errors import ControlTopicBlockedError
 from lakefeed.connectors.kafka.options import SinkOptions
 from lakefeed.connectors.kafka.produce import BatchProducer, KafkaSinkError
 
@@ -35,13 +36,6 @@ log = logging.getLogger("lakefeed.kafka.sink")
 _SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
 _TIMEOUT_S = 30.0
 _POLL_S = 0.5
-
-
-class ControlTopicBlockedError(KafkaSinkError):
-    """The replay check could not read the control topic to its end: another producer's
-    transaction stays open on it. Nothing was produced; a later retry can succeed."""
-
-    code = "KAFKA_SINK_CONTROL_BLOCKED"
 
 
 def rows_to_ipc(batches: Iterable[pa.RecordBatch]) -> tuple[bytes, int]:

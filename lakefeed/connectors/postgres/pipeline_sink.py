@@ -5,9 +5,9 @@ batch by the commit table (see :mod:`lakefeed.connectors.postgres`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lakefeed.connectors.base import ConnectorSink
+from lakefeed.connectors.base import ConnectorSink, QueryStart
 from lakefeed.connectors.postgres.adapters import write_stream
 from lakefeed.connectors.postgres.sink import PostgresTarget, check_name
 from lakefeed.core.errors import ConfigError
@@ -55,23 +55,8 @@ class PostgresSink(ConnectorSink):
             )
 
     def write_stream(
-        self,
-        frame: DataFrame,
-        options: Mapping[str, str],
-        checkpoint: str,
-        *,
-        output_mode: str,
-        query_name: str,
-        trigger: Mapping[str, Any],
-        lakehouse: Lakehouse,
+        self, frame: DataFrame, options: Mapping[str, str], start: QueryStart, lakehouse: Lakehouse
     ) -> StreamingQuery:
         opts = Options(options)
         target = PostgresTarget(opts["url"], opts["dbtable"], self.keys(options))
-        return write_stream(
-            frame,
-            target,
-            checkpoint,
-            output_mode=output_mode,
-            query_name=query_name,
-            trigger=trigger,
-        )
+        return write_stream(frame, target, start.checkpoint, **start.settings())

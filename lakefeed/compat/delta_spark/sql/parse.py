@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.compat.delta_spark.errors import DeltaSqlError
+from lakefeed.core.errors import register_code
 from lakefeed.sql.ddl import COLUMN_LIST, Column, column
 from lakefeed.sql.grammar import Cursor
 from lakefeed.sql.references import (
@@ -35,13 +36,6 @@ from lakefeed.sql.references import (
 )
 from lakefeed.sql.references import split_time_travel as split_time_travel  # its old home
 from lakefeed.sql.tokens import Token, tokens
-
-
-class DeltaSqlError(DeltaError, ValueError):
-    """Delta SQL text lakefeed cannot read, or a Delta statement it cannot run."""
-
-    code = "DELTA_SQL"
-
 
 NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaSqlError)
 

@@ -1,0 +1,11 @@
+"""The observers (UI, status)'s errors, registered once here and imported where they are raised."""
+
+from __future__ import annotations
+
+from lakefeed.core.errors import LakefeedError
+
+
+class TableViewError(LakefeedError, ValueError):
+    """A request the table cannot answer (unknown table or column, wrong type): say why."""
+
+    code = "TABLE_VIEW"

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -39,6 +38,7 @@ from lakefeed.core.explain import Failure, explain
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.core.logs import get_logger
 from lakefeed.core.storage import AnyPath, as_path, remove_tree
+from lakefeed.delta import create
 from lakefeed.delta import table as delta_table
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, config
@@ -441,18 +441,12 @@ class PipelineRunner:
             return
         if dataset.schema is not None:
             return create_declared(path, dataset)
-        from deltalake import DeltaTable
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        arrow = to_arrow_schema(frame.schema, timezone="UTC")
-        nullable = pa.schema([f.with_nullable(True) for f in arrow])
-        DeltaTable.create(
+        create.create(
             path,
-            schema=nullable,
-            partition_by=dataset.partition_cols or None,
+            create.nullable(frame.schema),
+            partition_by=dataset.partition_cols,
             description=dataset.comment,
-            configuration=dataset.table_properties or None,
-            raise_if_key_not_exists=False,  # Delta takes any key outside ``delta.``
+            configuration=dataset.table_properties,
         )
 
     def _guard(self, dataset: Dataset, plan: FlowPlan, flow: str | None = None) -> list[str]:

@@ -1,176 +1,36 @@
-"""A Delta table's protocol (reader/writer versions, table features) and converting Parquet
-folders into Delta tables: delta-spark's ``upgradeTableProtocol``, ``addFeatureSupport`` and
-``convertToDelta``, over delta-rs.
-
-A protocol change is only made when lakefeed can still read and write the table afterwards:
-features whose readers must do more than read Parquet files (deletion vectors, column mapping),
-whose writers must add to every commit (row tracking), or that delta-rs then refuses to write
-(identity columns, domain metadata, V2 checkpoints) are refused with what to do instead.
+"""delta-spark's protocol calls and converting Parquet folders into Delta tables:
+``upgradeTableProtocol``, ``addFeatureSupport`` (the engine's :mod:`lakefeed.delta.upgrade`,
+whose names are re-exported here) and ``convertToDelta``, over delta-rs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NoReturn
-
-from deltalake import DeltaTable as RsTable
 from deltalake import Schema as RsSchema
-from deltalake import TableFeatures, convert_to_deltalake
+from deltalake import convert_to_deltalake
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark.sql.parse import NOT_PARQUET, path_identifier
-from lakefeed.compat.delta_spark.tables import DeltaOperationError, commit_properties, run_rs
 from lakefeed.core import storage
-from lakefeed.core.errors import register_code
-from lakefeed.delta.properties import FEATURE_PREFIX
+from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
+from lakefeed.delta.operations import commit_properties, run
+from lakefeed.delta.upgrade import (
+    FEATURES,
+    REFUSED,
+    add_feature,
+    check_properties,
+    upgrade,
+)
 
-DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
-BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
-BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
-UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
-
-MAX_READER, MAX_WRITER = 3, 7
-# Legacy writer versions lakefeed takes a table to; 6 implies identity columns, which delta-rs
-# then refuses to write (checked: "Unsupported table features required: [IdentityColumns]").
-MAX_LEGACY_WRITER = 5
-# Delta's feature names (PROTOCOL.md) to delta-rs's, for the features lakefeed keeps working with
-# (each checked: added by delta-rs, then appended to and deleted from by delta-rs).
-FEATURES = {
-    "appendOnly": TableFeatures.AppendOnly,
-    "invariants": TableFeatures.Invariants,
-    "checkConstraints": TableFeatures.CheckConstraints,
-    "changeDataFeed": TableFeatures.ChangeDataFeed,
-    "generatedColumns": TableFeatures.GeneratedColumns,
-    "timestampNtz": TableFeatures.TimestampWithoutTimezone,
-}
-REFUSED = {
-    "deletionVectors": "lakefeed reads a table's Parquet files and cannot apply deletion vectors",
-    "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
-    "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
-    "identityColumns": "delta-rs cannot write to a table with this feature",
-    "domainMetadata": "delta-rs cannot write to a table with this feature",
-    "v2Checkpoint": "delta-rs writes no V2 checkpoints",
-}
-# The features each legacy writer version implies (PROTOCOL.md), kept when the table moves to
-# table features (delta-rs would list only the one added).
-LEGACY_WRITER = {
-    2: ("appendOnly", "invariants"),
-    3: ("checkConstraints",),
-    4: ("changeDataFeed", "generatedColumns"),
-    5: ("columnMapping",),
-    6: ("identityColumns",),
-}
-# Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
-_ENABLING = {
-    "delta.enabledeletionvectors": "deletionVectors",
-    "delta.columnmapping.mode": "columnMapping",
-    "delta.enablerowtracking": "rowTracking",
-}
-_VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
-
-
-def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
-    """Raise the table's legacy protocol to ``(reader, writer)``; never lower (Delta's rule).
-
-    Table features (writer 7, reader 3) come with :func:`add_feature`, which names what the
-    table then supports; delta-rs's own upgrade to them lists features lakefeed cannot honour.
-    """
-    protocol = table.protocol()
-    if reader < protocol.min_reader_version or writer < protocol.min_writer_version:
-        raise DeltaOperationError(
-            f"protocol version cannot be downgraded from ({protocol.min_reader_version}, "
-            f"{protocol.min_writer_version}) to ({reader}, {writer})",
-            fix="give versions at least the table's current ones (DeltaTable.detail() shows them)",
-            code=DOWNGRADE,
-        )
-    if not 1 <= reader <= MAX_READER or not 2 <= writer <= MAX_WRITER:
-        raise DeltaOperationError(
-            f"protocol ({reader}, {writer}) is not one Delta defines: reader versions go up to "
-            f"{MAX_READER}, writer versions from 2 up to {MAX_WRITER}",
-            fix="use reader 1-3 and writer 2-7",
-            code=BAD_VERSION,
-        )
-    if reader == MAX_READER or writer > MAX_LEGACY_WRITER:
-        raise DeltaOperationError(
-            f"upgradeTableProtocol({reader}, {writer}) is not supported by lakefeed: writer 6 "
-            "implies identity columns, which delta-rs cannot write, and table features (reader "
-            "3, writer 7) are added one by one",
-            fix="use addFeatureSupport(name) for table features (it moves the table to writer "
-            "7, and reader 3 for a reader feature); writer versions up to 5 work here",
-            code=UNSUPPORTED,
-        )
-    wanted = {"delta.minReaderVersion": str(reader), "delta.minWriterVersion": str(writer)}
-    run_rs(
-        "UPGRADE PROTOCOL",
-        root,
-        lambda: table.alter.set_table_properties(wanted, commit_properties=commit_properties(None)),
-    )
-
-
-def add_feature(table: RsTable, root: str, name: str) -> None:
-    """Add support for the feature Delta calls ``name``; a legacy table moves to table features
-    with the features its versions implied."""
-    if name not in FEATURES:
-        _refuse_feature(name)
-    protocol = table.protocol()
-    implied = [
-        feature
-        for version, features in LEGACY_WRITER.items()
-        if protocol.min_writer_version < MAX_WRITER and version <= protocol.min_writer_version
-        for feature in features
-    ]
-    if protocol.min_reader_version == 2:
-        implied.append("columnMapping")  # reader 2 is column mapping's version
-    for feature in implied:
-        if feature not in FEATURES:
-            _refuse_feature(
-                feature,
-                f"the table's protocol ({protocol.min_reader_version}, "
-                f"{protocol.min_writer_version}) implies {feature!r}, which table features "
-                "would then list: ",
-            )
-    wanted = [FEATURES[feature] for feature in dict.fromkeys([*implied, name])]
-    run_rs(
-        "ADD FEATURE",
-        root,
-        lambda: table.alter.add_feature(
-            wanted, allow_protocol_versions_increase=True, commit_properties=commit_properties(None)
-        ),
-    )
-
-
-def _refuse_feature(name: str, context: str = "") -> NoReturn:
-    if name in REFUSED:
-        raise DeltaOperationError(
-            f"{context}table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
-            fix="leave the feature off; tables with it need Spark with delta-spark",
-            code=UNSUPPORTED,
-        )
-    raise DeltaOperationError(
-        f"unsupported table feature {name!r}",
-        fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
-        code=BAD_FEATURE,
-    )
-
-
-def check_properties(table: str, properties: Mapping[str, str]) -> None:
-    """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
-    record without acting on (``delta.feature.*``, versions above (2, 5))."""
-    for key, value in properties.items():
-        lower, setting = key.lower(), value.strip().lower()
-        feature = _ENABLING.get(lower)
-        if feature is not None and setting not in ("false", "none"):
-            _refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ")
-        if lower.startswith(FEATURE_PREFIX) or (
-            lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
-        ):
-            raise DeltaOperationError(
-                f"table {table!r}: property {key}={value} is not supported by lakefeed here "
-                "(delta-rs would record it without changing the protocol as Delta does)",
-                fix="create the table without it, then call addFeatureSupport(name) or "
-                "upgradeTableProtocol(reader, writer)",
-                code=UNSUPPORTED,
-            )
+__all__ = [
+    "FEATURES",
+    "REFUSED",
+    "UNSUPPORTED",
+    "add_feature",
+    "check_properties",
+    "convert",
+    "parquet_folder",
+    "upgrade",
+]
 
 
 def parquet_folder(identifier: str) -> str:
@@ -190,7 +50,7 @@ def convert(root: str, partition_schema: str | T.StructType | None) -> None:
     typed by ``partition_schema``, a DDL string or StructType); one commit, stats from the
     footers."""
     schema = _partition_schema(partition_schema)
-    run_rs(
+    run(
         "CONVERT",
         root,
         lambda: convert_to_deltalake(

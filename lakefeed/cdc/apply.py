@@ -25,6 +25,9 @@ from pyspark.sql import types as T
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, INVALID, START_AT, AutoCdc
 from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.delta import create, merger
+from lakefeed.delta import table as delta_table
+from lakefeed.delta.operations import Txn
 from lakefeed.spark import offset_log
 
 TRUNCATE = "T"
@@ -114,31 +117,25 @@ class ApplyChanges:
     app_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from lakefeed.compat.delta_spark import DeltaTable
-        from lakefeed.compat.delta_spark.tables import Txn
-
         spark = batch.sparkSession
         app_id = self.app_id or offset_log.running_query_id(str(self.checkpoint))
         offsets = offset_log.fingerprint(self.checkpoint, batch_id) if self.checkpoint else None
         txn = Txn(app_id, batch_id, offsets)
         self._create_state(batch)
-        target, state = (DeltaTable.forPath(spark, p) for p in (self.target, self.state))
-        if txn.done(target._open(), self.target) and txn.done(state._open(), self.state):
+        if txn.done_at(self.target) and txn.done_at(self.state):
             return  # a replay of a committed batch
         layout = target_schema(self.cdc, batch)
         folded = self._fold(spark, batch, layout).toArrow()  # the changed rows only
         is_state = pc.equal(folded.column(fold.ACTION), fold.STATE)
         rows = folded.filter(pc.invert(is_state)).select([*layout.fieldNames(), fold.ACTION])
         states = folded.filter(is_state).select([*self.cdc.keys, *_STATE])
-        self._merge_target(target, rows, layout.fieldNames(), txn)
-        self._merge_state(state, states, txn)
+        self._merge_target(rows, layout.fieldNames(), txn)
+        self._merge_state(states, txn)
 
     # ------------------------------------------------------------------ folding
 
     def _fold(self, spark: SparkSession, batch: DataFrame, layout: T.StructType) -> DataFrame:
         """Each touched key's new rows and state, folded on the executors."""
-        from lakefeed.compat.delta_spark import DeltaTable
-
         columns, seq = self.cdc.columns(batch.columns), sequence_type(self.cdc, batch)
         keys = self.cdc.keys
         changes = batch.select(
@@ -149,8 +146,8 @@ class ApplyChanges:
         truncate_at = self._truncate_at(changes)
         if truncate_at is not None:
             changes = changes.where(F.col(fold.OP) != TRUNCATE)
-        target = DeltaTable.forPath(spark, self.target).toDF()
-        state = DeltaTable.forPath(spark, self.state).toDF()
+        target = read_table(spark, self.target)
+        state = read_table(spark, self.state)
         version = {fold.SEQ: F.col(START_AT)} if self.cdc.scd_type == 2 else {}
         known = _in_layout(target, layout, seq, {fold.OP: F.lit(fold.ROW), **version})
         known = known.unionByName(
@@ -182,41 +179,30 @@ class ApplyChanges:
 
     def _create_state(self, batch: DataFrame) -> None:
         """The state table, created empty before the first batch (keys, sequence, deletes)."""
-        from deltalake import DeltaTable as RsTable
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from lakefeed.delta import table as delta_table
-
         if delta_table.exists(self.state):
             return
-        schema = state_schema(self.cdc, batch)
-        arrow = to_arrow_schema(schema, timezone="UTC")
-        RsTable.create(self.state, schema=pa.schema([f.with_nullable(True) for f in arrow]))
+        create.create(self.state, create.nullable(state_schema(self.cdc, batch)))
 
     # ------------------------------------------------------------------ merges
 
-    def _merge_target(self, target: Any, rows: pa.Table, columns: list[str], txn: Any) -> None:
+    def _merge_target(self, rows: pa.Table, columns: list[str], txn: Txn) -> None:
         on = [*self.cdc.keys, *([START_AT] if self.cdc.scd_type == 2 else [])]
         values = {f"`{c}`": f"source.`{c}`" for c in columns}
-        (
-            target.alias("target")
-            .merge(rows, _matching(on))
-            .whenMatchedDelete(f"source.`{fold.ACTION}` = '{fold.DELETE}'")
-            .whenMatchedUpdate(set=values)
-            .whenNotMatchedInsert(f"source.`{fold.ACTION}` = '{fold.UPSERT}'", values=values)
-            .withTransaction(txn.app_id, txn.version, txn.offsets)
-            .execute()
-        )
+        clauses = [
+            merger.Clause(merger.MATCHED_DELETE, f"source.`{fold.ACTION}` = '{fold.DELETE}'"),
+            merger.Clause(merger.MATCHED_UPDATE, values=values),
+            merger.Clause(merger.INSERT, f"source.`{fold.ACTION}` = '{fold.UPSERT}'", values),
+        ]
+        merger.merge(self.target, rows, _matching(on), clauses, txn=txn)
 
-    def _merge_state(self, state: Any, states: pa.Table, txn: Any) -> None:
-        (
-            state.alias("target")
-            .merge(states, _matching(self.cdc.keys))
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .withTransaction(txn.app_id, txn.version, txn.offsets)
-            .execute()
-        )
+    def _merge_state(self, states: pa.Table, txn: Txn) -> None:
+        clauses = [merger.Clause(merger.MATCHED_UPDATE_ALL), merger.Clause(merger.INSERT_ALL)]
+        merger.merge(self.state, states, _matching(self.cdc.keys), clauses, txn=txn)
+
+
+def read_table(spark: SparkSession, path: str) -> DataFrame:
+    """The rows of the Delta table at ``path`` (lakefeed's ``delta`` source)."""
+    return spark.read.format("delta").load(path)
 
 
 def join_on_keys(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:

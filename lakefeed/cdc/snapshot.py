@@ -247,13 +247,13 @@ class ApplySnapshots:
         applied again (the target's commit is skipped, the state's made). An empty snapshot of
         an empty target commits nothing; the loop moves past it in memory. The app id that has
         a ``txn`` tells the versions' kind (:meth:`Snapshots.next` keeps one kind per flow)."""
-        from deltalake import DeltaTable as RsTable
-
+        # deferred, as this module's other imports: deltalake loads when a snapshot flow runs
+        from lakefeed.delta import log
         from lakefeed.delta import table as delta_table
 
         if not delta_table.exists(self.state):
             return None
-        table = RsTable(self.state)
+        table = log.open_table(self.state)
         for kind in KINDS:
             committed = table.transaction_version(self.app_id + kind.suffix)
             if committed is not None:
@@ -261,9 +261,10 @@ class ApplySnapshots:
         return None
 
     def _state(self, spark: SparkSession) -> DataFrame | None:
-        from lakefeed.compat.delta_spark import DeltaTable
+        # deferred: pyspark and deltalake load when a snapshot flow runs
+        from lakefeed.cdc.apply import read_table
         from lakefeed.delta import table as delta_table
 
         if not delta_table.exists(self.state):
             return None
-        return DeltaTable.forPath(spark, self.state).toDF()
+        return read_table(spark, self.state)

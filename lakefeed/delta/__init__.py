@@ -3,9 +3,13 @@ writes, table features, constraints, change data, post-commit hooks.
 
 Spark-free at its core (:mod:`~lakefeed.delta.log`, :mod:`~lakefeed.delta.snapshot`,
 :mod:`~lakefeed.delta.commit`); :mod:`~lakefeed.delta.spark_read` and
-:mod:`~lakefeed.delta.spark_write` are its Spark adapters and :mod:`~lakefeed.delta.table` its
-API for the runtime. delta-spark's Python API (``DeltaTable``) is a surface over it, in
-:mod:`lakefeed.compat.delta_spark`.
+:mod:`~lakefeed.delta.spark_write` are its Spark adapters. Its API for the runtime, CDC and
+connectors: :mod:`~lakefeed.delta.create` (the one routine creating a table),
+:mod:`~lakefeed.delta.merger`, :mod:`~lakefeed.delta.operations` (update, delete, optimize,
+restore, constraints; each exactly once with a ``txn``), :mod:`~lakefeed.delta.upgrade`,
+:mod:`~lakefeed.delta.table` (history, vacuum, emptiness, reset) and
+:mod:`~lakefeed.delta.errors`. delta-spark's Python API (``DeltaTable``) is a surface over it,
+in :mod:`lakefeed.compat.delta_spark`, which nothing in the engine imports.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.delta import create
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.table_schema import GENERATION_EXPRESSION, DeclaredSchema
 
@@ -72,22 +73,22 @@ def _column(field: T.StructField, given: dict[str, str], types: dict[str, str]) 
 def create_declared(path: str, dataset: Dataset) -> None:
     """Create ``dataset``'s Delta table at ``path`` with its declared schema: its generated
     columns (checked as delta-spark checks them), NOT NULL columns, comments, and its CHECK
-    constraints as ``delta.constraints.<name>`` properties."""
-    from lakefeed.compat.delta_spark.builder import (
-        DeltaTableBuilder,  # the one create with Delta's checks
-    )
-
+    constraints (added as ``ALTER TABLE ADD CONSTRAINT`` adds them: Delta takes no constraint
+    through TBLPROPERTIES)."""
     assert dataset.schema is not None
-    builder = DeltaTableBuilder(SparkSession.active(), "createIfNotExists").location(path)
-    builder.addColumns(struct(dataset.schema))
-    if dataset.partition_cols:
-        builder.partitionedBy(*dataset.partition_cols)
-    if dataset.comment:
-        builder.comment(dataset.comment)
-    for key, value in dataset.table_properties.items():
-        builder.property(key, value)
-    table = builder.execute()
-    for name, expression in dataset.schema.checks().items():
-        # Delta takes no constraint through TBLPROPERTIES: lakefeed's one ALTER TABLE ADD
-        # CONSTRAINT (its name rules, its post-commit hooks)
-        table._add_constraint(name, expression)
+    schema = create.check_new(
+        SparkSession.active(),
+        f"delta.`{path}`",
+        list(struct(dataset.schema).fields),
+        dataset.partition_cols,
+        None,
+        dataset.table_properties,
+    )
+    create.create(
+        path,
+        schema,
+        partition_by=dataset.partition_cols,
+        description=dataset.comment or None,
+        configuration=dataset.table_properties,
+        constraints=dataset.schema.checks(),
+    )

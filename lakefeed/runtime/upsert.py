@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from lakefeed.delta import merger
+from lakefeed.delta.operations import Txn
 from lakefeed.spark import offset_log
+
+_UPSERT = (merger.Clause(merger.MATCHED_UPDATE_ALL), merger.Clause(merger.INSERT_ALL))
 
 
 @dataclass
@@ -24,16 +28,15 @@ class KeyedUpsert:
     checkpoint: str
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from lakefeed.compat.delta_spark import DeltaTable
-
         app_id = offset_log.running_query_id(self.checkpoint)
         condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
-        (
-            DeltaTable.forPath(batch.sparkSession, self.target)
-            .alias("t")
-            .merge(batch.alias("s"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .withTransaction(app_id, batch_id, offset_log.fingerprint(self.checkpoint, batch_id))
-            .execute()
+        offsets = offset_log.fingerprint(self.checkpoint, batch_id)
+        merger.merge(
+            self.target,
+            batch.toArrow,  # collected only when the batch is not committed yet
+            condition,
+            _UPSERT,
+            source_alias="s",
+            target_alias="t",
+            txn=Txn(app_id, batch_id, offsets),
         )

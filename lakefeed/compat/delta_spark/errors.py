@@ -1,8 +1,22 @@
-"""The delta-spark look-alike's errors, registered once here and imported where they are raised."""
+"""The delta-spark look-alike's errors: its own (SQL text, expressions) registered here, and the
+engine's it raises too (:mod:`lakefeed.delta.errors`), under the names delta-spark code imports."""
 
 from __future__ import annotations
 
 from lakefeed.core.errors import DeltaError
+from lakefeed.delta.errors import (
+    DeltaOperationError,
+    DeltaTableNotFoundError,
+    MergeMultipleMatchesError,
+)
+
+__all__ = [
+    "DeltaOperationError",
+    "DeltaSqlError",
+    "DeltaTableNotFoundError",
+    "ExpressionError",
+    "MergeMultipleMatchesError",
+]
 
 
 class DeltaSqlError(DeltaError, ValueError):
@@ -11,25 +25,7 @@ class DeltaSqlError(DeltaError, ValueError):
     code = "DELTA_SQL"
 
 
-class DeltaTableNotFoundError(DeltaError):
-    """``forPath``/``forName`` on something that is not a Delta table."""
-
-    code = "DELTA_TABLE_NOT_FOUND"
-
-
-class DeltaOperationError(DeltaError):
-    """delta-rs refused an operation (bad condition, type mismatch, ...)."""
-
-    code = "DELTA_OPERATION"
-
-
 class ExpressionError(DeltaError, ValueError):
     """A condition or value that cannot be handed to the Delta engine."""
 
     code = "DELTA_EXPRESSION"
-
-
-class MergeMultipleMatchesError(DeltaError):
-    """Several source rows matched one target row that an update or delete clause changes."""
-
-    code = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"

@@ -1,8 +1,9 @@
 """``DeltaTable.merge(...)``: delta-spark's ``DeltaMergeBuilder`` over delta-rs's merge.
 
 Clauses are recorded as they are added (conditions and values translated to SQL text at once,
-so a bad one fails where it is written) and handed to delta-rs's ``TableMerger`` in
-:meth:`DeltaMergeBuilder.execute`, which runs the whole MERGE as one Delta commit.
+so a bad one fails where it is written) and handed to the engine's MERGE
+(:func:`lakefeed.delta.merger.merge`) in :meth:`DeltaMergeBuilder.execute`, which runs the whole
+MERGE as one Delta commit.
 
 The source is handed to delta-rs as Arrow (a ``pyarrow.Table`` source, lakefeed's addition, is
 used as it is; its alias is ``source``): ``DataFrame.toArrow()``, where executors encode Arrow
@@ -22,34 +23,18 @@ row matches.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable as RsTable
-from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lakefeed.compat.delta_spark.errors import MergeMultipleMatchesError
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
-from lakefeed.compat.delta_spark.tables import DeltaOperationError, DeltaTable, Txn, arrow_of
-from lakefeed.core.errors import DeltaError
+from lakefeed.compat.delta_spark.tables import DeltaTable, Txn, arrow_of
+from lakefeed.delta import merger
+from lakefeed.delta.errors import MergeMultipleMatchesError
+from lakefeed.delta.merger import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, Clause
 
-DEFAULT_TARGET_ALIAS = "target"
-DEFAULT_SOURCE_ALIAS = "source"
-
-
-# delta-rs's wording for its check of the rule above (it has no error class of its own).
-_DUPLICATE_MATCH = "matched a target row with multiple source rows"
-
-
-def translate_merge_error(error: RsDeltaError) -> DeltaError | None:
-    if _DUPLICATE_MATCH in str(error):
-        return MergeMultipleMatchesError(
-            f"the MERGE source has several rows matching one target row: {error}",
-            fix="deduplicate the source on the merge keys (e.g. keep the latest row per key)",
-        )
-    return None
+__all__ = ["DeltaMergeBuilder", "MergeMultipleMatchesError"]
 
 
 def source_alias(frame: DataFrame) -> str | None:
@@ -85,12 +70,12 @@ class DeltaMergeBuilder:
             table._spark, {self._target_alias: table._schema(), self._source_alias: schema}
         )
         self._condition = str(self._scope.sql(condition, "merge condition"))
-        self._clauses: list[tuple[str, dict[str, Any]]] = []
+        self._clauses: list[Clause] = []
         self._txn: Txn | None = None
         self._merge_schema = False
 
-    def _add(self, method: str, **arguments: Any) -> DeltaMergeBuilder:
-        self._clauses.append((method, arguments))
+    def _add(self, clause: Clause) -> DeltaMergeBuilder:
+        self._clauses.append(clause)
         return self
 
     def _when(self, condition: Condition | None, what: str) -> str | None:
@@ -107,20 +92,20 @@ class DeltaMergeBuilder:
         set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
     ) -> DeltaMergeBuilder:
         return self._add(
-            "when_matched_update",
-            updates=self._set(set, "whenMatchedUpdate set"),
-            predicate=self._when(condition, "whenMatchedUpdate"),
+            Clause(
+                merger.MATCHED_UPDATE,
+                values=self._set(set, "whenMatchedUpdate set"),
+                predicate=self._when(condition, "whenMatchedUpdate"),
+            )
         )
 
     def whenMatchedUpdateAll(self, condition: Condition | None = None) -> DeltaMergeBuilder:
         return self._add(
-            "when_matched_update_all", predicate=self._when(condition, "whenMatchedUpdateAll")
+            Clause(merger.MATCHED_UPDATE_ALL, self._when(condition, "whenMatchedUpdateAll"))
         )
 
     def whenMatchedDelete(self, condition: Condition | None = None) -> DeltaMergeBuilder:
-        return self._add(
-            "when_matched_delete", predicate=self._when(condition, "whenMatchedDelete")
-        )
+        return self._add(Clause(merger.MATCHED_DELETE, self._when(condition, "whenMatchedDelete")))
 
     # ---------------------------------------------------------------- not matched (source rows)
 
@@ -130,15 +115,16 @@ class DeltaMergeBuilder:
         values: Mapping[str, Condition] | None = None,
     ) -> DeltaMergeBuilder:
         return self._add(
-            "when_not_matched_insert",
-            updates=self._set(values, "whenNotMatchedInsert values"),
-            predicate=self._when(condition, "whenNotMatchedInsert"),
+            Clause(
+                merger.INSERT,
+                values=self._set(values, "whenNotMatchedInsert values"),
+                predicate=self._when(condition, "whenNotMatchedInsert"),
+            )
         )
 
     def whenNotMatchedInsertAll(self, condition: Condition | None = None) -> DeltaMergeBuilder:
         return self._add(
-            "when_not_matched_insert_all",
-            predicate=self._when(condition, "whenNotMatchedInsertAll"),
+            Clause(merger.INSERT_ALL, self._when(condition, "whenNotMatchedInsertAll"))
         )
 
     # ---------------------------------------------------------------- not matched by source
@@ -149,15 +135,16 @@ class DeltaMergeBuilder:
         set: Mapping[str, Condition] | None = None,  # noqa: A002 - delta-spark's name
     ) -> DeltaMergeBuilder:
         return self._add(
-            "when_not_matched_by_source_update",
-            updates=self._set(set, "whenNotMatchedBySourceUpdate set"),
-            predicate=self._when(condition, "whenNotMatchedBySourceUpdate"),
+            Clause(
+                merger.BY_SOURCE_UPDATE,
+                values=self._set(set, "whenNotMatchedBySourceUpdate set"),
+                predicate=self._when(condition, "whenNotMatchedBySourceUpdate"),
+            )
         )
 
     def whenNotMatchedBySourceDelete(self, condition: Condition | None = None) -> DeltaMergeBuilder:
         return self._add(
-            "when_not_matched_by_source_delete",
-            predicate=self._when(condition, "whenNotMatchedBySourceDelete"),
+            Clause(merger.BY_SOURCE_DELETE, self._when(condition, "whenNotMatchedBySourceDelete"))
         )
 
     # ---------------------------------------------------------------- options
@@ -181,12 +168,20 @@ class DeltaMergeBuilder:
     def execute(self) -> DataFrame:
         """Run the MERGE as one commit; delta-spark's one-row metrics DataFrame (all zeros when
         the transaction was already committed)."""
-        if not self._clauses:
-            raise DeltaOperationError(
-                "a MERGE needs at least one whenMatched/whenNotMatched clause",
-                fix="add e.g. .whenMatchedUpdateAll().whenNotMatchedInsertAll()",
-            )
-        metrics = self._table._change("MERGE", self._run, self._txn) or {}
+        source = self._source
+        metrics = self._table._change(
+            lambda txn: merger.merge(
+                self._table._path,
+                source if isinstance(source, pa.Table) else lambda: arrow_of(source),
+                self._condition,
+                self._clauses,
+                source_alias=self._source_alias,
+                target_alias=self._target_alias,
+                merge_schema=self._merge_schema,
+                txn=txn,
+            ),
+            self._txn,
+        )
         inserted = int(metrics.get("num_target_rows_inserted", 0))
         updated = int(metrics.get("num_target_rows_updated", 0))
         deleted = int(metrics.get("num_target_rows_deleted", 0))
@@ -196,17 +191,3 @@ class DeltaMergeBuilder:
             "num_affected_rows long, num_updated_rows long, num_deleted_rows long, "
             "num_inserted_rows long",
         )
-
-    def _run(self, table: RsTable, commit: dict[str, Any]) -> dict[str, Any]:
-        source = self._source
-        merger = table.merge(
-            source if isinstance(source, pa.Table) else arrow_of(source),
-            self._condition,
-            source_alias=self._source_alias,
-            target_alias=self._target_alias,
-            merge_schema=self._merge_schema,
-            **commit,
-        )
-        for method, arguments in self._clauses:
-            merger = getattr(merger, method)(**arguments)
-        return dict(merger.execute())

@@ -1,4 +1,5 @@
-"""``DeltaTable``: delta-spark's Python API (``delta.tables.DeltaTable``) over delta-rs.
+"""``DeltaTable``: delta-spark's Python API (``delta.tables.DeltaTable``) over lakefeed's Delta
+engine (:mod:`lakefeed.delta`).
 
 Code written for Databricks or delta-spark runs unchanged (lakefeed ships the ``delta``
 package delta-spark's docs import, see ``delta/__init__.py``)::
@@ -13,7 +14,9 @@ package delta-spark's docs import, see ``delta/__init__.py``)::
            .execute())
 
 Reads go through lakefeed's ``format("delta")`` (Spark's Parquet reader); every change (merge,
-update, delete, optimize, vacuum, restore) is one delta-rs operation and one Delta commit.
+update, delete, optimize, vacuum, restore) is one call of the engine
+(:mod:`lakefeed.delta.merger`, :mod:`lakefeed.delta.operations`) and one Delta commit; this
+module translates delta-spark's names, conditions (pyspark Columns) and session confs onto it.
 Idempotent changes, as Delta documents for ``foreachBatch``: the session confs
 ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or the merge builder's
 ``withTransaction(appId, version)``) put a ``txn`` action into the same commit, and a change
@@ -26,34 +29,26 @@ from __future__ import annotations
 import datetime as dt
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 from deltalake import DeltaTable as RsTable
-from deltalake.exceptions import CommitFailedError
-from deltalake.exceptions import DeltaError as RsDeltaError
-from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from lakefeed.compat.delta_spark.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.core import storage
-from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.core.lakehouse import Lakehouse
-from lakefeed.delta import (
-    commit,
-    constraints,
-    features,
-    generated,
-    log,
-    manifest,
-    post_commit,
-    replay,
-)
+from lakefeed.delta import log, manifest, operations
 from lakefeed.delta import table as housekeeping
-from lakefeed.delta.errors import NEW_VIOLATION
+from lakefeed.delta.errors import (
+    DeltaOperationError,
+    DeltaTableNotFoundError,
+    unsupported,
+)
+from lakefeed.delta.operations import Txn
 from lakefeed.delta.options import table_root, time_travel_version
 from lakefeed.delta.spark_read import spark_schema
 
@@ -70,92 +65,20 @@ LAKEHOUSE_CONF = "lakefeed.lakehouse"
 
 UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
 DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
-CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
-CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
-
-
 PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
 
-
-class Txn:
-    """A ``(appId, version)`` pair carried by an idempotent change; a stream's batch also
-    carries its source ``offsets`` hash (see :mod:`lakefeed.delta.replay`)."""
-
-    def __init__(self, app_id: str, version: int, offsets: str | None = None) -> None:
-        if not app_id:
-            raise DeltaOperationError("a transaction needs a non-empty appId")
-        self.app_id = str(app_id)
-        self.version = int(version)
-        self.offsets = offsets
-
-    @classmethod
-    def from_conf(cls, spark: SparkSession) -> Txn | None:
-        """Delta's session confs for idempotent writes, both or neither."""
-        app = spark.conf.get(TXN_APP_CONF, None)
-        version = spark.conf.get(TXN_VERSION_CONF, None)
-        if (app is None) != (version is None):
-            raise DeltaOperationError(
-                f"set both {TXN_APP_CONF} and {TXN_VERSION_CONF} for an idempotent change, "
-                "or neither"
-            )
-        return cls(app, int(version)) if app is not None and version is not None else None
-
-    def done(self, table: RsTable, root: str) -> bool:
-        """Whether ``table`` (at ``root``) holds this change already; a stream's batch held
-        under other source offsets is refused (``CHECKPOINT_BEHIND_TABLE``)."""
-        committed = table.transaction_version(self.app_id)
-        replay.check(root, self.app_id, self.version, committed, self.offsets)
-        return committed is not None and committed >= self.version
+__all__ = ["DeltaOperationError", "DeltaTable", "DeltaTableNotFoundError", "Txn"]
 
 
-def commit_properties(txn: Txn | None) -> CommitProperties:
-    offsets = {replay.OFFSETS: txn.offsets} if txn is not None and txn.offsets else {}
-    return CommitProperties(
-        custom_metadata={**offsets, "engineInfo_lakefeed": "lakefeed"},
-        app_transactions=[Transaction(txn.app_id, txn.version)] if txn else None,
-    )
-
-
-def commit_args(txn: Txn | None) -> dict[str, Any]:
-    """The commit arguments of every delta-rs change: its properties, and no post-commit hooks
-    of delta-rs's (they raise after the commit: :mod:`lakefeed.delta.post_commit`
-    runs them without failing the change)."""
-    return {
-        "commit_properties": commit_properties(txn),
-        "post_commithook_properties": post_commit.NO_HOOKS,
-    }
-
-
-def run_rs(operation: str, root: str, call: Any) -> Any:
-    """Run a delta-rs call, turning its errors into lakefeed's (with codes)."""
-    from lakefeed.compat.delta_spark.merge import translate_merge_error
-
-    try:
-        return call()
-    except CommitFailedError as error:
-        refused = features.translate_rs(error, root, operation)
-        if refused is not None:
-            raise refused from error
-        raise ConflictError(
-            f"{operation} on {root} conflicted with another commit: {error}",
-            fix="retry; if a replayed stream batch raced its zombie, run one query per checkpoint",
-        ) from error
-    except RsDeltaError as error:
-        translated = translate_merge_error(error) if operation == "MERGE" else None
-        translated = translated or _violation(error, root)
-        raise translated or DeltaOperationError(
-            f"{operation} on {root} failed in delta-rs: {error}"
-        ) from error
-
-
-def _violation(error: RsDeltaError, root: str) -> DeltaError | None:
-    """delta-rs's failed constraint check as Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``
-    (naming the table's constraints, read only on this failure path)."""
-    if not constraints.rs_violation(error):
-        return None
-    table = log.rs_table(root)
-    checks = constraints.of_table(table.metadata().configuration, table.schema())
-    return constraints.translate_rs(error, checks, root)
+def _conf_txn(spark: SparkSession) -> Txn | None:
+    """Delta's session confs for idempotent writes, both or neither."""
+    app = spark.conf.get(TXN_APP_CONF, None)
+    version = spark.conf.get(TXN_VERSION_CONF, None)
+    if (app is None) != (version is None):
+        raise DeltaOperationError(
+            f"set both {TXN_APP_CONF} and {TXN_VERSION_CONF} for an idempotent change, or neither"
+        )
+    return Txn(app, int(version)) if app is not None and version is not None else None
 
 
 def _flag(spark: SparkSession, name: str, default: bool) -> bool:
@@ -167,6 +90,9 @@ def _reset_txn_conf(spark: SparkSession, txn: Txn | None) -> None:
     if txn is not None and _flag(spark, TXN_RESET_CONF, False):
         spark.conf.unset(TXN_VERSION_CONF)
 
+
+Change = Callable[[Txn | None], dict[str, Any] | None]
+"""An engine change (:mod:`lakefeed.delta.operations`) under a transaction, or None."""
 
 _LOCATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
 """Per session (as Spark's in-memory catalog): table name -> the folder ``CREATE TABLE name ...
@@ -365,7 +291,7 @@ class DeltaTable:
     def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
         """Refused: delta-rs cannot drop a table feature."""
         _verify_str(featureName, "featureName")
-        _unsupported(
+        unsupported(
             f"dropFeatureSupport({featureName!r})",
             "delta-rs cannot drop table features",
             "recreate the table without the feature: DeltaTable.createOrReplace(...) and "
@@ -454,11 +380,7 @@ class DeltaTable:
         scope = Scope(self._spark, {None: self._schema()})
         updates = scope.values(values, "set")
         predicate = scope.sql(condition, "update condition")
-        metrics = self._change(
-            "UPDATE",
-            lambda table, props: table.update(updates=updates, predicate=predicate, **props),
-        )
-        return metrics or {}
+        return self._change(lambda txn: operations.update(self._path, updates, predicate, txn))
 
     def delete(self, condition: Condition | None = None) -> None:
         """Delete the rows matching ``condition`` (every row without one)."""
@@ -467,80 +389,28 @@ class DeltaTable:
     def _delete(self, condition: Condition | None) -> dict[str, Any]:
         """:meth:`delete`, returning delta-rs's metrics (SQL's ``DELETE`` shows them)."""
         predicate = Scope(self._spark, {None: self._schema()}).sql(condition, "delete condition")
-        metrics = self._change("DELETE", lambda table, props: table.delete(predicate, **props))
-        return metrics or {}
+        return self._change(lambda txn: operations.delete(self._path, predicate, txn))
 
     def _add_constraint(self, name: str, expression: str) -> None:
-        """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``, as delta-spark: the name
-        is kept lower-cased, a name in use is refused, and so is a predicate that rows already
-        in the table break (counted by Spark: ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION``)."""
-        key = name.lower()
-        table = self._open()
-        existing = constraints.of_table(table.metadata().configuration, None)
-        old = next((e for n, e in existing if n.lower() == key), None)
-        if old is not None:
-            raise DeltaOperationError(
-                f"Constraint '{key}' already exists. Please delete the old constraint first.\n"
-                f"Old constraint:\n{old}",
-                fix=f"ALTER TABLE ... DROP CONSTRAINT {key}, then add the new one",
-                code=CONSTRAINT_EXISTS,
-            )
-        broken = self.toDF().where(f"NOT coalesce(({expression}), false)").count()
-        if broken:
-            raise DeltaError(
-                f"{broken} rows in {self._path} violate the new CHECK constraint ({expression})",
-                fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
-                "the constraint",
-                code=NEW_VIOLATION,
-            )
-        run_rs(
-            "ADD CONSTRAINT",
-            self._path,
-            lambda: table.alter.add_constraint({key: expression}, **commit_args(None)),
-        )
+        """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``, the rows already in the
+        table checked by Spark (:func:`lakefeed.delta.operations.add_constraint`)."""
+
+        def violations(predicate: str) -> int:
+            return self.toDF().where(f"NOT coalesce(({predicate}), false)").count()
+
+        operations.add_constraint(self._path, name, expression, violations)
 
     def _drop_constraint(self, name: str, if_exists: bool) -> None:
         """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name``."""
-        table = self._open()
-        existing = constraints.of_table(table.metadata().configuration, None)
-        found = next((n for n, _ in existing if n.lower() == name.lower()), None)
-        if found is None:
-            if if_exists:
-                return
-            raise DeltaOperationError(
-                f"Cannot drop nonexistent constraint {name.lower()} from table {self._path}",
-                fix="give IF EXISTS to accept a missing constraint",
-                code=CONSTRAINT_MISSING,
-            )
-        run_rs(
-            "DROP CONSTRAINT",
-            self._path,
-            lambda: table.alter.drop_constraint(found, **commit_args(None)),
-        )
+        operations.drop_constraint(self._path, name, if_exists)
 
-    def _change(self, operation: str, call: Any, txn: Txn | None = None) -> dict[str, Any] | None:
-        """One idempotent delta-rs change; None when its transaction is already committed."""
-        txn = txn or Txn.from_conf(self._spark)
-        table = self._open()
-        log.check_readable(table, self._path, log.PLAIN_PARQUET, f"lakefeed's {operation}")
-        features.check_writable(table, self._path, operation)
-        if operation in ("MERGE", "UPDATE"):
-            _refuse_generated(operation, table)
-        if txn is not None and txn.done(table, self._path):
-            _reset_txn_conf(self._spark, txn)
-            return None
-        before = table.version()
-        args = commit_args(txn)
-        result = run_rs(operation, self._path, lambda: call(table, args))
-        if txn is not None and table.version() == before:  # delta-rs commits no empty change
-            properties = args["commit_properties"]
-            run_rs(operation, self._path, lambda: commit.record_txn(table, properties))
+    def _change(self, change: Change, txn: Txn | None = None) -> dict[str, Any]:
+        """One engine change, exactly once under ``txn`` or else Delta's session confs
+        ``txnAppId``/``txnVersion``; its metrics, none when the transaction was committed."""
+        txn = txn or _conf_txn(self._spark)
+        metrics = change(txn)
         _reset_txn_conf(self._spark, txn)
-        # delta-rs's operations leave their handle at the version they committed
-        if table.version() > before:
-            configuration = table.metadata().configuration
-            post_commit.run(self._path, configuration, table.version(), before, lambda: table)
-        return dict(result)
+        return metrics or {}
 
     # ------------------------------------------------------------------ table utilities
 
@@ -610,11 +480,7 @@ class DeltaTable:
         return self._restore(int(version or 0))
 
     def _restore(self, target: int | dt.datetime) -> DataFrame:
-        metrics = self._change(
-            "RESTORE",
-            lambda table, props: table.restore(target, **props),
-        )
-        metrics = metrics or {}
+        metrics = self._change(lambda txn: operations.restore(self._path, target, txn))
         after = housekeeping.info(self._path)
         row = (
             after.size_bytes,
@@ -644,30 +510,6 @@ def _verify_str(value: Any, name: str) -> None:
         raise ValueError(f"{name} needs to be a string but got '{type(value)}'.")
 
 
-def _unsupported(call: str, why: str, fix: str) -> NoReturn:
-    from lakefeed.compat.delta_spark.protocol import UNSUPPORTED
-
-    raise DeltaOperationError(
-        f"{call} is not supported by lakefeed: {why}", fix=fix, code=UNSUPPORTED
-    )
-
-
-def _refuse_generated(operation: str, table: RsTable) -> None:
-    """delta-rs's MERGE and UPDATE do not recompute generated columns as Delta does: an update
-    of a column they derive from fails delta-rs's check, and camelCase names fail its SQL
-    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs."""
-    columns = generated.expressions(table.schema())
-    if columns:
-        names = ", ".join(f"{name} = {expression}" for name, expression in columns)
-        _unsupported(
-            operation,
-            f"the table has generated columns ({names}), which delta-rs's {operation} does not "
-            "recompute",
-            "delete the rows (DeltaTable.delete) and append their new versions with a write "
-            "(lakefeed's writes compute generated columns)",
-        )
-
-
 def _refuse_clone(shallow: bool) -> NoReturn:
     copy = (
         "copy the rows instead: spark.read.format('delta').load(source)"
@@ -677,7 +519,7 @@ def _refuse_clone(shallow: bool) -> NoReturn:
         raise DeltaOperationError(
             "Deep clone is not supported by this Delta version.", fix=copy, code=DEEP_CLONE
         )
-    _unsupported(
+    unsupported(
         "shallow clone",
         "a shallow clone's files stay in the source folder, which delta-rs cannot read",
         copy,
@@ -709,23 +551,20 @@ class DeltaOptimizeBuilder:
         return self
 
     def executeCompaction(self) -> DataFrame:
-        return self._run(
-            lambda table, props: table.optimize.compact(partition_filters=self._filters, **props)
-        )
+        return self._run(None)
 
     def executeZOrderBy(self, *columns: str | list[str]) -> DataFrame:
-        names = [c for item in columns for c in ([item] if isinstance(item, str) else item)]
         return self._run(
-            lambda table, props: table.optimize.z_order(
-                names, partition_filters=self._filters, **props
-            )
+            [c for item in columns for c in ([item] if isinstance(item, str) else item)]
         )
 
-    def _run(self, call: Any) -> DataFrame:
-        metrics = self._table._change("OPTIMIZE", call) or {}
-        spark = self._table._spark
-        row = (_uri(self._table._path), {k: str(v) for k, v in metrics.items()})
-        return spark.createDataFrame([row], "path string, metrics map<string,string>")
+    def _run(self, z_order: list[str] | None) -> DataFrame:
+        table = self._table
+        metrics = table._change(
+            lambda txn: operations.optimize(table._path, self._filters, z_order, txn)
+        )
+        row = (_uri(table._path), {k: str(v) for k, v in metrics.items()})
+        return table._spark.createDataFrame([row], "path string, metrics map<string,string>")
 
 
 PROTOCOL_PROPERTIES = ("delta.minreaderversion", "delta.minwriterversion")

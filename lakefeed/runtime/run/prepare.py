@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import create
 from lakefeed.delta import table as delta_table
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.graph import PipelineError
@@ -126,17 +126,10 @@ def create_if_missing(lakehouse: Lakehouse, dataset: Dataset, frame: DataFrame) 
         return
     if dataset.schema is not None:
         return create_declared(path, dataset)
-    # deferred: pyspark's pandas helpers load pandas, needed only when a table is created
-    from deltalake import DeltaTable
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow = to_arrow_schema(frame.schema, timezone="UTC")
-    nullable = pa.schema([f.with_nullable(True) for f in arrow])
-    DeltaTable.create(
+    create.create(
         path,
-        schema=nullable,
-        partition_by=dataset.partition_cols or None,
+        create.nullable(frame.schema),
+        partition_by=dataset.partition_cols,
         description=dataset.comment,
-        configuration=dataset.table_properties or None,
-        raise_if_key_not_exists=False,  # Delta takes any key outside ``delta.``
+        configuration=dataset.table_properties,
     )

@@ -1,0 +1,246 @@
+"""The Delta engine's row and table changes: update, delete, optimize, restore, CHECK
+constraints — each one delta-rs operation and one Delta commit, exactly once with a ``txn``.
+
+Every change goes through :func:`change`: the table must be readable and writable by lakefeed,
+a change whose :class:`Txn` the table holds already is skipped (a micro-batch replayed after a
+crash changes nothing), one that rightly changed no row still records its ``txn``, delta-rs's
+errors become lakefeed's (with codes) and lakefeed's post-commit hooks follow the commit
+(:mod:`~lakefeed.delta.post_commit`). MERGE is :mod:`lakefeed.delta.merger`, creating a table
+:mod:`lakefeed.delta.create`, vacuum :func:`lakefeed.delta.table.vacuum`.
+
+    from lakefeed.delta import operations
+    operations.delete(root, "day < '2026-01-01'")
+    operations.update(root, {"status": "'closed'"}, "id = 7", txn=operations.Txn("app", 3))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import DeltaError as RsDeltaError
+from deltalake.transaction import CommitProperties, Transaction
+
+from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.delta import commit, constraints, features, generated, log, post_commit, replay
+from lakefeed.delta.errors import (
+    NEW_VIOLATION,
+    DeltaOperationError,
+    translate_merge_error,
+    unsupported,
+)
+
+CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
+CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
+
+Call = Callable[[DeltaTable, dict[str, Any]], Mapping[str, Any]]
+"""One delta-rs operation on an open table, given :func:`commit_args`; its metrics."""
+
+
+class Txn:
+    """A ``(appId, version)`` pair carried by an idempotent change; a stream's batch also
+    carries its source ``offsets`` hash (see :mod:`lakefeed.delta.replay`)."""
+
+    def __init__(self, app_id: str, version: int, offsets: str | None = None) -> None:
+        if not app_id:
+            raise DeltaOperationError("a transaction needs a non-empty appId")
+        self.app_id = str(app_id)
+        self.version = int(version)
+        self.offsets = offsets
+
+    def done(self, table: DeltaTable, root: str) -> bool:
+        """Whether ``table`` (at ``root``) holds this change already; a stream's batch held
+        under other source offsets is refused (``CHECKPOINT_BEHIND_TABLE``)."""
+        committed = table.transaction_version(self.app_id)
+        replay.check(root, self.app_id, self.version, committed, self.offsets)
+        return committed is not None and committed >= self.version
+
+    def done_at(self, root: str) -> bool:
+        """:meth:`done` for the table at ``root`` as it is now."""
+        return self.done(log.open_table(root), root)
+
+
+def commit_properties(txn: Txn | None) -> CommitProperties:
+    """lakefeed's commitInfo (its engine, a stream batch's ``sourceOffsets``) and ``txn``."""
+    offsets = {replay.OFFSETS: txn.offsets} if txn is not None and txn.offsets else {}
+    return CommitProperties(
+        custom_metadata={**offsets, "engineInfo_lakefeed": "lakefeed"},
+        app_transactions=[Transaction(txn.app_id, txn.version)] if txn else None,
+    )
+
+
+def commit_args(txn: Txn | None) -> dict[str, Any]:
+    """The commit arguments of every delta-rs change: its properties, and no post-commit hooks
+    of delta-rs's (they raise after the commit: :mod:`lakefeed.delta.post_commit`
+    runs them without failing the change)."""
+    return {
+        "commit_properties": commit_properties(txn),
+        "post_commithook_properties": post_commit.NO_HOOKS,
+    }
+
+
+def run(operation: str, root: str, call: Callable[[], Any]) -> Any:
+    """Run a delta-rs call, turning its errors into lakefeed's (with codes)."""
+    try:
+        return call()
+    except CommitFailedError as error:
+        refused = features.translate_rs(error, root, operation)
+        if refused is not None:
+            raise refused from error
+        raise ConflictError(
+            f"{operation} on {root} conflicted with another commit: {error}",
+            fix="retry; if a replayed stream batch raced its zombie, run one query per checkpoint",
+        ) from error
+    except RsDeltaError as error:
+        translated = translate_merge_error(error) if operation == "MERGE" else None
+        translated = translated or _violation(error, root)
+        raise translated or DeltaOperationError(
+            f"{operation} on {root} failed in delta-rs: {error}"
+        ) from error
+
+
+def _violation(error: RsDeltaError, root: str) -> DeltaError | None:
+    """delta-rs's failed constraint check as Delta's ``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``
+    (naming the table's constraints, read only on this failure path)."""
+    if not constraints.rs_violation(error):
+        return None
+    table = log.rs_table(root)
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    return constraints.translate_rs(error, checks, root)
+
+
+def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dict[str, Any] | None:
+    """One idempotent delta-rs change of the table at ``root``; its metrics, or None when its
+    ``txn`` is already committed."""
+    table = log.open_table(root)
+    log.check_readable(table, root, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+    features.check_writable(table, root, operation)
+    if operation in ("MERGE", "UPDATE"):
+        _refuse_generated(operation, table)
+    if txn is not None and txn.done(table, root):
+        return None
+    before = table.version()
+    args = commit_args(txn)
+    result = run(operation, root, lambda: call(table, args))
+    if txn is not None and table.version() == before:  # delta-rs commits no empty change
+        properties = args["commit_properties"]
+        run(operation, root, lambda: commit.record_txn(table, properties))
+    # delta-rs's operations leave their handle at the version they committed
+    if table.version() > before:
+        configuration = table.metadata().configuration
+        post_commit.run(root, configuration, table.version(), before, lambda: table)
+    return dict(result)
+
+
+def _refuse_generated(operation: str, table: DeltaTable) -> None:
+    """delta-rs's MERGE and UPDATE do not recompute generated columns as Delta does: an update
+    of a column they derive from fails delta-rs's check, and camelCase names fail its SQL
+    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs."""
+    columns = generated.expressions(table.schema())
+    if columns:
+        names = ", ".join(f"{name} = {expression}" for name, expression in columns)
+        unsupported(
+            operation,
+            f"the table has generated columns ({names}), which delta-rs's {operation} does not "
+            "recompute",
+            "delete the rows (DeltaTable.delete) and append their new versions with a write "
+            "(lakefeed's writes compute generated columns)",
+        )
+
+
+def update(
+    root: str, updates: Mapping[str, str], predicate: str | None = None, txn: Txn | None = None
+) -> dict[str, Any] | None:
+    """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one)."""
+    values = dict(updates)
+    return change(
+        root,
+        "UPDATE",
+        lambda table, args: table.update(updates=values, predicate=predicate, **args),
+        txn,
+    )
+
+
+def delete(
+    root: str, predicate: str | None = None, txn: Txn | None = None
+) -> dict[str, Any] | None:
+    """Delete the rows matching ``predicate`` (every row without one)."""
+    return change(root, "DELETE", lambda table, args: table.delete(predicate, **args), txn)
+
+
+def optimize(
+    root: str,
+    partition_filters: list[tuple[str, str, Any]] | None = None,
+    z_order: list[str] | None = None,
+    txn: Txn | None = None,
+) -> dict[str, Any] | None:
+    """Compact small files (Z-ordered by ``z_order`` when given), in the partitions
+    ``partition_filters`` select (all without)."""
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        if z_order is None:
+            return table.optimize.compact(partition_filters=partition_filters, **args)
+        return table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
+
+    return change(root, "OPTIMIZE", call, txn)
+
+
+def restore(root: str, target: int | dt.datetime, txn: Txn | None = None) -> dict[str, Any] | None:
+    """Make version ``target`` (or the one at a time) the table's content again."""
+    return change(root, "RESTORE", lambda table, args: table.restore(target, **args), txn)
+
+
+def add_constraint(
+    root: str, name: str, expression: str, violations: Callable[[str], int] | None = None
+) -> None:
+    """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``, as delta-spark: the name is
+    kept lower-cased, a name in use is refused, and so is a predicate that rows already in the
+    table break (``violations(expression)`` counts them, Spark's SQL being the one Delta
+    checks with; without it delta-rs checks: ``DELTA_NEW_CHECK_CONSTRAINT_VIOLATION``)."""
+    key = name.lower()
+    table = log.open_table(root)
+    existing = constraints.of_table(table.metadata().configuration, None)
+    old = next((e for n, e in existing if n.lower() == key), None)
+    if old is not None:
+        raise DeltaOperationError(
+            f"Constraint '{key}' already exists. Please delete the old constraint first.\n"
+            f"Old constraint:\n{old}",
+            fix=f"ALTER TABLE ... DROP CONSTRAINT {key}, then add the new one",
+            code=CONSTRAINT_EXISTS,
+        )
+    broken = violations(expression) if violations is not None else 0
+    if broken:
+        raise DeltaError(
+            f"{broken} rows in {root} violate the new CHECK constraint ({expression})",
+            fix="fix or delete those rows first (DELETE FROM ... WHERE NOT (...)), or relax "
+            "the constraint",
+            code=NEW_VIOLATION,
+        )
+    run(
+        "ADD CONSTRAINT",
+        root,
+        lambda: table.alter.add_constraint({key: expression}, **commit_args(None)),
+    )
+
+
+def drop_constraint(root: str, name: str, if_exists: bool) -> None:
+    """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name``."""
+    table = log.open_table(root)
+    existing = constraints.of_table(table.metadata().configuration, None)
+    found = next((n for n, _ in existing if n.lower() == name.lower()), None)
+    if found is None:
+        if if_exists:
+            return
+        raise DeltaOperationError(
+            f"Cannot drop nonexistent constraint {name.lower()} from table {root}",
+            fix="give IF EXISTS to accept a missing constraint",
+            code=CONSTRAINT_MISSING,
+        )
+    run(
+        "DROP CONSTRAINT",
+        root,
+        lambda: table.alter.drop_constraint(found, **commit_args(None)),
+    )

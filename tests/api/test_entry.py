@@ -205,6 +205,7 @@ def test_validate_json_of_a_pipeline_that_does_not_load(tmp_path: Path) -> None:
     assert "p.py:3" in doc["problems"][0]
 
 
+@pytest.mark.slow  # a subprocess pipeline run: its own Spark
 def test_cli_run_goes_through_lakefeed_run(tmp_path: Path) -> None:
     """The command prints the typed result: each flow's status and rows written."""
     one_flow = write(tmp_path / "one", {"flows.py": FLOWS})

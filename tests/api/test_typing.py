@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 # Third-party packages are skipped: the check is about lakefeed's signatures, and fast.
@@ -43,6 +44,7 @@ lf.table(comment=3)
 """
 
 
+@pytest.mark.slow  # mypy itself
 def test_decorators_keep_the_flow_function_type(tmp_path: Path) -> None:
     (tmp_path / "mypy.ini").write_text(CONFIG)
     (tmp_path / "flows.py").write_text(FLOWS)

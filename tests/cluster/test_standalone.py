@@ -143,6 +143,7 @@ cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", {master!r},
 
 @pytest.mark.cluster
 @pytest.mark.crash
+@pytest.mark.soak  # a second crash point: CI proves the cluster with its killed workers
 @pytest.mark.timeout(900)
 def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
     cluster: Cluster, tmp_path: Path
@@ -171,6 +172,7 @@ def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
 
 
 @pytest.mark.cluster
+@pytest.mark.soak  # a combination: CI proves the cluster and S3 each on its own
 @pytest.mark.timeout(900)
 def test_iot_on_the_cluster_with_its_lakehouse_on_s3(
     cluster: Cluster, moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

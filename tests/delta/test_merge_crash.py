@@ -18,7 +18,9 @@ COMMITS = 16
 ROWS = 100
 STEP = 40  # commits overlap: most keys are updated by several batches
 
-pytestmark = [pytest.mark.crash, pytest.mark.timeout(1800)]
+# A second Delta crash (MERGE through foreachBatch): CI proves MERGE with a txn under kill -9 in
+# tests/cdc/test_crash, the Delta stream in tests/delta/test_crash.
+pytestmark = [pytest.mark.crash, pytest.mark.soak, pytest.mark.timeout(1800)]
 
 
 def _source(root: Path) -> dict[int, tuple[str, int]]:

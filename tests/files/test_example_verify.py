@@ -43,6 +43,7 @@ def test_verify_reads_only_the_committed_files(spark, tmp_path: Path) -> None:
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # a second files crash: CI's is tests/files/test_crash (both readers)
 @pytest.mark.timeout(1800)
 def test_kill9_mid_stream_restart_then_verify_passes(spark, tmp_path: Path) -> None:
     landing, lakehouse = tmp_path / "landing", Lakehouse.at(tmp_path / "lakehouse")

@@ -50,6 +50,7 @@ def test_verify_reads_only_the_committed_offsets(spark, broker: Tansu, tmp_path:
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # a second Kafka crash: CI's are tests/kafka/test_crash and test_exactly_once
 @pytest.mark.timeout(1800)
 def test_kill9_mid_stream_restart_then_verify_passes(spark, broker: Tansu, tmp_path: Path) -> None:
     topic = broker.create_topic(3)

@@ -79,6 +79,7 @@ def test_the_installed_package_is_the_wheel_not_this_tree(installed: Path, tmp_p
     assert "--duration" in help_text.stdout
 
 
+@pytest.mark.soak  # the wheel's examples and ``lakefeed demo`` are checked above; this runs it
 def test_demo_runs_from_a_folder_outside_the_repository(installed: Path, tmp_path: Path):
     command = [installed / "lakefeed", "demo", "--duration", "25", "--rows-per-second", "50"]
     command += ["--master", "local[2]", "--lakehouse", tmp_path / "lakehouse"]

@@ -73,7 +73,9 @@ def test_kill9_mid_stream_then_restart_matches_batch(spark, tmp_path: Path) -> N
 
 @pytest.mark.crash
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("group", [False, True], ids=["driver", "process-group"])
+@pytest.mark.parametrize(
+    "group", [False, pytest.param(True, marks=pytest.mark.soak)], ids=["driver", "process-group"]
+)
 def test_sigterm_stops_after_the_running_batch(tmp_path: Path, group: bool) -> None:
     """SIGTERM to the Python driver (docker stop), or to its whole process group with Spark's
     JVM and Python workers in it (systemd's default KillMode, ``timeout``): a clean stop."""

@@ -36,6 +36,7 @@ CONF = {"fraud.velocityWindow": "60 minutes", "fraud.maxFilesPerTrigger": "1"}
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # a second pipeline under kill -9: CI's is tests/pipeline/test_crash
 @pytest.mark.timeout(1200)
 def test_kill9_mid_stream_keeps_state_and_alerts_once(spark, tmp_path: Path) -> None:
     lakehouse, landing = Lakehouse.at(tmp_path / "lakehouse"), tmp_path / "landing"

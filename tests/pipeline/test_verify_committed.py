@@ -48,6 +48,7 @@ def test_first_available_now_run_has_rows_and_verify_passes(spark, tmp_path: Pat
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # kill -9 then verify: CI's proof is tests/pipeline/test_crash
 @pytest.mark.timeout(1800)
 def test_kill9_mid_stream_restart_then_verify_passes(spark, tmp_path: Path) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")

@@ -153,6 +153,7 @@ def _every_file_once(root: str, runs: int) -> None:
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # the second reader on S3: both readers' proofs run locally (tests/files)
 @pytest.mark.timeout(900)
 def test_spark_reader_on_s3_picks_up_files_landing_between_runs(
     moto: MotoServer, s3_env: dict[str, str], tmp_path: Path
@@ -173,6 +174,7 @@ def test_spark_reader_on_s3_picks_up_files_landing_between_runs(
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # kill -9 on S3 is proven by tests/s3/test_pipeline, the reader by tests/files
 @pytest.mark.timeout(1200)
 def test_python_reader_on_s3_each_file_once_across_kills(
     moto: MotoServer, s3_env: dict[str, str], tmp_path: Path
@@ -220,6 +222,7 @@ sys.exit(0 if check.ok else 1)
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # a combination: evolution and verify run locally, the files source on S3 above
 @pytest.mark.timeout(900)
 def test_file_ingest_pipeline_on_s3_evolves_and_verifies(
     moto: MotoServer, s3_env: dict[str, str], tmp_path: Path

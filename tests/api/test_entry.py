@@ -19,6 +19,7 @@ from lakefeed.delta import table as delta_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.results import FlowStatus
 from tests.pipeline.support import write
+from tests.support.delta import table
 
 SOURCE = (
     'lf.source("iot", rowsPerSecond=10, totalRows=120, devices=4, '
@@ -50,7 +51,7 @@ def pipeline(tmp_path: Path) -> Path:
 
 
 def _rows(lakehouse: Lakehouse, name: str) -> int:
-    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table().num_rows
+    return table(lakehouse, name).num_rows
 
 
 def _assert_declared_metadata(lakehouse: Lakehouse) -> None:

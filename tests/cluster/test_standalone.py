@@ -23,8 +23,9 @@ from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.spark.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, parse_spark_conf
 from tests.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
-from tests.support.cluster import Cluster, free_port
-from tests.support.crash import DRIVER_JVM, run_with_kills
+from tests.support.cluster import Cluster
+from tests.support.crash import DRIVER_JVM, run_with_kills, spark_commits
+from tests.support.net import free_port
 from tests.support.s3 import MotoServer
 from tests.support.verify import conf_args
 
@@ -63,11 +64,6 @@ def _lakefeed(*args: str, log: Path, env: dict[str, str] | None = None) -> subpr
         )
 
 
-def _commits(checkpoint: Path) -> int:
-    commits = checkpoint / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-
 def test_spark_conf_must_be_spark_settings() -> None:
     assert parse_spark_conf(["spark.executor.memory=2g"]) == {"spark.executor.memory": "2g"}
     with pytest.raises(ConfigError) as refused:
@@ -83,7 +79,7 @@ def test_an_unreachable_master_is_refused_before_spark_starts() -> None:
 
 def _wait_for_a_commit(checkpoint: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 600
-    while _commits(checkpoint) < 1:
+    while spark_commits(checkpoint) < 1:
         assert proc.poll() is None, log.read_text()[-4000:]
         assert time.monotonic() < deadline, f"no batch committed in {checkpoint}"
         time.sleep(0.2)
@@ -160,7 +156,7 @@ def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
         [sys.executable, str(driver)],
         workdir=tmp_path,
         kills=1,
-        kill_when=lambda _: _commits(bronze_checkpoint) >= 1,
+        kill_when=lambda _: spark_commits(bronze_checkpoint) >= 1,
         min_delay=300,
         max_delay=300,
         final_timeout=600,

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
 from lakefeed.core.lakehouse import Lakehouse
-from tests.cluster.test_standalone import CONF, ROWS, _commits
+from tests.cluster.test_standalone import CONF, ROWS
 from tests.pipeline.support import IOT, table
 from tests.support.connect import ConnectServer
-from tests.support.crash import run_with_kills
+from tests.support.crash import run_with_kills, spark_commits
 from tests.support.verify import conf_args
 
 pytestmark = [pytest.mark.connect, pytest.mark.crash]
@@ -70,7 +70,7 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
         [sys.executable, str(driver)],
         workdir=tmp_path,
         kills=1,
-        kill_when=lambda _: _commits(lakehouse.checkpoint_path("bronze_readings")) >= 1,
+        kill_when=lambda _: spark_commits(lakehouse.checkpoint_path("bronze_readings")) >= 1,
         min_delay=300,
         max_delay=300,
         final_timeout=600,

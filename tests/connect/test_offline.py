@@ -15,7 +15,7 @@ from lakefeed.runtime.evaluate import _walk_text
 from lakefeed.spark import connect
 from lakefeed.spark.plan_text import analyzed_tree, bracket_items
 from tests.pipeline.support import IOT
-from tests.support.cluster import free_port
+from tests.support.net import free_port
 
 # explain(extended=True) of a windowed count over a deduplicated stream, from a Connect server
 # (the Project line shortened: the window's expression is long)

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.delta import log_actions, unreferenced_files
+from tests.support.delta import log_actions, rows, unreferenced_files
 
 
 def _rows(path: Path) -> list[dict]:
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    return rows(path, key=lambda r: r["id"])
 
 
 def test_write_append_overwrite_and_read_back_everywhere(spark, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from tests.support.delta import log_actions, unreferenced_files
+from tests.support.delta import rows as delta_rows
 
 
 def _source(path: Path, commits: int, rows: int = 3) -> None:
@@ -92,7 +93,7 @@ def test_complete_mode_overwrites_each_batch(spark, tmp_path: Path) -> None:
     run()
     _source(src, 1)
     run()
-    rows = sorted(DeltaTable(str(dst)).to_pyarrow_table().to_pylist(), key=lambda r: r["k"])
+    rows = delta_rows(dst, key=lambda r: r["k"])
     assert rows == [{"k": "p0", "count": 5}, {"k": "p1", "count": 4}]
 
 

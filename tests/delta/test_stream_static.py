@@ -13,6 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakefeed.connectors import delta
 from lakefeed.runtime.evaluate import plan_facts
 from tests.support.delta import join_across_a_change
+from tests.support.delta import rows as delta_rows
 
 
 def _devices(ids: list[int]) -> pa.Table:
@@ -36,7 +37,7 @@ def test_each_micro_batch_joins_the_dimension_as_it_is_then(
         write_deltalake(src, _devices([1]), mode="append")
 
     join_across_a_change(enriched, out, str(tmp_path / "cp"), change)
-    rows = sorted(DeltaTable(out).to_pyarrow_table().to_pylist(), key=str)
+    rows = delta_rows(out)
     assert rows == sorted(
         [{"device": 1, "site": "a"}, {"device": 2, "site": "b"}, {"device": 1, "site": "moved"}],
         key=str,

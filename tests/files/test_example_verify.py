@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from deltalake import DeltaTable
 
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.support.crash import run_with_kills
+from tests.support.delta import table as read_table
 from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "file_ingest"
@@ -23,7 +23,7 @@ from land import land_wave  # noqa: E402
 
 
 def _rows(lakehouse: Lakehouse, name: str) -> int:
-    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_dataset().count_rows()
+    return read_table(lakehouse, name).num_rows
 
 
 def test_verify_reads_only_the_committed_files(spark, tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_kill9_mid_stream_restart_then_verify_passes(spark, tmp_path: Path) -> N
         final_timeout=900,
     )
     assert report.kills == 1
-    table = DeltaTable(str(lakehouse.table_path("bronze_orders"))).to_pyarrow_table()
+    table = read_table(lakehouse, "bronze_orders")
     assert table.num_rows == 200 and pc.count_distinct(table["order_id"]).as_py() == 200
     land_wave(landing, 2)
     assert_verify_passes(EXAMPLE, lakehouse, conf)

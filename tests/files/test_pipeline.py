@@ -9,21 +9,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
+from tests.support.delta import table
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "file_ingest"
 sys.path.insert(0, str(EXAMPLE))
 from land import land_wave  # noqa: E402
-
-
-def _table(lakehouse: Lakehouse, name: str):
-    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
 
 
 def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -> None:
@@ -46,15 +42,15 @@ def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -
     result = PipelineRunner(pipeline, lakehouse, spark, options).run()
     assert result.ok, result
 
-    bronze = _table(lakehouse, "bronze_orders")
+    bronze = table(lakehouse, "bronze_orders")
     assert bronze.num_rows == 400  # every line of every file once, malformed ones included
     assert "coupon" in bronze.column_names
     assert pc.count_distinct(bronze["source_file"]).as_py() == 8
     rescued = [json.loads(x) for x in bronze["_rescued_data"].to_pylist() if x]
     assert sorted(r["_corrupt_record"][:8] for r in rescued) == ["not json", '{"order_']
     assert all(r["_file_path"].endswith("orders-2-0.json") for r in rescued)
-    silver = _table(lakehouse, "silver_orders")
-    quarantine = _table(lakehouse, "silver_orders_quarantine")
+    silver = table(lakehouse, "silver_orders")
+    quarantine = table(lakehouse, "silver_orders_quarantine")
     assert silver.num_rows == 398 and quarantine.num_rows == 2
     assert pc.count_distinct(silver["order_id"]).as_py() == 398
 
@@ -87,7 +83,7 @@ def test_a_skipped_corrupt_file_is_an_event_naming_file_and_error(spark, tmp_pat
         result = PipelineRunner(pipeline, lakehouse, spark, RunOptions("available-now")).run()
         assert result.ok, result
 
-    assert _table(lakehouse, "bronze_readings")["id"].to_pylist() == [1, 2, 3]
+    assert table(lakehouse, "bronze_readings")["id"].to_pylist() == [1, 2, 3]
     events = read_events(lakehouse.event_log_path, event_types=["file_skipped"])
     assert len(events) == 1, events
     event = events[0]

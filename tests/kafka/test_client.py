@@ -17,7 +17,8 @@ from lakefeed.connectors.kafka.options import (
     parse_source_options,
 )
 from lakefeed.connectors.kafka.produce import KafkaSinkError, write_batches
-from tests.kafka.broker import Tansu, free_port
+from tests.kafka.broker import Tansu
+from tests.support.net import free_port
 
 SECRET = "pa55-w0rd-never-shown"
 

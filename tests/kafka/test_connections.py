@@ -8,7 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
-from tests.kafka.broker import Tansu, free_port
+from tests.kafka.broker import Tansu
+from tests.support.net import free_port
 
 
 def test_check_connections_against_a_live_broker(spark, broker: Tansu, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from lakefeed.connectors.generator.iot import IotConfig
 from lakefeed.connectors.kafka.feed import Feeder
@@ -17,12 +16,9 @@ from lakefeed.pipeline.loader import load_pipeline
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.kafka.broker import Tansu
+from tests.support.delta import table
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kafka_ingest"
-
-
-def _table(lakehouse: Lakehouse, name: str) -> Any:
-    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
 
 
 def test_kafka_ingest_example_runs_end_to_end(spark: Any, broker: Tansu, tmp_path: Path) -> None:
@@ -44,15 +40,15 @@ def test_kafka_ingest_example_runs_end_to_end(spark: Any, broker: Tansu, tmp_pat
         set_config({})
     assert result.ok, result
 
-    bronze = _table(lakehouse, "bronze_kafka")
+    bronze = table(lakehouse, "bronze_kafka")
     assert bronze.num_rows == 2000
     offsets = {
         (p, o)
         for p, o in zip(bronze["partition"].to_pylist(), bronze["offset"].to_pylist(), strict=True)
     }
     assert len(offsets) == 2000
-    silver = _table(lakehouse, "silver_readings")
-    quarantine = _table(lakehouse, "silver_readings_quarantine")
+    silver = table(lakehouse, "silver_readings")
+    quarantine = table(lakehouse, "silver_readings_quarantine")
     assert quarantine.num_rows > 0 and 0 < silver.num_rows < 2000
     assert pc.count_distinct(silver["event_id"]).as_py() == silver.num_rows
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.kafka.broker import Proxy, Tansu, free_port
+from tests.kafka.broker import Proxy, Tansu
 from tests.kafka.spark_support import start_query
+from tests.support.net import free_port
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import pytest
 
 import lakefeed
 from lakefeed.connectors.kafka.lag import lag_from_progress
-from tests.kafka.broker import Broker, Tansu, free_port, on_both_brokers
+from tests.kafka.broker import Broker, Tansu, on_both_brokers
 from tests.kafka.spark_support import run_to_end
+from tests.support.net import free_port
 
 FORMAT = "lakefeed_kafka"
 

@@ -17,7 +17,7 @@ from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.verify import verify
 from tests.pipeline.support import IOT, IOT_CONF, load, table
-from tests.support.crash import DRIVER_JVM, run_with_kills
+from tests.support.crash import DRIVER_JVM, run_with_kills, spark_commits
 
 CONF = {**IOT_CONF, "iot.maxRowsPerTrigger": "250"}
 
@@ -36,11 +36,6 @@ cli(args, standalone_mode=True)
 """
 
 
-def _commits(checkpoint: Path) -> int:
-    commits = checkpoint / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-
 @pytest.mark.crash
 @pytest.mark.timeout(1800)
 def test_kill9_mid_stream_then_restart_matches_batch(spark, tmp_path: Path) -> None:
@@ -56,7 +51,7 @@ def test_kill9_mid_stream_then_restart_matches_batch(spark, tmp_path: Path) -> N
         [sys.executable, str(driver)],
         workdir=tmp_path,
         kills=2,
-        kill_when=lambda i: _commits(watched[i]) >= 1 + i,
+        kill_when=lambda i: spark_commits(watched[i]) >= 1 + i,
         min_delay=120,
         max_delay=180,
         final_timeout=600,
@@ -93,7 +88,7 @@ def test_sigterm_stops_after_the_running_batch(tmp_path: Path, group: bool) -> N
     )
     try:
         deadline = time.monotonic() + 400
-        while _commits(lakehouse.checkpoint_path("silver_readings")) < 1:
+        while spark_commits(lakehouse.checkpoint_path("silver_readings")) < 1:
             assert proc.poll() is None and time.monotonic() < deadline, "no progress"
             time.sleep(0.2)
         if group:
@@ -116,4 +111,4 @@ def test_sigterm_stops_after_the_running_batch(tmp_path: Path, group: bool) -> N
     for flow in ("bronze_readings", "silver_readings", "gold_device_5min"):
         checkpoint = lakehouse.checkpoint_path(flow)
         planned = len([p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()])
-        assert planned - 1 <= _commits(checkpoint) <= planned, f"{flow}: batches cut off"
+        assert planned - 1 <= spark_commits(checkpoint) <= planned, f"{flow}: batches cut off"

@@ -4,7 +4,6 @@ checkpoint fails at once with its fix."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, write
+from tests.support.net import free_port
 
 HEAD = "import lakefeed as lf\nfrom pyspark.sql import functions as F\n\n"
 GENERATOR = 'lf.source("iot", totalRows=20, rowsPerSecond=1000, startTime="2026-01-01T00:00:00Z")'
@@ -27,12 +27,6 @@ NOISE = ("Traceback", "Py4JJavaError", "An error occurred while calling", "\tat 
 def _quiet(text: str) -> None:
     for noise in NOISE:
         assert noise not in text, text
-
-
-def _dead_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _validate(spark, folder: Path, *args: str) -> tuple[int, str]:  # noqa: ANN001
@@ -110,7 +104,7 @@ def test_unreachable_broker_is_retried_with_backoff(spark, tmp_path: Path) -> No
         tmp_path / "p",
         {
             "k.py": HEAD + "@lf.table\ndef events():\n"
-            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{_dead_port()}',"
+            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{free_port()}',"
             " **{'fetchOffset.timeoutMs': 300})\n"
         },
     )
@@ -184,7 +178,7 @@ def test_check_connections_reports_each_flow(spark, tmp_path: Path) -> None:
         tmp_path / "p",
         {
             "k.py": HEAD + "@lf.table\ndef events():\n"
-            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{_dead_port()}',"
+            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{free_port()}',"
             " **{'fetchOffset.timeoutMs': 300, 'kafka.sasl.password': 'hunter2-secret'})\n\n"
             f"@lf.table\ndef files():\n    return lf.read_files({str(landing)!r})\n"
         },
@@ -235,7 +229,7 @@ def test_cli_run_retries_an_unreachable_broker_one_line_per_attempt(tmp_path: Pa
         tmp_path / "p",
         {
             "k.py": HEAD + "@lf.table\ndef events():\n"
-            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{_dead_port()}',"
+            f"    return lf.read_kafka('t', bootstrap_servers='127.0.0.1:{free_port()}',"
             " **{'fetchOffset.timeoutMs': 300})\n"
         },
     )

@@ -7,10 +7,11 @@ from pathlib import Path
 import psycopg
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 
 from lakefeed.connectors import delta
 from tests.support.delta import join_across_a_change
+from tests.support.delta import rows as delta_rows
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_each_micro_batch_joins_the_reference_data_as_it_is_then(
         write_deltalake(str(src), pa.table({"device": pa.array([1], pa.int32())}), mode="append")
 
     join_across_a_change(enriched, str(out), str(tmp_path / "cp"), change)
-    rows = sorted(DeltaTable(str(out)).to_pyarrow_table().to_pylist(), key=str)
+    rows = delta_rows(out)
     assert rows == sorted(
         [
             {"device": 1, "site": "site-1"},

@@ -21,7 +21,8 @@ from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.core import storage
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.event_log import read_events
-from tests.support.s3 import MotoServer, free_port
+from tests.support.net import free_port
+from tests.support.s3 import MotoServer
 
 SECRET = "only-in-options-7d3e"
 PYTHON = {"lakefeed.writer": "python", "lakefeed.reader": "python"}

@@ -22,7 +22,8 @@ from lakefeed.observe.server import start_server
 from lakefeed.runtime.event_log import read_events
 from tests.pipeline.support import IOT, IOT_CONF
 from tests.support.crash import CrashReport, run_with_kills
-from tests.support.s3 import MotoServer, free_port
+from tests.support.net import free_port
+from tests.support.s3 import MotoServer
 
 CONF = {**IOT_CONF, "iot.maxRowsPerTrigger": "500"}
 ROWS = int(IOT_CONF["iot.totalRows"])

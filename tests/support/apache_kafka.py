@@ -28,7 +28,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from lakefeed.spark.home import cache_root
-from tests.kafka.broker import Broker, free_port
+from tests.kafka.broker import Broker
+from tests.support.net import free_port
 
 POM = Path(__file__).with_name("apache_kafka") / "pom.xml"
 HEAP = "-Xmx512m"

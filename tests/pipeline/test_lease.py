@@ -204,6 +204,7 @@ cli(args, standalone_mode=True)
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # the lease's rules are proven in-process above; this replays them with kill -9
 @pytest.mark.timeout(1500)
 def test_two_real_runs_one_refused_then_a_killed_holder_is_taken_over(tmp_path: Path) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")

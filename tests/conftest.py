@@ -115,7 +115,7 @@ def postgres() -> Iterator:
 @pytest.fixture(scope="session")
 def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """One tansu broker per test session on a free 127.0.0.1 port, stopped by PID."""
-    from tests.kafka.broker import Tansu
+    from tests.connectors.kafka.broker import Tansu
 
     server = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
     yield server
@@ -136,8 +136,8 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 @pytest.fixture(scope="session")
 def broker(request: pytest.FixtureRequest):  # noqa: ANN201
     """The Kafka broker of a test: tansu (shared by Kafka and cluster tests), or each of tansu
-    and Apache Kafka for tests marked ``@on_both_brokers`` (``tests.kafka.broker``). Each test
-    creates its own topic (``broker.create_topic()``), so tests never see each other's
+    and Apache Kafka for tests marked ``@on_both_brokers`` (``tests.connectors.kafka.broker``).
+    Each test creates its own topic (``broker.create_topic()``), so tests never see each other's
     messages."""
     return request.getfixturevalue(getattr(request, "param", "tansu"))
 

@@ -219,6 +219,7 @@ def test_a_file_python_cannot_compile_is_refused_before_any_session(tmp_path: Pa
     assert f"{tmp_path / 'p' / 'b.py'}:1: SyntaxError" in problem
 
 
+@pytest.mark.slow  # a fresh interpreter imports pyspark
 def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) -> None:
     """A Spark-free load (no session in the process) of a file building a Column at module
     level: pyspark's bare `assert` becomes the code and the fix, never an empty

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from lakefeed.cli.main import cli
@@ -57,6 +58,7 @@ def test_produce_feeds_the_generator_at_a_rate_then_topics_shows_it(broker: Tans
     assert all(key == device.encode() for key, device in keyed if device)
 
 
+@pytest.mark.slow  # waits out the client's connect timeout
 def test_unreachable_broker_is_a_clear_error_without_secrets() -> None:
     result = CliRunner().invoke(
         cli,

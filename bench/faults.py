@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from tests.kafka.broker import Tansu
+from tests.connectors.kafka.broker import Tansu
 from tests.support.faultlab import (
     Driver,
     Lab,

@@ -16,9 +16,14 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that use the ``spark``, ``postgres``, ``broker`` or ``moto`` fixture are marked so
     without saying so."""
+    _mark_by_fixtures(items)
+    _mark_slow_and_hold_back_soaks(config, items)
+
+
+def _mark_by_fixtures(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "spark" in fixtures:
@@ -31,6 +36,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.apache_kafka)
         if "moto" in fixtures:
             item.add_marker(pytest.mark.s3)
+
+
+# What a test starts that makes it slow: a JVM, a server, a browser, a killed-and-restarted driver,
+# a wheel build. Each of these markers implies ``slow``; ``./dev quick`` runs ``-m "not slow"``.
+SLOW_MARKERS = frozenset(
+    {"spark", "kafka", "apache_kafka", "postgres", "browser", "crash", "cluster", "s3",
+     "connect", "faults", "wheel", "soak"}
+)  # fmt: skip
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all", action="store_true", help="run the soak variants too (marked soak; CI skips them)"
+    )
+
+
+def _mark_slow_and_hold_back_soaks(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` from what a test starts, so no list of markers is kept by hand; leave out
+    the ``soak`` variants (a second crash point, a benchmark's smoke run, the fault soak's extra
+    cases) unless ``--all`` is given or ``-m`` names them: CI proves each kind once."""
+    held_back = []
+    keep_soaks = config.getoption("--all") or "soak" in (config.option.markexpr or "")
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+        if not keep_soaks and item.get_closest_marker("soak"):
+            held_back.append(item)
+    if held_back:
+        config.hook.pytest_deselected(items=held_back)
+        dropped = set(held_back)
+        items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +115,7 @@ def postgres() -> Iterator:
 @pytest.fixture(scope="session")
 def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """One tansu broker per test session on a free 127.0.0.1 port, stopped by PID."""
-    from tests.kafka.broker import Tansu
+    from tests.connectors.kafka.broker import Tansu
 
     server = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
     yield server
@@ -100,8 +136,8 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 @pytest.fixture(scope="session")
 def broker(request: pytest.FixtureRequest):  # noqa: ANN201
     """The Kafka broker of a test: tansu (shared by Kafka and cluster tests), or each of tansu
-    and Apache Kafka for tests marked ``@on_both_brokers`` (``tests.kafka.broker``). Each test
-    creates its own topic (``broker.create_topic()``), so tests never see each other's
+    and Apache Kafka for tests marked ``@on_both_brokers`` (``tests.connectors.kafka.broker``).
+    Each test creates its own topic (``broker.create_topic()``), so tests never see each other's
     messages."""
     return request.getfixturevalue(getattr(request, "param", "tansu"))
 

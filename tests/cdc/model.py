@@ -11,11 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from deltalake import DeltaTable
-
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, START_AT
 from lakefeed.core.lakehouse import Lakehouse
+from tests.support.delta import table
 
 COLUMNS = ("id", "seq", "a", "b")  # the target's user columns (``op`` is excepted)
 Change = dict[str, Any]
@@ -123,8 +122,7 @@ def fold_batches(batches: list[list[dict]], rules: fold.Rules) -> list[dict]:
 
 def rows(lakehouse: Lakehouse, name: str, order: list[str]) -> list[dict]:
     """A target's rows as the model lists them."""
-    table = DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
-    return table.sort_by([(c, "ascending") for c in order]).to_pylist()
+    return table(lakehouse, name).sort_by([(c, "ascending") for c in order]).to_pylist()
 
 
 # ---------------------------------------------------------------- AUTO CDC FROM SNAPSHOT

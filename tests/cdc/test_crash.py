@@ -14,7 +14,7 @@ from deltalake import write_deltalake
 
 from lakefeed.core.lakehouse import Lakehouse
 from tests.cdc import model
-from tests.support.crash import run_with_kills
+from tests.support.crash import run_with_kills, spark_commits
 
 PIPELINE = Path(__file__).parent / "pipelines_crash.py"
 SCHEMA = pa.schema(
@@ -37,11 +37,6 @@ cli(["run", {pipeline!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
 """
 
 
-def _commits(checkpoint: Path) -> int:
-    commits = checkpoint / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-
 @pytest.mark.crash
 @pytest.mark.timeout(900)
 def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
@@ -59,7 +54,7 @@ def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
         [sys.executable, str(driver)],
         workdir=tmp_path,
         kills=1,
-        kill_when=lambda _: _commits(watched) >= 2,
+        kill_when=lambda _: spark_commits(watched) >= 2,
         min_delay=120,
         max_delay=180,
         final_timeout=400,

@@ -43,6 +43,7 @@ def _applied(lakehouse: Lakehouse) -> int:
 
 
 @pytest.mark.crash
+@pytest.mark.soak  # a second crash point: CI proves CDC under kill -9 in tests/cdc/test_crash
 @pytest.mark.timeout(900)
 def test_kill9_while_applying_snapshots_applies_each_once(tmp_path: Path) -> None:
     snapshots = model.snapshots(seed=5, count=4, keys=12)

@@ -162,6 +162,7 @@ def test_the_ui_names_a_flows_sources_as_the_runtime_did() -> None:
     assert ["Kafka topics orders", "bronze"] in graph["edges"]
 
 
+@pytest.mark.slow  # two fresh interpreters import pyspark
 def test_session_and_connectors_import_in_either_order() -> None:
     import subprocess
     import sys

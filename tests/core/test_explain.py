@@ -1,6 +1,6 @@
 """Turning any failure into one message: lakefeed's own kept whole, a worker's cause found,
 a damaged checkpoint refused as permanent, SQL errors at the file's line. No Spark here: the
-Spark-side shapes are covered in tests/pipeline/test_failures.py."""
+Spark-side shapes are covered in tests/runtime/test_failures.py."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_MODULES = ('"lakefeed.lakehouse"', "`lakefeed.lakehouse`")
 
 
+@pytest.mark.slow  # a fresh interpreter imports every old path
 def test_an_old_path_is_the_module_at_its_new_path_with_a_warning():
     code = (
         "import warnings, importlib; warnings.simplefilter('error', DeprecationWarning)\n"

@@ -609,6 +609,7 @@ def test_after_commit_hooks_see_each_committed_batch_once(tmp_path: Path) -> Non
     assert seen == [(str(tmp_path / "t"), 0), (str(tmp_path / "t"), 1)]
 
 
+@pytest.mark.slow  # a fresh interpreter imports the engine
 def test_commit_path_reads_no_kill_switch_from_the_environment(tmp_path: Path) -> None:
     """The old test-only switch, set as crash tests set it, no longer kills the committer."""
     script = (

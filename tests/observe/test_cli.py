@@ -112,6 +112,7 @@ def test_empty_lakehouse_says_so(lakehouse):
     assert "no events" in run("events", "--lakehouse", str(lakehouse.root))
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_ui_command_serves_until_interrupted(lakehouse):
     write_run(lakehouse)
     command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "ui", "--port=0"]
@@ -134,6 +135,7 @@ def test_ui_command_refuses_a_public_address_without_token(lakehouse):
     assert result.exit_code == 2 and "set a token" in result.output
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_events_follow_prints_new_events_as_they_arrive(lakehouse):
     write_run(lakehouse)
     command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "events"]
@@ -155,6 +157,7 @@ def test_ui_command_refuses_a_weak_token(lakehouse):
     assert result.exit_code == 2 and "too weak" in result.output
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_ui_command_generates_and_prints_a_token(lakehouse):
     write_run(lakehouse)
     command = [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", "ui"]

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-from deltalake import DeltaTable
-
 from lakefeed import load_pipeline
-from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline, set_config
+from tests.support.delta import table as table  # the pipeline tests' reader
 
 ROOT = Path(__file__).resolve().parents[2]
 IOT = ROOT / "examples" / "iot"
@@ -29,10 +26,6 @@ IOT_CONF = {
 def load(paths: list[Path], conf: dict[str, str] | None = None) -> Pipeline:
     set_config(conf or {})
     return load_pipeline(paths)
-
-
-def table(lakehouse: Lakehouse, name: str) -> pa.Table:
-    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:

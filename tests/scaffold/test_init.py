@@ -21,6 +21,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
 
 
+@pytest.mark.slow  # runs the generated project's pipeline and its pytest in subprocesses
 def test_init_validate_and_the_generated_test_pass(tmp_path: Path) -> None:
     subprocess.run([BIN / "lakefeed", "init", "demo_proj"], cwd=tmp_path, env=_env(), check=True)
     project = tmp_path / "demo_proj"

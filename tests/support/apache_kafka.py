@@ -1,5 +1,5 @@
 """Apache Kafka itself as the tests' reference broker: a single KRaft node (broker and
-controller in one JVM) on 127.0.0.1, beside tansu (:mod:`tests.kafka.broker`).
+controller in one JVM) on 127.0.0.1, beside tansu (:mod:`tests.connectors.kafka.broker`).
 
 tansu answers the Kafka protocol but does not model everything Apache Kafka does (the last
 stable offset of ``read_committed`` readers, topic ids of recreated topics, transactions that
@@ -28,7 +28,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from lakefeed.spark.home import cache_root
-from tests.kafka.broker import Broker, free_port
+from tests.connectors.kafka.broker import Broker
+from tests.support.net import free_port
 
 POM = Path(__file__).with_name("apache_kafka") / "pom.xml"
 HEAP = "-Xmx512m"

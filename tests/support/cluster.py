@@ -18,13 +18,9 @@ from pathlib import Path
 
 import pyspark
 
+from tests.support.net import free_port
+
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

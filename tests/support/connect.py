@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pyspark
 
-from tests.support.cluster import _kill, free_port
+from tests.support.cluster import _kill
+from tests.support.net import free_port
 
 SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

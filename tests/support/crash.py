@@ -99,6 +99,12 @@ def _tail(log: Path) -> str:
     return log.read_text()[-4000:]
 
 
+def spark_commits(checkpoint: Path) -> int:
+    """Micro-batches a Spark checkpoint has committed (0 before its first): a kill moment."""
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+
 def kill_soon_after_progress(
     progress: Callable[[], int], *, seed: int, within: float, spare: Container[int] = ()
 ) -> Callable[[int], bool]:

@@ -9,7 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from deltalake import DeltaTable
+
+from lakefeed.core.lakehouse import Lakehouse
+
+
+def table(lakehouse: Lakehouse, name: str) -> pa.Table:
+    """A lakehouse table as delta-rs reads it (not Spark): what a downstream reader sees."""
+    return DeltaTable(str(lakehouse.table_path(name))).to_pyarrow_table()
+
+
+def rows(root: Path | str, key: Callable[[dict], Any] = str) -> list[dict]:
+    """A Delta table's rows as dicts, in ``key`` order, so tests compare them as lists."""
+    return sorted(DeltaTable(str(root)).to_pyarrow_table().to_pylist(), key=key)
 
 
 def unreferenced_files(root: Path) -> set[str]:

@@ -10,7 +10,7 @@ after the fault: judge whether it came before writing and names a fix) or a find
 ``duplicated``, ``traceback`` (a raw Python or JVM trace in front of the user), ``crash`` (an
 exit without a code), ``differs`` (verify found a difference) or ``hung``.
 
-Shared by the CI sample (tests/faults) and the soak (``python -m bench.faults``).
+Shared by the CI sample (tests/system/faults) and the soak (``python -m bench.faults``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tests.support.net import free_port
 
 USER = "lakefeed"
 
@@ -29,18 +30,12 @@ def _bin_dir() -> Path:
     return Path(found[-1]).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Postgres:
     def __init__(self) -> None:
         self.bin = _bin_dir()
         self.folder = Path(tempfile.mkdtemp(prefix="lakefeed-pg-"))
         self.data = self.folder / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._names = itertools.count()
 
     def _run(self, *args: str) -> None:

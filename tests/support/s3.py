@@ -10,15 +10,15 @@ from __future__ import annotations
 import importlib.util
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
+
+from tests.support.net import free_port, listening
 
 _REQUEST = re.compile(
     r'"(?:\x1b\[[\d;]*m)*(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+(?:\x1b\[[\d;]*m)*" '
@@ -33,24 +33,6 @@ def access_log(lines: Iterable[str]) -> Iterator[tuple[str, str, str]]:
         match = _REQUEST.search(line)
         if match is not None:
             yield match["method"], match["target"], match["status"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def listening(port: int, timeout: float, poll: float = 0.1) -> bool:
-    """Whether a server on 127.0.0.1:``port`` accepts connections within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return True
-        except OSError:
-            time.sleep(poll)
-    return False
 
 
 class MotoServer:

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.support.faults import PlanFile, classify_s3
-from tests.support.s3 import free_port, listening
+from tests.support.net import free_port, listening
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection"}
 ERROR_BODY = (

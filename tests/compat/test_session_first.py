@@ -1,0 +1,256 @@
+"""The Spark session exists before any pipeline code runs, as in DLT and SDP: module-level
+``SparkSession.active()``, ``col()``/``expr()`` arguments, ``spark.conf.get`` parameters and a
+lookup table read at import all work under ``lakefeed run``.
+
+The two CLI runs are subprocesses on purpose: in this test process the shared ``spark``
+fixture is already active, which would hide a loader that imports the files before starting
+the session (the bug these tests pin down).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakefeed import entry
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.graph import PipelineError
+from tests.pipeline.support import write
+
+# A transformations file as pyspark's SDP guide and real projects start them: the session at
+# module level, a parameter and a lookup list read while the file is imported.
+SESSION_AT_MODULE_LEVEL = """
+from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col, lit
+
+spark = SparkSession.active()
+PARAM = spark.conf.get("mypipeline.param")
+REGIONS = [row.region for row in spark.read.json(spark.conf.get("mypipeline.regions")).collect()]
+
+for region in REGIONS:
+    @dp.materialized_view(name=f"{region}_numbers")
+    def regional(region_name=region) -> DataFrame:
+        return spark.read.table("example_python_materialized_view").select(
+            col("id"), lit(region_name).alias("region"), lit(PARAM).alias("param")
+        )
+"""
+
+# Databricks' documented AUTO CDC example ("SCD type 1 and SCD type 2 processing with CDF source
+# data"), Python, verbatim but for the source (a Delta folder instead of the catalog table
+# cdc_data.users) and the two targets' names, which share one pipeline here.
+DLT_CDC = """
+import dlt
+from pyspark.sql.functions import col, expr
+
+@dlt.view
+def users():
+  return spark.readStream.format("delta").load(spark.conf.get("cdc.users"))
+
+dlt.create_streaming_table("target_scd1")
+
+dlt.create_auto_cdc_flow(
+  target = "target_scd1",
+  source = "users",
+  keys = ["userId"],
+  sequence_by = col("sequenceNum"),
+  apply_as_deletes = expr("operation = 'DELETE'"),
+  apply_as_truncates = expr("operation = 'TRUNCATE'"),
+  except_column_list = ["operation", "sequenceNum"],
+  stored_as_scd_type = 1
+)
+
+dlt.create_streaming_table("target_scd2")
+
+dlt.create_auto_cdc_flow(
+  target = "target_scd2",
+  source = "users",
+  keys = ["userId"],
+  sequence_by = col("sequenceNum"),
+  apply_as_deletes = expr("operation = 'DELETE'"),
+  except_column_list = ["operation", "sequenceNum"],
+  stored_as_scd_type = "2"
+)
+"""
+# The documented source rows (userId, name, city, operation, sequenceNum) ...
+USERS = [
+    (124, "Raul", "Oaxaca", "INSERT", 1),
+    (123, "Isabel", "Monterrey", "INSERT", 1),
+    (125, "Mercedes", "Tijuana", "INSERT", 2),
+    (126, "Lily", "Cancun", "INSERT", 2),
+    (123, None, None, "DELETE", 6),
+    (125, "Mercedes", "Guadalajara", "UPDATE", 6),
+    (125, "Mercedes", "Mexicali", "UPDATE", 5),
+    (123, "Isabel", "Chihuahua", "UPDATE", 5),
+]
+# ... and the documented result tables.
+SCD1 = [(124, "Raul", "Oaxaca"), (125, "Mercedes", "Guadalajara"), (126, "Lily", "Cancun")]
+SCD2 = [
+    (123, "Isabel", "Monterrey", 1, 5),
+    (123, "Isabel", "Chihuahua", 5, 6),
+    (124, "Raul", "Oaxaca", 1, None),
+    (125, "Mercedes", "Tijuana", 2, 5),
+    (125, "Mercedes", "Mexicali", 5, 6),
+    (125, "Mercedes", "Guadalajara", 6, None),
+    (126, "Lily", "Cancun", 2, None),
+]
+
+
+def _lakefeed(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", "from lakefeed.cli.main import cli; cli()", *args],
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _rows(path: Path, columns: list[str]) -> list[tuple]:
+    table = DeltaTable(str(path)).to_pyarrow_table().select(columns)
+    return sorted(tuple(row.values()) for row in table.to_pylist())
+
+
+@pytest.mark.spark
+def test_an_sdp_project_using_spark_at_module_level_runs_from_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`spark-pipelines init`'s project, as pyspark writes it, plus a file doing Spark work at
+    import: `SparkSession.active()`, a `--conf` parameter, a lookup table read into a list."""
+    from pyspark.pipelines.init_cli import init
+
+    monkeypatch.chdir(tmp_path)
+    init("demo")
+    project = tmp_path / "demo"
+    regions = tmp_path / "regions.json"
+    regions.write_text('{"region": "north"}\n{"region": "south"}\n')
+    (project / "transformations" / "regional.py").write_text(SESSION_AT_MODULE_LEVEL)
+    done = _lakefeed(
+        "run",
+        str(project / "spark-pipeline.yml"),
+        "--mode",
+        "once",
+        "--master",
+        "local[1]",
+        "--conf",
+        "mypipeline.param=hello",
+        "--conf",
+        f"mypipeline.regions={regions}",
+    )
+    assert "north_numbers: completed, 10 rows written" in done.stderr, done.stderr[-3000:]
+    lakehouse = Lakehouse.at(project / "pipeline-storage")  # the spec's storage
+    assert _rows(lakehouse.table_path("example_sql_materialized_view"), ["id"]) == [
+        (i,) for i in range(0, 10, 2)
+    ]
+    for region in ("north", "south"):
+        rows = _rows(lakehouse.table_path(f"{region}_numbers"), ["id", "region", "param"])
+        assert rows == [(i, region, "hello") for i in range(10)]
+
+
+@pytest.mark.spark
+def test_dlts_documented_auto_cdc_example_with_columns_gives_its_documented_tables(
+    tmp_path: Path,
+) -> None:
+    schema = pa.schema(
+        [
+            ("userId", pa.int64()),
+            ("name", pa.string()),
+            ("city", pa.string()),
+            ("operation", pa.string()),
+            ("sequenceNum", pa.int64()),
+        ]
+    )
+    source = tmp_path / "cdc_data_users"
+    write_deltalake(str(source), pa.Table.from_pylist(
+        [dict(zip(schema.names, row, strict=True)) for row in USERS], schema=schema
+    ))  # fmt: skip
+    pipeline = write(tmp_path / "pipeline", {"cdc.py": DLT_CDC})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    _lakefeed(
+        "run",
+        str(pipeline),
+        "--mode",
+        "once",
+        "--master",
+        "local[1]",
+        "--lakehouse",
+        str(lakehouse.root),
+        "--conf",
+        f"cdc.users={source}",
+    )
+    assert _rows(lakehouse.table_path("target_scd1"), ["userId", "name", "city"]) == SCD1
+    columns = ["userId", "name", "city", "__START_AT", "__END_AT"]
+    assert _rows(lakehouse.table_path("target_scd2"), columns) == sorted(SCD2)
+
+
+def test_what_starts_the_session_is_found_without_running_the_pipeline(tmp_path: Path) -> None:
+    """Name, lakehouse and object-store locations come from the files as text and the spec;
+    a file whose module level needs Spark is not run for that."""
+    write(
+        tmp_path / "p",
+        {
+            "spark-pipeline.yml": "name: orders\nstorage: s3://lake/orders\n"
+            "configuration:\n  landing: s3a://landing/orders/\n"
+            "libraries:\n  - glob:\n      include: flows.py\n",
+            "flows.py": "from pyspark.sql import SparkSession\n\nspark = SparkSession.active()\n"
+            'TABLE = "s3://tables/customers"\n',
+        },
+    )
+    found = entry.find(tmp_path / "p", {"extra": "s3://extra/x"})
+    assert found.name == "orders"
+    lakehouse = entry.lakehouse_for(None, found)
+    assert str(lakehouse.root) == "s3://lake/orders"
+    assert entry.storage_locations(found, lakehouse)[1:] == [
+        "s3a://landing/orders", "s3://extra/x", "s3://tables/customers"
+    ]  # fmt: skip
+
+
+def test_a_file_python_cannot_compile_is_refused_before_any_session(tmp_path: Path) -> None:
+    write(tmp_path / "p", {"a.py": "import lakefeed as lf\n", "b.py": "def oops(:\n"})
+    with pytest.raises(PipelineError) as caught:
+        entry.find(tmp_path / "p")
+    (problem,) = caught.value.problems
+    assert f"{tmp_path / 'p' / 'b.py'}:1: SyntaxError" in problem
+
+
+@pytest.mark.slow  # a fresh interpreter imports pyspark
+def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) -> None:
+    """A Spark-free load (no session in the process) of a file building a Column at module
+    level: pyspark's bare `assert` becomes the code and the fix, never an empty
+    AssertionError. A subprocess, as this test process may hold the shared session."""
+    file = write(tmp_path / "p", {"cdc.py": DLT_CDC})
+    script = (
+        "from lakefeed import load_pipeline\n"
+        "from lakefeed.pipeline.graph import PipelineError\n"
+        "try:\n"
+        f"    load_pipeline([{str(file)!r}])\n"
+        "except PipelineError as error:\n"
+        "    print(error.problems[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert "[LAKEFEED:PIPELINE_NO_SESSION]" in done.stdout, done.stdout + done.stderr
+    assert "cdc.py:15:" in done.stdout and "spark=lakefeed.spark_session()" in done.stdout
+
+
+def test_the_configuration_is_spark_conf_while_the_files_load(spark, tmp_path: Path) -> None:
+    folder = write(
+        tmp_path / "p",
+        {
+            "p.py": "import lakefeed as lf\n\n"
+            "LIMIT = int(spark.conf.get('mypipeline.limit'))\n\n"
+            "@lf.materialized_view\ndef few():\n    return spark.range(LIMIT)\n"
+        },
+    )
+    loaded = entry.load(folder, {"mypipeline.limit": "3"}, spark=spark)
+    assert spark.conf.get("mypipeline.limit") == "3" and list(loaded.datasets) == ["few"]
+    with pytest.raises(PipelineError, match="PIPELINE_CONF_FIXED") as caught:
+        entry.load(folder, {"mypipeline.limit": "3", "spark.executor.memory": "3g"}, spark=spark)
+    assert "--spark-conf" in str(caught.value)

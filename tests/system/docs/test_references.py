@@ -1,0 +1,143 @@
+"""The docs site's references are generated from the code; these checks keep them whole.
+
+Spark-free: they import lakefeed's modules (as the site build does) but start no JVM.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import click
+import pytest
+
+import lakefeed
+from lakefeed.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs"
+
+
+@pytest.fixture(scope="module")
+def hook() -> ModuleType:
+    """docs/hooks/reference.py, the mkdocs hook that renders the generated tables."""
+    spec = importlib.util.spec_from_file_location("docs_reference", DOCS / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _options(command: click.Command, path: str) -> list[tuple[str, click.Option]]:
+    found = [(path, p) for p in command.params if isinstance(p, click.Option)]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            found += _options(sub, f"{path} {name}")
+    return found
+
+
+def test_every_cli_option_has_help_text() -> None:
+    """The CLI reference is generated from the click definitions: an option without help would
+    show an empty description there and in --help."""
+    missing = [f"{path} {opt.opts[0]}" for path, opt in _options(cli, "lakefeed") if not opt.help]
+    assert missing == []
+
+
+def test_python_reference_documents_every_public_name() -> None:
+    page = (DOCS / "reference" / "python.md").read_text()
+    documented = {line.split(".")[-1] for line in re.findall(r"^::: (\S+)", page, re.M)}
+    assert sorted(set(lakefeed.__all__) - documented) == []
+
+
+def test_error_reference_lists_every_registered_code(hook: ModuleType) -> None:
+    page = hook.render()
+    codes = hook.registry()
+    assert len(codes) > 50  # every module was imported, so every area's codes are there
+    missing = [code for code in codes if f"\n### {code}\n" not in page]
+    assert missing == []
+
+
+def test_error_reference_reads_a_codes_fix_and_kind_from_the_raise_site(
+    hook: ModuleType, tmp_path: Path
+) -> None:
+    """A code raised with ``code=NAME`` is found through ``NAME = register_code(...)``; its
+    message and ``fix=`` are on the page, and a transient class shows as retried. (Stand-in
+    classes: a real subclass would join the process-wide registry.)"""
+    flaky = type("_Flaky", (), {"code": "DOCS_TEST_FLAKY", "permanent": False})
+    other = type("_Other", (), {"permanent": True})
+
+    source = tmp_path / "raiser.py"
+    source.write_text(
+        'OTHER = register_code("DOCS_TEST_OTHER", ConfigError)\n'
+        "def f(x):\n"
+        '    raise ConfigError(f"bad {x} value", fix="give a good one", code=OTHER)\n'
+        "def g():\n"
+        '    raise _Flaky("went away")\n'
+    )
+    scan = hook._Source({"DOCS_TEST_FLAKY": flaky, "DOCS_TEST_OTHER": other})
+    scan.scan(source)
+    assert scan.messages["DOCS_TEST_OTHER"] == ["bad … value"]
+    assert scan.fixes["DOCS_TEST_OTHER"] == ["give a good one"]
+    assert scan.messages["DOCS_TEST_FLAKY"] == ["went away"]
+    assert not hook.Code("DOCS_TEST_FLAKY", flaky).permanent
+    assert "*transient: retried" in hook.section(hook.Code("DOCS_TEST_FLAKY", flaky))
+
+
+def test_compat_patch_table_lists_every_patch(hook: ModuleType) -> None:
+    from lakefeed.compat.patches import PATCHES
+
+    table = hook.render_patches()
+    assert len(table.splitlines()) == len(PATCHES) + 2
+
+
+def test_readme_is_short_and_keeps_the_quick_start() -> None:
+    """The README is read in two minutes; CI (.ci/run) runs the test command it gives."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    assert "./dev demo     # installs into .venv" in readme
+    assert "./dev test     # installs into .venv" in readme
+    for target in re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", readme):
+        assert (ROOT / target).exists(), target
+
+
+def test_event_log_page_describes_every_column(hook: ModuleType) -> None:
+    from lakefeed.runtime.event_log import EVENT_SCHEMA, EVENT_TYPES
+
+    assert set(hook.EVENT_COLUMNS) == set(EVENT_SCHEMA.names)
+    page = hook.render_event_log()
+    assert all(f"`{t}`" in page for t in EVENT_TYPES)
+
+
+def test_delta_feature_table_lists_supported_and_refused_features(hook: ModuleType) -> None:
+    from lakefeed.delta.properties import FEATURES, REFUSED
+
+    page = hook.render_features()
+    assert all(f"| `{name}` | supported |" in page for name in FEATURES)
+    assert all(f"| `{name}` | refused |" in page for name in REFUSED)
+
+
+def test_every_marker_on_a_page_is_rendered(hook: ModuleType) -> None:
+    """A marker no renderer knows would reach readers as an empty spot."""
+    used = {
+        m for page in DOCS.rglob("*.md") for m in re.findall(r"<!-- [a-z-]+ -->", page.read_text())
+    }
+    assert used <= set(hook.RENDERERS)
+    assert set(hook.RENDERERS) <= used
+
+
+def test_versions_table_names_the_pinned_engines(hook: ModuleType) -> None:
+    table = hook.render_versions()
+    assert "| pyspark | ==4.3.0 |" in table
+    assert "| deltalake | ==" in table
+
+
+def test_changelog_names_the_package_version() -> None:
+    """Keep a Changelog: the newest released section is the version the wheel and --version
+    carry."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.M)
+    assert released and released[0] == lakefeed.__version__

@@ -29,7 +29,7 @@ def configure_spark_with_delta_pip(
 
 
 def _get_or_create(builder: SparkSession.Builder) -> SparkSession:
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     settings = {key: str(value) for key, value in builder._options.items()}
     return spark_session(

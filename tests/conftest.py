@@ -35,12 +35,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    from lakefeed.spark.session import spark_session
+    """The runtime runs on a session without the compatibility surfaces (issue 30); tests of the
+    surfaces opt in with ``@pytest.mark.compat`` (see :func:`compat_surfaces`)."""
+    from lakefeed.session import spark_session
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = spark_session(
         app_name="lakefeed-tests",
         master="local[2]",
+        compat=False,
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.ui.enabled": "false",
@@ -51,6 +54,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def compat_surfaces(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``@pytest.mark.compat`` tests (pyspark's ``format("delta")``/``format("cloudFiles")``,
+    ``DeltaTable``, Delta SQL, dlt/SDP) get :mod:`lakefeed.compat.patches` on the shared
+    session; after every test they are gone, also when the test's own ``lakefeed.run`` or
+    ``lakefeed.spark_session()`` installed them."""
+    if request.node.get_closest_marker("compat") is not None:
+        from lakefeed.session import install_surfaces
+
+        install_surfaces(request.getfixturevalue("spark"))
+    yield
+    if "lakefeed.compat.patches" in sys.modules:
+        sys.modules["lakefeed.compat.patches"].uninstall()
 
 
 @pytest.fixture

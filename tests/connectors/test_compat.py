@@ -18,6 +18,8 @@ from lakefeed.compat import patches as compat
 from lakefeed.connectors import delta, registry
 from lakefeed.core.errors import ConfigError, code_of
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _patched_pyspark_methods() -> list[str]:
     modules = (pyspark.sql, pyspark.sql.readwriter, pyspark.sql.streaming.readwriter)

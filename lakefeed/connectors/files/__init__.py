@@ -20,6 +20,7 @@ from lakefeed.connectors.files.source import (
     reader_choice,
     skipped_files,
 )
+from lakefeed.connectors.registry import active_spark
 from lakefeed.core.options import Options
 
 __all__ = [
@@ -119,6 +120,4 @@ def read_files(
         from lakefeed.pipeline.api import source
 
         return source("files", path, **opts)
-    from lakefeed.spark.session import active_spark
-
     return read_stream(active_spark(), path, **opts)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector, Reached
 from lakefeed.connectors.kafka.pipeline_sink import KafkaSink
+from lakefeed.connectors.registry import active_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,8 +101,6 @@ def read_kafka(
         from lakefeed.pipeline.api import source
 
         return source("kafka", **settings)
-    from lakefeed.spark.session import active_spark
-
     return active_spark().readStream.format(NAME).options(**settings).load()
 
 

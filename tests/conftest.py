@@ -56,19 +56,39 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     session.stop()
 
 
+def _uninstall_surfaces() -> None:
+    if "lakefeed.compat.patches" in sys.modules:  # else nothing installed them
+        sys.modules["lakefeed.compat.patches"].uninstall()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compat_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module marked ``compat`` (``pytestmark``) has the surfaces from its first fixture on,
+    so its module fixtures' pipelines run with them too."""
+    marked = request.node.get_closest_marker("compat") is not None
+    if marked:
+        from lakefeed.session import install_surfaces
+
+        install_surfaces(request.getfixturevalue("spark"))
+    yield
+    if marked:
+        _uninstall_surfaces()
+
+
 @pytest.fixture(autouse=True)
 def compat_surfaces(request: pytest.FixtureRequest) -> Iterator[None]:
     """``@pytest.mark.compat`` tests (pyspark's ``format("delta")``/``format("cloudFiles")``,
     ``DeltaTable``, Delta SQL, dlt/SDP) get :mod:`lakefeed.compat.patches` on the shared
-    session; after every test they are gone, also when the test's own ``lakefeed.run`` or
+    session; after every other test they are gone, also when the test's own ``lakefeed.run`` or
     ``lakefeed.spark_session()`` installed them."""
     if request.node.get_closest_marker("compat") is not None:
         from lakefeed.session import install_surfaces
 
         install_surfaces(request.getfixturevalue("spark"))
     yield
-    if "lakefeed.compat.patches" in sys.modules:
-        sys.modules["lakefeed.compat.patches"].uninstall()
+    module = request.node.getparent(pytest.Module)
+    if module is None or module.get_closest_marker("compat") is None:
+        _uninstall_surfaces()
 
 
 @pytest.fixture

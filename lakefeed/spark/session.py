@@ -57,10 +57,6 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
-def _keep(settings: Mapping[str, str]) -> dict[str, str]:
-    return dict(settings)
-
-
 def _nothing(spark: SparkSession) -> object:
     return None
 
@@ -71,7 +67,7 @@ class SessionExtension:
 
     conf: Mapping[str, str] = field(default_factory=dict)
     """Settings it adds: above :data:`DEFAULT_CONF`, below the caller's own ``conf``."""
-    strip: Callable[[Mapping[str, str]], dict[str, str]] = _keep
+    strip: Callable[[Mapping[str, str]], dict[str, str]] = dict
     """The session's settings without those that would break it (e.g. delta-spark's catalog
     when delta-spark is absent); applied to the caller's ``conf`` too."""
     ready: Callable[[SparkSession], object] = _nothing

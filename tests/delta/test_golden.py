@@ -26,6 +26,8 @@ from lakefeed.connectors.delta import offsets
 from lakefeed.connectors.delta.datasource import spark_schema
 from lakefeed.delta import dv, files, log, pruning
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 READABLE = [
     "dv-partitioned-with-checkpoint",

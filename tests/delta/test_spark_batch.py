@@ -15,6 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.support.delta import log_actions, unreferenced_files
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _rows(path: Path) -> list[dict]:
     return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])

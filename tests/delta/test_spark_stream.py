@@ -11,6 +11,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.support.delta import log_actions, unreferenced_files
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _source(path: Path, commits: int, rows: int = 3) -> None:
     for c in range(commits):

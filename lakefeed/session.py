@@ -22,7 +22,7 @@ from lakefeed.spark import session
 from lakefeed.spark.session import SessionExtension
 
 
-def install_surfaces(spark: SparkSession) -> None:
+def _install_surfaces(spark: SparkSession) -> None:
     """The connectors registered on ``spark``, and pyspark's ``format(...)`` routed to them
     (for the whole process, until :func:`lakefeed.compat.patches.uninstall`)."""
     patches.install(registry.register(spark))
@@ -31,7 +31,7 @@ def install_surfaces(spark: SparkSession) -> None:
 def extensions(compat: bool = True) -> tuple[SessionExtension, ...]:
     """What lakefeed adds to a session: its connectors, and the surfaces when ``compat``."""
     connectors = registry.session_extension()
-    return (replace(connectors, ready=install_surfaces) if compat else connectors,)
+    return (replace(connectors, ready=_install_surfaces) if compat else connectors,)
 
 
 def spark_session(

@@ -56,6 +56,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     session.stop()
 
 
+def _install_surfaces() -> None:
+    """Every connector's format routed (the shared session has no delta-spark); no session
+    needed: the ``spark`` fixture registered the connectors."""
+    from lakefeed.compat import patches
+    from lakefeed.connectors import registry
+
+    patches.install(registry.connectors())
+
+
 def _uninstall_surfaces() -> None:
     if "lakefeed.compat.patches" in sys.modules:  # else nothing installed them
         sys.modules["lakefeed.compat.patches"].uninstall()
@@ -67,9 +76,7 @@ def compat_module(request: pytest.FixtureRequest) -> Iterator[None]:
     so its module fixtures' pipelines run with them too."""
     marked = request.node.get_closest_marker("compat") is not None
     if marked:
-        from lakefeed.session import install_surfaces
-
-        install_surfaces(request.getfixturevalue("spark"))
+        _install_surfaces()
     yield
     if marked:
         _uninstall_surfaces()
@@ -78,13 +85,11 @@ def compat_module(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def compat_surfaces(request: pytest.FixtureRequest) -> Iterator[None]:
     """``@pytest.mark.compat`` tests (pyspark's ``format("delta")``/``format("cloudFiles")``,
-    ``DeltaTable``, Delta SQL, dlt/SDP) get :mod:`lakefeed.compat.patches` on the shared
-    session; after every other test they are gone, also when the test's own ``lakefeed.run`` or
+    ``DeltaTable``, Delta SQL, dlt/SDP) get :mod:`lakefeed.compat.patches` for the test;
+    after every other test they are gone, also when the test's own ``lakefeed.run`` or
     ``lakefeed.spark_session()`` installed them."""
     if request.node.get_closest_marker("compat") is not None:
-        from lakefeed.session import install_surfaces
-
-        install_surfaces(request.getfixturevalue("spark"))
+        _install_surfaces()
     yield
     module = request.node.getparent(pytest.Module)
     if module is None or module.get_closest_marker("compat") is None:

@@ -171,8 +171,8 @@ def main() -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lakefeed.core import storage
+    from lakefeed.session import spark_session
     from lakefeed.spark.cluster import parse_spark_conf
-    from lakefeed.spark.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="delta-bench-"))
     sink_root = args.sink_root or str(work)

@@ -31,7 +31,7 @@ from typing import Any
 from lakefeed.compat import patches as compat
 from lakefeed.compat.delta_spark.sql.parse import parse
 from lakefeed.compat.delta_spark.sql.run import sql as delta_sql
-from lakefeed.spark.session import spark_session
+from lakefeed.session import spark_session
 
 SET = "SET spark.sql.shuffle.partitions = 2"
 QUERY = (

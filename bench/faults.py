@@ -70,7 +70,7 @@ def run_one(lab_: Lab, drive: Driver, seed: int, scenarios: list[str], layers: l
 
 def session(lab_: Lab) -> SparkSession:
     """One SparkSession for every in-process run (S3A aimed at the fault proxy)."""
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "2g"}  # fmt: skip

@@ -211,7 +211,7 @@ def main() -> None:
     if args.smoke:
         args.files, args.rows_per_file, args.repeats, args.many, args.few = 2, 200, 1, 300, 10
 
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     # A busy shared machine can take longer than Spark's default 15 s to start a Python worker.
     conf = {"spark.ui.enabled": "false", "spark.python.authenticate.socketTimeout": "120s"}

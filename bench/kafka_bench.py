@@ -295,7 +295,7 @@ def main() -> None:
         results: dict[str, dict[str, float]] = {}
         results["raw confluent-kafka"] = raw_consume(bootstrap, topic, args.partitions, args.cores)
 
-        from lakefeed.spark.session import spark_session
+        from lakefeed.session import spark_session
 
         spark = spark_session(
             "kafka-bench",

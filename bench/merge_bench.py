@@ -303,7 +303,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
     try:

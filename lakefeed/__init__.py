@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         ValidationResult,
         VerifyResult,
     )
-    from lakefeed.spark.session import active_spark, spark_session
+    from lakefeed.session import active_spark, spark_session
 
 _PIPELINE_API = [
     "append_flow",
@@ -108,8 +108,8 @@ _HOMES: dict[str, str] = {
     "load_pipeline": "lakefeed.entry",
     "BatchContext": "lakefeed.pipeline.sinks",
     "current_batch": "lakefeed.pipeline.sinks",
-    "active_spark": "lakefeed.spark.session",
-    "spark_session": "lakefeed.spark.session",
+    "active_spark": "lakefeed.session",
+    "spark_session": "lakefeed.session",
 }
 
 __all__ = [

@@ -247,7 +247,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
     """Where the pipeline keeps, reads or writes data, known before a session starts: the
     lakehouse root and the object-store URIs the pipeline names
     (:mod:`lakefeed.pipeline.locations`). The session adds S3A when one is on object storage
-    (:func:`lakefeed.spark.session.spark_session`'s ``storage``)."""
+    (:func:`lakefeed.session.spark_session`'s ``storage``)."""
     from lakefeed.pipeline.locations import pipeline_locations
 
     return [str(lakehouse.root), *pipeline_locations(pipeline)]
@@ -256,7 +256,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
 def _session(
     master: str | None, pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse
 ) -> SparkSession:
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     return spark_session(
         app_name=f"lakefeed-{pipeline.name}",

@@ -69,7 +69,6 @@ MOVED: dict[str, str] = {
     "lakefeed.runtime.plan_text": "lakefeed.spark.plan_text",
     "lakefeed.s3a": "lakefeed.spark.s3a",
     "lakefeed.scoped": "lakefeed.core.scoped",
-    "lakefeed.session": "lakefeed.spark.session",
     "lakefeed.spark_home": "lakefeed.spark.home",
     "lakefeed.storage": "lakefeed.core.storage",
 }

@@ -71,12 +71,15 @@ def _mark_slow_and_hold_back_soaks(config: pytest.Config, items: list[pytest.Ite
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    from lakefeed.spark.session import spark_session
+    """The runtime runs on a session without the compatibility surfaces (issue 30); tests of the
+    surfaces opt in with ``@pytest.mark.compat`` (see :func:`compat_surfaces`)."""
+    from lakefeed.session import spark_session
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = spark_session(
         app_name="lakefeed-tests",
         master="local[2]",
+        compat=False,
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.ui.enabled": "false",
@@ -87,6 +90,46 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     )
     yield session
     session.stop()
+
+
+def _install_surfaces() -> None:
+    """Every connector's format routed (the shared session has no delta-spark); no session
+    needed: the ``spark`` fixture registered the connectors."""
+    from lakefeed.compat import patches
+    from lakefeed.connectors import registry
+
+    patches.install(registry.connectors())
+
+
+def _uninstall_surfaces() -> None:
+    if "lakefeed.compat.patches" in sys.modules:  # else nothing installed them
+        sys.modules["lakefeed.compat.patches"].uninstall()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compat_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module marked ``compat`` (``pytestmark``) has the surfaces from its first fixture on,
+    so its module fixtures' pipelines run with them too."""
+    marked = request.node.get_closest_marker("compat") is not None
+    if marked:
+        _install_surfaces()
+    yield
+    if marked:
+        _uninstall_surfaces()
+
+
+@pytest.fixture(autouse=True)
+def compat_surfaces(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``@pytest.mark.compat`` tests (pyspark's ``format("delta")``/``format("cloudFiles")``,
+    ``DeltaTable``, Delta SQL, dlt/SDP) get :mod:`lakefeed.compat.patches` for the test;
+    after every other test they are gone, also when the test's own ``lakefeed.run`` or
+    ``lakefeed.spark_session()`` installed them."""
+    if request.node.get_closest_marker("compat") is not None:
+        _install_surfaces()
+    yield
+    module = request.node.getparent(pytest.Module)
+    if module is None or module.get_closest_marker("compat") is None:
+        _uninstall_surfaces()
 
 
 @pytest.fixture

@@ -162,7 +162,7 @@ def _until_batch(query_: Any, batch_id: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)

@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> tuple[float, float, float]:
     from lakefeed.core.lakehouse import Lakehouse
     from lakefeed.pipeline.loader import load_pipeline
     from lakefeed.runtime.runner import RunOptions, run_pipeline
+    from lakefeed.session import spark_session
     from lakefeed.spark.cluster import parse_spark_conf
-    from lakefeed.spark.session import spark_session
 
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     if args.shuffle_partitions is not None:  # else lakefeed's default (the cluster's cores)

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         YSB_CAMPAIGNS=str(inputs / CAMPAIGNS),
         YSB_MAX_FILES=str(args.max_files),
     )
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     spark = spark_session(
         "ysb-trace",

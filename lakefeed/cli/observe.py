@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.live import Live
@@ -28,6 +28,9 @@ from lakefeed.observe.tables import TableReader
 from lakefeed.observe.tail import EventTail, LiveMonitor
 from lakefeed.runtime.event_log import EVENT_TYPES, Mended, repair_hint, repair_log, reset_log
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 lakehouse_option = click.option(
     "--lakehouse",
     "lakehouse_dir",
@@ -37,6 +40,13 @@ lakehouse_option = click.option(
     type=click.Path(file_okay=False),
     help="Lakehouse folder (tables, checkpoints, event log). Env: LAKEFEED_LAKEHOUSE.",
 )
+
+
+def ui_session() -> SparkSession:
+    """The UI's session for Spark's state readers: one like the command's others."""
+    from lakefeed.session import spark_session  # Spark loads on the first state request
+
+    return spark_session(app_name="lakefeed-ui")
 
 
 @click.command()
@@ -64,7 +74,9 @@ def ui(lakehouse_dir: str, host: str, port: int, token: str | None, generate_tok
             raise click.UsageError("give either --token or --generate-token, not both")
         token = new_token()
     try:
-        handle = start_server(Lakehouse.at(lakehouse_dir), host=host, port=port, token=token)
+        handle = start_server(
+            Lakehouse.at(lakehouse_dir), host=host, port=port, token=token, spark=ui_session
+        )
     except (ValueError, OSError) as e:
         raise click.UsageError(str(e)) from e
     if generate_token:

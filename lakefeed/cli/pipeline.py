@@ -59,8 +59,8 @@ def _spark(  # noqa: ANN202
     pipeline: PipelineFiles | None = None,
 ):
     """The session the pipeline's code will be imported on, started before any of it runs."""
+    from lakefeed.session import spark_session
     from lakefeed.spark.cluster import parse_spark_conf
-    from lakefeed.spark.session import spark_session
 
     conf = parse_spark_conf(spark_conf)
     storage: list[str] = []
@@ -270,10 +270,11 @@ def run(
 
 
 def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  # noqa: ANN202
+    from lakefeed.cli.observe import ui_session
     from lakefeed.observe.server import start_server
 
     try:
-        server = start_server(lakehouse, host=host, port=port, token=token)
+        server = start_server(lakehouse, host=host, port=port, token=token, spark=ui_session)
     except (ValueError, OSError) as e:
         raise click.UsageError(str(e)) from e
     console.print(f"web UI: {server.url}")

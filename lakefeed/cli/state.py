@@ -26,7 +26,7 @@ from lakefeed.runtime.state import FlowState, OperatorState, flow_checkpoint, in
 @click.option("--master", default=None, help="Spark master (default local[*]).")
 def state(flow: str, lakehouse_dir: str, limit: int, as_json: bool, master: str | None) -> None:
     """Operators, stores, key counts, bytes, sample keys/values and TTL of FLOW's state."""
-    from lakefeed.spark.session import spark_session
+    from lakefeed.session import spark_session
 
     lakehouse = Lakehouse.at(lakehouse_dir)
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -39,12 +39,13 @@ from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from lakefeed.compat.errors import PysparkVersionError
+from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.core.flow_context import current_flow
 from lakefeed.pipeline import api
 from lakefeed.runtime import late
 from lakefeed.spark import daemon
-from lakefeed.spark.session import spark_session
+from lakefeed.spark.session import SessionExtension, spark_session
 
 PYSPARK_VERSION = "4.3"
 """The pyspark minor version whose reader/writer signatures these wrappers copy."""
@@ -347,6 +348,13 @@ def _session_sql(original: Callable) -> Callable:
     return sql
 
 
+def session_extension() -> SessionExtension:
+    """lakefeed's connectors on a session, and pyspark's ``format(...)`` routed to them once it
+    exists (for the whole process, until :func:`uninstall`)."""
+    connectors = registry.session_extension()
+    return replace(connectors, ready=lambda spark: install(registry.register(spark)))
+
+
 def _lakefeed_session(original: Any) -> Callable[[], SparkSession]:
     """A builder's ``getOrCreate`` → :func:`lakefeed.spark_session` with the builder's settings
     (master, app name, remote and every ``config``)."""
@@ -359,6 +367,7 @@ def _lakefeed_session(original: Any) -> Callable[[], SparkSession]:
             master=settings.pop("spark.master", None),
             conf=settings,
             remote=settings.pop("spark.remote", None),
+            extensions=(session_extension(),),
         )
 
     return get_or_create

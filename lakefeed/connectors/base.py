@@ -192,7 +192,7 @@ class Connector:
     """Other names ``lakefeed.source(kind)`` accepts for it (any case)."""
     session_conf: Mapping[str, str] = field(default_factory=dict)
     """Session settings it needs, set once where the session is made (see
-    ``lakefeed.spark.session``)."""
+    ``lakefeed.connectors.registry.session_extension``)."""
     foreign_conf: Callable[[Mapping[str, str]], dict[str, str]] = dict
     """The session's settings without those naming the system it stands in for when that
     system is absent (delta-spark's extension and catalog): they would break the session."""

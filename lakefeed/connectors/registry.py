@@ -2,17 +2,23 @@
 
 Callers ask here ("which connector serves this format?", "what does this source's progress
 say?") instead of comparing format names themselves. The connector packages are imported on
-first use, so importing this module costs nothing and makes no cycle with
-``lakefeed.spark.session``.
+first use and pyspark only by the session functions, so importing this module costs nothing (the
+UI and ``lakefeed status`` read it without Spark). Sessions get the connectors through
+:func:`session_extension` (the Spark layer knows nothing of them).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector, ConnectorEvent, ConnectorSink
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakefeed.spark.session import SessionExtension
 
 
 @functools.cache
@@ -37,6 +43,28 @@ def without_foreign_conf(settings: Mapping[str, str]) -> dict[str, str]:
     for connector in connectors():
         kept = connector.foreign_conf(kept)
     return kept
+
+
+def register(spark: SparkSession) -> list[Connector]:
+    """Register every lakefeed data source on ``spark``; the connectors serving their formats
+    there (not Delta when delta-spark does)."""
+    return [c for c in connectors() if c.register(spark)]
+
+
+@functools.cache
+def session_extension() -> SessionExtension:
+    """What a session needs to serve lakefeed's formats: the connectors' settings, without the
+    foreign ones, and their data sources registered once it exists."""
+    from lakefeed.spark.session import SessionExtension  # pyspark: see module docstring
+
+    return SessionExtension(conf=session_conf(), strip=without_foreign_conf, ready=register)
+
+
+def active_spark() -> SparkSession:
+    """:func:`lakefeed.spark.session.active_spark`; a fresh session serves the connectors."""
+    from lakefeed.spark.session import active_spark  # pyspark: see module docstring
+
+    return active_spark(session_extension())
 
 
 def find(name: str) -> Connector | None:

@@ -39,13 +39,8 @@ _PREAMBLE = re.compile(r"^An error occurred while calling [\w.]+\.?\s*$")
 # Spark's SQLSTATE classes no retry can fix: 42 (the query does not analyze: a missing column,
 # an output mode the query cannot have), 0A (not supported), 22 (data exceptions).
 _PERMANENT_STATES = ("42", "0A", "22")
-_LIBRARY = (
-    "site-packages",
-    "dist-packages",
-    "/pyspark/",
-    "/py4j/",
-    str(Path(__file__).parents[1]),
-)  # the lakefeed package
+# lakefeed's own frames too: the whole package, not just lakefeed/core where this file lives.
+_LIBRARY = ("site-packages", "dist-packages", "/pyspark/", "/py4j/", str(Path(__file__).parents[1]))
 
 
 @dataclass(frozen=True)

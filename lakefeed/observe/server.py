@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -46,6 +46,9 @@ from lakefeed.observe.tables import TableReader, TableViewError
 from lakefeed.observe.tail import LiveMonitor, event_record
 from lakefeed.runtime.state import flow_checkpoint, inspect_state
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 STATIC = Path(__file__).parent / "static"
 COOKIE = "lakefeed_token"
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -61,6 +64,16 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+SessionFactory = Callable[[], "SparkSession"]
+"""Gives the session the state reader runs on (the running pipeline's, if any)."""
+
+
+def plain_session() -> SparkSession:
+    """A plain session for Spark's state readers, the default :data:`SessionFactory`; the
+    ``lakefeed`` command passes one with lakefeed's connectors, as its other sessions have."""
+    from lakefeed.spark.session import spark_session  # Spark loads on the first state request
+
+    return spark_session(app_name="lakefeed-ui")
 
 
 def is_loopback(host: str) -> bool:
@@ -145,8 +158,9 @@ class TokenAuth:
 class UIApi:
     """The JSON endpoints; one instance per server, shared by its request threads."""
 
-    def __init__(self, lakehouse: Lakehouse) -> None:
+    def __init__(self, lakehouse: Lakehouse, spark: SessionFactory = plain_session) -> None:
         self.lakehouse = lakehouse
+        self._spark = spark
         self.live = LiveMonitor(lakehouse.event_log_path)
         self.tables = TableReader(lakehouse)
         self._state_lock = threading.Lock()  # one state read at a time; the others get its answer
@@ -215,11 +229,9 @@ class UIApi:
     def _read_state(self, flow: str, limit: int) -> dict[str, Any]:
         """Spark's state readers on the checkpoint (read-only), in their own scheduler pool. A
         checkpoint a batch is writing right now may not read yet: the answer says so."""
-        # pyspark: Spark loads on the first state request, not when the UI starts.
-        from lakefeed.runtime.pools import flow_pool
-        from lakefeed.spark.session import spark_session
+        from lakefeed.runtime.pools import flow_pool  # Spark loads on the first state request
 
-        spark = spark_session(app_name="lakefeed-ui")  # the running pipeline's, if any
+        spark = self._spark()
         try:
             with flow_pool(spark, STATE_POOL):
                 return inspect_state(spark, self.lakehouse, flow, limit).to_json()
@@ -273,8 +285,10 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": redact_text(f"{type(exc).__name__}: {exc}")}, status_code=500)
 
 
-def create_app(lakehouse: Lakehouse, token: str | None = None) -> ASGIApp:
-    api = UIApi(lakehouse)
+def create_app(
+    lakehouse: Lakehouse, token: str | None = None, spark: SessionFactory = plain_session
+) -> ASGIApp:
+    api = UIApi(lakehouse, spark)
     app = Starlette(
         routes=[
             Route("/", api.index),
@@ -329,8 +343,10 @@ def start_server(
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,
+    spark: SessionFactory = plain_session,
 ) -> ServerHandle:
     """Serve the UI and ``/metrics`` for ``lakehouse`` in a daemon thread (``port=0``: any free).
+    ``spark`` gives the session flows' state is read on, on the first such request.
 
     Refuses a non-loopback ``host`` without a token, and any weak token: the UI shows table
     contents and errors.
@@ -346,7 +362,7 @@ def start_server(
         lakehouse = Lakehouse.at(lakehouse)
     sock = _bind(host, port)
     config = uvicorn.Config(
-        create_app(lakehouse, token),
+        create_app(lakehouse, token, spark),
         log_level="warning",
         access_log=False,
         log_config=None,

@@ -226,7 +226,7 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 
 def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
-    from lakefeed.spark.session import active_spark
+    from lakefeed.connectors.registry import active_spark
 
     spark = active_spark()  # the runner's while it evaluates: where the temp views are made
     views: dict[tuple[str, bool], str] = {}

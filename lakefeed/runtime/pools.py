@@ -8,9 +8,9 @@ set in the thread that calls ``start()``, is inherited by the query's own thread
 of that flow (its micro-batches, ``foreachBatch`` writes, a materialized view's refresh) runs in
 a pool named after the flow. Pools not declared in an allocation file
 (``spark.scheduler.allocation.file``) are made on first use with weight 1, so the flows share
-the cores evenly (:func:`quiet_pool_creation` keeps Spark's warning about each such pool out of
-the log: lakefeed makes them on purpose); declare a pool of the flow's name there to weigh one
-flow higher.
+the cores evenly (:func:`lakefeed.spark.session.spark_session` keeps Spark's warning about each
+such pool out of the log: lakefeed makes them on purpose); declare a pool of the flow's name
+there to weigh one flow higher.
 
 A session built in FIFO mode ignores the property (Spark's own behaviour); Spark Connect
 sessions have no SparkContext, and their flows keep the server's scheduling.
@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
-
-from lakefeed.core.logs import set_spark_log_level
 
 POOL_PROPERTY = "spark.scheduler.pool"
 
@@ -41,10 +39,3 @@ def flow_pool(spark: SparkSession, flow: str) -> Iterator[None]:
         yield
     finally:
         context.setLocalProperty(POOL_PROPERTY, previous)  # None unsets it
-
-
-def quiet_pool_creation(spark: SparkSession) -> None:
-    """Silence Spark's WARN "A job was submitted with scheduler pool X, which has not been
-    configured": once per flow, for pools :func:`flow_pool` makes by design. A broken allocation
-    file still fails the session's start (Spark raises it, it does not warn)."""
-    set_spark_log_level(spark, ["org.apache.spark.scheduler.FairSchedulableBuilder"], "ERROR")

@@ -1,18 +1,15 @@
-"""The one call that makes a SparkSession ready for lakefeed.
+"""The one call that makes a plain SparkSession well configured for a streaming lakehouse.
 
-Spark here has no delta-spark or spark-sql-kafka jars, so lakefeed registers its own Python data
-sources (``delta``, ``cloudFiles``, ``lakefeed_kafka``, ``lakefeed_iot``; see
-:mod:`lakefeed.connectors.registry`) on every session it hands out, and sets the state store
-defaults a streaming lakehouse wants (RocksDB with changelog checkpointing, UTC session time).
+It sets the state store defaults a streaming lakehouse wants (RocksDB with changelog
+checkpointing, UTC session time) and fair scheduling between flows; a ``conf`` given to
+:func:`spark_session` wins.
 
-Session-wide settings the connectors need are set here, once, with the rest (a ``conf`` given
-to :func:`spark_session` wins):
-
-- ``spark.sql.python.filterPushdown.enabled=true``: the Delta source skips files by the
-  filters Spark pushes to it;
-- ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Parquet files Spark writes into a
-  Delta table carry INT64 timestamps, as Delta readers expect (with INT96 lakefeed writes
-  tables with timestamps through its Python sink instead).
+What lives above Spark comes in as :class:`SessionExtension` values the caller passes: the
+settings it adds (e.g. the Delta connector's ``spark.sql.python.filterPushdown.enabled``) and
+strips (delta-spark's catalog when delta-spark is absent), and what it does once the session
+exists (register data sources, install the compatibility surfaces). :func:`lakefeed.spark_session`
+(:mod:`lakefeed.session`) passes lakefeed's connectors and, with ``compat=True``,
+:mod:`lakefeed.compat.patches`.
 
 When any of ``storage`` (the lakehouse root, table, landing folder or checkpoint locations the
 session will use; for a pipeline, :func:`lakefeed.entry.storage_locations`) is an ``s3://`` /
@@ -20,26 +17,21 @@ session will use; for a pipeline, :func:`lakefeed.entry.storage_locations`) is a
 ``spark.jars.packages`` hadoop-aws, ``fs.s3.impl``, endpoint and region from the AWS
 environment variables); otherwise the session stays jar-free. S3 settings given as
 ``spark.hadoop.fs.s3a.*`` also serve lakefeed's own S3 clients (:mod:`lakefeed.core.storage`).
-
-``compat=True`` (the default) also installs :mod:`lakefeed.compat.patches`, so that
-Databricks-style ``format("delta")``/``format("cloudFiles")`` code runs unchanged; lakefeed's
-own runtime does not need it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from lakefeed.connectors import registry
-from lakefeed.connectors.base import Connector
+from lakefeed.core.logs import set_spark_log_level
 from lakefeed.core.scoped import bound
-from lakefeed.runtime import pools
 from lakefeed.spark import cluster, connect, s3a
 from lakefeed.spark.home import compiled_spark_home
 
@@ -57,35 +49,57 @@ DEFAULT_CONF: dict[str, str] = {
     # Python workers import pyarrow/deltalake on start; on a busy 2-core machine that can take
     # longer than Spark's short connect-back wait, which then fails the task.
     "spark.python.authenticate.socketTimeout": "120s",
-    # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools).
+    # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools; Spark's
+    # warning about each pool made on first use is silenced, see _quiet_pool_creation).
     "spark.scheduler.mode": "FAIR",
     # pyspark's daemon, quiet when Spark closed a failed task's socket (lakefeed.spark.daemon)
     "spark.python.daemon.module": "lakefeed.spark.daemon",
 }
 
 
+def _nothing(spark: SparkSession) -> object:
+    return None
+
+
+@dataclass(frozen=True)
+class SessionExtension:
+    """What a layer above Spark adds to the sessions it asks for (see module docstring)."""
+
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Settings it adds: above :data:`DEFAULT_CONF`, below the caller's own ``conf``."""
+    strip: Callable[[Mapping[str, str]], dict[str, str]] = dict
+    """The session's settings without those that would break it (e.g. delta-spark's catalog
+    when delta-spark is absent); applied to the caller's ``conf`` too."""
+    ready: Callable[[SparkSession], object] = _nothing
+    """What it does once the session exists (idempotent: a reused session gets it again; what
+    it returns is not used)."""
+
+
 def spark_session(
     app_name: str = "lakefeed",
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
-    compat: bool = True,
     storage: Iterable[object] = (),
     remote: str | None = None,
+    extensions: Sequence[SessionExtension] = (),
 ) -> SparkSession:
-    """Build (or reuse) a SparkSession with lakefeed's connectors registered.
+    """Build (or reuse) a SparkSession with lakefeed's defaults and ``extensions``, in order.
 
-    Safe to call repeatedly: Spark returns the running session and registration is idempotent.
-    ``compat`` installs the ``format("delta")``... compatibility layer (see module docstring);
-    ``storage`` lists locations the session will use (S3 ones add S3A, see module docstring).
-    ``remote`` (or ``SPARK_REMOTE``, as in pyspark) is a Spark Connect server ``sc://HOST:PORT``
-    to run on instead of a driver in this process (see :mod:`lakefeed.spark.connect`).
+    Safe to call repeatedly: Spark returns the running session and each extension's ``ready``
+    is idempotent. ``storage`` lists locations the session will use (S3 ones add S3A, see
+    module docstring). ``remote`` (or ``SPARK_REMOTE``, as in pyspark) is a Spark Connect
+    server ``sc://HOST:PORT`` to run on instead of a driver in this process (see
+    :mod:`lakefeed.spark.connect`).
     """
     url = connect.remote_url(remote, master or (conf or {}).get("spark.master"))
-    settings = registry.without_foreign_conf(
-        {**DEFAULT_CONF, **registry.session_conf(), **dict(conf or {})}
-    )
+    settings = {**DEFAULT_CONF}
+    for extension in extensions:
+        settings.update(extension.conf)
+    settings.update(conf or {})
+    for extension in extensions:
+        settings = extension.strip(settings)
     if url is not None:
-        return _ready(connect.connect_session(url, app_name, settings, conf), compat)
+        return _ready(connect.connect_session(url, app_name, settings, conf), extensions)
     # Executors run our Arrow readers and writers: they must use this interpreter's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -116,23 +130,28 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    pools.quiet_pool_creation(spark)
+    _quiet_pool_creation(spark)
     if object_store:
         _ship_resolved_jars(spark, settings)
     if on_cluster:
         cluster.size_to_cluster(spark, conf or {})
         cluster.check_executors(spark)
-    return _ready(spark, compat)
+    return _ready(spark, extensions)
 
 
-def _ready(spark: SparkSession, compat: bool) -> SparkSession:
-    """``spark`` with lakefeed's connectors registered (and the compatibility layer)."""
-    served = register_connectors(spark)
-    if compat:
-        from lakefeed.compat import patches as surface
-
-        surface.install(served)
+def _ready(spark: SparkSession, extensions: Sequence[SessionExtension]) -> SparkSession:
+    """``spark`` once each extension made it ready."""
+    for extension in extensions:
+        extension.ready(spark)
     return spark
+
+
+def _quiet_pool_creation(spark: SparkSession) -> None:
+    """Silence Spark's WARN "A job was submitted with scheduler pool X, which has not been
+    configured": once per flow, for pools :func:`lakefeed.runtime.pools.flow_pool` makes by
+    design. A broken allocation file still fails the session's start (Spark raises it, it does
+    not warn)."""
+    set_spark_log_level(spark, ["org.apache.spark.scheduler.FairSchedulableBuilder"], "ERROR")
 
 
 def _ship_resolved_jars(spark: SparkSession, settings: Mapping[str, str]) -> None:
@@ -177,18 +196,13 @@ def evaluating_session() -> SparkSession | None:
     return _EVALUATING.get()
 
 
-def active_spark() -> SparkSession:
+def active_spark(*extensions: SessionExtension) -> SparkSession:
     """The session a pipeline function should use: the runner's while it evaluates flows, else
-    the running one, else a fresh default.
+    the running one, else a fresh default with ``extensions``.
 
     pyspark's "active session" is one process-wide slot that any ``createDataFrame`` moves,
     e.g. to a streaming query's cloned session inside ``foreachBatch``: temp views and
     settings of the runner's session are not there, hence the runner's own comes first.
     """
-    return _EVALUATING.get() or SparkSession.getActiveSession() or spark_session()
-
-
-def register_connectors(spark: SparkSession) -> list[Connector]:
-    """Register every lakefeed data source on ``spark``; the connectors serving their formats
-    there (not Delta when delta-spark does)."""
-    return [c for c in registry.connectors() if c.register(spark)]
+    running = _EVALUATING.get() or SparkSession.getActiveSession()
+    return running or spark_session(extensions=extensions)

@@ -22,7 +22,7 @@ from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.kinds import RunMode
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.results import RunResult
-from lakefeed.spark.session import spark_session
+from lakefeed.session import spark_session
 
 Rows = Sequence[Mapping[str, Any]] | DataFrame
 

@@ -24,6 +24,8 @@ from lakefeed.connectors import delta
 from lakefeed.core.errors import code_of
 from lakefeed.core.lakehouse import Lakehouse
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 PEOPLE = "id int, firstName string, middleName string, lastName string, gender string, " + (
     "birthDate timestamp, ssn string, salary int"
 )

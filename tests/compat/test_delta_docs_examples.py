@@ -14,6 +14,8 @@ from lakefeed.compat.delta_spark.exprs import for_delta_rs
 from lakefeed.core.errors import LakefeedError, code_of
 from lakefeed.delta import replace
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 PEOPLE = (
     "id INT, firstName STRING, middleName STRING, lastName STRING, gender STRING, "
     "birthDate TIMESTAMP, ssn STRING, salary INT"

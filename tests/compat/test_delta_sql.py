@@ -13,6 +13,8 @@ from deltalake import DeltaTable as RsTable
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.core.errors import LakefeedError, code_of
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _runner(spark, tmp_path: Path):  # noqa: ANN202
     def sql(text: str):  # noqa: ANN202

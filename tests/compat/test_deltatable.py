@@ -20,6 +20,8 @@ from lakefeed.core.errors import code_of
 from lakefeed.core.flow_context import flow_context
 from lakefeed.core.lakehouse import Lakehouse
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=dt.UTC)
 
 

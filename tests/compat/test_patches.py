@@ -17,6 +17,8 @@ from lakefeed.compat import patches as compat
 from lakefeed.connectors import delta, registry
 from lakefeed.core.errors import ConfigError, code_of
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*(ROOT / "lakefeed").rglob("*.py"), *(ROOT / "delta").rglob("*.py")])
 

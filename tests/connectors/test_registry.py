@@ -168,8 +168,8 @@ def test_session_and_connectors_import_in_either_order() -> None:
     import sys
 
     for first, second in [
-        ("lakefeed.spark.session", "lakefeed.connectors.files"),
-        ("lakefeed.connectors.files", "lakefeed.spark.session"),
+        ("lakefeed.session", "lakefeed.connectors.files"),
+        ("lakefeed.connectors.files", "lakefeed.session"),
         ("lakefeed.connectors.delta", "lakefeed.compat.patches"),
     ]:
         code = f"import {first}, {second}; from lakefeed.connectors import registry; "

@@ -12,6 +12,8 @@ from deltalake import DeltaTable as RsTable
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.delta.changes import ChangeFeedError
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _changes(spark, path: Path, **options: str) -> list[tuple]:
     reader = spark.read.format("delta").option("readChangeFeed", "true")

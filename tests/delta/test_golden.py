@@ -27,6 +27,8 @@ from lakefeed.delta import dv, files, log, pruning
 from lakefeed.delta.options import time_travel_version
 from lakefeed.delta.spark_read import spark_schema
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 READABLE = [
     "dv-partitioned-with-checkpoint",

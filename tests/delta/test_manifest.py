@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.delta import manifest
 from lakefeed.delta.manifest import write_manifests
 from lakefeed.delta.table import describe
+
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
 
 
 def _manifest(path: Path) -> list[str]:

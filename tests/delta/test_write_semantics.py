@@ -17,6 +17,8 @@ from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.connectors import delta
 from lakefeed.core.errors import code_of
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _refused(write) -> tuple[str | None, str]:
     with pytest.raises(Exception) as error:

@@ -27,7 +27,8 @@ from lakefeed.pipeline import guard
 from lakefeed.runtime.event_log import read_events
 from tests.pipeline.support import load, write
 
-pytestmark = pytest.mark.kafka
+# compat: the audit sink's own code writes with pyspark's write.format("delta")
+pytestmark = [pytest.mark.kafka, pytest.mark.compat]
 
 PIPELINE = """
 import lakefeed as lf

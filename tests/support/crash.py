@@ -139,8 +139,8 @@ def driver_session(  # noqa: ANN201 - pyspark in the driver only
     Spark 4.3 refuse the checkpoint forever; lakefeed's runner clears it before a flow starts,
     and so does this, for the drivers' plain PySpark queries.
     """
+    from lakefeed.session import spark_session
     from lakefeed.spark.checkpoint_files import clear_interrupted_start
-    from lakefeed.spark.session import spark_session
 
     clear_interrupted_start(checkpoint)
 

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
+from lakefeed.connectors.delta.adapters import read as delta_read
 from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.core.lakehouse import Lakehouse
@@ -343,8 +344,10 @@ class DeltaTable:
     # ------------------------------------------------------------------ reading
 
     def toDF(self) -> DataFrame:
-        """The table's current rows (aliased when :meth:`alias` was called)."""
-        frame = self._spark.read.format("delta").options(**self._hadoop).load(self._path)
+        """The table's current rows (aliased when :meth:`alias` was called), read through the
+        connector's own function: the runtime merges and checks constraints with it on sessions
+        without the pyspark patches."""
+        frame = delta_read(self._spark, self._path, **self._hadoop)
         return frame.alias(self._alias) if self._alias else frame
 
     def alias(self, aliasName: str) -> DeltaTable:

@@ -305,8 +305,9 @@ def _read_partition(
     root: str, schema: StructType, partition: InputPartition, columns: ColumnMapping
 ) -> Iterator[pa.RecordBatch]:
     target = to_arrow_schema(schema, timezone="UTC")
-    assert isinstance(partition, FilesPartition)
-    for file in partition.files:
+    # A table without files plans no partition; pyspark then reads one stand-in partition.
+    files = partition.files if isinstance(partition, FilesPartition) else []
+    for file in files:
         yield from read_file(root, file, target, columns)
 
 

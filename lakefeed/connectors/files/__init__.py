@@ -20,6 +20,7 @@ from lakefeed.connectors.files.source import (
     reader_choice,
     skipped_files,
 )
+from lakefeed.connectors.registry import active_spark
 from lakefeed.core.flow_context import current_flow, read_source
 from lakefeed.core.options import Options
 
@@ -117,7 +118,4 @@ def read_files(
         # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads and gives
         # the schema location its default (see _pipeline_defaults).
         return read_source(CONNECTOR.format, path, opts)
-    # Load order: spark.session imports the connector registry.
-    from lakefeed.spark.session import active_spark
-
     return read_stream(active_spark(), path, **opts)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import Connector, Reached
 from lakefeed.connectors.kafka.pipeline_sink import KafkaSink
+from lakefeed.connectors.registry import active_spark
 from lakefeed.core.flow_context import current_flow, read_source
 
 if TYPE_CHECKING:
@@ -98,9 +99,6 @@ def read_kafka(
     if current_flow() is not None:
         # Inside a pipeline flow the runtime decides stream vs batch (backfill) reads.
         return read_source(NAME, None, settings)
-    # Load order: spark.session imports the connector registry.
-    from lakefeed.spark.session import active_spark
-
     return active_spark().readStream.format(NAME).options(**settings).load()
 
 

@@ -29,7 +29,7 @@ PROBE = """
 import json, sys
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from lakefeed.connectors.delta import native_delta_available
-from lakefeed.spark.session import spark_session
+from lakefeed.session import spark_session
 spark = spark_session("native", master="local[1]", conf={"spark.jars": sys.argv[1],
                       "spark.ui.enabled": "false"})
 print(json.dumps({"native": native_delta_available(spark),

@@ -14,6 +14,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _landed(path: Path) -> None:
     """Commits by delta-rs: typed partitions (a null one among them), then a new column."""

@@ -15,6 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.support.delta import log_actions, rows, unreferenced_files
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _rows(path: Path) -> list[dict]:
     return rows(path, key=lambda r: r["id"])

@@ -12,6 +12,8 @@ from deltalake import DeltaTable, write_deltalake
 from tests.support.delta import log_actions, unreferenced_files
 from tests.support.delta import rows as delta_rows
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _source(path: Path, commits: int, rows: int = 3) -> None:
     for c in range(commits):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from lakefeed import load_pipeline
 from lakefeed.core.lakehouse import Lakehouse
@@ -22,6 +23,7 @@ sys.path.insert(0, str(EXAMPLE))
 from land import land_wave  # noqa: E402
 
 
+@pytest.mark.compat  # settles the schema with pyspark's readStream.format("cloudFiles")
 def test_example_available_now_with_a_field_added_later(spark, tmp_path: Path) -> None:
     landing = tmp_path / "landing"
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")

@@ -15,6 +15,8 @@ from lakefeed.connectors.files.options import OptionError
 from lakefeed.connectors.files.source import reader_choice
 from tests.connectors.files.test_stream import _drain, _land
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 SCHEMA = "id BIGINT, kind STRING, at TIMESTAMP, score DOUBLE"
 
 

@@ -17,6 +17,8 @@ from pyspark.errors import StreamingQueryException
 
 from lakefeed.connectors.files import read_files, skipped_files
 
+pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
+
 
 def _land(folder: Path, name: str, lines: list[Any]) -> Path:
     """Write a JSON-lines file atomically (hidden temp name, then rename), like a real lander."""

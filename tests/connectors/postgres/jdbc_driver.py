@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lakefeed.spark.session import spark_session
+from lakefeed.session import spark_session
 from tests.support.crash import run_to_end
 
 PACKAGE = "org.postgresql:postgresql:42.7.14"

@@ -21,7 +21,7 @@ EXISTS = "org.apache.hadoop.fs.FileAlreadyExistsException"
 DRIVER = """
 import json, sys
 from py4j.protocol import Py4JJavaError
-from lakefeed.spark.session import spark_session
+from lakefeed.session import spark_session
 
 root = sys.argv[1]
 spark = spark_session(master="local[1]", storage=[root], conf={"spark.ui.enabled": "false"})

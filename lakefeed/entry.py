@@ -129,6 +129,7 @@ def run(
     their input is processed. ``full_refresh`` names tables to reset first (data, quarantine,
     checkpoint); ``full_refresh_all`` resets every table.
     """
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
     loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
@@ -160,6 +161,7 @@ def validate(
     also asks each outside source (Kafka brokers, input paths, Delta source tables) whether it
     answers; a failed check is a problem.
     """
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.validate import validate as check
 
     try:
@@ -170,6 +172,7 @@ def validate(
     result = _validation_result(loaded, validation)
     if not check_connections:
         return result
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.connections import check_connections as ask
 
     checks = tuple(ask(validation.sources))
@@ -191,6 +194,7 @@ def verify(
     ``run_first`` brings the stream up to date first (an available-now run); without it the
     tables are compared as they are.
     """
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.verify import verify as compare
 
     loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
@@ -212,6 +216,7 @@ def plan(
     refresh is needed, or the pipeline itself has problems); each flow says why and what would
     be read again.
     """
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.upgrade import plan_upgrade
 
     loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
@@ -248,6 +253,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
     lakehouse root and the object-store URIs the pipeline names
     (:mod:`lakefeed.pipeline.locations`). The session adds S3A when one is on object storage
     (:func:`lakefeed.session.spark_session`'s ``storage``)."""
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.pipeline.locations import pipeline_locations
 
     return [str(lakehouse.root), *pipeline_locations(pipeline)]
@@ -256,6 +262,7 @@ def storage_locations(pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse) 
 def _session(
     master: str | None, pipeline: Pipeline | PipelineFiles, lakehouse: Lakehouse
 ) -> SparkSession:
+    # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.session import spark_session
 
     return spark_session(

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.spec import END_AT, INVALID, START_AT, AutoCdc
@@ -275,7 +276,6 @@ def _output_schema(target: T.StructType, seq: T.DataType) -> T.StructType:
 
 def _folder(rules: fold.Rules, schema: T.StructType) -> Any:
     """The ``applyInArrow`` function: Arrow in, :func:`fold.fold` on plain rows, Arrow out."""
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow = to_arrow_schema(schema, timezone="UTC")
 

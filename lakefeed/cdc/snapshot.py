@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakefeed.cdc import fold
+from lakefeed.cdc.apply import ApplyChanges, join_on_keys
 from lakefeed.cdc.spec import INVALID, AutoCdc
 from lakefeed.core.errors import PipelineDefinitionError
 
@@ -87,6 +88,7 @@ def from_txn(kind: VersionKind, committed: int) -> SnapshotVersion:
 def version_literal(version: SnapshotVersion) -> Column:
     """The version as a Spark literal of its kind's type (timestamps as exact text, so neither
     the driver's nor the session's time zone moves them)."""
+    # deferred: pyspark loads only when this runs
     from pyspark.sql import functions as F
 
     kind = kind_of(version) or INTEGER
@@ -171,6 +173,7 @@ def _refused(what: str) -> PipelineDefinitionError:
 
 def with_change_columns(frame: DataFrame, version: SnapshotVersion, op: str) -> DataFrame:
     """``frame``'s rows as changes ``op`` (``U``/``D``) at sequence ``version``."""
+    # deferred: pyspark loads only when this runs
     from pyspark.sql import functions as F
 
     return frame.withColumns({VERSION: version_literal(version), OP: F.lit(op)})
@@ -185,9 +188,8 @@ def changes(
     Built from the snapshot and the state table only, never the target: the state is committed
     after the target, so a snapshot replayed after a crash between the two gives the same rows
     (see :mod:`lakefeed.cdc.apply`)."""
+    # deferred: pyspark loads only when this runs
     from pyspark.sql import functions as F
-
-    from lakefeed.cdc.apply import join_on_keys
 
     upserts = with_change_columns(snapshot, version, "U")
     if state is None:
@@ -224,7 +226,6 @@ class ApplySnapshots:
 
     def __call__(self) -> list[SnapshotVersion]:
         """Apply every snapshot newer than the last one applied; the versions applied."""
-        from lakefeed.cdc.apply import ApplyChanges
 
         applied: list[SnapshotVersion] = []
         latest = self.latest()

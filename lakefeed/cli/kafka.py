@@ -75,6 +75,7 @@ def produce(
     duplicate_rate: float,
 ) -> None:
     """Send IoT readings (JSON values keyed by device id) to TOPIC at --rate messages/s."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.connectors.kafka.feed import Feeder, ensure_topic, wait_ready
 
     client = _client(bootstrap_servers, settings)
@@ -126,6 +127,7 @@ def produce(
 @config_option
 def topics(bootstrap_servers: str, settings: tuple[str, ...]) -> None:
     """List topics with their partitions and offsets (exact even on brokers that misreport)."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.connectors.kafka.client import BrokerView, KafkaSourceError
     from lakefeed.connectors.kafka.options import KafkaOptionError, parse_source_options
 

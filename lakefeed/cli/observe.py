@@ -67,6 +67,7 @@ def ui_session() -> SparkSession:
 )
 def ui(lakehouse_dir: str, host: str, port: int, token: str | None, generate_token: bool) -> None:
     """Serve the web UI and Prometheus /metrics for a lakehouse until Ctrl-C."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.observe.server import new_token, start_server
 
     if generate_token:

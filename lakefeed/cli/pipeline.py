@@ -59,6 +59,7 @@ def _spark(  # noqa: ANN202
     pipeline: PipelineFiles | None = None,
 ):
     """The session the pipeline's code will be imported on, started before any of it runs."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.session import spark_session
     from lakefeed.spark.cluster import parse_spark_conf
 
@@ -225,6 +226,7 @@ def run(
     ui_token: str | None,
 ) -> None:
     """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.lease import check_free
 
     server = None
@@ -264,12 +266,14 @@ def run(
             if flow.error:
                 why = readable(flow.error)
                 console.print(f"  {flow.name}: {why}", markup=False, highlight=False)
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(1 if result.failed else 0)
 
 
 def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  # noqa: ANN202
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.cli.observe import ui_session
     from lakefeed.observe.server import start_server
 
@@ -509,6 +513,7 @@ def demo(
     Each demo starts over (its tables are reset): the generator's start time is part of the
     stream's identity, and a new demo starts the clock again.
     """
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
     folder = EXAMPLES / "iot"
@@ -548,6 +553,7 @@ def demo(
     console.print(f"demo stopped: {result.reason}; lakehouse at {lakehouse.root}")
     show_tables(lakehouse)
     spark.stop()
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.shutdown import exit_now
 
     exit_now(1 if result.failed else 0)
@@ -613,6 +619,7 @@ class DemoView:
 
 def table_rows(lakehouse: Lakehouse, name: str) -> str:
     """Rows from Delta file statistics (no Spark job); ``?`` when a file has none."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.delta import table as delta_table
 
     rows = delta_table.row_count(lakehouse.table_path(name))
@@ -621,6 +628,7 @@ def table_rows(lakehouse: Lakehouse, name: str) -> str:
 
 def show_tables(lakehouse: Lakehouse, rows: int = 5) -> None:
     """A sample of each table, read with delta-rs."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from deltalake import DeltaTable
 
     out = Console()

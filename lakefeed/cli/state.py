@@ -26,6 +26,7 @@ from lakefeed.runtime.state import FlowState, OperatorState, flow_checkpoint, in
 @click.option("--master", default=None, help="Spark master (default local[*]).")
 def state(flow: str, lakehouse_dir: str, limit: int, as_json: bool, master: str | None) -> None:
     """Operators, stores, key counts, bytes, sample keys/values and TTL of FLOW's state."""
+    # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.session import spark_session
 
     lakehouse = Lakehouse.at(lakehouse_dir)

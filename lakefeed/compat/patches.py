@@ -38,13 +38,20 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from lakefeed.compat.delta_spark.sql.run import sql as delta_sql
+from lakefeed.compat.delta_spark.tables import _table_path
 from lakefeed.compat.errors import PysparkVersionError
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
+from lakefeed.connectors.delta.adapters import batch_write, stream_sink
 from lakefeed.core.flow_context import current_flow
+from lakefeed.delta.options import PARTITION_OPTION
+from lakefeed.delta.schema import AUTO_MERGE
+from lakefeed.delta.spark_write import WRITER_OPTION
 from lakefeed.pipeline import api
 from lakefeed.runtime import late
 from lakefeed.spark import daemon
+from lakefeed.spark.foreach_batch import stop_aware
 from lakefeed.spark.session import SessionExtension, spark_session
 
 PYSPARK_VERSION = "4.3"
@@ -179,8 +186,6 @@ def _partition_by(original: Callable) -> Callable:
 def _delta_options(
     writer: Any, path: str | None, options: dict[str, Any], streaming: bool
 ) -> dict[str, str]:
-    from lakefeed.delta.options import PARTITION_OPTION
-    from lakefeed.delta.spark_write import WRITER_OPTION
 
     every = _every(writer, path, options)
     names = getattr(writer, "_lakefeed_partition_by", None)
@@ -197,7 +202,6 @@ def _delta_options(
 
 def _auto_merge(writer: Any) -> bool:
     """Delta's session-wide ``mergeSchema`` (an explicit option still wins), as in delta-spark."""
-    from lakefeed.delta.schema import AUTO_MERGE
 
     frame = getattr(writer, "_df", None)
     value = frame.sparkSession.conf.get(AUTO_MERGE, "false") if frame is not None else "false"
@@ -219,7 +223,6 @@ def _save(original: Callable) -> Callable:
             self.mode(mode)
         if not _is_delta(self) or path is None:
             return original(self, path, partitionBy=partitionBy, **options)
-        from lakefeed.connectors.delta.adapters import batch_write
 
         if partitionBy:
             self.partitionBy(partitionBy)
@@ -247,8 +250,6 @@ def _start(original: Callable) -> Callable:
             self.format(format)
         if not _is_delta(self):
             return original(self, path, None, outputMode, partitionBy, queryName, **options)
-        from lakefeed.connectors.delta.adapters import stream_sink
-        from lakefeed.spark.foreach_batch import stop_aware
 
         if partitionBy:
             self.partitionBy(partitionBy)
@@ -269,7 +270,6 @@ def _start(original: Callable) -> Callable:
 def _named_delta(spark: Any, name: str) -> str:
     """Where a Delta table's name points, as ``DeltaTable.forName`` resolves it (the session's
     ``lakefeed.core.lakehouse``, a running flow's lakehouse, else Spark's warehouse layout)."""
-    from lakefeed.compat.delta_spark.tables import _table_path
 
     return _table_path(spark, name)
 
@@ -341,7 +341,6 @@ def _session_table(original: Callable) -> Callable:
 
 def _session_sql(original: Callable) -> Callable:
     def sql(self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
-        from lakefeed.compat.delta_spark.sql.run import sql as delta_sql
 
         return delta_sql(self, original, sqlQuery, args, kwargs)
 

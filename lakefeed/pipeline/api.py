@@ -10,6 +10,7 @@ the function, which is how one flow function serves every run mode.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -749,7 +750,6 @@ def _where(fn: Callable[..., Any]) -> str:
 
 def caller() -> str:
     """``file:line`` of the pipeline code calling into this package (maybe through dlt's)."""
-    import sys
 
     package = Path(__file__).parent
     here = (str(package), str(package.parent / "compat"))

@@ -6,6 +6,7 @@ are unit-tested without Spark. Edges point from the dataset read to the dataset 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -129,7 +130,6 @@ class Graph:
 
 
 def _suggest(name: str, known: Mapping[str, Node]) -> str:
-    import difflib
 
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

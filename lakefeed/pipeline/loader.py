@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lakefeed.connectors.registry import active_spark
 from lakefeed.core.errors import ConfigError, DeltaError, register_code
+from lakefeed.core.explain import explain
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
+    _RESOLVER,
     Dataset,
     Pipeline,
     auto_cdc_flow,
@@ -42,6 +45,7 @@ from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
+from lakefeed.spark.session import evaluating_on, evaluating_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -226,7 +230,6 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 
 def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     """Evaluate a SQL flow: each referenced dataset becomes a temp view, then ``spark.sql``."""
-    from lakefeed.connectors.registry import active_spark
 
     spark = active_spark()  # the runner's while it evaluates: where the temp views are made
     views: dict[tuple[str, bool], str] = {}
@@ -239,14 +242,11 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
     try:
         return spark.sql(flow.render(views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line
-        from lakefeed.core.explain import explain
-
         raise sql_query_error(flow, error, explain(error).message) from error
 
 
 def _read_if_defined(name: str):  # noqa: ANN202
     """A bare ``FROM x`` is a pipeline read only when x is a dataset; else Spark's table."""
-    from lakefeed.pipeline.api import _RESOLVER
 
     resolver = _RESOLVER.get()
     known = getattr(resolver, "defines", None)
@@ -282,6 +282,7 @@ def apply_configuration(spark: SparkSession, values: Mapping[str, str]) -> None:
 
 
 def _running_session() -> SparkSession | None:
+    # deferred: pyspark loads only when this runs
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
@@ -289,7 +290,6 @@ def _running_session() -> SparkSession | None:
 
 def _evaluating(session: SparkSession | None) -> contextlib.AbstractContextManager[Any]:
     """While the files load, :func:`lakefeed.active_spark` answers with their session."""
-    from lakefeed.spark.session import evaluating_on
 
     return evaluating_on(session) if session is not None else contextlib.nullcontext()
 
@@ -328,7 +328,6 @@ class _SessionOfTheRun:
     here: a session started by an import would lack the run's settings."""
 
     def __getattr__(self, name: str) -> object:
-        from lakefeed.spark.session import evaluating_session
 
         session = evaluating_session() or _running_session()
         if session is None:

@@ -71,6 +71,7 @@ _FIELDS_FIX = f"a spec has the fields {', '.join(sorted(FIELDS))} (name and stor
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
+    # deferred: PyYAML loads only when this runs
     import yaml
 
     try:

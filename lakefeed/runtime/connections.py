@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from lakefeed.connectors import registry
+from lakefeed.connectors.files.globs import PathMatcher
+from lakefeed.connectors.files.options import location
 from lakefeed.core import storage
 from lakefeed.core.options import Options
 from lakefeed.runtime.results import ConnectionCheck
@@ -43,8 +45,6 @@ def _check(flow: str, fmt: str, options: Mapping[str, str]) -> Check | None:
 
 
 def _folder(flow: str, path: str) -> Check:
-    from lakefeed.connectors.files.globs import PathMatcher
-    from lakefeed.connectors.files.options import location
 
     if "://" in path and not path.startswith("file:") and not storage.is_object_store(path):
         return Check(flow, f"path {path}", True, "remote path: not checked")

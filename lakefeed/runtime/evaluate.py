@@ -330,6 +330,7 @@ def _connect_batch_plan(frame: DataFrame) -> DataFrame:
     """:func:`batch_plan` for a Spark Connect frame: its client-side plan says which
     ``Deduplicate`` nodes are within a watermark. The frame was made for this batch evaluation
     alone, so its nodes are changed in place (plan ids, which columns refer to, stay)."""
+    # deferred: Spark Connect's client needs the optional extra lakefeed[connect]
     from pyspark.sql.connect.plan import Deduplicate, LogicalPlan
 
     seen: set[int] = set()

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from lakefeed.connectors import delta
+from lakefeed.delta.replay import OFFSETS
 from lakefeed.pipeline.expectations import (
     FAILED_RULES_COLUMN,
     OBSERVATION_NAME,
@@ -150,8 +152,6 @@ def write_batch(
 ) -> None:
     """One batch to a Delta table, idempotent by (query id, batch id); ``offsets``: the batch's
     source offsets hash, recorded with the commit and compared if the batch is skipped."""
-    from lakefeed.connectors import delta
-    from lakefeed.delta.replay import OFFSETS
 
     delta.write(
         df,

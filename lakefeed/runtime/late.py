@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
@@ -76,7 +77,6 @@ def split_late(df: DataFrame, column: str, checkpoint: str, late_table: str) -> 
     """``df`` without its too-late rows, which are staged for :class:`LateRowsWriter`."""
 
     def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
 
         batch_id, watermark_ms = current_watermark_ms(checkpoint)
         late: list[pa.RecordBatch] = []

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent, StreamingQueryProgress
@@ -177,7 +178,6 @@ def attach(spark: SparkSession, listener: StreamingQueryListener) -> Callable[[]
     if connect.is_connect(spark):
         spark.streams.addListener(listener)
         return lambda: spark.streams.removeListener(listener)
-    from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
     assert gateway is not None  # a classic session's

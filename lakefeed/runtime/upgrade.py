@@ -29,6 +29,7 @@ from lakefeed.core.errors import LakefeedError, code_of
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.core.storage import AnyPath
 from lakefeed.delta import table as delta_table
+from lakefeed.delta.log import rs_table
 from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Dataset, Pipeline
 from lakefeed.runtime.event_log import read_events
@@ -195,7 +196,6 @@ def _tables_no_longer_read(
 
 
 def _table_id(path: AnyPath) -> str:
-    from lakefeed.delta.log import rs_table
 
     return str(rs_table(str(path)).metadata().id)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline import sinks
@@ -183,7 +184,6 @@ def _check_expectations(dataset: Dataset, frame: DataFrame, result: Validation) 
 
 
 def _predicate(text: str):  # noqa: ANN202
-    from pyspark.sql import functions as F
 
     return F.expr(text)
 

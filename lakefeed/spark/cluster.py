@@ -17,8 +17,10 @@ clear error naming what is missing. Sizing follows the cluster: shuffle partitio
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import socket
+import sys
 import threading
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -119,8 +121,6 @@ def cluster_conf(master: str | None, conf: Mapping[str, str]) -> dict[str, str]:
 
 def _probe(_: object) -> list[tuple[str, str]]:
     """On an executor: each module's version, or the error importing it."""
-    import importlib
-    import sys
 
     found = [("python", sys.version.split()[0])]
     for name in EXECUTOR_MODULES:

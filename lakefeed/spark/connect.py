@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.spark.jvm import bridge
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ def connect_session(
     warned about (lakefeed's own defaults only logged)."""
     check_client()
     check_server(url)
+    # deferred: pyspark loads only when this runs
     from pyspark.sql import SparkSession
 
     # pyspark's own builder (not the Connect class's) also switches pyspark.sql.functions and
@@ -202,6 +204,5 @@ def describe(facts: Mapping[str, str]) -> str:
 
 def delta_reader(spark: Any) -> str:
     """Which Delta source runs on ``spark``: the JVM planned one, or the Python reader."""
-    from lakefeed.spark.jvm import bridge
 
     return PLANNED_READER if bridge.available(spark) else PYTHON_READER

@@ -20,6 +20,7 @@ WORKER_ZIP = os.path.join("python", "lib", "pyspark.zip")
 
 def pip_spark_home() -> str | None:
     """The SPARK_HOME of a pip-installed pyspark (None for a separate Spark install)."""
+    # deferred: pyspark loads only when this runs
     import pyspark
 
     home = os.path.dirname(os.path.abspath(pyspark.__file__))
@@ -38,6 +39,7 @@ def compiled_spark_home(root: str | None = None) -> str | None:
     home = pip_spark_home()
     if home is None:
         return None
+    # deferred: pyspark loads only when this runs
     import pyspark
 
     digest = hashlib.sha1(home.encode()).hexdigest()[:10]

@@ -34,6 +34,7 @@ from lakefeed.core.logs import set_spark_log_level
 from lakefeed.core.scoped import bound
 from lakefeed.spark import cluster, connect, s3a
 from lakefeed.spark.home import compiled_spark_home
+from lakefeed.spark.jvm import jar_path
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -174,7 +175,6 @@ def _lakefeed_jar_conf(settings: Mapping[str, str], object_store: bool) -> dict[
     """``spark.jars`` plus lakefeed's compiled JVM part (see :mod:`lakefeed.spark.jvm`) and, when
     the session uses S3, its checkpoint file manager
     (:func:`lakefeed.spark.s3a.checkpoint_conf`)."""
-    from lakefeed.spark.jvm import jar_path
 
     jar = jar_path()
     if jar is None:

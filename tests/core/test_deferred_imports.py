@@ -10,38 +10,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Modules whose function-level imports are not yet sorted out (owned by other work of issue 30;
-# shrink this list, never grow it).
-NOT_YET = {
-    "lakefeed/cdc/apply.py",
-    "lakefeed/cdc/snapshot.py",
-    "lakefeed/cli/kafka.py",
-    "lakefeed/cli/observe.py",
-    "lakefeed/cli/pipeline.py",
-    "lakefeed/cli/state.py",
-    "lakefeed/compat/delta_spark/merge.py",
-    "lakefeed/compat/delta_spark/sql/run.py",
-    "lakefeed/compat/delta_spark/tables.py",
-    "lakefeed/compat/patches.py",
-    "lakefeed/entry.py",
-    "lakefeed/pipeline/api.py",
-    "lakefeed/pipeline/graph.py",
-    "lakefeed/pipeline/loader.py",
-    "lakefeed/pipeline/spec.py",
-    "lakefeed/runtime/connections.py",
-    "lakefeed/runtime/evaluate.py",
-    "lakefeed/runtime/expect.py",
-    "lakefeed/runtime/late.py",
-    "lakefeed/runtime/listener.py",
-    "lakefeed/runtime/upgrade.py",
-    "lakefeed/runtime/validate.py",
-    "lakefeed/spark/cluster.py",
-    "lakefeed/spark/connect.py",
-    "lakefeed/spark/home.py",
-    "lakefeed/spark/jvm/bridge.py",
-    "lakefeed/spark/session.py",
-}
-
 
 def _function_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     found: list[ast.Import | ast.ImportFrom] = []
@@ -79,18 +47,8 @@ def unexplained(path: Path) -> list[str]:
 
 
 def test_every_import_inside_a_function_says_why_it_is_deferred() -> None:
-    found = [
-        hit
-        for path in sorted((ROOT / "lakefeed").rglob("*.py"))
-        if str(path.relative_to(ROOT)) not in NOT_YET
-        for hit in unexplained(path)
-    ]
+    found = [hit for path in sorted((ROOT / "lakefeed").rglob("*.py")) for hit in unexplained(path)]
     assert not found, (
         "move these imports to the module top, or say in a comment why each is deferred "
         "(a heavy package, a load order):\n" + "\n".join(found)
     )
-
-
-def test_the_list_of_modules_not_yet_done_names_only_modules_that_need_it() -> None:
-    stale = sorted(name for name in NOT_YET if not unexplained(ROOT / name))
-    assert not stale, f"these modules are done: remove them from NOT_YET: {stale}"

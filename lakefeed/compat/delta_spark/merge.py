@@ -40,6 +40,7 @@ __all__ = ["DeltaMergeBuilder", "MergeMultipleMatchesError"]
 def source_alias(frame: DataFrame) -> str | None:
     """The alias given with ``source.alias("s")``, read from the analyzed plan."""
     if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect: the client's plan
+        # deferred: Spark Connect's client needs the optional extra lakefeed[connect]
         from pyspark.sql.connect.plan import SubqueryAlias
 
         node = getattr(frame, "_plan", None)

@@ -27,6 +27,7 @@ micro-batch replayed after a crash changes nothing.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import weakref
 from collections.abc import Callable, Mapping
@@ -37,10 +38,12 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark import protocol
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.connectors.delta.adapters import read as delta_read
 from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError, register_code
+from lakefeed.core.flow_context import current_flow
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import log, manifest, operations
 from lakefeed.delta import table as housekeeping
@@ -120,7 +123,6 @@ def forget_location(spark: SparkSession, name: str) -> bool:
 
 def _table_path(spark: SparkSession, name: str) -> str:
     """Where ``forName`` looks: see :meth:`DeltaTable.forName`."""
-    from lakefeed.core.flow_context import current_flow
 
     parts = name.replace("`", "").split(".")
     flow = current_flow()
@@ -245,6 +247,7 @@ class DeltaTable:
     @classmethod
     def columnBuilder(cls, sparkSession: SparkSession, colName: str) -> DeltaColumnBuilder:
         """A column for ``addColumns``: ``dataType``, ``nullable``, ``comment``, ``build()``."""
+        # deferred: at module load it would close an import cycle
         from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder
 
         return DeltaColumnBuilder(sparkSession, colName)
@@ -259,7 +262,6 @@ class DeltaTable:
         """A Delta log over the Parquet folder ``parquet.`/path``` (partition folders typed by
         ``partitionSchema``: ``"part int"`` or a StructType), in one commit, files left as they
         are. As in Delta, stop writers to the folder first."""
-        from lakefeed.compat.delta_spark import protocol
 
         root = _local(protocol.parquet_folder(identifier))
         protocol.convert(root, partitionSchema)
@@ -269,7 +271,6 @@ class DeltaTable:
 
     def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
         """Raise the reader/writer versions (never lowered), as delta-spark does."""
-        from lakefeed.compat.delta_spark import protocol
 
         if not isinstance(readerVersion, int):
             raise ValueError(
@@ -284,7 +285,6 @@ class DeltaTable:
     def addFeatureSupport(self, featureName: str) -> None:
         """Add table feature ``featureName`` (Delta's name, e.g. ``appendOnly``), raising the
         protocol to table features (writer 7, and reader 3 for a reader feature)."""
-        from lakefeed.compat.delta_spark import protocol
 
         _verify_str(featureName, "featureName")
         protocol.add_feature(self._open(), self._path, featureName)
@@ -364,6 +364,7 @@ class DeltaTable:
     def merge(self, source: DataFrame | pa.Table, condition: Condition) -> Any:
         """A :class:`~lakefeed.compat.delta_spark.merge.DeltaMergeBuilder` for ``source`` on
         ``condition`` (a DataFrame, or an Arrow table already on the driver, aliased ``source``)."""
+        # deferred: at module load it would close an import cycle
         from lakefeed.compat.delta_spark.merge import DeltaMergeBuilder
 
         return DeltaMergeBuilder(self, source, condition)
@@ -500,6 +501,7 @@ class DeltaTable:
 
 
 def _builder(spark: SparkSession | None, mode: str) -> DeltaTableBuilder:
+    # deferred: at module load it would close an import cycle
     from lakefeed.compat.delta_spark.builder import DeltaTableBuilder
 
     session = spark or SparkSession.getActiveSession()
@@ -590,7 +592,6 @@ def _text_map(value: Any) -> dict[str, str] | None:
 
 
 def _json(value: Any) -> str:
-    import json
 
     return json.dumps(value)
 

@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from pyspark import cloudpickle
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -93,7 +95,6 @@ def planned_stream(
     """A streaming DataFrame planned by readers ``open_reader`` makes (one per query; it must
     pickle, as a Python data source does); ``description`` names the source in the query's
     progress."""
-    from pyspark import cloudpickle
 
     opener = base64.b64encode(cloudpickle.dumps((open_reader, description))).decode("ascii")
     return (
@@ -115,7 +116,6 @@ def planned_read(
     it is planned: once for a batch query, again for every micro-batch of a stream that joins it
     (``open_frame`` must pickle and return ``schema``'s columns); ``description`` names its scan
     in plans."""
-    from pyspark import cloudpickle
 
     opener = base64.b64encode(cloudpickle.dumps(open_frame)).decode("ascii")
     return (
@@ -134,7 +134,6 @@ _streams_lock = threading.Lock()
 
 def _session_streams(spark: SparkSession) -> PlannedStreams:
     """The session's :class:`PlannedStreams`, registered in the driver JVM on first use."""
-    from pyspark.java_gateway import ensure_callback_server_started
 
     with _streams_lock:
         streams = _streams.get(spark)
@@ -196,13 +195,11 @@ class PlannedStreams:
         self.spark = spark
 
     def open(self, opener: str) -> Planner:
-        from pyspark import cloudpickle
 
         open_reader, description = cloudpickle.loads(base64.b64decode(opener))
         return Planner(self.spark, open_reader(), description)
 
     def read(self, opener: str) -> Any:
-        from pyspark import cloudpickle
 
         open_frame = cloudpickle.loads(base64.b64decode(opener))
         return open_frame(self.spark)._jdf

@@ -24,6 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark.builder import IdentityGenerator
+from lakefeed.compat.delta_spark.protocol import check_properties
 from lakefeed.compat.delta_spark.sql.parse import (
     AddConstraint,
     Convert,
@@ -58,6 +60,7 @@ from lakefeed.compat.delta_spark.tables import (
     register_location,
 )
 from lakefeed.core.errors import register_code
+from lakefeed.core.flow_context import current_flow
 from lakefeed.delta import generated, log, properties
 from lakefeed.delta import table as housekeeping
 from lakefeed.sql import spark as spark_parser
@@ -173,7 +176,6 @@ class _Runner:
 
     def delta_path(self, ref: TableRef) -> str | None:
         """The folder of a Delta table ``ref`` names; None for anything Spark serves."""
-        from lakefeed.core.flow_context import current_flow
 
         if ref.path is not None:
             return _local(ref.path)
@@ -403,7 +405,6 @@ class _Runner:
     def set_properties(self, statement: SetProperties, table: DeltaTable) -> DataFrame:
         """Protocol versions through ``upgradeTableProtocol``, ``delta.feature.<name>`` through
         ``addFeatureSupport``, other properties checked as at creation, then set."""
-        from lakefeed.compat.delta_spark.protocol import check_properties
 
         wanted = dict(statement.properties)
         versions = {k.lower(): wanted.pop(k) for k in list(wanted) if k.lower() in _PROTOCOL}
@@ -512,7 +513,6 @@ def _names_existing(statement: CreateTable) -> bool:
 
 def _builder(spark: SparkSession, statement: CreateTable) -> Any:
     """The table builder for ``CREATE [OR REPLACE] TABLE``'s name, location and clauses."""
-    from lakefeed.compat.delta_spark.builder import IdentityGenerator
 
     builder = getattr(DeltaTable, statement.mode)(spark)
     target = statement.target

@@ -50,6 +50,7 @@ def _stand_in_jar(folder: Path) -> Path:
     return jar
 
 
+@pytest.mark.compat  # the format("delta") surface lakefeed installs when delta-spark is absent
 def test_lakefeed_serves_delta_without_the_jar(spark) -> None:
     assert not native_delta_available(spark)
     assert hasattr(DataStreamWriter.start, "_lakefeed_wrapped")

@@ -94,6 +94,7 @@ def test_a_failed_post_commit_checkpoint_fails_no_write(spark, tmp_path: Path, l
     (``_last_checkpoint`` is a folder), every write path commits, keeps its files and the
     table reads back whole: batch (both writers), stream (both sinks), a pipeline's Delta sink
     and the ``DeltaTable`` changes."""
+    from lakefeed.connectors.base import QueryStart
     from lakefeed.connectors.delta.pipeline_sink import DeltaSink
 
     path = str(tmp_path / "t")
@@ -109,11 +110,13 @@ def test_a_failed_post_commit_checkpoint_fails_no_write(spark, tmp_path: Path, l
         lambda: DeltaSink().write_stream(
             rows,
             {"path": path},
-            str(tmp_path / "ckpt" / "sink"),
-            output_mode="append",
-            query_name="sink",
-            trigger={"availableNow": True},
-            lakehouse=lakehouse,
+            QueryStart(
+                str(tmp_path / "ckpt" / "sink"),
+                output_mode="append",
+                query_name="sink",
+                trigger={"availableNow": True},
+            ),
+            lakehouse,
         )
     )
     for write in ways:

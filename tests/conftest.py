@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,16 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# Every JVM the tests start (this session, killed drivers, cluster workers) keeps its scratch
+# under one directory removed at the end: a driver killed with -9 never runs Spark's clean-up,
+# and each S3 driver copies the 650 MB AWS SDK bundle into its scratch, so /tmp filled up.
+_SPARK_SCRATCH = tempfile.mkdtemp(prefix="lakefeed-tests-spark-")
+os.environ["SPARK_LOCAL_DIRS"] = _SPARK_SCRATCH
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_SPARK_SCRATCH, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

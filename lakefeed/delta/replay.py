@@ -21,6 +21,7 @@ from __future__ import annotations
 from lakefeed.core.errors import DataLossRiskError
 from lakefeed.delta import log
 from lakefeed.delta.errors import CHECKPOINT_BEHIND as BEHIND
+from lakefeed.spark import offset_log
 
 OFFSETS = "lakefeed.sourceOffsets"
 """The commitInfo key (and the batch-write option) holding a batch's source offsets hash."""
@@ -30,16 +31,14 @@ def check(root: str, app_id: str, batch_id: int, held: int | None, offsets: str 
     """Refuse skipping batch ``batch_id`` of query ``app_id`` (``offsets``: its source offsets
     hash, None when the writer knows no checkpoint) when the table at ``root``, whose newest
     ``txn`` for the query is ``held``, holds a different batch under that number."""
-    if offsets is None or held is None or held < batch_id:
-        return
-    if held == batch_id:
+
+    def recorded() -> str | None:
         found = log.txn_commit(root, app_id, batch_id)
-        recorded = _recorded(found[1]) if found is not None else None
-        if recorded is None or recorded == offsets:
-            return  # a replay of the very batch the table holds
-        what = f"holds batch {batch_id} of this query over other source offsets"
-    else:
-        what = f"holds batches up to {held} of this query"
+        return _recorded(found[1]) if found is not None else None
+
+    what = offset_log.replay_conflict(batch_id, offsets, held, recorded)
+    if what is None:
+        return
     raise DataLossRiskError(
         f"the checkpoint is behind its table: it runs batch {batch_id}, but the Delta table "
         f"{root} {what}; the batch would be skipped as already written and its rows would "

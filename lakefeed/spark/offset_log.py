@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -87,6 +88,30 @@ def fingerprint(checkpoint: Location, batch_id: int) -> str | None:
         return None
     sources = "\n".join(line.strip() for line in path.read_text().splitlines()[2:])
     return hashlib.sha256(sources.encode()).hexdigest()[:32]
+
+
+def replay_conflict(
+    batch_id: int, offsets: str | None, held: int | None, recorded: Callable[[], str | None]
+) -> str | None:
+    """Why a sink must not skip batch ``batch_id`` as already written, or None when it may.
+
+    ``offsets`` is the batch's :func:`fingerprint` (None: the writer knows no checkpoint),
+    ``held`` the newest batch of the query the sink holds, ``recorded()`` the offsets hash
+    stored with that batch (None: none stored, by an older lakefeed). Spark replays only the
+    batch after its last committed one, from the same ``offsets/N``; any other batch id the
+    sink holds comes from a checkpoint behind it (restored from a backup, or its last
+    ``offsets/N`` + ``commits/N`` deleted), and skipping it would drop its rows. The answer
+    completes "the sink ...": the Delta table, the Kafka control topic and the PostgreSQL
+    commit table judge the same way.
+    """
+    if offsets is None or held is None or held < batch_id:
+        return None
+    if held > batch_id:
+        return f"holds batches up to {held} of this query"
+    stored = recorded()
+    if stored is None or stored == offsets:
+        return None  # a replay of the very batch the sink holds
+    return f"holds batch {batch_id} of this query over other source offsets"
 
 
 def last_committed(checkpoint: AnyPath) -> Batch | None:

@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from lakefeed.connectors.kafka import transact
 from lakefeed.connectors.kafka.options import KafkaOptionError, SinkOptions, parse_sink_options
 from lakefeed.connectors.kafka.produce import check_sink_columns, write_batches
-from lakefeed.spark.offset_log import running_query_id
+from lakefeed.spark import offset_log
 
 log = logging.getLogger("lakefeed.kafka.sink")
 
@@ -81,14 +81,17 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     whole micro-batch in one Kafka transaction (see :mod:`lakefeed.connectors.kafka.transact`)."""
 
     def __init__(self, options: SinkOptions) -> None:
+        assert options.checkpoint is not None  # stream_writer refuses a query without one
         self.options = options
+        self.checkpoint = options.checkpoint
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaRowsMessage:
         return KafkaRowsMessage(*transact.rows_to_ipc(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         rows = [m.rows for m in messages if isinstance(m, KafkaRowsMessage)]
-        sent = transact.commit_batch(self.options, self._transactional_id(), batchId, rows)
+        offsets = offset_log.fingerprint(self.checkpoint, batchId)
+        sent = transact.commit_batch(self.options, self._transactional_id(), batchId, rows, offsets)
         log.info("Kafka sink batch %d: %d messages committed in one transaction", batchId, sent)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -96,8 +99,7 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         log.warning("Kafka sink batch %d failed; its transaction is aborted", batchId)
 
     def _transactional_id(self) -> str:
-        assert self.options.checkpoint is not None  # sink_options refuses a query without one
-        return transact.transactional_id(self.options, running_query_id(self.options.checkpoint))
+        return transact.transactional_id(self.options, offset_log.running_query_id(self.checkpoint))
 
 
 def stream_writer(options: SinkOptions) -> DataSourceStreamArrowWriter:

@@ -11,6 +11,13 @@ atomically, so the commit is idempotent:
 - crash after the Kafka commit but before Spark's commit log: the replayed batch finds its
   marker (read with ``isolation.level=read_committed``) and is skipped.
 
+A marker also carries, in its header ``lakefeed.sourceOffsets``, the hash of the batch's source
+offsets (``offsets/N``): a replay has the same, while a batch id the marker names over other
+offsets, or an older one, comes from a checkpoint behind the topic (restored from a backup, or
+its last ``offsets/N`` + ``commits/N`` deleted) and is refused before anything is produced
+(``CHECKPOINT_BEHIND_TABLE``), not skipped with its rows. Markers of older versions (no header)
+are judged by the batch id alone, as before.
+
 The transactional id is the user's prefix + the query id in ``<checkpoint>/metadata``: stable
 across restarts of one query, different for a new checkpoint (whose batch ids start again at 0).
 """
@@ -21,6 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -30,12 +38,25 @@ from lakefeed.connectors.kafka.client import LIBRDKAFKA_LOG
 from lakefeed.connectors.kafka.errors import ControlTopicBlockedError
 from lakefeed.connectors.kafka.options import SinkOptions
 from lakefeed.connectors.kafka.produce import BatchProducer, KafkaSinkError
+from lakefeed.core.errors import DataLossRiskError
+from lakefeed.delta.errors import CHECKPOINT_BEHIND
+from lakefeed.spark import offset_log
 
 log = logging.getLogger("lakefeed.kafka.sink")
 
 _SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
 _TIMEOUT_S = 30.0
 _POLL_S = 0.5
+OFFSETS_HEADER = "lakefeed.sourceOffsets"
+"""The marker header holding the batch's source offsets hash (:func:`offset_log.fingerprint`)."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The newest committed marker of one transactional id."""
+
+    batch_id: int
+    offsets: str | None  # None: a marker of an older lakefeed, or of a writer without checkpoint
 
 
 def rows_to_ipc(batches: Iterable[pa.RecordBatch]) -> tuple[bytes, int]:
@@ -91,8 +112,8 @@ def ensure_control_topic(options: SinkOptions) -> None:
         ) from None
 
 
-def committed_batch(options: SinkOptions, txn_id: str) -> int | None:
-    """The last batch id committed under ``txn_id``: its newest committed marker, or None.
+def committed_marker(options: SinkOptions, txn_id: str) -> Marker | None:
+    """The newest committed marker under ``txn_id`` (the last batch committed), or None.
 
     Call it after ``init_transactions`` for ``txn_id``: every transaction of ours has then
     ended, so each of our markers lies below the control partition's high watermark.
@@ -133,11 +154,11 @@ class MarkerScan:
         self.consumer = consumer
         self.key = key
         self.options = options
-        self.found: int | None = None
+        self.found: Marker | None = None
         self.target: int | None = None  # the high watermark of the first fetch
         self.stable: int | None = None  # where the reader last stopped (last stable offset)
 
-    def run(self) -> int | None:
+    def run(self) -> Marker | None:
         deadline = time.monotonic() + self.options.control_wait_s
         while True:
             message = self.consumer.poll(min(_POLL_S, max(deadline - time.monotonic(), 0.01)))
@@ -151,7 +172,7 @@ class MarkerScan:
         if error is None:
             value = message.value() or b""
             if message.key() == self.key and value.isdigit():  # anything else is not ours
-                self.found = int(value)
+                self.found = Marker(int(value), _header(message, OFFSETS_HEADER))
             return False
         if error.code() != KafkaError._PARTITION_EOF:
             raise KafkaSinkError(
@@ -184,27 +205,49 @@ class MarkerScan:
         )
 
 
+def _header(message: Message, name: str) -> str | None:
+    given = message.headers() or []
+    for key, value in given.items() if isinstance(given, dict) else given:
+        if key == name and value is not None:
+            return value.decode() if isinstance(value, bytes) else value
+    return None
+
+
 def commit_batch(
-    options: SinkOptions, txn_id: str, batch_id: int, payloads: Sequence[bytes]
+    options: SinkOptions,
+    txn_id: str,
+    batch_id: int,
+    payloads: Sequence[bytes],
+    offsets: str | None = None,
 ) -> int:
     """Produce a micro-batch's rows and its marker in one transaction; the rows sent (0 when
-    the batch had been committed already)."""
+    the batch had been committed already). ``offsets``: the batch's source offsets hash
+    (:func:`offset_log.fingerprint`), recorded with the marker and compared at a replay."""
     ensure_control_topic(options)
     sender = BatchProducer(options, **{"transactional.id": txn_id})
     producer = sender.producer
     try:
         # Fences any older producer with this id and aborts its open transaction.
         producer.init_transactions(_TIMEOUT_S)
-        last = committed_batch(options, txn_id)
-        if last is not None and last >= batch_id:
+        last = committed_marker(options, txn_id)
+        if last is not None and last.batch_id >= batch_id:
+            _refuse_if_behind(options, batch_id, offsets, last)
             log.info(
-                "Kafka sink batch %d was committed already (marker %d): skipped", batch_id, last
+                "Kafka sink batch %d was committed already (marker %d): skipped",
+                batch_id,
+                last.batch_id,
             )
             return 0
         producer.begin_transaction()
         for batch in _batches(payloads):
             sender.send_batch(batch)
-        producer.produce(options.control_topic, key=txn_id.encode(), value=str(batch_id).encode())
+        headers: dict[str, str | bytes | None] = {OFFSETS_HEADER: offsets} if offsets else {}
+        producer.produce(
+            options.control_topic,
+            key=txn_id.encode(),
+            value=str(batch_id).encode(),
+            headers=headers,
+        )
         sent = sender.finish()
         producer.commit_transaction(_TIMEOUT_S)
         return sent
@@ -216,6 +259,28 @@ def commit_batch(
     except BaseException:
         _abort(producer)
         raise
+
+
+def _refuse_if_behind(
+    options: SinkOptions, batch_id: int, offsets: str | None, last: Marker
+) -> None:
+    """Refuse skipping a batch the markers hold under other source offsets (or an older one):
+    the checkpoint is behind the topic, and the batch's rows would never be produced."""
+    what = offset_log.replay_conflict(batch_id, offsets, last.batch_id, lambda: last.offsets)
+    if what is None:
+        return
+    raise DataLossRiskError(
+        f"the checkpoint is behind its Kafka sink: it runs batch {batch_id}, but the control "
+        f"topic {options.control_topic} {what}; the batch would be skipped as already "
+        "produced and its rows would never reach the topic (a checkpoint restored from an "
+        "older backup, or its last offsets/commits files deleted). Nothing was produced",
+        fix="put back the checkpoint that goes with the topic as it is now (the newest "
+        "backup, or the one taken with it); or, to send the rows again, start the sink over "
+        "with a new, empty checkpoint (readers of the topic then see the rows it already "
+        "holds a second time): for a pipeline sink, `lakefeed run PIPELINE --full-refresh "
+        "<sink>`",
+        code=CHECKPOINT_BEHIND,
+    )
 
 
 def _abort(producer: Producer) -> None:

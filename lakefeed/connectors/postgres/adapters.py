@@ -34,7 +34,8 @@ def foreach_batch(
 
     def write(batch: DataFrame, batch_id: int) -> None:
         app_id = offset_log.running_query_id(checkpoint)
-        written = write_batch(target, app_id, batch_id, batch.toArrow())
+        offsets = offset_log.fingerprint(checkpoint, batch_id)
+        written = write_batch(target, app_id, batch_id, batch.toArrow(), offsets)
         if written is None:
             log.info(
                 "batch already in PostgreSQL, skipped",

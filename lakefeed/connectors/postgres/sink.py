@@ -2,6 +2,13 @@
 
 Spark-free: it takes the batch as an Arrow table, so it is tested against a real server without
 a JVM, and the Spark adapter only collects the batch and calls it.
+
+The commit table records, with a query's last batch id, the hash of that batch's source offsets
+(``offsets/N`` of its checkpoint): a replay after a crash has the same and is skipped; a batch
+id the table holds over other offsets, or an older one, comes from a checkpoint behind the table
+(restored from a backup, or its last ``offsets/N`` + ``commits/N`` deleted) and is refused before
+anything is written (``CHECKPOINT_BEHIND_TABLE``). A row of an older version (no hash) is judged
+by the batch id alone, as before.
 """
 
 from __future__ import annotations
@@ -13,14 +20,17 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakefeed.core.errors import ConfigError, UnavailableError, register_code
+from lakefeed.core.errors import ConfigError, DataLossRiskError, UnavailableError, register_code
 from lakefeed.core.redact import redact_text
+from lakefeed.delta.errors import CHECKPOINT_BEHIND
+from lakefeed.spark import offset_log
 
 if TYPE_CHECKING:
     import psycopg
 
 COMMITS_TABLE = "lakefeed_sink_commits"
-"""Per query (``app_id``): the last batch applied. Created next to the target when missing."""
+"""Per query (``app_id``): the last batch applied and its source offsets hash. Created next to
+the target when missing (and given the hash column when an older version created it)."""
 
 UNAVAILABLE = register_code("POSTGRES_UNAVAILABLE", UnavailableError)
 BAD_TARGET = register_code("POSTGRES_TARGET", ConfigError)
@@ -117,29 +127,63 @@ def last_batch(target: PostgresTarget, app_id: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def write_batch(target: PostgresTarget, app_id: str, batch_id: int, rows: pa.Table) -> int | None:
+def write_batch(
+    target: PostgresTarget,
+    app_id: str,
+    batch_id: int,
+    rows: pa.Table,
+    offsets: str | None = None,
+) -> int | None:
     """Apply batch ``batch_id`` of query ``app_id`` once: the rows it wrote, or None when the
-    batch was applied before (a replay after a crash: nothing changes)."""
+    batch was applied before (a replay after a crash: nothing changes). ``offsets``: the
+    batch's source offsets hash (:func:`offset_log.fingerprint`), recorded with the batch id and
+    compared at a replay."""
     with connect(target.url) as conn, conn.transaction():
         _create_commits_table(conn, target)
         done = conn.execute(
-            _sql("SELECT batch_id FROM {} WHERE app_id = %s FOR UPDATE", _commits(target)),
+            _sql(
+                "SELECT batch_id, source_offsets FROM {} WHERE app_id = %s FOR UPDATE",
+                _commits(target),
+            ),
             [app_id],
         ).fetchone()
         if done is not None and int(done[0]) >= batch_id:
+            _refuse_if_behind(target, batch_id, offsets, int(done[0]), done[1])
             return None
         _stage(conn, target, rows)
         written = _apply(conn, target, rows.column_names)
         conn.execute(
             _sql(
-                "INSERT INTO {} (app_id, batch_id, committed_at) VALUES (%s, %s, now()) "
-                "ON CONFLICT (app_id) DO UPDATE SET batch_id = EXCLUDED.batch_id, "
+                "INSERT INTO {} (app_id, batch_id, source_offsets, committed_at) "
+                "VALUES (%s, %s, %s, now()) ON CONFLICT (app_id) DO UPDATE SET "
+                "batch_id = EXCLUDED.batch_id, source_offsets = EXCLUDED.source_offsets, "
                 "committed_at = EXCLUDED.committed_at",
                 _commits(target),
             ),
-            [app_id, batch_id],
+            [app_id, batch_id, offsets],
         )
     return written
+
+
+def _refuse_if_behind(
+    target: PostgresTarget, batch_id: int, offsets: str | None, held: int, recorded: str | None
+) -> None:
+    """Refuse skipping a batch the commit table holds under other source offsets (or an older
+    one): the checkpoint is behind the table, and the batch's rows would never arrive."""
+    what = offset_log.replay_conflict(batch_id, offsets, held, lambda: recorded)
+    if what is None:
+        return
+    raise DataLossRiskError(
+        f"the checkpoint is behind its PostgreSQL sink: it runs batch {batch_id}, but "
+        f"{_commits(target)} of {target.where} {what}; the batch would be skipped as already "
+        "written and its rows would never arrive (a checkpoint restored from an older backup, "
+        "or its last offsets/commits files deleted). Nothing was written",
+        fix="restore the checkpoint and the table together from the same backup (or put back "
+        "the checkpoint that goes with the table as it is now); or start the sink over: a new, "
+        "empty checkpoint (for a pipeline sink `lakefeed run PIPELINE --full-refresh <sink>`) "
+        "upserts every row again, an append-only target (no keys) should be emptied first",
+        code=CHECKPOINT_BEHIND,
+    )
 
 
 def _stage(conn: psycopg.Connection, target: PostgresTarget, rows: pa.Table) -> None:
@@ -233,13 +277,23 @@ def _unique_keys(conn: psycopg.Connection, target: PostgresTarget) -> list[set[s
 
 
 def _create_commits_table(conn: psycopg.Connection, target: PostgresTarget) -> None:
+    commits = _commits(target)
     conn.execute(
         _sql(
             "CREATE TABLE IF NOT EXISTS {} (app_id text PRIMARY KEY, batch_id bigint NOT NULL, "
-            "committed_at timestamptz NOT NULL)",
-            _commits(target),
+            "source_offsets text, committed_at timestamptz NOT NULL)",
+            commits,
         )
     )
+    # A table of an older version lacks the hash column. Looked up first: ALTER TABLE would
+    # lock the table, shared by every query writing this schema, for the whole batch.
+    has_offsets = conn.execute(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+        "AND attname = 'source_offsets' AND NOT attisdropped",
+        [commits],
+    ).fetchone()
+    if has_offsets is None:
+        conn.execute(_sql("ALTER TABLE {} ADD COLUMN IF NOT EXISTS source_offsets text", commits))
 
 
 def _commits(target: PostgresTarget) -> str:

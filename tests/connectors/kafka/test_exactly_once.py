@@ -7,6 +7,7 @@ Read back with ``isolation.level=read_committed``, as the sink's consumers must.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -20,6 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from lakefeed.connectors.kafka import transact
 from lakefeed.connectors.kafka.options import KafkaOptionError, parse_sink_options
 from lakefeed.connectors.kafka.sink import sink_options, stream_writer
+from lakefeed.core.errors import DataLossRiskError, code_of
 from tests.connectors.kafka.broker import Broker, on_both_brokers
 from tests.connectors.kafka.spark_support import run_to_end
 from tests.support.crash import run_with_kills
@@ -79,7 +81,30 @@ def test_a_committed_batch_is_skipped_and_a_zombie_is_fenced(broker: Broker) -> 
     # tansu does not filter aborted transactions (its Fetch returns no aborted-transaction
     # list), so only committed rows are produced here, for both brokers.
     assert broker.committed_values(topic) == ["a", "b", "a", "b"]
-    assert transact.committed_batch(options, txn) == 1
+    assert transact.committed_marker(options, txn) == transact.Marker(1, None)
+
+
+@on_both_brokers
+def test_a_batch_the_markers_hold_over_other_offsets_is_refused(broker: Broker) -> None:
+    options = parse_sink_options(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": broker.create_topic(1), **EOS}
+    )
+    txn = f"test-{uuid.uuid4().hex[:8]}"
+    a, b, c = (transact.rows_to_ipc([pa.record_batch({"value": [v]})])[0] for v in "abc")
+    assert transact.commit_batch(options, txn, 0, [a], "h0") == 1
+    assert transact.commit_batch(options, txn, 1, [b], "h1") == 1
+    assert transact.commit_batch(options, txn, 1, [b], "h1") == 0  # a replay: same offsets
+    # A checkpoint restored from a backup runs batch 1 over a grown source, or batch 0 again:
+    # refused before anything is produced, not skipped with its rows.
+    for batch_id, offsets, what in ((1, "h1+", "other source offsets"), (0, "h0", "up to 1")):
+        with pytest.raises(DataLossRiskError, match=what) as refused:
+            transact.commit_batch(options, txn, batch_id, [c], offsets)
+        assert code_of(refused.value) == "CHECKPOINT_BEHIND_TABLE" and refused.value.fix
+    assert transact.committed_marker(options, txn) == transact.Marker(1, "h1")
+    # A marker of an older version (no offsets header) is judged by its batch id, as before.
+    _commit_behind(options, txn, 2, ["c"])
+    assert transact.commit_batch(options, txn, 2, [c], "h2") == 0
+    assert broker.committed_values(options.topic) == ["a", "b", "c"]
 
 
 # -- the replay check behind other producers' transactions (Apache Kafka) ---------------------
@@ -186,14 +211,25 @@ def test_broker_restart_mid_transaction_keeps_each_batch_once(apache_kafka: Any)
 # -- Spark: a stream into the exactly-once sink -------------------------------------------------
 
 
-def _copy(spark: Any, broker: Broker, source: str, target: str, checkpoint: Path) -> Any:
+def _copy(
+    spark: Any,
+    broker: Broker,
+    source: str,
+    target: str,
+    checkpoint: Path,
+    limit: int = 20,
+    fails: bool = False,
+) -> Any:
+    """Stream ``source`` into ``target`` exactly once, ``limit`` messages a batch, to the end;
+    the query must end without an error (``fails``: with one)."""
+
     def start() -> Any:
         return (
             spark.readStream.format("lakefeed_kafka")
             .option("kafka.bootstrap.servers", broker.bootstrap)
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", 20)
+            .option("maxOffsetsPerTrigger", limit)
             .load()
             .selectExpr("key", "CAST(value AS STRING) AS value")
             .writeStream.format("lakefeed_kafka")
@@ -206,7 +242,7 @@ def _copy(spark: Any, broker: Broker, source: str, target: str, checkpoint: Path
         )
 
     query = run_to_end(start)
-    assert query.exception() is None, query.exception()
+    assert (query.exception() is not None) is fails, query.exception()
     return query
 
 
@@ -225,6 +261,40 @@ def test_stream_then_replayed_batch_is_skipped(spark: Any, broker: Broker, tmp_p
         (checkpoint / "commits" / name).unlink(missing_ok=True)
     _copy(spark, broker, source, target, checkpoint)
     assert sorted(broker.committed_values(target)) == expected
+
+
+def _drop_last_batch(checkpoint: Path) -> None:
+    """What an operator does "to retry the last batch": delete its offsets and commit."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for folder in ("offsets", "commits"):
+        for name in (str(last), f".{last}.crc"):
+            (checkpoint / folder / name).unlink(missing_ok=True)
+
+
+def test_a_checkpoint_behind_the_topic_is_refused_a_retried_batch_skipped(
+    spark: Any, broker: Broker, tmp_path: Path
+) -> None:
+    source, target = broker.create_topic(1), broker.create_topic(1)
+    checkpoint, backup = tmp_path / "cp", tmp_path / "backup"
+    sent = [f"v{i}" for i in range(90)]
+    broker.produce(source, sent[:30])
+    _copy(spark, broker, source, target, checkpoint, limit=100)  # batch 0
+    shutil.copytree(checkpoint, backup)
+    broker.produce(source, sent[30:60])
+    _copy(spark, broker, source, target, checkpoint, limit=100)  # batch 1
+    # Its last batch deleted "to retry it", nothing new landed: the batch is planned again
+    # over the same offsets, a replay, skipped.
+    _drop_last_batch(checkpoint)
+    _copy(spark, broker, source, target, checkpoint, limit=100)
+    assert broker.committed_values(target) == sent[:60]
+    # The backup put back while the source grew: its batch 1 covers other offsets than the
+    # topic's batch 1. Refused before producing, never skipped with 30 rows.
+    shutil.rmtree(checkpoint)
+    shutil.copytree(backup, checkpoint)
+    broker.produce(source, sent[60:])
+    query = _copy(spark, broker, source, target, checkpoint, limit=100, fails=True)
+    assert code_of(str(query.exception())) == "CHECKPOINT_BEHIND_TABLE"
+    assert broker.committed_values(target) == sent[:60]
 
 
 # -- kill -9 mid-stream -----------------------------------------------------------------------

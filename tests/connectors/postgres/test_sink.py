@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lakefeed.connectors import postgres as pg
-from lakefeed.core.errors import code_of, is_permanent
+from lakefeed.core.errors import DataLossRiskError, code_of, is_permanent
 
 CUSTOMERS = (
     "CREATE TABLE customers (id bigint PRIMARY KEY, name text, seen timestamptz, "
@@ -98,3 +98,45 @@ def test_an_unreachable_server_is_transient_and_its_password_never_shown(postgre
 def test_bad_table_names_are_refused() -> None:
     with pytest.raises(pg.sink.ConfigError, match="not a plain name"):
         pg.PostgresTarget("postgresql://x@127.0.0.1/db", "customers; DROP TABLE x")
+
+
+# -- a checkpoint behind the commit table -------------------------------------------------------
+
+
+def test_a_replay_over_its_own_offsets_is_skipped_other_offsets_are_refused(url: str) -> None:
+    target = pg.PostgresTarget(url, "customers", ["id"])
+    assert pg.write_batch(target, "q", 0, _batch([1], ["ann"]), "h0") == 1
+    assert pg.write_batch(target, "q", 1, _batch([2], ["bob"]), "h1") == 1
+    assert pg.write_batch(target, "q", 1, _batch([2], ["bob"]), "h1") is None  # a replay
+    # A checkpoint restored from a backup plans batch 1 again over a grown source, or batch 0:
+    # refused before anything is written, not skipped with its rows.
+    for batch_id, offsets in ((1, "h1-grown"), (0, "h0")):
+        with pytest.raises(DataLossRiskError) as refused:
+            pg.write_batch(target, "q", batch_id, _batch([3], ["cid"]), offsets)
+        assert code_of(refused.value) == "CHECKPOINT_BEHIND_TABLE"
+        assert is_permanent(refused.value) and refused.value.fix
+    assert "over other source offsets" in str(_refusal(target, 1, "h1-grown"))
+    assert "holds batches up to 1" in str(_refusal(target, 0, "h0"))
+    assert _rows(url, "SELECT id FROM customers ORDER BY id") == [(1,), (2,)]
+    assert pg.write_batch(target, "q", 2, _batch([3], ["cid"]), "h2") == 1
+    # A writer that knows no checkpoint (no offsets) is judged by the batch id, as before.
+    assert pg.write_batch(target, "q", 1, _batch([9], ["zed"])) is None
+
+
+def _refusal(target: pg.PostgresTarget, batch_id: int, offsets: str) -> DataLossRiskError:
+    with pytest.raises(DataLossRiskError) as refused:
+        pg.write_batch(target, "q", batch_id, _batch([3], ["cid"]), offsets)
+    return refused.value
+
+
+def test_a_commit_table_of_an_older_version_is_read_as_before(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:  # as versions without the hash made it
+        conn.execute(
+            "CREATE TABLE lakefeed_sink_commits (app_id text PRIMARY KEY, batch_id bigint NOT "
+            "NULL, committed_at timestamptz NOT NULL)"
+        )
+        conn.execute("INSERT INTO lakefeed_sink_commits VALUES ('q', 4, now())")
+    target = pg.PostgresTarget(url, "customers", ["id"])
+    assert pg.write_batch(target, "q", 4, _batch([1], ["ann"]), "h4") is None  # no hash: a replay
+    assert pg.write_batch(target, "q", 5, _batch([1], ["ann"]), "h5") == 1
+    assert _rows(url, "SELECT batch_id, source_offsets FROM lakefeed_sink_commits") == [(5, "h5")]

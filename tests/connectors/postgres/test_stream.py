@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -11,6 +13,7 @@ from pyspark.sql import functions as F
 
 from lakefeed.connectors import delta
 from lakefeed.connectors import postgres as pg
+from lakefeed.core.errors import code_of
 
 
 def test_update_mode_aggregate_is_upserted_batch_by_batch(spark, postgres, tmp_path: Path) -> None:  # noqa: ANN001
@@ -39,3 +42,50 @@ def test_update_mode_aggregate_is_upserted_batch_by_batch(spark, postgres, tmp_p
         rows = dict(conn.execute("SELECT page, views FROM page_counts").fetchall())
     assert rows == {"/": 3, "/cart": 2, "/pay": 1}
     assert pg.sink.last_batch(target, str(query.id)) == 2  # three batches, each applied once
+
+
+def test_a_checkpoint_behind_the_table_is_refused_a_retried_batch_skipped(
+    spark,
+    postgres,
+    tmp_path: Path,  # noqa: ANN001
+) -> None:
+    url = postgres.create_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE clicks (id bigint)")  # append-only: a skip or a twin shows
+    source, checkpoint, backup = str(tmp_path / "src"), tmp_path / "cp", tmp_path / "backup"
+    target = pg.PostgresTarget(url, "clicks")
+
+    def land(*ids: int) -> None:
+        write_deltalake(source, pa.table({"id": pa.array(ids, pa.int64())}), mode="append")
+
+    def run() -> Exception | None:
+        frame = delta.read_stream(spark, source)
+        query = pg.write_stream(frame, target, checkpoint, trigger={"availableNow": True})
+        with contextlib.suppress(Exception):  # reported by query.exception()
+            query.awaitTermination(300)
+        return query.exception()
+
+    def ids() -> list[int]:
+        with psycopg.connect(url) as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM clicks ORDER BY id").fetchall()]
+
+    land(1, 2, 3)
+    assert run() is None  # batch 0
+    shutil.copytree(checkpoint, backup)
+    land(4, 5)
+    assert run() is None  # batch 1
+    # Its last batch deleted "to retry it", nothing new landed: planned again over the same
+    # offsets, a replay, skipped.
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for folder in ("offsets", "commits"):
+        for name in (str(last), f".{last}.crc"):
+            (checkpoint / folder / name).unlink(missing_ok=True)
+    assert run() is None
+    assert ids() == [1, 2, 3, 4, 5]
+    # The backup put back while the source grew: its batch 1 covers other offsets than the
+    # batch 1 the table holds. Refused before writing, never skipped with rows 4 to 7.
+    shutil.rmtree(checkpoint)
+    shutil.copytree(backup, checkpoint)
+    land(6, 7)
+    assert code_of(str(run())) == "CHECKPOINT_BEHIND_TABLE"
+    assert ids() == [1, 2, 3, 4, 5]

@@ -7,10 +7,14 @@ delete applied in both targets.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from deltalake import DeltaTable
 from pyspark.sql import types as T
 
+import lakefeed as lf
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.testing import PipelineTest
 from tests.pipeline.support import write
 
@@ -72,3 +76,49 @@ def test_stale_changes_and_a_null_keys_delete_over_three_runs(spark, tmp_path: P
         (124, "Oaxaca", 5, None),
         (125, "Tijuana", 2, None),
     ]
+
+
+FILES = USERS.replace(
+    'lf.source("iot", totalRows=1)  # replaced by the fed batches',
+    'lf.read_files(lf.config("t.landing"), "json", schema=SCHEMA).drop("_metadata")',
+).replace(
+    "import lakefeed as lf\n",
+    "import lakefeed as lf\n\nSCHEMA = 'userId BIGINT, name STRING, city STRING, operation STRING, "
+    "sequenceNum BIGINT'\n",
+)
+
+
+def test_verify_recomputes_both_targets_and_finds_a_damaged_one(spark, tmp_path: Path) -> None:
+    """``lakefeed verify`` applies each target's committed changes in one batch with the CDC
+    engine and compares: equal after three runs of out-of-order changes, SCD2's validity
+    columns included; a row deleted behind the pipeline's back is reported."""
+    folder = write(tmp_path / "p", {"users.py": FILES})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    conf = {"t.landing": str(tmp_path / "landing")}
+    for number, changes in enumerate(
+        (
+            [_user(124, "Raul", "Oaxaca", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
+            [_user(124, "Raul", "Cancun", "UPDATE", 1)],
+            [_user(125, "Mercedes", "Tijuana", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
+        )
+    ):
+        lines = "".join(json.dumps(change) + "\n" for change in changes)
+        write(tmp_path / "landing", {f"{number}.json": lines})
+        assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark, mode="available-now").ok
+
+    check = lf.verify(folder, lakehouse=lakehouse, conf=conf, spark=spark, run_first=False)
+    assert check.ok, check.tables
+    assert [(t.table, t.stream_rows, t.batch_rows) for t in check.tables] == [
+        ("target_scd1", 2, 2),
+        ("target_scd2", 4, 4),
+    ]
+    assert not (lakehouse.root / "_lakefeed_verify").exists() or not any(
+        (lakehouse.root / "_lakefeed_verify").iterdir()
+    )  # the recomputed targets are gone
+
+    DeltaTable(str(lakehouse.table_path("target_scd2"))).delete("userId = 125")
+    check = lf.verify(folder, lakehouse=lakehouse, conf=conf, spark=spark, run_first=False)
+    assert not check.ok and check.table("target_scd1").equal
+    damaged = check.table("target_scd2")
+    assert (damaged.only_stream, damaged.only_batch) == (0, 1)
+    assert "125" in damaged.samples[0] and "Tijuana" in damaged.samples[0]

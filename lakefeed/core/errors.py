@@ -223,3 +223,11 @@ class BatchInterruptedError(LakefeedError, RuntimeError):
 
     code = "BATCH_INTERRUPTED"
     permanent = False
+
+
+class StorageFailedError(UnavailableError):
+    """The storage failed under a run (an I/O error, a full disk, an object store's 5xx) while
+    it wrote or read a table, a checkpoint or a state store: nothing after the last committed
+    batch was lost, and a run after the storage recovers goes on from there."""
+
+    code = "STORAGE_FAILED"

@@ -5,13 +5,16 @@ JVM stack of a hundred lines, a ``StreamingQueryException`` whose text holds a P
 traceback, or pyspark's captured exceptions with a JVM trace appended. The useful part is in
 there — lakefeed's own message (found by its ``[LAKEFEED:CODE]`` mark, kept whole, with its
 fix), the last Python exception line and the pipeline file's line that raised it, or Spark's own
-error condition — and :func:`explain` digs it out. The CLI prints ``Failure.message`` (the full
-trace only with ``--debug``); the runner puts it in ``flow_failed`` events and decides on
-``Failure.permanent`` whether a restart can help.
+error condition — and :func:`explain` digs it out. A failure of the storage itself (an I/O
+error, a full disk, an object store's 5xx, as the OS, delta-rs or the JVM report it) carries no
+code of its own: it is given ``STORAGE_FAILED`` (transient) and its fix. The CLI prints
+``Failure.message`` (the full trace only with ``--debug``); the runner puts it in
+``flow_failed`` events and decides on ``Failure.permanent`` whether a restart can help.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import traceback
 from dataclasses import dataclass
@@ -36,6 +39,26 @@ _CONDITION = re.compile(r"^\[(?P<condition>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 _CONDITIONS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 _STATE = re.compile(r"SQLSTATE: (?P<state>[0-9A-Z]{5})")
 _PREAMBLE = re.compile(r"^An error occurred while calling [\w.]+\.?\s*$")
+# A storage failure, as each layer reports it. The OS: these errnos (not a missing file or a
+# permission, which a retry cannot fix). delta-rs: object_store's "Generic <store> error" (its
+# I/O failures; "not found" and the like have their own words). The JVM: Spark's SQLSTATE 58030
+# (I/O error: a state store or checkpoint log write) or Hadoop's I/O exceptions.
+_STORAGE_ERRNOS = frozenset(
+    {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ESTALE, errno.ENOTCONN}
+)
+_PY_ERRNO = re.compile(r"^(?:OSError|IOError): \[Errno (?P<errno>\d+)\]")
+_RS_STORAGE = re.compile(r"^(?:OSError: )?Generic \w+ error\b")
+_JVM_STORAGE = re.compile(
+    r"^(?:Caused by: )?(?:java\.io\.(?:Unchecked)?IOException"
+    r"|org\.apache\.hadoop\.fs\.s3a\.AWS(?:Status5\d\d|ServiceIO|ClientIO|ServiceThrottled)"
+    r"Exception)\b",
+    re.MULTILINE,
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+STORAGE_FIX = (
+    "nothing after the last committed batch was lost: once the storage works again (space, "
+    "health, the object store's status), run again; it goes on from there"
+)
 # Spark's SQLSTATE classes no retry can fix: 42 (the query does not analyze: a missing column,
 # an output mode the query cannot have), 0A (not supported), 22 (data exceptions).
 _PERMANENT_STATES = ("42", "0A", "22")
@@ -68,6 +91,9 @@ def explain(error: BaseException) -> Failure:
         return Failure(readable(own), code, errors.is_permanent(own), where, trace)
     python = _python_exception(text) if "Traceback (most recent call last)" in text else None
     state = _sql_state(error, text)
+    storage = _storage_failure(error, text, python, state)
+    if storage is not None:
+        return Failure(readable(str(storage)), storage.code, False, where, trace)
     permanent = True if state and state.startswith(_PERMANENT_STATES) else None
     return Failure(
         python or _plain(error, text),
@@ -79,6 +105,50 @@ def explain(error: BaseException) -> Failure:
 
 
 # --- the parts ---------------------------------------------------------------------------------
+
+
+def _storage_failure(
+    error: BaseException, text: str, python: str | None, state: str | None
+) -> errors.StorageFailedError | None:
+    """``error`` as a coded storage failure when it is one (see ``_STORAGE_ERRNOS``), else None:
+    a Python OSError raised here or in a worker's traceback, or a JVM I/O error."""
+    raised = _os_error(error)
+    if raised is not None:
+        detail = f"{type(raised).__name__}: {raised}"
+    elif python is not None:
+        detail = python if _storage_errno(python) or _RS_STORAGE.match(python) else ""
+    elif state == "58030" or _JVM_STORAGE.search(text):
+        detail = _plain(error, text)
+    else:
+        detail = ""
+    if not detail:
+        return None
+    return errors.StorageFailedError(
+        "the storage failed while the run wrote or read its tables, checkpoints or state: "
+        + " ".join(_ANSI.sub("", detail).split()),
+        fix=STORAGE_FIX,
+    )
+
+
+def _os_error(error: BaseException) -> OSError | None:
+    """The storage OSError in ``error``'s chain (raised on this side, not in a worker)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and (
+            current.errno in _STORAGE_ERRNOS
+            or (current.errno is None and _RS_STORAGE.match(str(current)))
+        ):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _storage_errno(line: str) -> bool:
+    """Whether a worker's exception line is an OSError with a storage errno."""
+    found = _PY_ERRNO.match(line)
+    return found is not None and int(found.group("errno")) in _STORAGE_ERRNOS
 
 
 def _jvm_trace(error: BaseException) -> str:

@@ -13,6 +13,7 @@ unmounted by :class:`FaultMount`: a process must never serve its own file system
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import errno
 import os
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,23 @@ class FaultMount:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@contextlib.contextmanager
+def mounted_or_skip(folder: Path) -> Iterator[FaultMount]:
+    """A fault file system mounted in ``folder`` (a test's tmp_path) for the ``with`` block; the
+    test is skipped where FUSE cannot be used."""
+    import pytest  # the test runner, only when a test mounts
+
+    reason = fuse_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    mount = FaultMount(folder / "back", folder / "mnt", folder / "plan.json",
+                       folder / "fuse.log").mount()  # fmt: skip
+    try:
+        yield mount
+    finally:
+        mount.unmount()
 
 
 def main() -> None:

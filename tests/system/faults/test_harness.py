@@ -15,7 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.support.faults import Fault, FaultPlan, classify_s3, fired, set_plan
-from tests.support.fusefaults import FaultMount, fuse_missing
+from tests.support.fusefaults import FaultMount, mounted_or_skip
 from tests.support.s3 import MotoServer
 from tests.support.s3faults import S3FaultProxy
 
@@ -99,13 +99,8 @@ def test_the_proxy_cuts_a_read_short_and_passes_copies(moto, proxy) -> None:
 
 @pytest.fixture
 def mounted(tmp_path: Path) -> Iterator[FaultMount]:
-    reason = fuse_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    mount = FaultMount(tmp_path / "back", tmp_path / "mnt", tmp_path / "plan.json",
-                       tmp_path / "fuse.log").mount()  # fmt: skip
-    yield mount
-    mount.unmount()
+    with mounted_or_skip(tmp_path) as mount:
+        yield mount
 
 
 @pytest.mark.faults

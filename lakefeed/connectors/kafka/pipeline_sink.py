@@ -1,8 +1,10 @@
 """Kafka as a pipeline sink (``lf.create_sink("alerts", "kafka", {...})``): Spark's Kafka sink
 options and columns, written by the ``lakefeed_kafka`` writer.
 
-At-least-once, as Spark's own Kafka sink: a batch replayed after a crash is produced again
-(Kafka keeps no record of which batches a topic already has).
+At-least-once by default, as Spark's own Kafka sink: a batch replayed after a crash is produced
+again. With ``lakefeed.deliveryGuarantee=exactly-once`` each batch is one Kafka transaction with
+a marker on a control topic (:mod:`~lakefeed.connectors.kafka.transact`), and a replay is
+skipped.
 """
 
 from __future__ import annotations

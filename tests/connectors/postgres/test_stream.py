@@ -8,12 +8,17 @@ from pathlib import Path
 
 import psycopg
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 from pyspark.sql import functions as F
 
+import lakefeed as lf
 from lakefeed.connectors import delta
 from lakefeed.connectors import postgres as pg
 from lakefeed.core.errors import code_of
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.runtime.results import RunResult
 
 
 def test_update_mode_aggregate_is_upserted_batch_by_batch(spark, postgres, tmp_path: Path) -> None:  # noqa: ANN001
@@ -88,4 +93,56 @@ def test_a_checkpoint_behind_the_table_is_refused_a_retried_batch_skipped(
     shutil.copytree(backup, checkpoint)
     land(6, 7)
     assert code_of(str(run())) == "CHECKPOINT_BEHIND_TABLE"
+    assert ids() == [1, 2, 3, 4, 5]
+
+
+PIPELINE = """
+import lakefeed as lf
+
+lf.create_sink("export", "postgres", {"url": lf.config("t.url"), "dbtable": "clicks"})
+
+@lf.append_flow(target="export")
+def to_export():
+    return lf.read_files(lf.config("t.landing"), "json", schema="id BIGINT").drop("_metadata")
+"""
+
+
+def test_a_pipelines_checkpoints_restored_from_a_backup_are_refused(
+    spark, postgres, tmp_path: Path  # noqa: ANN001
+) -> None:
+    """As an operator would: run, back up ``checkpoints/``, run more, put the backup back,
+    land more, run: refused before writing, never "0 rows written"."""
+    url = postgres.create_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE clicks (id bigint)")
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "pipeline.py").write_text(PIPELINE)
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    conf = {"t.url": url, "t.landing": str(landing)}
+
+    def land(*ids: int) -> None:
+        for n in ids:
+            (landing / f"{n:02d}.json").write_text(f'{{"id": {n}}}\n')
+
+    def run() -> RunResult:
+        return lf.run(flows, lakehouse=lakehouse, conf=conf, spark=spark, mode="available-now")
+
+    def ids() -> list[int]:
+        with psycopg.connect(url) as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM clicks ORDER BY id").fetchall()]
+
+    checkpoints, backup = lakehouse.root / "checkpoints", tmp_path / "backup"
+    land(1, 2, 3)
+    assert run().ok
+    shutil.copytree(checkpoints, backup)
+    land(4, 5)
+    assert run().ok
+    shutil.rmtree(checkpoints)
+    shutil.copytree(backup, checkpoints)
+    land(6, 7)
+    with pytest.raises(PipelineError, match="CHECKPOINT_BEHIND_TABLE"):
+        run()
     assert ids() == [1, 2, 3, 4, 5]

@@ -15,6 +15,7 @@ code of its own: it is given ``STORAGE_FAILED`` (transient) and its fix. The CLI
 from __future__ import annotations
 
 import errno
+import os
 import re
 import traceback
 from dataclasses import dataclass
@@ -42,16 +43,19 @@ _PREAMBLE = re.compile(r"^An error occurred while calling [\w.]+\.?\s*$")
 # A storage failure, as each layer reports it. The OS: these errnos (not a missing file or a
 # permission, which a retry cannot fix). delta-rs: object_store's "Generic <store> error" (its
 # I/O failures; "not found" and the like have their own words). The JVM: Spark's SQLSTATE 58030
-# (I/O error: a state store or checkpoint log write) or Hadoop's I/O exceptions.
+# (I/O error: a state store or checkpoint log write), S3A's answers of a failing store, or an
+# IOException with one of the errnos' texts (not any IOException: a Python worker that cannot
+# start or a reset socket is one too).
 _STORAGE_ERRNOS = frozenset(
     {errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ESTALE, errno.ENOTCONN}
 )
 _PY_ERRNO = re.compile(r"^(?:OSError|IOError): \[Errno (?P<errno>\d+)\]")
 _RS_STORAGE = re.compile(r"^(?:OSError: )?Generic \w+ error\b")
 _JVM_STORAGE = re.compile(
-    r"^(?:Caused by: )?(?:java\.io\.(?:Unchecked)?IOException"
-    r"|org\.apache\.hadoop\.fs\.s3a\.AWS(?:Status5\d\d|ServiceIO|ClientIO|ServiceThrottled)"
-    r"Exception)\b",
+    r"^(?:Caused by: )?(?:java\.io\.(?:Unchecked)?IOException: .*(?:"
+    + "|".join(re.escape(os.strerror(code)) for code in sorted(_STORAGE_ERRNOS))
+    + r")|org\.apache\.hadoop\.fs\.s3a\.AWS(?:Status5\d\d|ServiceIO|ClientIO|ServiceThrottled)"
+    r"Exception\b)",
     re.MULTILINE,
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

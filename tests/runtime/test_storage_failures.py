@@ -58,7 +58,14 @@ def test_a_delta_commit_and_a_marker_rename_on_eio_are_coded(mounted: FaultMount
 
 
 def test_other_os_errors_keep_their_own_message() -> None:
-    for error in (FileNotFoundError(2, "No such file or directory"), PermissionError(13, "no")):
+    """A missing file, a permission, a Python worker Spark cannot start: no retry helps, and
+    the storage is not to blame."""
+    worker = 'Caused by: java.io.IOException: Cannot run program "python3": error=2, No such file'
+    for error in (
+        FileNotFoundError(2, "No such file or directory"),
+        PermissionError(13, "Permission denied"),
+        RuntimeError(f"An error occurred while calling o1.start.\n{worker}"),
+    ):
         assert explain(error).code is None
 
 

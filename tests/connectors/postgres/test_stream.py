@@ -50,9 +50,9 @@ def test_update_mode_aggregate_is_upserted_batch_by_batch(spark, postgres, tmp_p
 
 
 def test_a_checkpoint_behind_the_table_is_refused_a_retried_batch_skipped(
-    spark,
-    postgres,
-    tmp_path: Path,  # noqa: ANN001
+    spark,  # noqa: ANN001
+    postgres,  # noqa: ANN001
+    tmp_path: Path,
 ) -> None:
     url = postgres.create_database()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -108,7 +108,9 @@ def to_export():
 
 
 def test_a_pipelines_checkpoints_restored_from_a_backup_are_refused(
-    spark, postgres, tmp_path: Path  # noqa: ANN001
+    spark,  # noqa: ANN001
+    postgres,  # noqa: ANN001
+    tmp_path: Path,
 ) -> None:
     """As an operator would: run, back up ``checkpoints/``, run more, put the backup back,
     land more, run: refused before writing, never "0 rows written"."""

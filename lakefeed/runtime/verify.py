@@ -70,8 +70,8 @@ SNAPSHOTS = (
     "not compared: an AUTO CDC target fed by snapshots (create_auto_cdc_from_snapshot_flow) "
     "cannot be recomputed, its past snapshots are not kept"
 )
-SCRATCH = "_lakefeed_verify"
-"""The lakehouse folder holding a recomputed AUTO CDC target while it is compared."""
+SCRATCH = "_lakefeed_verify_"
+"""Prefix of the lakehouse folder holding a recomputed AUTO CDC target while it is compared."""
 STATIC_JOIN = (
     "not compared: each micro-batch joined its static side (a table or query read anew by every "
     "batch) as it was then, which a batch recompute over today's tables cannot replay; the "
@@ -169,7 +169,7 @@ def compare_cdc(
     if not parts:
         return _nothing_committed(lakehouse, name)
     stream = delta.read(spark, str(lakehouse.table_path(name)))
-    scratch = lakehouse.root / SCRATCH / uuid.uuid4().hex
+    scratch = lakehouse.root / f"{SCRATCH}{uuid.uuid4().hex}"
     target, state = str(scratch / "target"), str(scratch / "state")
     try:
         create.create(target, create.nullable(stream.schema))

@@ -9,7 +9,8 @@ Each marker in a page becomes a table made from the code:
   (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
-- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires.
+- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires;
+- ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``).
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
 --version`` prints and the wheel is built with.
@@ -313,12 +314,34 @@ def render_versions() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _setting_row(setting: Any) -> str:
+    """One setting as a table row; its docs page linked from reference/configuration.md."""
+    meaning = _cell(setting.meaning)
+    if setting.doc:
+        meaning += f" ([more](../{setting.doc}))"
+    default = _cell(setting.default) if setting.default else "—"
+    return f"| `{setting.key}` | {_cell(setting.type) or '—'} | {default} | {meaning} |"
+
+
+def render_configuration() -> str:
+    """The settings registry as one section per kind (where a setting is given)."""
+    from lakefeed.core.config import SETTINGS, Kind
+
+    sections = []
+    for kind in Kind:
+        rows = [_setting_row(s) for s in SETTINGS.values() if s.kind is kind]
+        table = ["| key | type | default | meaning |", "| --- | --- | --- | --- |", *rows]
+        sections.append(f"## {kind.value}\n\n" + "\n".join(table) + "\n")
+    return "\n".join(sections)
+
+
 RENDERERS = {
     ERRORS_MARKER: render,
     PATCHES_MARKER: render_patches,
     "<!-- delta-features -->": render_features,
     "<!-- event-log-schema -->": render_event_log,
     "<!-- versions -->": render_versions,
+    "<!-- configuration -->": render_configuration,
 }
 
 

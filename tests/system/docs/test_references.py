@@ -141,3 +141,11 @@ def test_changelog_names_the_package_version() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.M)
     assert released and released[0] == lakefeed.__version__
+
+
+def test_configuration_reference_lists_every_setting(hook: ModuleType) -> None:
+    from lakefeed.core.config import SETTINGS, Kind
+
+    page = hook.render_configuration()
+    assert all(f"| `{key}` |" in page for key in SETTINGS)
+    assert all(f"## {kind.value}\n" in page for kind in Kind)

@@ -10,7 +10,9 @@ Each marker in a page becomes a table made from the code:
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
 - ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires;
-- ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``).
+- ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``);
+- ``<!-- performance-results -->`` / ``<!-- performance-commands -->``: the benchmarks' headline
+  table and the commands that reproduce it, from ``bench/results/*.json``.
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
 --version`` prints and the wheel is built with.
@@ -335,6 +337,27 @@ def render_configuration() -> str:
     return "\n".join(sections)
 
 
+def _bench_results() -> Any:
+    """``bench/results.py`` (bench/ is a folder of scripts at the root, not installed)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import results
+
+    return results
+
+
+def render_performance() -> str:
+    """The headline table from the benchmarks' result files."""
+    results = _bench_results()
+    return str(results.table(results.load()))
+
+
+def render_performance_commands() -> str:
+    """The commands that reproduce the table, from the same files."""
+    results = _bench_results()
+    return str(results.commands(results.load()))
+
+
 RENDERERS = {
     ERRORS_MARKER: render,
     PATCHES_MARKER: render_patches,
@@ -342,6 +365,8 @@ RENDERERS = {
     "<!-- event-log-schema -->": render_event_log,
     "<!-- versions -->": render_versions,
     "<!-- configuration -->": render_configuration,
+    "<!-- performance-results -->": render_performance,
+    "<!-- performance-commands -->": render_performance_commands,
 }
 
 

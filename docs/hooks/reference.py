@@ -9,7 +9,8 @@ Each marker in a page becomes a table made from the code:
   (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
-- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires;
+- ``<!-- versions -->``: the Python, Java and package versions lakefeed supports and was tested
+  with (``pyproject.toml``, the installed packages);
 - ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``);
 - ``<!-- performance-results -->`` / ``<!-- performance-commands -->``: the benchmarks' headline
   table and the commands that reproduce it, from ``bench/results/*.json``.
@@ -304,15 +305,27 @@ def render_event_log() -> str:
 
 
 def render_versions() -> str:
-    """What the package requires, from pyproject.toml: the versions CI installs and tests."""
+    """What lakefeed supports (pyproject.toml: its requirements, and ``[tool.lakefeed] java``)
+    and what this build was tested with: the versions installed where the site is built, which
+    are the ones CI installs and runs the tests on."""
+    import platform
     import tomllib
+    from importlib.metadata import PackageNotFoundError, version
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = ["| requirement | version |", "| --- | --- |"]
-    lines.append(f"| Python | {project['requires-python']} |")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project, java = pyproject["project"], pyproject["tool"]["lakefeed"]["java"]
+    lines = ["| requirement | supported | tested with |", "| --- | --- | --- |"]
+    lines.append(f"| Python | {project['requires-python']} | {platform.python_version()} |")
+    lines.append(f"| Java (a JDK) | {java['supported']} | {java['tested']} |")
     for dependency in project["dependencies"]:
-        name, spec = re.match(r"([A-Za-z0-9_.-]+)(.*)", dependency).groups()
-        lines.append(f"| {name} | {spec or 'any'} |")
+        match = re.match(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?(.*)", dependency)
+        assert match is not None
+        name, _, spec = match.groups()
+        try:
+            tested = version(name)
+        except PackageNotFoundError:
+            tested = "—"
+        lines.append(f"| {name} | {spec or 'any'} | {tested} |")
     return "\n".join(lines) + "\n"
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from unittest import SkipTest
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sybil import Document, Example, Sybil
@@ -146,7 +147,9 @@ def parse(path: Path) -> Page:
 def _inside(folder: Path, spark: SparkSession) -> Iterator[None]:
     """``folder`` as the working directory of Python and of the JVM's local file system (so a
     relative path means the same file to ``open`` and to Spark), ``folder/lakehouse`` as the
-    lakehouse names resolve in; the streams a page started are stopped at the end."""
+    lakehouse names resolve in. At the end the streams a page started are stopped and the
+    session's settings are as before (``lf.spark_session()`` in a page reuses the shared
+    session and applies lakefeed's defaults to it)."""
     jvm = spark._jvm
     assert jvm is not None
     local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
@@ -155,16 +158,27 @@ def _inside(folder: Path, spark: SparkSession) -> Iterator[None]:
     os.chdir(folder)
     local.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(folder.as_uri()))
     jvm.java.lang.System.setProperty("user.dir", str(folder))  # FileContext's (checkpoints)
+    settings = dict(spark.conf.getAll)
     spark.conf.set(LAKEHOUSE.key, str(folder / "lakehouse"))
     try:
         yield
     finally:
         for query in spark.streams.active:
             query.stop()
-        spark.conf.unset(LAKEHOUSE.key)
+        _restore(spark, settings)
         jvm.java.lang.System.setProperty("user.dir", user_dir)
         local.setWorkingDirectory(jvm_before)
         os.chdir(before)
+
+
+def _restore(spark: SparkSession, settings: dict[str, str]) -> None:
+    """The session's runtime settings back to ``settings`` (static ones cannot change)."""
+    for key, value in dict(spark.conf.getAll).items():
+        with contextlib.suppress(AnalysisException):  # CANNOT_MODIFY_CONFIG: a static one
+            if key not in settings:
+                spark.conf.unset(key)
+            elif settings[key] != value:
+                spark.conf.set(key, settings[key])
 
 
 def run_page(path: Path, folder: Path, spark: SparkSession) -> PageRun:

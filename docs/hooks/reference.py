@@ -9,7 +9,11 @@ Each marker in a page becomes a table made from the code:
   (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
-- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires.
+- ``<!-- versions -->``: the Python, Java and package versions lakefeed supports and was tested
+  with (``pyproject.toml``, the installed packages);
+- ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``);
+- ``<!-- performance-results -->`` / ``<!-- performance-commands -->``: the benchmarks' headline
+  table and the commands that reproduce it, from ``bench/results/*.json``.
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
 --version`` prints and the wheel is built with.
@@ -301,16 +305,70 @@ def render_event_log() -> str:
 
 
 def render_versions() -> str:
-    """What the package requires, from pyproject.toml: the versions CI installs and tests."""
+    """What lakefeed supports (pyproject.toml: its requirements, and ``[tool.lakefeed] java``)
+    and what this build was tested with: the versions installed where the site is built, which
+    are the ones CI installs and runs the tests on."""
+    import platform
     import tomllib
+    from importlib.metadata import PackageNotFoundError, version
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = ["| requirement | version |", "| --- | --- |"]
-    lines.append(f"| Python | {project['requires-python']} |")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project, java = pyproject["project"], pyproject["tool"]["lakefeed"]["java"]
+    lines = ["| requirement | supported | tested with |", "| --- | --- | --- |"]
+    lines.append(f"| Python | {project['requires-python']} | {platform.python_version()} |")
+    lines.append(f"| Java (a JDK) | {java['supported']} | {java['tested']} |")
     for dependency in project["dependencies"]:
-        name, spec = re.match(r"([A-Za-z0-9_.-]+)(.*)", dependency).groups()
-        lines.append(f"| {name} | {spec or 'any'} |")
+        match = re.match(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?(.*)", dependency)
+        assert match is not None
+        name, _, spec = match.groups()
+        try:
+            tested = version(name)
+        except PackageNotFoundError:
+            tested = "—"
+        lines.append(f"| {name} | {spec or 'any'} | {tested} |")
     return "\n".join(lines) + "\n"
+
+
+def _setting_row(setting: Any) -> str:
+    """One setting as a table row; its docs page linked from reference/configuration.md."""
+    meaning = _cell(setting.meaning)
+    if setting.doc:
+        meaning += f" ([more](../{setting.doc}))"
+    default = _cell(setting.default) if setting.default else "—"
+    return f"| `{setting.key}` | {_cell(setting.type) or '—'} | {default} | {meaning} |"
+
+
+def render_configuration() -> str:
+    """The settings registry as one section per kind (where a setting is given)."""
+    from lakefeed.core.config import SETTINGS, Kind
+
+    sections = []
+    for kind in Kind:
+        rows = [_setting_row(s) for s in SETTINGS.values() if s.kind is kind]
+        table = ["| key | type | default | meaning |", "| --- | --- | --- | --- |", *rows]
+        sections.append(f"## {kind.value}\n\n" + "\n".join(table) + "\n")
+    return "\n".join(sections)
+
+
+def _bench_results() -> Any:
+    """``bench/results.py`` (bench/ is a folder of scripts at the root, not installed)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import results
+
+    return results
+
+
+def render_performance() -> str:
+    """The headline table from the benchmarks' result files."""
+    results = _bench_results()
+    return str(results.table(results.load()))
+
+
+def render_performance_commands() -> str:
+    """The commands that reproduce the table, from the same files."""
+    results = _bench_results()
+    return str(results.commands(results.load()))
 
 
 RENDERERS = {
@@ -319,6 +377,9 @@ RENDERERS = {
     "<!-- delta-features -->": render_features,
     "<!-- event-log-schema -->": render_event_log,
     "<!-- versions -->": render_versions,
+    "<!-- configuration -->": render_configuration,
+    "<!-- performance-results -->": render_performance,
+    "<!-- performance-commands -->": render_performance_commands,
 }
 
 

@@ -17,11 +17,12 @@ from rich.table import Table
 
 from lakefeed.connectors.generator.iot import GeneratorOptionError, IotConfig
 from lakefeed.connectors.kafka.produce import KafkaSinkError
+from lakefeed.core.config import KAFKA_BOOTSTRAP_ENV
 
 servers_option = click.option(
     "--bootstrap-servers",
     "-b",
-    envvar="LAKEFEED_KAFKA_BOOTSTRAP",
+    envvar=KAFKA_BOOTSTRAP_ENV.key,
     default="127.0.0.1:9092",
     show_default=True,
     help="Kafka brokers (host:port,...). Env: LAKEFEED_KAFKA_BOOTSTRAP.",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.live import Live
 
+from lakefeed.core.config import LAKEHOUSE_ENV, UI_TOKEN_ENV
 from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
 from lakefeed.observe.console import (
     event_json,
@@ -36,7 +37,7 @@ lakehouse_option = click.option(
     "lakehouse_dir",
     default=DEFAULT_ROOT,
     show_default=True,
-    envvar="LAKEFEED_LAKEHOUSE",
+    envvar=LAKEHOUSE_ENV.key,
     type=click.Path(file_okay=False),
     help="Lakehouse folder (tables, checkpoints, event log). Env: LAKEFEED_LAKEHOUSE.",
 )
@@ -55,7 +56,7 @@ def ui_session() -> SparkSession:
 @click.option("--port", default=8765, show_default=True, type=int, help="Port (0: any free).")
 @click.option(
     "--token",
-    envvar="LAKEFEED_UI_TOKEN",
+    envvar=UI_TOKEN_ENV.key,
     default=None,
     help="Access token (16+ characters); required unless bound to a loopback address. "
     "Env: LAKEFEED_UI_TOKEN.",

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from lakefeed import entry
 from lakefeed.cli.failures import debugging, quiet_spark_failure_logs
+from lakefeed.core.config import UI_TOKEN_ENV
 from lakefeed.core.errors import LakefeedError
 from lakefeed.core.explain import explain, readable
 from lakefeed.core.lakehouse import DEFAULT_ROOT, Lakehouse
@@ -209,7 +210,7 @@ def pipeline_command(spark_options: bool = True) -> Callable[[Callable], Callabl
 @click.option(
     "--ui-token",
     default=None,
-    envvar="LAKEFEED_UI_TOKEN",
+    envvar=UI_TOKEN_ENV.key,
     help="Access token of the web UI (16+ characters; env LAKEFEED_UI_TOKEN).",
 )
 def run(

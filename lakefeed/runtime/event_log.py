@@ -67,6 +67,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 
+from lakefeed.core.config import EVENT_LOG_MAX_EVENTS, EVENT_LOG_RETENTION
 from lakefeed.core.errors import ConfigError, EventLogError
 from lakefeed.core.logs import get_logger
 from lakefeed.core.options import parse_duration
@@ -94,8 +95,8 @@ EVENT_SCHEMA = pa.schema(
     ]
 )
 
-RETENTION_KEY = "lakefeed.eventLog.retention"
-MAX_EVENTS_KEY = "lakefeed.eventLog.maxEvents"
+RETENTION_KEY = EVENT_LOG_RETENTION.key
+MAX_EVENTS_KEY = EVENT_LOG_MAX_EVENTS.key
 # Replaced data files older than this are deleted: readers of older versions (``lakefeed events
 # --follow``, the UI) reload when a file is gone, and an hour is far longer than any of their
 # reads.

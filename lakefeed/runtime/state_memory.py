@@ -65,6 +65,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from lakefeed.core import config
 from lakefeed.core.options import Options, parse_bytes
 from lakefeed.runtime.errors import StateMemoryError
 
@@ -73,12 +74,12 @@ if TYPE_CHECKING:
 
 PREFIX = "lakefeed.state."
 ROCKSDB = "spark.sql.streaming.stateStore.rocksdb."
-MEMORY = PREFIX + "memory"
-WRITE_BUFFER_RATIO = PREFIX + "writeBufferRatio"
-HIGH_PRIORITY_RATIO = PREFIX + "highPriorityRatio"
-WRITE_BUFFER_SIZE = PREFIX + "writeBufferSize"
-MAX_WRITE_BUFFERS = PREFIX + "maxWriteBuffers"
-BLOCK_CACHE_SIZE = PREFIX + "blockCacheSize"
+MEMORY = config.STATE_MEMORY.key
+WRITE_BUFFER_RATIO = config.STATE_WRITE_BUFFER_RATIO.key
+HIGH_PRIORITY_RATIO = config.STATE_HIGH_PRIORITY_RATIO.key
+WRITE_BUFFER_SIZE = config.STATE_WRITE_BUFFER_SIZE.key
+MAX_WRITE_BUFFERS = config.STATE_MAX_WRITE_BUFFERS.key
+BLOCK_CACHE_SIZE = config.STATE_BLOCK_CACHE_SIZE.key
 KEYS = (
     MEMORY,
     WRITE_BUFFER_RATIO,

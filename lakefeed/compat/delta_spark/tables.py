@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 from lakefeed.compat.delta_spark import protocol
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.connectors.delta.adapters import read as delta_read
-from lakefeed.core import storage
+from lakefeed.core import config, storage
 from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.core.flow_context import current_flow
 from lakefeed.core.lakehouse import Lakehouse
@@ -59,11 +59,11 @@ from lakefeed.delta.spark_read import spark_schema
 if TYPE_CHECKING:
     from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder, DeltaTableBuilder
 
-TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-TXN_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
-RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
-LAKEHOUSE_CONF = "lakefeed.lakehouse"
+TXN_APP_CONF = config.TXN_APP_ID.key
+TXN_VERSION_CONF = config.TXN_VERSION.key
+TXN_RESET_CONF = config.TXN_AUTO_RESET.key
+RETENTION_CHECK_CONF = config.RETENTION_CHECK.key
+LAKEHOUSE_CONF = config.LAKEHOUSE.key
 """Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
 
 

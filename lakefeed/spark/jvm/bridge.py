@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lakefeed.core.config import READER
 from lakefeed.core.options import Options
 from lakefeed.spark.jvm import PROVIDER, loadable
 
@@ -44,7 +45,7 @@ OPENER_OPTION = "lakefeed.planner.reader"
 """The pickled ``(open_reader, description)`` a query of the stream opens its planner with."""
 DESCRIPTION_OPTION = "lakefeed.planner.description"
 """What the scan of a planned batch read shows in plans, e.g. ``DeltaTable[/data/devices]``."""
-READER_OPTION = "lakefeed.reader"
+READER_OPTION = READER.key
 """``spark``: Spark's own reader reads a stream's files; ``python``: the Python data source."""
 
 

@@ -124,15 +124,17 @@ def test_every_marker_on_a_page_is_rendered(hook: ModuleType) -> None:
     """A marker no renderer knows would reach readers as an empty spot."""
     used = {
         m for page in DOCS.rglob("*.md") for m in re.findall(r"<!-- [a-z-]+ -->", page.read_text())
-    }
+    } - {"<!-- clear-namespace -->"}  # a directive of the examples' runner (run_pages.py)
     assert used <= set(hook.RENDERERS)
     assert set(hook.RENDERERS) <= used
 
 
 def test_versions_table_names_the_pinned_engines(hook: ModuleType) -> None:
     table = hook.render_versions()
-    assert "| pyspark | ==4.3.0 |" in table
-    assert "| deltalake | ==" in table
+    assert "| pyspark | ==4.3.0 | 4.3.0 |" in table
+    assert "| deltalake | ==1.6.6 | 1.6.6 |" in table
+    assert "| Java (a JDK) | 17 or 21 | 17 |" in table
+    assert "| sqlglot | >=30.0,<31 | 30." in table  # extras dropped from the name
 
 
 def test_changelog_names_the_package_version() -> None:
@@ -141,3 +143,20 @@ def test_changelog_names_the_package_version() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.M)
     assert released and released[0] == lakefeed.__version__
+
+
+def test_configuration_reference_lists_every_setting(hook: ModuleType) -> None:
+    from lakefeed.core.config import SETTINGS, Kind
+
+    page = hook.render_configuration()
+    assert all(f"| `{key}` |" in page for key in SETTINGS)
+    assert all(f"## {kind.value}\n" in page for kind in Kind)
+
+
+def test_the_tests_run_on_the_java_the_docs_name(spark) -> None:  # noqa: ANN001
+    """The version table's "tested with" Java is the JDK this suite (and so CI) runs on."""
+    import tomllib
+
+    java = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["lakefeed"]["java"]
+    running = spark._jvm.java.lang.System.getProperty("java.specification.version")
+    assert running == java["tested"]

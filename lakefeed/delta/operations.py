@@ -116,7 +116,7 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     """One idempotent delta-rs change of the table at ``root``; its metrics, or None when its
     ``txn`` is already committed."""
     table = log.open_table(root)
-    log.check_readable(table, root, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+    log.check_readable(table, root, features.WRITES_KEEP, f"lakefeed's {operation}")
     features.check_writable(table, root, operation)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)

@@ -25,7 +25,16 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from deltalake.transaction import CommitProperties, Transaction
 
 from lakefeed.core.errors import ConflictError, DeltaError, register_code
-from lakefeed.delta import commit, constraints, features, generated, log, post_commit, replay
+from lakefeed.delta import (
+    commit,
+    constraints,
+    dv_write,
+    features,
+    generated,
+    log,
+    post_commit,
+    replay,
+)
 from lakefeed.delta.errors import (
     NEW_VIOLATION,
     DeltaOperationError,
@@ -167,8 +176,15 @@ def update(
 def delete(
     root: str, predicate: str | None = None, txn: Txn | None = None
 ) -> dict[str, Any] | None:
-    """Delete the rows matching ``predicate`` (every row without one)."""
-    return change(root, "DELETE", lambda table, args: table.delete(predicate, **args), txn)
+    """Delete the rows matching ``predicate`` (every row without one): with deletion vectors
+    where the table enables them (:mod:`~lakefeed.delta.dv_write`), else by rewriting files."""
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        marked = dv_write.delete(table, root, predicate, marks)
+        return table.delete(predicate, **args) if marked is None else marked
+
+    return change(root, "DELETE", call, txn)
 
 
 def optimize(

@@ -9,6 +9,7 @@ file's ``deletionVector`` (PROTOCOL.md: a logical file is its path and its DV's 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, TableFeatures, write_deltalake
 
-from lakefeed.core.errors import code_of
-from lakefeed.delta import log, merger, operations
+from lakefeed.core.errors import ConflictError, code_of
+from lakefeed.delta import dv, dv_write, files, log, merger, operations
 from lakefeed.delta import table as tables
 from tests.delta.test_golden import GOLDEN, _sorted, expected, python_read
 
@@ -164,3 +166,112 @@ def test_column_mapping_with_deletion_vectors_is_still_refused(tmp_path: Path) -
         operations.delete(str(root), "col1 = 1")
     assert code_of(refused.value) == "DELTA_UNSUPPORTED_READER_FEATURE"
     assert "columnMapping" in str(refused.value)
+
+
+# -- DELETE writes deletion vectors where the table enables them -----------------------------
+
+
+def _commit(root: str, version: int) -> tuple[list[dict], list[dict]]:
+    actions = log.commit_actions(root, version) or []
+    return [a["add"] for a in actions if "add" in a], [
+        a["remove"] for a in actions if "remove" in a
+    ]
+
+
+def test_delete_marks_rows_in_deletion_vectors(root: str) -> None:
+    """The golden table has ``delta.enableDeletionVectors=true``: a DELETE adds the same files
+    back with new deletion vectors (old and new rows, union), writes no data file, and delta-rs
+    reads the vectors as lakefeed wrote them."""
+    before, carrying = expected(root), live_descriptors(root)
+    version = log.latest_version(root)
+    data_files = set(Path(root).rglob("*.parquet")) - set(Path(root, "_delta_log").iterdir())
+    metrics = operations.delete(root, "col1 = 46 OR col1 IN (31, 48) OR col2 IS NULL")
+    assert metrics is not None and metrics["num_deleted_rows"] == 3
+    assert expected(root) == [row for row in before if row[1] not in (31, 46, 48)]
+    assert _sorted(python_read(root)) == expected(root)
+    adds, removes = _commit(root, version + 1)
+    assert sorted(a["path"] for a in adds) == sorted(r["path"] for r in removes)
+    assert all(a["deletionVector"]["storageType"] == "u" for a in adds)
+    for remove in removes:
+        old = carrying.get(remove["path"])
+        assert (_plain(remove["deletionVector"]) if old else remove.get("deletionVector")) == (
+            _plain(old) if old else None
+        )
+    assert set(Path(root).rglob("*.parquet")) - set(Path(root, "_delta_log").iterdir()) == (
+        data_files
+    )
+    by_rs = log.file_deletes(DeltaTable(root), root)
+    for add in adds:
+        mine = dv.positions(root, dv.Descriptor.from_json(add["deletionVector"]))
+        assert (
+            mine.tolist()
+            == by_rs[dv.file_key(files.local_path(root, add["path"]))].array().tolist()
+        )
+        assert json.loads(add["stats"])["numRecords"] == len(
+            pq.read_table(files.local_path(root, add["path"]))
+        )
+        if add["path"] in carrying:  # the old deleted rows stay deleted
+            old = dv.positions(root, dv.Descriptor.from_json(carrying[add["path"]]))
+            assert set(old.tolist()) < set(mine.tolist())
+
+
+def test_a_file_whose_rows_are_all_deleted_is_removed(root: str) -> None:
+    version = log.latest_version(root)
+    operations.delete(root, "part = 6")
+    adds, removes = _commit(root, version + 1)
+    assert adds == [] and len(removes) == 1 and removes[0]["deletionVector"]
+    assert all(row[0] != 6 for row in expected(root))
+
+
+def test_a_predicate_arrow_cannot_evaluate_rewrites_files(root: str) -> None:
+    """``LIKE`` is not evaluated on Arrow here: delta-rs rewrites the file instead, same rows."""
+    before = expected(root)
+    version = log.latest_version(root)
+    operations.delete(root, "col2 LIKE 'foo%' AND col1 = 46")
+    adds, _ = _commit(root, version + 1)
+    assert adds and all("deletionVector" not in a or a["deletionVector"] is None for a in adds)
+    assert expected(root) == [row for row in before if row[1] != 46]
+
+
+def test_without_the_property_delete_rewrites_files(tmp_path: Path) -> None:
+    """The feature alone does not let writers add deletion vectors (PROTOCOL.md)."""
+    root = str(tmp_path / "t")
+    write_deltalake(root, pa.table({"id": list(range(10))}))
+    DeltaTable(root).alter.add_feature(
+        [TableFeatures.DeletionVectors], allow_protocol_versions_increase=True
+    )
+    operations.delete(root, "id < 3")
+    adds, _ = _commit(root, log.latest_version(root))
+    assert adds and not any(a.get("deletionVector") for a in adds)
+    assert [row[0] for row in expected(root)] == list(range(3, 10))
+
+
+def test_a_replayed_dv_delete_is_skipped(root: str) -> None:
+    txn = operations.Txn("app", 7, offsets="abc")
+    operations.delete(root, "col1 = 46", txn)
+    version = log.latest_version(root)
+    assert DeltaTable(root).transaction_version("app") == 7
+    assert operations.delete(root, "col1 = 48", txn) is None
+    assert log.latest_version(root) == version
+
+
+def test_a_dv_delete_that_lost_the_race_to_a_delete_of_its_file_conflicts(root: str) -> None:
+    """Two DELETEs of rows of one file: the later commit would drop the earlier's vector, so
+    it fails (Delta's ConcurrentDeleteDelete); a blind append in between does not."""
+    table = DeltaTable(root)
+    version = table.version()
+    live = dv_write.live_files(root, version)
+    assert live is not None
+    path = next(p for p in live if p.startswith("part=6/"))
+    operations.delete(root, "col1 = 46")  # the winner
+    with pytest.raises(ConflictError):
+        dv_write.commit_actions(root, version, [{"commitInfo": {}}], {path}, None)
+    write_deltalake(
+        root,
+        pa.table(
+            {"part": pa.array([1], pa.int32()), "col1": pa.array([99], pa.int32()), "col2": ["x"]}
+        ),
+        mode="append",
+    )
+    blind = log.latest_version(root)
+    assert dv_write.commit_actions(root, blind - 1, [{"commitInfo": {}}], {path}, None) == blind + 1

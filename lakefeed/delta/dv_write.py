@@ -1,0 +1,387 @@
+"""DELETE with deletion vectors (merge-on-read), as delta-spark does on a table with
+``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector, the
+data files stay. Spark-free.
+
+Per file the matching rows' positions (:mod:`.predicates`) join the file's existing deletion
+vector (a union: a row deleted before stays deleted); all new vectors of one DELETE go into one
+``deletion_vector_<uuid>.bin`` beside the data (PROTOCOL.md "Deletion Vector Format": a version
+byte, then per vector its size, its ``RoaringBitmapArray`` and its CRC-32; storage type ``u``,
+the UUID in Z85, no prefix). The commit removes each touched logical file with its old
+descriptor and adds it back with the new one and its ``numRecords``; a file left with no row is
+removed outright. delta-rs's Python API cannot commit a ``deletionVector``, so the commit is
+written here: ``_delta_log/<version>.json`` created exclusively, and a commit that lost the race
+is checked against the winners with Delta's rules (:func:`_check_winner`) before it takes the
+next version.
+
+Where this does not apply, :func:`delete` answers None and delta-rs's DELETE rewrites the files
+instead (same rows, copy-on-write): deletion vectors not enabled, a full-table DELETE, a
+predicate :mod:`.predicates` cannot evaluate, column mapping, object storage (its exclusive
+create is a check then a PUT, not atomic), or a log this module's replay does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyroaring import BitMap64
+
+from lakefeed.core import storage
+from lakefeed.core.errors import ConflictError
+from lakefeed.delta import dv, files, log, predicates, replay
+from lakefeed.delta.schema import table_arrow_schema
+
+ENABLE = "delta.enableDeletionVectors"
+FORMAT_VERSION = b"\x01"
+"""The first byte of a deletion vector file."""
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A live file of the table and the rows it deletes once the DELETE commits."""
+
+    add: dict[str, Any]  # the file's add action as the log holds it
+    rows: BitMap64  # every deleted row: its old vector's and the new ones
+    records: int  # rows in the data file
+    newly: int  # rows this DELETE deletes
+
+
+def enabled(table: DeltaTable) -> bool:
+    """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: the feature is
+    supported and ``delta.enableDeletionVectors`` is ``true``)."""
+    protocol = table.protocol()
+    if "deletionVectors" not in (protocol.writer_features or []):
+        return False
+    return str(table.metadata().configuration.get(ENABLE, "")).lower() == "true"
+
+
+def delete(
+    table: DeltaTable, root: str, predicate: str | None, txn: tuple[str, int, str | None] | None
+) -> dict[str, Any] | None:
+    """DELETE the rows matching ``predicate`` with deletion vectors, one commit (with
+    ``txn``: app id, version, source offsets); its metrics, or None where it does not apply
+    (the module doc): then nothing was written."""
+    if not predicate or not _applies(table, root):
+        return None
+    version = table.version()
+    live = live_files(root, version)
+    if live is None or not _same_files(table, live):
+        return None
+    try:
+        marked = _marked(table, root, predicates.parse(predicate), live)
+    except predicates.Untranslatable:
+        return None
+    metrics = _metrics(marked)
+    if marked:
+        _commit_delete(root, version, marked, predicate, txn, metrics)
+        table.update_incremental()
+    return metrics
+
+
+def _applies(table: DeltaTable, root: str) -> bool:
+    if storage.is_object_store(root) or not enabled(table):
+        return False
+    return not log.table_mapping(table).active
+
+
+def _marked(
+    table: DeltaTable, root: str, tree: Any, live: dict[str, dict[str, Any]]
+) -> list[Marked]:
+    """The files the DELETE changes, with their new deleted rows."""
+    schema = table_arrow_schema(table.schema())
+    marked = []
+    for path, add in live.items():
+        data = log.DataFile(path, int(add["size"]), dict(add.get("partitionValues") or {}))
+        rows = pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
+        hits = np.flatnonzero(predicates.matches(tree, rows).to_numpy(zero_copy_only=False))
+        descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
+        old = BitMap64() if descriptor is None else dv.deleted_rows(root, descriptor)
+        union = old | BitMap64(hits.astype(np.uint64))
+        if len(union) > len(old):
+            marked.append(Marked(add, union, rows.num_rows, len(union) - len(old)))
+    return marked
+
+
+def _metrics(marked: list[Marked]) -> dict[str, Any]:
+    emptied = sum(1 for m in marked if len(m.rows) >= m.records)
+    return {
+        "num_added_files": 0,
+        "num_removed_files": emptied,
+        "num_deleted_rows": sum(m.newly for m in marked),
+        "num_copied_rows": 0,
+        "num_deletion_vectors_added": len(marked) - emptied,
+    }
+
+
+def _commit_delete(
+    root: str,
+    version: int,
+    marked: list[Marked],
+    predicate: str,
+    txn: tuple[str, int, str | None] | None,
+    metrics: dict[str, Any],
+) -> int:
+    """Write the deletion vectors and commit them; the DV file goes when the commit fails."""
+    now = files.now_ms()
+    kept = [m for m in marked if len(m.rows) < m.records]
+    location, descriptors = _write_vectors(root, kept)
+    actions: list[dict[str, Any]] = [_commit_info(now, version, predicate, txn, metrics)]
+    if txn is not None:
+        actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+    for mark in marked:
+        actions.append({"remove": _remove(mark.add, now)})
+    for mark, descriptor in zip(kept, descriptors, strict=True):
+        actions.append({"add": _re_add(mark, descriptor)})
+    touched = {m.add["path"] for m in marked}
+    try:
+        return commit_actions(root, version, actions, touched, txn[0] if txn else None)
+    except BaseException:
+        if location is not None:
+            storage.remove(location)
+        raise
+
+
+def _write_vectors(root: str, kept: list[Marked]) -> tuple[str | None, list[dict[str, Any]]]:
+    """One deletion vector file holding the vectors of ``kept``; its location and their
+    descriptors (in order)."""
+    if not kept:
+        return None, []
+    name = uuid.uuid4()
+    blob, descriptors = bytearray(FORMAT_VERSION), []
+    for mark in kept:
+        data = dv.serialize(mark.rows)
+        descriptors.append(
+            {
+                "storageType": "u",
+                "pathOrInlineDv": dv.z85_encode(name.bytes),
+                "offset": len(blob),
+                "sizeInBytes": len(data),
+                "cardinality": len(mark.rows),
+            }
+        )
+        blob += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    location = storage.join(root, f"deletion_vector_{name}.bin")
+    storage.write_bytes(location, bytes(blob))
+    return location, descriptors
+
+
+def _commit_info(
+    now: int,
+    version: int,
+    predicate: str,
+    txn: tuple[str, int, str | None] | None,
+    metrics: dict[str, Any],
+) -> dict[str, Any]:
+    offsets = {replay.OFFSETS: txn[2]} if txn is not None and txn[2] else {}
+    return {
+        "commitInfo": {
+            "timestamp": now,
+            "operation": "DELETE",
+            "operationParameters": {"predicate": json.dumps([predicate])},
+            "readVersion": version,
+            "isolationLevel": "WriteSerializable",
+            "isBlindAppend": False,
+            "operationMetrics": {
+                "numDeletedRows": str(metrics["num_deleted_rows"]),
+                "numRemovedFiles": str(metrics["num_removed_files"]),
+                "numDeletionVectorsAdded": str(metrics["num_deletion_vectors_added"]),
+                "numAddedFiles": "0",
+                "numCopiedRows": "0",
+            },
+            "engineInfo": "lakefeed",
+            "engineInfo_lakefeed": "lakefeed",
+            **offsets,
+        }
+    }
+
+
+def _remove(add: dict[str, Any], now: int) -> dict[str, Any]:
+    """The ``remove`` of a logical file: its path and its deletion vector (PROTOCOL.md)."""
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": now,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues") or {},
+        "size": add["size"],
+    }
+    for key in ("deletionVector", "tags", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    return remove
+
+
+def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
+    """The file added back with its new deletion vector; its statistics keep ``numRecords``
+    (the data file's rows, as the protocol requires) and are no longer tight bounds."""
+    stats = json.loads(mark.add.get("stats") or "{}")
+    stats["numRecords"] = mark.records
+    stats["tightBounds"] = False
+    return {
+        **mark.add,
+        "dataChange": True,
+        "stats": json.dumps(stats),
+        "deletionVector": descriptor,
+    }
+
+
+# -- committing ---------------------------------------------------------------------------
+
+
+def commit_actions(
+    root: str,
+    read_version: int,
+    actions: list[dict[str, Any]],
+    touched: set[str],
+    app_id: str | None,
+) -> int:
+    """Commit ``actions`` made on ``read_version``: the first free version after it whose
+    earlier commits do not conflict (:func:`_check_winner`); that version."""
+    payload = "".join(
+        json.dumps(action, separators=(",", ":")) + "\n" for action in actions
+    ).encode()
+    version = read_version + 1
+    while not storage.create_exclusive(log.commit_path(root, version), payload):
+        _check_winner(root, version, touched, app_id)
+        version += 1
+    return version
+
+
+def _check_winner(root: str, version: int, touched: set[str], app_id: str | None) -> None:
+    """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
+    against the commit at ``version`` that won: a concurrent change of the protocol or the
+    metadata, a removal of a file this change touched (two deletes of one file would lose one
+    of them), files added by a commit that read the table (they may hold rows this change
+    should have seen), or the same ``txn`` app id all fail it; blind appends do not."""
+    actions = log.commit_actions(root, version) or []
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    blind = bool(info.get("isBlindAppend", _appends_only(info, actions)))
+    for action in actions:
+        why = _conflict(action, touched, app_id, blind)
+        if why:
+            raise ConflictError(
+                f"the DELETE on {root} conflicted with the commit at version {version} "
+                f"({info.get('operation', 'unknown')}): {why}",
+                fix="retry: the DELETE is planned again on the new version",
+            )
+
+
+def _appends_only(info: dict[str, Any], actions: list[dict[str, Any]]) -> bool:
+    """A commit without ``isBlindAppend`` (delta-rs writes none) counts as a blind append when
+    it is a write that only adds files: lakefeed's appends and stream batches."""
+    writes = info.get("operation") in ("WRITE", "STREAMING UPDATE")
+    return writes and not any("remove" in action for action in actions)
+
+
+def _conflict(action: dict[str, Any], touched: set[str], app_id: str | None, blind: bool) -> str:
+    if "metaData" in action or "protocol" in action:
+        return "it changed the table's metadata or protocol"
+    if "remove" in action and action["remove"]["path"] in touched:
+        return f"it removed {action['remove']['path']}, which this change rewrites"
+    if "add" in action and action["add"].get("dataChange", True) and not blind:
+        return "it added rows after reading the table"
+    if "txn" in action and app_id is not None and action["txn"].get("appId") == app_id:
+        return f"it committed a transaction of the same application ({app_id})"
+    return ""
+
+
+# -- the live files with their deletion vectors -------------------------------------------
+
+
+def live_files(root: str, version: int) -> dict[str, dict[str, Any]] | None:
+    """The ``add`` actions of the table's files at ``version``, as the log writes them
+    (delta-rs does not hand out their deletion vectors): the newest checkpoint at or before it
+    (classic, multi-part, v2 with sidecars), then the JSON commits after it. None when a file
+    of that replay is missing or of a kind not known here."""
+    names = storage.list_names(storage.join(root, log.LOG_DIR))
+    since, parts = _checkpoint(names, version)
+    live: dict[str, dict[str, Any]] = {}
+    try:
+        for add in _checkpoint_adds(root, parts):
+            live[add["path"]] = add
+        for at in range(since + 1, version + 1):
+            actions = log.commit_actions(root, at)
+            if actions is None:
+                return None
+            for action in actions:  # a commit's removes, then its adds (one path may be both)
+                if "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+            for action in actions:
+                if "add" in action:
+                    live[action["add"]["path"]] = action["add"]
+    except (FileNotFoundError, KeyError):
+        return None
+    return live
+
+
+def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
+    """The newest complete checkpoint at or before ``version``: its version and file names
+    (``(-1, [])`` without one)."""
+    found: dict[int, list[str]] = {}
+    for name in names:
+        stem, _, rest = name.partition(".")
+        if stem.isdigit() and rest.startswith("checkpoint.") and int(stem) <= version:
+            found.setdefault(int(stem), []).append(name)
+    for at in sorted(found, reverse=True):
+        parts = sorted(found[at])
+        multi = [p for p in parts if len(p.split(".")) == 5]  # <v>.checkpoint.<i>.<n>.parquet
+        if multi and len(multi) == int(multi[0].split(".")[3]):
+            return at, multi
+        if not multi:
+            return at, parts[:1]
+    return -1, []
+
+
+def _checkpoint_adds(root: str, parts: list[str]) -> Iterable[dict[str, Any]]:
+    for name in parts:
+        location = storage.join(root, log.LOG_DIR, name)
+        rows = _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
+        for row in rows:
+            if row.get("add"):
+                yield _plain(row["add"])
+            if row.get("sidecar"):
+                sidecar = storage.join(root, log.LOG_DIR, "_sidecars", row["sidecar"]["path"])
+                yield from (_plain(r["add"]) for r in _parquet_rows(sidecar) if r.get("add"))
+
+
+def _json_rows(location: str) -> list[dict[str, Any]]:
+    text = storage.read_bytes(location).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _parquet_rows(location: str) -> list[dict[str, Any]]:
+    fs, path = storage.filesystem(location)
+    table = pq.read_table(path, filesystem=fs)
+    wanted = [name for name in ("add", "sidecar") if name in table.column_names]
+    return table.select(wanted).to_pylist()
+
+
+def _plain(add: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's add as the JSON log writes it: maps as objects, no nulls, no parsed
+    copies of the partition values and statistics."""
+    out = {}
+    for key, value in add.items():
+        if value is None or key.endswith("_parsed"):
+            continue
+        if key in ("partitionValues", "tags") and isinstance(value, list):
+            value = dict(value)
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None or key != "deletionVector"}
+        out[key] = value
+    return out
+
+
+def _same_files(table: DeltaTable, live: dict[str, dict[str, Any]]) -> bool:
+    """The replay found the files delta-rs's snapshot has (else this DELETE leaves it to
+    delta-rs)."""
+    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    return set(paths) == set(live)

@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.storage import Location
-from lakefeed.delta import log
+from lakefeed.delta import log, tblprops
 from lakefeed.delta.files import STAGING, stale_staging
 from lakefeed.delta.options import table_root
 
@@ -119,8 +119,10 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     metadata = handle.metadata()
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
     if changed:
-        # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
-        handle.alter.set_table_properties(changed, raise_if_not_exists=False)
+        if tblprops.needed(handle, changed):  # where delta-rs's commit would hurt the protocol
+            tblprops.set_properties(str(path), handle, changed)
+        else:  # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
+            handle.alter.set_table_properties(changed, raise_if_not_exists=False)
     redescribe = description is not None and description != (metadata.description or None)
     if description is not None and redescribe:
         handle.alter.set_table_description(description)

@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
 
 from lakefeed.core.errors import ConflictError, code_of
-from lakefeed.delta import dv, dv_write, files, log, merger, operations
+from lakefeed.delta import create, dv, dv_write, files, log, merger, operations
 from lakefeed.delta import table as tables
 from tests.delta.test_golden import GOLDEN, _sorted, expected, python_read
 
@@ -275,3 +275,71 @@ def test_a_dv_delete_that_lost_the_race_to_a_delete_of_its_file_conflicts(root: 
     )
     blind = log.latest_version(root)
     assert dv_write.commit_actions(root, blind - 1, [{"commitInfo": {}}], {path}, None) == blind + 1
+
+
+# -- tables lakefeed creates may turn deletion vectors on --------------------------------------
+
+
+def _features(root: str) -> tuple[int, int, list[str], list[str]]:
+    protocol = DeltaTable(root).protocol()
+    return (
+        protocol.min_reader_version,
+        protocol.min_writer_version,
+        sorted(protocol.reader_features or []),
+        sorted(protocol.writer_features or []),
+    )
+
+
+def test_a_table_created_with_deletion_vectors_gets_them(tmp_path: Path) -> None:
+    """``delta.enableDeletionVectors=true`` at creation: reader 3 / writer 7 with the feature
+    (and not the ``variantType`` delta-rs would add), and its DELETEs write deletion vectors
+    that delta-rs and lakefeed read alike."""
+    root = str(tmp_path / "t")
+    create.create(
+        root,
+        pa.schema([("id", pa.int64()), ("day", pa.string())]),
+        partition_by=["day"],
+        configuration={"delta.enableDeletionVectors": "true", "team": "x"},
+    )
+    assert _features(root) == (
+        3,
+        7,
+        ["deletionVectors"],
+        ["appendOnly", "deletionVectors", "invariants"],
+    )
+    assert DeltaTable(root).metadata().configuration == {
+        "delta.enableDeletionVectors": "true",
+        "team": "x",
+    }
+    write_deltalake(root, pa.table({"id": list(range(20)), "day": ["a", "b"] * 10}), mode="append")
+    version = log.latest_version(root)
+    operations.delete(root, "id < 5 OR id = 13")
+    adds, _ = _commit(root, version + 1)
+    assert len(adds) == 2 and all(a["deletionVector"] for a in adds)
+    assert sorted(row[0] for row in expected(root)) == [i for i in range(5, 20) if i != 13]
+    assert _sorted(python_read(root)) == expected(root)
+
+
+def test_setting_properties_keeps_a_deletion_vector_table_s_protocol(root: str) -> None:
+    """delta-rs's own property commit would add ``variantType`` to the golden table."""
+    before = _features(root)
+    assert tables.describe(root, "a comment", {"team": "x", "delta.appendOnly": "false"})
+    assert _features(root) == before
+    configuration = DeltaTable(root).metadata().configuration
+    assert configuration["team"] == "x" and configuration["delta.enableDeletionVectors"] == "true"
+    assert expected(root) == expected(str(GOLDEN / TABLE))
+
+
+def test_turning_deletion_vectors_on_keeps_the_legacy_features(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    write_deltalake(root, pa.table({"id": [1, 2, 3]}), configuration={"delta.appendOnly": "false"})
+    tables.describe(root, None, {"delta.enableDeletionVectors": "true"})
+    assert _features(root) == (
+        3,
+        7,
+        ["deletionVectors"],
+        ["appendOnly", "deletionVectors", "invariants"],
+    )
+    operations.delete(root, "id = 2")
+    assert [row[0] for row in expected(root)] == [1, 3]
+    assert pa.table(DeltaTable(root).deletion_vectors()).num_rows == 1

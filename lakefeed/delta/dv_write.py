@@ -226,12 +226,50 @@ def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
     stats = json.loads(mark.add.get("stats") or "{}")
     stats["numRecords"] = mark.records
     stats["tightBounds"] = False
+    add = {key: value for key, value in mark.add.items() if value is not None}
     return {
-        **mark.add,
+        **add,
         "dataChange": True,
         "stats": json.dumps(stats),
         "deletionVector": descriptor,
     }
+
+
+# -- vacuum ---------------------------------------------------------------------------------
+
+
+def stale_vectors(root: str, retention_ms: int, now_ms: int) -> list[str] | None:
+    """Deletion vector files (``deletion_vector_<uuid>.bin`` under any prefix, relative to
+    ``root``) that neither a live file nor a tombstone younger than the retention names, and
+    that are older than it themselves (a DELETE still running may have written one): what
+    VACUUM deletes beside the data files, as delta-spark's does. None when the log cannot be
+    replayed here."""
+    version = log.latest_version(root)
+    replayed = None if version is None else replay_log(root, version)
+    if replayed is None:
+        return None
+    live, tombstones = replayed
+    cutoff = now_ms - retention_ms
+    kept = [add.get("deletionVector") for add in live.values()]
+    kept += [
+        r.get("deletionVector") for r in tombstones if int(r.get("deletionTimestamp") or 0) > cutoff
+    ]
+    used = {
+        dv.file_key(descriptor.location(root))
+        for descriptor in map(dv.Descriptor.from_json, kept)
+        if descriptor is not None and descriptor.storage_type in ("u", "p")
+    }
+    stale = []
+    for relative in storage.files_under(root):
+        name = relative.rsplit("/", 1)[-1]
+        if not (name.startswith("deletion_vector_") and name.endswith(".bin")):
+            continue
+        location = storage.join(root, relative)
+        stamp = storage.stamp(location)
+        old = stamp is not None and stamp[1] // 1_000_000 < cutoff
+        if old and dv.file_key(location) not in used and not relative.startswith("_"):
+            stale.append(relative)
+    return stale
 
 
 # -- committing ---------------------------------------------------------------------------
@@ -299,15 +337,27 @@ def _conflict(action: dict[str, Any], touched: set[str], app_id: str | None, bli
 
 def live_files(root: str, version: int) -> dict[str, dict[str, Any]] | None:
     """The ``add`` actions of the table's files at ``version``, as the log writes them
-    (delta-rs does not hand out their deletion vectors): the newest checkpoint at or before it
-    (classic, multi-part, v2 with sidecars), then the JSON commits after it. None when a file
-    of that replay is missing or of a kind not known here."""
+    (delta-rs does not hand out their deletion vectors): :func:`replay`'s files."""
+    replayed = replay_log(root, version)
+    return None if replayed is None else replayed[0]
+
+
+def replay_log(
+    root: str, version: int
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None:
+    """The live ``add`` actions at ``version`` by path, and the ``remove`` actions (tombstones)
+    the log still holds: the newest checkpoint at or before it (classic, multi-part, v2 with
+    sidecars), then the JSON commits after it. None when a file of that replay is missing."""
     names = storage.list_names(storage.join(root, log.LOG_DIR))
     since, parts = _checkpoint(names, version)
     live: dict[str, dict[str, Any]] = {}
+    tombstones: list[dict[str, Any]] = []
     try:
-        for add in _checkpoint_adds(root, parts):
-            live[add["path"]] = add
+        for kind, action in _checkpoint_actions(root, parts):
+            if kind == "add":
+                live[action["path"]] = action
+            else:
+                tombstones.append(action)
         for at in range(since + 1, version + 1):
             actions = log.commit_actions(root, at)
             if actions is None:
@@ -315,12 +365,13 @@ def live_files(root: str, version: int) -> dict[str, dict[str, Any]] | None:
             for action in actions:  # a commit's removes, then its adds (one path may be both)
                 if "remove" in action:
                     live.pop(action["remove"]["path"], None)
+                    tombstones.append(action["remove"])
             for action in actions:
                 if "add" in action:
                     live[action["add"]["path"]] = action["add"]
     except (FileNotFoundError, KeyError):
         return None
-    return live
+    return live, tombstones
 
 
 def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
@@ -341,16 +392,22 @@ def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
     return -1, []
 
 
-def _checkpoint_adds(root: str, parts: list[str]) -> Iterable[dict[str, Any]]:
+def _checkpoint_actions(root: str, parts: list[str]) -> Iterable[tuple[str, dict[str, Any]]]:
     for name in parts:
         location = storage.join(root, log.LOG_DIR, name)
         rows = _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
         for row in rows:
-            if row.get("add"):
-                yield _plain(row["add"])
+            yield from _file_actions(row)
             if row.get("sidecar"):
                 sidecar = storage.join(root, log.LOG_DIR, "_sidecars", row["sidecar"]["path"])
-                yield from (_plain(r["add"]) for r in _parquet_rows(sidecar) if r.get("add"))
+                for side in _parquet_rows(sidecar):
+                    yield from _file_actions(side)
+
+
+def _file_actions(row: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for kind in ("add", "remove"):
+        if row.get(kind):
+            yield kind, _plain(row[kind])
 
 
 def _json_rows(location: str) -> list[dict[str, Any]]:
@@ -361,7 +418,7 @@ def _json_rows(location: str) -> list[dict[str, Any]]:
 def _parquet_rows(location: str) -> list[dict[str, Any]]:
     fs, path = storage.filesystem(location)
     table = pq.read_table(path, filesystem=fs)
-    wanted = [name for name in ("add", "sidecar") if name in table.column_names]
+    wanted = [name for name in ("add", "remove", "sidecar") if name in table.column_names]
     return table.select(wanted).to_pylist()
 
 

@@ -356,3 +356,40 @@ def test_turning_deletion_vectors_on_keeps_the_legacy_features(tmp_path: Path) -
     operations.delete(root, "id = 2")
     assert [row[0] for row in expected(root)] == [1, 3]
     assert pa.table(DeltaTable(root).deletion_vectors()).num_rows == 1
+
+
+# -- Spark's write paths -----------------------------------------------------------------------
+
+
+def test_spark_writes_into_a_deletion_vector_table(spark, root: str, tmp_path: Path) -> None:
+    """``format("delta")`` append (both writers), ``writeStream`` and ``replaceWhere``: the
+    files with deletion vectors keep them, a replaced partition loses its deleted rows with
+    its files (its removes carry their vectors), and no deleted row comes back."""
+    schema = "part int, col1 int, col2 string"
+    before = expected(root)
+    carrying = live_descriptors(root)
+    new = spark.createDataFrame([(1, 101, "a")], schema)
+    new.write.format("delta").mode("append").save(root)
+    new.write.format("delta").mode("append").option("lakefeed.writer", "python").save(root)
+    landing = tmp_path / "landing"
+    spark.createDataFrame([(2, 102, "s")], schema).write.parquet(str(landing))
+    stream = spark.readStream.schema(schema).parquet(str(landing)).writeStream.format("delta")
+    query = stream.option("checkpointLocation", str(tmp_path / "cp")).start(root)
+    query.processAllAvailable()
+    query.stop()
+    assert live_descriptors(root) == carrying  # appends leave the old files alone
+    added = [(1, 101, "a"), (1, 101, "a"), (2, 102, "s")]
+    assert expected(root) == sorted(before + added, key=repr)
+    version = log.latest_version(root)
+    replacement = spark.createDataFrame([(6, 106, "r")], schema)
+    replacement.write.format("delta").mode("overwrite").option("replaceWhere", "part = 6").save(
+        root
+    )
+    _, removes = _commit(root, version + 1)
+    six = [r for r in removes if r["path"] in carrying and r["path"].startswith("part=6/")]
+    assert six and all(_plain(r["deletionVector"]) == _plain(carrying[r["path"]]) for r in six)
+    want = [row for row in before + added if row[0] != 6] + [(6, 106, "r")]
+    assert expected(root) == sorted(want, key=repr)
+    assert _sorted(python_read(root)) == expected(root)
+    back = spark.read.format("delta").load(root).collect()
+    assert sorted(map(tuple, back), key=repr) == expected(root)

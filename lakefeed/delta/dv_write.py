@@ -25,9 +25,10 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -232,6 +233,101 @@ def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
         "dataChange": True,
         "stats": json.dumps(stats),
         "deletionVector": descriptor,
+    }
+
+
+# -- purging them (OPTIMIZE) ---------------------------------------------------------------
+
+MAX_DELETED_ROWS_RATIO = 0.05
+"""delta-spark's ``spark.databricks.delta.optimize.maxDeletedRowsRatio``: OPTIMIZE rewrites a
+file whose deletion vector deletes more of its rows than this, even alone in its partition."""
+
+
+def purge(
+    table: DeltaTable,
+    root: str,
+    partition_filters: list[tuple[str, str, Any]] | None,
+    txn: tuple[str, int, str | None] | None,
+) -> int:
+    """Rewrite the files (in the partitions ``partition_filters`` select) whose deletion vector
+    deletes more than :data:`MAX_DELETED_ROWS_RATIO` of their rows, without those rows: one
+    commit that changes no data (``dataChange=false``: streams skip it). How many it rewrote."""
+    if storage.is_object_store(root) or log.table_mapping(table).active:
+        return 0
+    version = table.version()
+    live = live_files(root, version)
+    if live is None or not _same_files(table, live):
+        return 0
+    chosen = [add for add in live.values() if _purgeable(add, partition_filters)]
+    if not chosen:
+        return 0
+    schema = table_arrow_schema(table.schema())
+    partitions = list(table.metadata().partition_columns)
+    written = files.write_batches(root, _kept_rows(root, chosen, schema), partitions, "", schema)
+    now = files.now_ms()
+    actions: list[dict[str, Any]] = [_purge_info(now, version, len(chosen))]
+    if txn is not None:
+        actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+    actions += [{"remove": {**_remove(add, now), "dataChange": False}} for add in chosen]
+    actions += [{"add": _new_add(f)} for f in written]
+    try:
+        commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
+    except BaseException:
+        files.remove_files(root, written)
+        raise
+    table.update_incremental()
+    return len(chosen)
+
+
+def _purgeable(add: dict[str, Any], partition_filters: list[tuple[str, str, Any]] | None) -> bool:
+    descriptor = add.get("deletionVector")
+    records = json.loads(add.get("stats") or "{}").get("numRecords")
+    if not descriptor or not records:
+        return False
+    values = add.get("partitionValues") or {}
+    for column, op, value in partition_filters or []:
+        wanted = {str(v) for v in value} if op in ("in", "not in") else {str(value)}
+        if (values.get(column) in wanted) != (op in ("=", "in")):
+            return False
+    return int(descriptor["cardinality"]) > MAX_DELETED_ROWS_RATIO * int(records)
+
+
+def _kept_rows(
+    root: str, chosen: list[dict[str, Any]], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    for add in chosen:
+        deletes = dv.Descriptor.from_json(add["deletionVector"])
+        data = log.DataFile(
+            add["path"], int(add["size"]), dict(add.get("partitionValues") or {}), 0, deletes
+        )
+        yield from files.read_file(root, data, schema)
+
+
+def _purge_info(now: int, version: int, count: int) -> dict[str, Any]:
+    return {
+        "commitInfo": {
+            "timestamp": now,
+            "operation": "OPTIMIZE",
+            "operationParameters": {"predicate": "[]", "deletionVectors": "purge"},
+            "readVersion": version,
+            "isolationLevel": "SnapshotIsolation",
+            "isBlindAppend": False,
+            "operationMetrics": {"numDeletionVectorsRemoved": str(count)},
+            "engineInfo": "lakefeed",
+            "engineInfo_lakefeed": "lakefeed",
+        }
+    }
+
+
+def _new_add(written: files.WrittenFile) -> dict[str, Any]:
+    """A rewritten file's add (its path URL-encoded, as the log holds paths)."""
+    return {
+        "path": quote(written.path, safe="/="),
+        "partitionValues": written.partition_values,
+        "size": written.size,
+        "modificationTime": written.modification_time,
+        "dataChange": False,
+        "stats": written.stats,
     }
 
 

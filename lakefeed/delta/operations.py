@@ -194,12 +194,18 @@ def optimize(
     txn: Txn | None = None,
 ) -> dict[str, Any] | None:
     """Compact small files (Z-ordered by ``z_order`` when given), in the partitions
-    ``partition_filters`` select (all without)."""
+    ``partition_filters`` select (all without); then rewrite the files whose deletion vectors
+    delete many of their rows without them, as delta-spark's OPTIMIZE (:func:`dv_write.purge`)."""
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         if z_order is None:
-            return table.optimize.compact(partition_filters=partition_filters, **args)
-        return table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
+            done = table.optimize.compact(partition_filters=partition_filters, **args)
+        else:
+            done = table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
+        table.update_incremental()
+        purged = dv_write.purge(table, root, partition_filters, marks)
+        return {**done, "numDeletionVectorsPurged": purged}
 
     return change(root, "OPTIMIZE", call, txn)
 

@@ -393,3 +393,27 @@ def test_spark_writes_into_a_deletion_vector_table(spark, root: str, tmp_path: P
     assert _sorted(python_read(root)) == expected(root)
     back = spark.read.format("delta").load(root).collect()
     assert sorted(map(tuple, back), key=repr) == expected(root)
+
+
+def test_optimize_purges_the_deletion_vectors_of_files_alone_in_their_partition(
+    root: str,
+) -> None:
+    """delta-rs compacts partitions with several files; the files with deletion vectors left
+    alone are rewritten without their deleted rows (delta-spark: over 5% of the rows deleted),
+    in a commit that changes no data."""
+    before = expected(root)
+    operations.optimize(root)
+    assert live_descriptors(root) == {}
+    version = log.latest_version(root)
+    adds, removes = _commit(root, version)
+    assert removes and all(r["deletionVector"] and r["dataChange"] is False for r in removes)
+    assert adds and all(not a.get("deletionVector") and a["dataChange"] is False for a in adds)
+    assert expected(root) == before
+    assert _sorted(python_read(root)) == before
+    assert pa.table(DeltaTable(root).deletion_vectors()).num_rows == 0
+
+
+def test_optimize_purges_only_in_the_partitions_it_is_given(root: str) -> None:
+    operations.optimize(root, partition_filters=[("part", "=", "6")])
+    assert not any(path.startswith("part=6/") for path in live_descriptors(root))
+    assert any(path.startswith("part=8/") for path in live_descriptors(root))

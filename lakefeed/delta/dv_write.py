@@ -1,6 +1,6 @@
-"""DELETE with deletion vectors (merge-on-read), as delta-spark does on a table with
-``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector, the
-data files stay. Spark-free.
+"""DELETE and UPDATE with deletion vectors (merge-on-read), as delta-spark does on a table
+with ``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector,
+the data files stay (an UPDATE writes the rows' new versions into new files). Spark-free.
 
 Per file the matching rows' positions (:mod:`.predicates`) join the file's existing deletion
 vector (a union: a row deleted before stays deleted); all new vectors of one DELETE go into one
@@ -13,8 +13,8 @@ written here: ``_delta_log/<version>.json`` created exclusively, and a commit th
 is checked against the winners with Delta's rules (:func:`_check_winner`) before it takes the
 next version.
 
-Where this does not apply, :func:`delete` answers None and delta-rs's DELETE rewrites the files
-instead (same rows, copy-on-write): deletion vectors not enabled, a full-table DELETE, a
+Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
+the files instead (same rows, copy-on-write): deletion vectors not enabled, a full-table DELETE, a
 predicate :mod:`.predicates` cannot evaluate, column mapping, object storage (its exclusive
 create is a check then a PUT, not atomic), or a log this module's replay does not know.
 """
@@ -25,20 +25,21 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyroaring import BitMap64
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError
-from lakefeed.delta import dv, files, log, predicates, replay
+from lakefeed.delta import constraints, dv, files, log, predicates, replay
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
@@ -53,7 +54,11 @@ class Marked:
     add: dict[str, Any]  # the file's add action as the log holds it
     rows: BitMap64  # every deleted row: its old vector's and the new ones
     records: int  # rows in the data file
-    newly: int  # rows this DELETE deletes
+    changed: pa.Table  # the rows this change deletes, as they were (UPDATE writes them anew)
+
+    @property
+    def newly(self) -> int:
+        return self.changed.num_rows
 
 
 def enabled(table: DeltaTable) -> bool:
@@ -71,21 +76,81 @@ def delete(
     """DELETE the rows matching ``predicate`` with deletion vectors, one commit (with
     ``txn``: app id, version, source offsets); its metrics, or None where it does not apply
     (the module doc): then nothing was written."""
+    return _change(table, root, "DELETE", predicate, None, txn)
+
+
+def update(
+    table: DeltaTable,
+    root: str,
+    updates: Mapping[str, str],
+    predicate: str | None,
+    txn: tuple[str, int, str | None] | None,
+) -> dict[str, Any] | None:
+    """UPDATE as delta-spark does with deletion vectors: the matching rows are marked deleted
+    and their new versions (``updates``: column -> SQL) go into new files, one commit; its
+    metrics, or None where it does not apply (also: a table with CHECK constraints,
+    invariants or NOT NULL columns, which delta-rs's UPDATE checks)."""
+    if _guarded(table):
+        return None
+    return _change(table, root, "UPDATE", predicate, dict(updates), txn)
+
+
+def _change(
+    table: DeltaTable,
+    root: str,
+    operation: str,
+    predicate: str | None,
+    updates: dict[str, str] | None,
+    txn: tuple[str, int, str | None] | None,
+) -> dict[str, Any] | None:
     if not predicate or not _applies(table, root):
         return None
     version = table.version()
     live = live_files(root, version)
     if live is None or not _same_files(table, live):
         return None
+    schema = table_arrow_schema(table.schema())
     try:
         marked = _marked(table, root, predicates.parse(predicate), live)
+        rewritten = [_updated(m.changed, updates, schema) for m in marked] if updates else []
     except predicates.Untranslatable:
         return None
-    metrics = _metrics(marked)
+    partitions = list(table.metadata().partition_columns)
+    batches = (batch for rows in rewritten for batch in rows.to_batches())
+    written = files.write_batches(root, batches, partitions, "", schema) if rewritten else []
+    metrics = _metrics(operation, marked, written)
     if marked:
-        _commit_delete(root, version, marked, predicate, txn, metrics)
+        try:
+            _commit(root, version, operation, predicate, marked, written, txn, metrics)
+        except BaseException:
+            files.remove_files(root, written)
+            raise
         table.update_incremental()
     return metrics
+
+
+def _guarded(table: DeltaTable) -> bool:
+    """Whether the table checks rows as they are written (left to delta-rs's UPDATE)."""
+    schema = table.schema()
+    checks = constraints.of_table(table.metadata().configuration, schema)
+    return bool(checks) or not all(field.nullable for field in schema.fields)
+
+
+def _updated(rows: pa.Table, updates: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """``rows`` with the columns ``updates`` names set to their SQL values, cast to the
+    column's type (a value that does not cast is :class:`predicates.Untranslatable`)."""
+    for column, text in updates.items():
+        if column not in schema.names:
+            raise predicates.Untranslatable(f"no column {column!r}")
+        value = predicates.evaluate(predicates.parse(text), rows)
+        dtype = schema.field(column).type
+        try:
+            values = pa.repeat(value, rows.num_rows) if isinstance(value, pa.Scalar) else value
+            values = pc.cast(values, dtype)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+            raise predicates.Untranslatable(str(error)) from None
+        rows = rows.set_column(schema.get_field_index(column), column, values)
+    return rows
 
 
 def _applies(table: DeltaTable, root: str) -> bool:
@@ -106,42 +171,51 @@ def _marked(
         hits = np.flatnonzero(predicates.matches(tree, rows).to_numpy(zero_copy_only=False))
         descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
         old = BitMap64() if descriptor is None else dv.deleted_rows(root, descriptor)
-        union = old | BitMap64(hits.astype(np.uint64))
-        if len(union) > len(old):
-            marked.append(Marked(add, union, rows.num_rows, len(union) - len(old)))
+        new = BitMap64(hits.astype(np.uint64)) - old
+        if new:
+            taken = rows.take(pa.array(np.fromiter(new, dtype=np.int64, count=len(new))))
+            marked.append(Marked(add, old | new, rows.num_rows, taken))
     return marked
 
 
-def _metrics(marked: list[Marked]) -> dict[str, Any]:
+def _metrics(
+    operation: str, marked: list[Marked], written: list[files.WrittenFile]
+) -> dict[str, Any]:
     emptied = sum(1 for m in marked if len(m.rows) >= m.records)
+    changed = "num_deleted_rows" if operation == "DELETE" else "num_updated_rows"
     return {
-        "num_added_files": 0,
+        "num_added_files": len(written),
         "num_removed_files": emptied,
-        "num_deleted_rows": sum(m.newly for m in marked),
+        changed: sum(m.newly for m in marked),
         "num_copied_rows": 0,
         "num_deletion_vectors_added": len(marked) - emptied,
     }
 
 
-def _commit_delete(
+def _commit(
     root: str,
     version: int,
-    marked: list[Marked],
+    operation: str,
     predicate: str,
+    marked: list[Marked],
+    written: list[files.WrittenFile],
     txn: tuple[str, int, str | None] | None,
     metrics: dict[str, Any],
 ) -> int:
-    """Write the deletion vectors and commit them; the DV file goes when the commit fails."""
+    """Write the deletion vectors and commit them with the ``written`` files; the DV file
+    goes when the commit fails."""
     now = files.now_ms()
     kept = [m for m in marked if len(m.rows) < m.records]
     location, descriptors = _write_vectors(root, kept)
-    actions: list[dict[str, Any]] = [_commit_info(now, version, predicate, txn, metrics)]
+    info = _commit_info(now, version, operation, predicate, txn, metrics)
+    actions: list[dict[str, Any]] = [info]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:
         actions.append({"remove": _remove(mark.add, now)})
     for mark, descriptor in zip(kept, descriptors, strict=True):
         actions.append({"add": _re_add(mark, descriptor)})
+    actions += [{"add": {**_new_add(f), "dataChange": True}} for f in written]
     touched = {m.add["path"] for m in marked}
     try:
         return commit_actions(root, version, actions, touched, txn[0] if txn else None)
@@ -178,24 +252,28 @@ def _write_vectors(root: str, kept: list[Marked]) -> tuple[str | None, list[dict
 def _commit_info(
     now: int,
     version: int,
+    operation: str,
     predicate: str,
     txn: tuple[str, int, str | None] | None,
     metrics: dict[str, Any],
 ) -> dict[str, Any]:
     offsets = {replay.OFFSETS: txn[2]} if txn is not None and txn[2] else {}
+    changed = "num_deleted_rows" if operation == "DELETE" else "num_updated_rows"
     return {
         "commitInfo": {
             "timestamp": now,
-            "operation": "DELETE",
+            "operation": operation,
             "operationParameters": {"predicate": json.dumps([predicate])},
             "readVersion": version,
             "isolationLevel": "WriteSerializable",
             "isBlindAppend": False,
             "operationMetrics": {
-                "numDeletedRows": str(metrics["num_deleted_rows"]),
+                "numDeletedRows" if operation == "DELETE" else "numUpdatedRows": str(
+                    metrics[changed]
+                ),
                 "numRemovedFiles": str(metrics["num_removed_files"]),
                 "numDeletionVectorsAdded": str(metrics["num_deletion_vectors_added"]),
-                "numAddedFiles": "0",
+                "numAddedFiles": str(metrics["num_added_files"]),
                 "numCopiedRows": "0",
             },
             "engineInfo": "lakefeed",
@@ -403,9 +481,9 @@ def _check_winner(root: str, version: int, touched: set[str], app_id: str | None
         why = _conflict(action, touched, app_id, blind)
         if why:
             raise ConflictError(
-                f"the DELETE on {root} conflicted with the commit at version {version} "
+                f"the change of {root} conflicted with the commit at version {version} "
                 f"({info.get('operation', 'unknown')}): {why}",
-                fix="retry: the DELETE is planned again on the new version",
+                fix="retry: the change is planned again on the new version",
             )
 
 

@@ -163,14 +163,18 @@ def _refuse_generated(operation: str, table: DeltaTable) -> None:
 def update(
     root: str, updates: Mapping[str, str], predicate: str | None = None, txn: Txn | None = None
 ) -> dict[str, Any] | None:
-    """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one)."""
+    """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one):
+    with deletion vectors and new files where the table enables them (:mod:`.dv_write`)."""
     values = dict(updates)
-    return change(
-        root,
-        "UPDATE",
-        lambda table, args: table.update(updates=values, predicate=predicate, **args),
-        txn,
-    )
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        marked = dv_write.update(table, root, values, predicate, marks)
+        if marked is not None:
+            return marked
+        return table.update(updates=values, predicate=predicate, **args)
+
+    return change(root, "UPDATE", call, txn)
 
 
 def delete(

@@ -49,12 +49,17 @@ def parse(text: str) -> exp.Expression:
     return tree
 
 
-def matches(tree: exp.Expression, rows: pa.Table) -> pa.Array:
-    """Which of ``rows`` the predicate holds for (a null result counts as not)."""
+def evaluate(tree: exp.Expression, rows: pa.Table) -> Any:
+    """The expression's value for each of ``rows`` (an array, or a scalar for a constant)."""
     try:
-        result = _evaluate(tree, rows)
+        return _evaluate(tree, rows)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
         raise Untranslatable(str(error)) from None
+
+
+def matches(tree: exp.Expression, rows: pa.Table) -> pa.Array:
+    """Which of ``rows`` the predicate holds for (a null result counts as not)."""
+    result = evaluate(tree, rows)
     if isinstance(result, pa.Scalar):
         result = pa.repeat(result, rows.num_rows)
     if isinstance(result, pa.ChunkedArray):

@@ -417,3 +417,33 @@ def test_optimize_purges_only_in_the_partitions_it_is_given(root: str) -> None:
     operations.optimize(root, partition_filters=[("part", "=", "6")])
     assert not any(path.startswith("part=6/") for path in live_descriptors(root))
     assert any(path.startswith("part=8/") for path in live_descriptors(root))
+
+
+def test_update_marks_the_old_rows_and_writes_their_new_versions(root: str) -> None:
+    """As delta-spark with deletion vectors: the updated rows are marked deleted in their files
+    and written anew (here one moves to another partition)."""
+    before = expected(root)
+    version = log.latest_version(root)
+    metrics = operations.update(root, {"col2": "'x'", "part": "9"}, "col1 IN (31, 46)")
+    assert metrics is not None and metrics["num_updated_rows"] == 2
+    adds, removes = _commit(root, version + 1)
+    marked = [a for a in adds if a.get("deletionVector")]
+    new = [a for a in adds if not a.get("deletionVector")]
+    assert sorted(a["path"] for a in marked) == sorted(r["path"] for r in removes)
+    assert len(marked) == 2 and new and all(a["path"].startswith("part=9/") for a in new)
+    moved = {46: (9, 46, "x"), 31: (9, 31, "x")}
+    want = sorted((moved.get(row[1], row) for row in before), key=repr)
+    assert expected(root) == want
+    assert _sorted(python_read(root)) == want
+
+
+def test_update_of_a_table_with_a_check_constraint_rewrites_files(root: str) -> None:
+    """delta-rs's UPDATE checks the constraint; the deletion vector path leaves it to it."""
+    operations.add_constraint(root, "positive", "col1 >= 0")
+    version = log.latest_version(root)
+    operations.update(root, {"col2": "'u'"}, "col1 = 46")
+    adds, _ = _commit(root, version + 1)
+    assert adds and not any(a.get("deletionVector") for a in adds)
+    with pytest.raises(Exception) as violated:
+        operations.update(root, {"col1": "-1"}, "col1 = 48")
+    assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"

@@ -143,7 +143,7 @@ def test_a_deletion_vector_made_inline_reads_the_same(tmp_path: Path) -> None:
     start = (descriptor.offset or 0) + 4
     data = blob[start : start + descriptor.size]
     data += b"\0" * (-len(data) % 4)
-    inline = {**add["deletionVector"], "storageType": "i", "pathOrInlineDv": _z85(data)}
+    inline = {**add["deletionVector"], "storageType": "i", "pathOrInlineDv": dv.z85_encode(data)}
     inline.pop("offset")
     text = log.commit_path(str(root), 1)
     lines = Path(text).read_text().splitlines()
@@ -158,19 +158,6 @@ def test_a_deletion_vector_made_inline_reads_the_same(tmp_path: Path) -> None:
     assert dv.positions(str(root), commit.adds[0].deletes).tolist() == (
         dv.positions(str(root), descriptor).tolist()
     )
-
-
-def _z85(data: bytes) -> str:
-    alphabet = dv._Z85
-    out = []
-    for start in range(0, len(data), 4):
-        value = int.from_bytes(data[start : start + 4], "big")
-        chunk = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            chunk.append(alphabet[digit])
-        out.append("".join(reversed(chunk)))
-    return "".join(out)
 
 
 def test_a_corrupt_deletion_vector_is_refused_with_its_code(tmp_path: Path) -> None:

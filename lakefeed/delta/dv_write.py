@@ -39,7 +39,7 @@ from pyroaring import BitMap64
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError
-from lakefeed.delta import constraints, dv, files, log, predicates, replay
+from lakefeed.delta import constraints, dv, files, log, predicates, pruning, replay
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
@@ -162,10 +162,16 @@ def _applies(table: DeltaTable, root: str) -> bool:
 def _marked(
     table: DeltaTable, root: str, tree: Any, live: dict[str, dict[str, Any]]
 ) -> list[Marked]:
-    """The files the DELETE changes, with their new deleted rows."""
+    """The files the change touches, with their new deleted rows; files whose partition
+    values or statistics rule the predicate out are not read."""
     schema = table_arrow_schema(table.schema())
+    actions = pa.table(table.get_add_actions(flatten=True))
+    physical = log.table_mapping(table).physical_names()
+    maybe = {f.path for f in pruning.select_files(actions, predicates.conjuncts(tree), physical)}
     marked = []
     for path, add in live.items():
+        if path not in maybe:
+            continue
         data = log.DataFile(path, int(add["size"]), dict(add.get("partitionValues") or {}))
         rows = pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
         hits = np.flatnonzero(predicates.matches(tree, rows).to_numpy(zero_copy_only=False))

@@ -49,6 +49,36 @@ def parse(text: str) -> exp.Expression:
     return tree
 
 
+_PRUNABLE: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+}
+
+
+def conjuncts(tree: exp.Expression) -> list[tuple[str, str, Any]]:
+    """The top-level ``AND`` terms of the predicate that name a column and literals, as
+    :mod:`lakefeed.delta.pruning`'s ``(op, column, value)``: a file whose partition values or
+    statistics fail one holds no matching row. Other terms are left out (they prune
+    nothing)."""
+    if isinstance(tree, exp.Paren):
+        return conjuncts(tree.this)
+    if isinstance(tree, exp.And):
+        return conjuncts(tree.this) + conjuncts(tree.expression)
+    column = tree.this if isinstance(tree.this, exp.Column) and not tree.this.table else None
+    if column is None:
+        return []
+    if type(tree) in _PRUNABLE and isinstance(tree.expression, (exp.Literal, exp.Boolean)):
+        return [(_PRUNABLE[type(tree)], column.name, _literal(tree.expression).as_py())]
+    if isinstance(tree, exp.In) and all(isinstance(e, exp.Literal) for e in tree.expressions):
+        return [("in", column.name, tuple(_literal(e).as_py() for e in tree.expressions))]
+    if isinstance(tree, exp.Is) and isinstance(tree.expression, exp.Null):
+        return [("isnull", column.name, None)]
+    return []
+
+
 def evaluate(tree: exp.Expression, rows: pa.Table) -> Any:
     """The expression's value for each of ``rows`` (an array, or a scalar for a constant)."""
     try:

@@ -447,3 +447,20 @@ def test_update_of_a_table_with_a_check_constraint_rewrites_files(root: str) -> 
     with pytest.raises(Exception) as violated:
         operations.update(root, {"col1": "-1"}, "col1 = 48")
     assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+
+
+def test_a_dv_delete_reads_only_the_files_its_predicate_may_match(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition values and statistics rule files out before any is read."""
+    read: list[str] = []
+    original = files.read_file
+
+    def counting(root_: str, file: log.DataFile, *args: Any) -> Any:
+        read.append(file.path)
+        return original(root_, file, *args)
+
+    monkeypatch.setattr(files, "read_file", counting)
+    operations.delete(root, "part = 6 AND col1 >= 40")
+    assert read and all(path.startswith("part=6/") for path in read)
+    assert all(row[1] != 46 for row in expected(root))

@@ -38,3 +38,14 @@ def test_predicates_follow_sql(text: str, kept: list[bool]) -> None:
 def test_what_is_not_translated_is_refused(text: str) -> None:
     with pytest.raises(predicates.Untranslatable):
         predicates.matches(predicates.parse(text), ROWS)
+
+
+def test_conjuncts_are_what_file_skipping_can_use() -> None:
+    tree = predicates.parse("part = 6 AND (id > 3 AND name IS NULL) AND (id = 1 OR id = 2)")
+    assert predicates.conjuncts(tree) == [
+        ("=", "part", 6),
+        (">", "id", 3),
+        ("isnull", "name", None),
+    ]
+    assert predicates.conjuncts(predicates.parse("id IN (1, 2)")) == [("in", "id", (1, 2))]
+    assert predicates.conjuncts(predicates.parse("NOT id = 1 OR 1 = id")) == []

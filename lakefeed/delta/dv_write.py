@@ -1,22 +1,20 @@
 """DELETE and UPDATE with deletion vectors (merge-on-read), as delta-spark does on a table
 with ``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector,
-the data files stay (an UPDATE writes the rows' new versions into new files). Spark-free.
+the data files stay (an UPDATE writes the rows' new versions into new files). OPTIMIZE's purge
+and VACUUM's cleanup of vector files are here too. Spark-free.
 
 Per file the matching rows' positions (:mod:`.predicates`) join the file's existing deletion
-vector (a union: a row deleted before stays deleted); all new vectors of one DELETE go into one
-``deletion_vector_<uuid>.bin`` beside the data (PROTOCOL.md "Deletion Vector Format": a version
-byte, then per vector its size, its ``RoaringBitmapArray`` and its CRC-32; storage type ``u``,
-the UUID in Z85, no prefix). The commit removes each touched logical file with its old
-descriptor and adds it back with the new one and its ``numRecords``; a file left with no row is
-removed outright. delta-rs's Python API cannot commit a ``deletionVector``, so the commit is
-written here: ``_delta_log/<version>.json`` created exclusively, and a commit that lost the race
-is checked against the winners with Delta's rules (:func:`_check_winner`) before it takes the
-next version.
+vector (a union: a row deleted before stays deleted); all new vectors of one change go into
+one ``deletion_vector_<uuid>.bin`` beside the data (PROTOCOL.md "Deletion Vector Format": a
+version byte, then per vector its size, its ``RoaringBitmapArray`` and its CRC-32; storage type
+``u``, the UUID in Z85, no prefix). The commit removes each touched logical file with its old
+descriptor and adds it back with the new one and its ``numRecords``; a file left with no row
+is removed outright. delta-rs cannot commit a ``deletionVector``: :mod:`.log_writer` does.
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
-the files instead (same rows, copy-on-write): deletion vectors not enabled, a full-table DELETE, a
-predicate :mod:`.predicates` cannot evaluate, column mapping, object storage (its exclusive
-create is a check then a PUT, not atomic), or a log this module's replay does not know.
+the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
+predicate or value :mod:`.predicates` cannot evaluate, column mapping, object storage (its
+exclusive create is a check then a PUT, not atomic), or a log the replay does not know.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -33,13 +31,11 @@ from urllib.parse import quote
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyroaring import BitMap64
 
 from lakefeed.core import storage
-from lakefeed.core.errors import ConflictError
-from lakefeed.delta import constraints, dv, files, log, predicates, pruning, replay
+from lakefeed.delta import constraints, dv, files, log, log_writer, predicates, pruning, replay
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
@@ -106,8 +102,8 @@ def _change(
     if not predicate or not _applies(table, root):
         return None
     version = table.version()
-    live = live_files(root, version)
-    if live is None or not _same_files(table, live):
+    live = log_writer.live_files(root, version)
+    if live is None or not log_writer.same_files(table, live):
         return None
     schema = table_arrow_schema(table.schema())
     try:
@@ -224,7 +220,7 @@ def _commit(
     actions += [{"add": {**_new_add(f), "dataChange": True}} for f in written]
     touched = {m.add["path"] for m in marked}
     try:
-        return commit_actions(root, version, actions, touched, txn[0] if txn else None)
+        return log_writer.commit_actions(root, version, actions, touched, txn[0] if txn else None)
     except BaseException:
         if location is not None:
             storage.remove(location)
@@ -339,8 +335,8 @@ def purge(
     if storage.is_object_store(root) or log.table_mapping(table).active:
         return 0
     version = table.version()
-    live = live_files(root, version)
-    if live is None or not _same_files(table, live):
+    live = log_writer.live_files(root, version)
+    if live is None or not log_writer.same_files(table, live):
         return 0
     chosen = [add for add in live.values() if _purgeable(add, partition_filters)]
     if not chosen:
@@ -355,7 +351,7 @@ def purge(
     actions += [{"remove": {**_remove(add, now), "dataChange": False}} for add in chosen]
     actions += [{"add": _new_add(f)} for f in written]
     try:
-        commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
+        log_writer.commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
     except BaseException:
         files.remove_files(root, written)
         raise
@@ -425,7 +421,7 @@ def stale_vectors(root: str, retention_ms: int, now_ms: int) -> list[str] | None
     VACUUM deletes beside the data files, as delta-spark's does. None when the log cannot be
     replayed here."""
     version = log.latest_version(root)
-    replayed = None if version is None else replay_log(root, version)
+    replayed = None if version is None else log_writer.replay_log(root, version)
     if replayed is None:
         return None
     live, tombstones = replayed
@@ -450,175 +446,3 @@ def stale_vectors(root: str, retention_ms: int, now_ms: int) -> list[str] | None
         if old and dv.file_key(location) not in used and not relative.startswith("_"):
             stale.append(relative)
     return stale
-
-
-# -- committing ---------------------------------------------------------------------------
-
-
-def commit_actions(
-    root: str,
-    read_version: int,
-    actions: list[dict[str, Any]],
-    touched: set[str],
-    app_id: str | None,
-) -> int:
-    """Commit ``actions`` made on ``read_version``: the first free version after it whose
-    earlier commits do not conflict (:func:`_check_winner`); that version."""
-    payload = "".join(
-        json.dumps(action, separators=(",", ":")) + "\n" for action in actions
-    ).encode()
-    version = read_version + 1
-    while not storage.create_exclusive(log.commit_path(root, version), payload):
-        _check_winner(root, version, touched, app_id)
-        version += 1
-    return version
-
-
-def _check_winner(root: str, version: int, touched: set[str], app_id: str | None) -> None:
-    """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
-    against the commit at ``version`` that won: a concurrent change of the protocol or the
-    metadata, a removal of a file this change touched (two deletes of one file would lose one
-    of them), files added by a commit that read the table (they may hold rows this change
-    should have seen), or the same ``txn`` app id all fail it; blind appends do not."""
-    actions = log.commit_actions(root, version) or []
-    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-    blind = bool(info.get("isBlindAppend", _appends_only(info, actions)))
-    for action in actions:
-        why = _conflict(action, touched, app_id, blind)
-        if why:
-            raise ConflictError(
-                f"the change of {root} conflicted with the commit at version {version} "
-                f"({info.get('operation', 'unknown')}): {why}",
-                fix="retry: the change is planned again on the new version",
-            )
-
-
-def _appends_only(info: dict[str, Any], actions: list[dict[str, Any]]) -> bool:
-    """A commit without ``isBlindAppend`` (delta-rs writes none) counts as a blind append when
-    it is a write that only adds files: lakefeed's appends and stream batches."""
-    writes = info.get("operation") in ("WRITE", "STREAMING UPDATE")
-    return writes and not any("remove" in action for action in actions)
-
-
-def _conflict(action: dict[str, Any], touched: set[str], app_id: str | None, blind: bool) -> str:
-    if "metaData" in action or "protocol" in action:
-        return "it changed the table's metadata or protocol"
-    if "remove" in action and action["remove"]["path"] in touched:
-        return f"it removed {action['remove']['path']}, which this change rewrites"
-    if "add" in action and action["add"].get("dataChange", True) and not blind:
-        return "it added rows after reading the table"
-    if "txn" in action and app_id is not None and action["txn"].get("appId") == app_id:
-        return f"it committed a transaction of the same application ({app_id})"
-    return ""
-
-
-# -- the live files with their deletion vectors -------------------------------------------
-
-
-def live_files(root: str, version: int) -> dict[str, dict[str, Any]] | None:
-    """The ``add`` actions of the table's files at ``version``, as the log writes them
-    (delta-rs does not hand out their deletion vectors): :func:`replay`'s files."""
-    replayed = replay_log(root, version)
-    return None if replayed is None else replayed[0]
-
-
-def replay_log(
-    root: str, version: int
-) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None:
-    """The live ``add`` actions at ``version`` by path, and the ``remove`` actions (tombstones)
-    the log still holds: the newest checkpoint at or before it (classic, multi-part, v2 with
-    sidecars), then the JSON commits after it. None when a file of that replay is missing."""
-    names = storage.list_names(storage.join(root, log.LOG_DIR))
-    since, parts = _checkpoint(names, version)
-    live: dict[str, dict[str, Any]] = {}
-    tombstones: list[dict[str, Any]] = []
-    try:
-        for kind, action in _checkpoint_actions(root, parts):
-            if kind == "add":
-                live[action["path"]] = action
-            else:
-                tombstones.append(action)
-        for at in range(since + 1, version + 1):
-            actions = log.commit_actions(root, at)
-            if actions is None:
-                return None
-            for action in actions:  # a commit's removes, then its adds (one path may be both)
-                if "remove" in action:
-                    live.pop(action["remove"]["path"], None)
-                    tombstones.append(action["remove"])
-            for action in actions:
-                if "add" in action:
-                    live[action["add"]["path"]] = action["add"]
-    except (FileNotFoundError, KeyError):
-        return None
-    return live, tombstones
-
-
-def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
-    """The newest complete checkpoint at or before ``version``: its version and file names
-    (``(-1, [])`` without one)."""
-    found: dict[int, list[str]] = {}
-    for name in names:
-        stem, _, rest = name.partition(".")
-        if stem.isdigit() and rest.startswith("checkpoint.") and int(stem) <= version:
-            found.setdefault(int(stem), []).append(name)
-    for at in sorted(found, reverse=True):
-        parts = sorted(found[at])
-        multi = [p for p in parts if len(p.split(".")) == 5]  # <v>.checkpoint.<i>.<n>.parquet
-        if multi and len(multi) == int(multi[0].split(".")[3]):
-            return at, multi
-        if not multi:
-            return at, parts[:1]
-    return -1, []
-
-
-def _checkpoint_actions(root: str, parts: list[str]) -> Iterable[tuple[str, dict[str, Any]]]:
-    for name in parts:
-        location = storage.join(root, log.LOG_DIR, name)
-        rows = _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
-        for row in rows:
-            yield from _file_actions(row)
-            if row.get("sidecar"):
-                sidecar = storage.join(root, log.LOG_DIR, "_sidecars", row["sidecar"]["path"])
-                for side in _parquet_rows(sidecar):
-                    yield from _file_actions(side)
-
-
-def _file_actions(row: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-    for kind in ("add", "remove"):
-        if row.get(kind):
-            yield kind, _plain(row[kind])
-
-
-def _json_rows(location: str) -> list[dict[str, Any]]:
-    text = storage.read_bytes(location).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _parquet_rows(location: str) -> list[dict[str, Any]]:
-    fs, path = storage.filesystem(location)
-    table = pq.read_table(path, filesystem=fs)
-    wanted = [name for name in ("add", "remove", "sidecar") if name in table.column_names]
-    return table.select(wanted).to_pylist()
-
-
-def _plain(add: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's add as the JSON log writes it: maps as objects, no nulls, no parsed
-    copies of the partition values and statistics."""
-    out = {}
-    for key, value in add.items():
-        if value is None or key.endswith("_parsed"):
-            continue
-        if key in ("partitionValues", "tags") and isinstance(value, list):
-            value = dict(value)
-        if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if v is not None or key != "deletionVector"}
-        out[key] = value
-    return out
-
-
-def _same_files(table: DeltaTable, live: dict[str, dict[str, Any]]) -> bool:
-    """The replay found the files delta-rs's snapshot has (else this DELETE leaves it to
-    delta-rs)."""
-    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
-    return set(paths) == set(live)

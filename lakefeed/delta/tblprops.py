@@ -6,7 +6,7 @@ deltalake 1.6.6's ``set_table_properties`` (and ``DeltaTable.create`` with
 ``writerFeatures`` of any table at reader version 3 (checked: a table with deletion vectors or
 timestampNtz gets it on setting any key), a feature the table does not use and lakefeed's
 readers refuse. So on a table with table features (writer 7), and to turn deletion vectors on,
-the properties go in a commit written here (:func:`lakefeed.delta.dv_write.commit_actions`):
+the properties go in a commit written here (:func:`lakefeed.delta.log_writer.commit_actions`):
 the table's ``metaData`` with the new ``configuration`` and, when a property turns a feature on,
 the ``protocol`` with it, as delta-spark's ``ALTER TABLE ... SET TBLPROPERTIES`` writes them.
 Turning deletion vectors on moves a table to reader 3 / writer 7 with ``deletionVectors``
@@ -21,7 +21,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from lakefeed.delta import dv_write, files
+from lakefeed.delta import files, log_writer
 from lakefeed.delta.upgrade import LEGACY_WRITER, MAX_READER, MAX_WRITER
 
 ENABLE_DV = "delta.enableDeletionVectors"
@@ -72,7 +72,7 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
             }
         }
     )
-    version = dv_write.commit_actions(root, table.version(), actions, set(), None)
+    version = log_writer.commit_actions(root, table.version(), actions, set(), None)
     table.update_incremental()
     return version
 

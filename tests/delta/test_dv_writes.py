@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
 
 from lakefeed.core.errors import ConflictError, code_of
-from lakefeed.delta import create, dv, dv_write, files, log, merger, operations
+from lakefeed.delta import create, dv, files, log, log_writer, merger, operations
 from lakefeed.delta import table as tables
 from tests.delta.test_golden import GOLDEN, _sorted, expected, python_read
 
@@ -273,12 +273,12 @@ def test_a_dv_delete_that_lost_the_race_to_a_delete_of_its_file_conflicts(root: 
     it fails (Delta's ConcurrentDeleteDelete); a blind append in between does not."""
     table = DeltaTable(root)
     version = table.version()
-    live = dv_write.live_files(root, version)
+    live = log_writer.live_files(root, version)
     assert live is not None
     path = next(p for p in live if p.startswith("part=6/"))
     operations.delete(root, "col1 = 46")  # the winner
     with pytest.raises(ConflictError):
-        dv_write.commit_actions(root, version, [{"commitInfo": {}}], {path}, None)
+        log_writer.commit_actions(root, version, [{"commitInfo": {}}], {path}, None)
     write_deltalake(
         root,
         pa.table(
@@ -287,7 +287,9 @@ def test_a_dv_delete_that_lost_the_race_to_a_delete_of_its_file_conflicts(root: 
         mode="append",
     )
     blind = log.latest_version(root)
-    assert dv_write.commit_actions(root, blind - 1, [{"commitInfo": {}}], {path}, None) == blind + 1
+    assert (
+        log_writer.commit_actions(root, blind - 1, [{"commitInfo": {}}], {path}, None) == blind + 1
+    )
 
 
 # -- tables lakefeed creates may turn deletion vectors on --------------------------------------

@@ -50,6 +50,14 @@ from lakefeed.delta.snapshot import Snapshot, for_stream
 AFTER_COMMIT: list[Callable[[str, int], None]] = []
 
 
+BLIND_RETRIES = 10
+_READ_DELETED = "a concurrent transaction deleted data this operation read"
+"""delta-rs's conflict for an append that committed after a DELETE, UPDATE or MERGE removed
+files: it takes every transaction to have read the whole table. An append is blind (its rows
+do not come from the table's files), which Delta's rules let commit over such removals, as
+delta-spark's batch and stream appends do: so it is committed again on the newest version."""
+
+
 @dataclass(frozen=True)
 class WriteSpec:
     """What a write asks of the table, resolved on the driver before any task runs."""
@@ -222,21 +230,30 @@ def commit_files(
             table.update_incremental()
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
-    before = table.version()
-    version = _committed(
-        spec.root,
-        before,
-        files,
-        txn,
-        lambda: table.create_write_transaction(
-            list[AddAction | RemoveAction](_actions(files)),
-            spec.mode,
-            schema=schema,
-            partition_by=list(spec.partition_by) or None,
-            commit_properties=properties,
-            post_commithook_properties=post_commit.NO_HOOKS,
-        ),
-    )
+    for attempt in range(BLIND_RETRIES + 1):
+        before = table.version()
+        try:
+            version = _committed(
+                spec.root,
+                before,
+                files,
+                txn,
+                lambda: table.create_write_transaction(
+                    list[AddAction | RemoveAction](_actions(files)),
+                    spec.mode,
+                    schema=schema,
+                    partition_by=list(spec.partition_by) or None,
+                    commit_properties=properties,
+                    post_commithook_properties=post_commit.NO_HOOKS,
+                ),
+            )
+            break
+        except CommitFailedError as error:
+            if spec.mode != "append" or attempt == BLIND_RETRIES or _READ_DELETED not in str(error):
+                raise
+            table.update_incremental()  # a blind append: commit it on the newest version
+            if txn is not None and (table.transaction_version(txn[0]) or -1) >= txn[1]:
+                raise  # its batch committed meanwhile (a zombie): the conflict stands
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
 

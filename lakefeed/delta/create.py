@@ -32,7 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakefeed.core import storage
 from lakefeed.core.errors import register_code
-from lakefeed.delta import log, operations, post_commit, properties
+from lakefeed.delta import log, operations, post_commit, properties, tblprops
 from lakefeed.delta.errors import PARTITION_NOT_FOUND as BAD_COLUMN
 from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
 from lakefeed.delta.generated import GENERATION_EXPRESSION
@@ -96,6 +96,7 @@ def create(
         else DeltaSchema.from_json(schema.json())
     )
     settings = dict(configuration or {})
+    later = tblprops.after_create(settings)  # set by a commit of lakefeed's (tblprops)
     before = log.rs_table(root).version() if replace else -1
     operations.run(
         "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE",
@@ -112,6 +113,8 @@ def create(
             **operations.commit_args(None),
         ),
     )
+    if later:
+        tblprops.set_properties(root, log.rs_table(root), later)
     post_commit.run(root, settings, before + 1, before, lambda: log.rs_table(root))
     for name, expression in (constraints or {}).items():
         operations.add_constraint(root, name, expression)

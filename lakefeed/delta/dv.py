@@ -101,6 +101,27 @@ def z85_decode(text: str) -> bytes:
     return bytes(out)
 
 
+def z85_encode(data: bytes) -> str:
+    """``data`` (a multiple of 4 bytes long) as Z85 text: the inverse of :func:`z85_decode`."""
+    if len(data) % 4:
+        raise ValueError(f"Z85 encodes whole 4-byte words, not {len(data)} bytes")
+    out = []
+    for start in range(0, len(data), 4):
+        value = int.from_bytes(data[start : start + 4], "big")
+        word = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            word.append(_Z85[digit])
+        out.append("".join(reversed(word)))
+    return "".join(out)
+
+
+def serialize(rows: BitMap64) -> bytes:
+    """``rows`` as a ``RoaringBitmapArray`` in the protocol's portable format (its magic
+    number, then the portable 64-bit Roaring format pyroaring writes)."""
+    return struct.pack("<i", MAGIC) + rows.serialize()
+
+
 @dataclass(frozen=True)
 class Positions:
     """Deleted row positions already decoded (delta-rs's answer for a snapshot's file), as

@@ -20,6 +20,7 @@ import re
 from deltalake import DeltaTable
 
 from lakefeed.core.errors import DeltaError
+from lakefeed.delta import log
 from lakefeed.delta.errors import FEATURE_UNSUPPORTED as UNSUPPORTED
 
 WRITABLE = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
@@ -36,6 +37,14 @@ READER_WRITER = {
     "vacuumProtocolCheck",
 }
 """Features in ``readerFeatures`` too: the read path's check decides about them."""
+WRITES_KEEP = log.PLAIN_PARQUET | {"deletionVectors"}
+"""Reader features lakefeed's writes keep right. Under deletion vectors an append adds new
+files, and delta-rs's overwrite, replaceWhere, DELETE, UPDATE, MERGE, OPTIMIZE and RESTORE scan
+through delta-rs's kernel reader, which drops the rows a file's deletion vector deletes (a
+rewritten file never resurrects one); their ``remove`` of such a file carries its
+``deletionVector`` (each checked with deltalake 1.6.6 on Delta's golden tables). delta-rs
+rewrites files (copy-on-write); DELETE and UPDATE write deletion vectors where the table
+enables them (:mod:`lakefeed.delta.dv_write`)."""
 _LEGACY = {6: "identityColumns"}
 """Legacy writer versions that imply a feature lakefeed cannot write (PROTOCOL.md)."""
 _RS_REFUSAL = re.compile(r"Unsupported table features required: \[([^\]]*)\]")

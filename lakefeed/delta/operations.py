@@ -25,7 +25,16 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from deltalake.transaction import CommitProperties, Transaction
 
 from lakefeed.core.errors import ConflictError, DeltaError, register_code
-from lakefeed.delta import commit, constraints, features, generated, log, post_commit, replay
+from lakefeed.delta import (
+    commit,
+    constraints,
+    dv_write,
+    features,
+    generated,
+    log,
+    post_commit,
+    replay,
+)
 from lakefeed.delta.errors import (
     NEW_VIOLATION,
     DeltaOperationError,
@@ -116,7 +125,7 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     """One idempotent delta-rs change of the table at ``root``; its metrics, or None when its
     ``txn`` is already committed."""
     table = log.open_table(root)
-    log.check_readable(table, root, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+    log.check_readable(table, root, features.WRITES_KEEP, f"lakefeed's {operation}")
     features.check_writable(table, root, operation)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)
@@ -154,21 +163,32 @@ def _refuse_generated(operation: str, table: DeltaTable) -> None:
 def update(
     root: str, updates: Mapping[str, str], predicate: str | None = None, txn: Txn | None = None
 ) -> dict[str, Any] | None:
-    """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one)."""
+    """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one):
+    with deletion vectors and new files where the table enables them (:mod:`.dv_write`)."""
     values = dict(updates)
-    return change(
-        root,
-        "UPDATE",
-        lambda table, args: table.update(updates=values, predicate=predicate, **args),
-        txn,
-    )
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        marked = dv_write.update(table, root, values, predicate, marks)
+        if marked is not None:
+            return marked
+        return table.update(updates=values, predicate=predicate, **args)
+
+    return change(root, "UPDATE", call, txn)
 
 
 def delete(
     root: str, predicate: str | None = None, txn: Txn | None = None
 ) -> dict[str, Any] | None:
-    """Delete the rows matching ``predicate`` (every row without one)."""
-    return change(root, "DELETE", lambda table, args: table.delete(predicate, **args), txn)
+    """Delete the rows matching ``predicate`` (every row without one): with deletion vectors
+    where the table enables them (:mod:`~lakefeed.delta.dv_write`), else by rewriting files."""
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        marked = dv_write.delete(table, root, predicate, marks)
+        return table.delete(predicate, **args) if marked is None else marked
+
+    return change(root, "DELETE", call, txn)
 
 
 def optimize(
@@ -178,12 +198,18 @@ def optimize(
     txn: Txn | None = None,
 ) -> dict[str, Any] | None:
     """Compact small files (Z-ordered by ``z_order`` when given), in the partitions
-    ``partition_filters`` select (all without)."""
+    ``partition_filters`` select (all without); then rewrite the files whose deletion vectors
+    delete many of their rows without them, as delta-spark's OPTIMIZE (:func:`dv_write.purge`)."""
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         if z_order is None:
-            return table.optimize.compact(partition_filters=partition_filters, **args)
-        return table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
+            done = table.optimize.compact(partition_filters=partition_filters, **args)
+        else:
+            done = table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
+        table.update_incremental()
+        purged = dv_write.purge(table, root, partition_filters, marks)
+        return {**done, "numDeletionVectorsPurged": purged}
 
     return change(root, "OPTIMIZE", call, txn)
 

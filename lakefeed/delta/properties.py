@@ -99,9 +99,9 @@ FEATURES = {
     "changeDataFeed": TableFeatures.ChangeDataFeed,
     "generatedColumns": TableFeatures.GeneratedColumns,
     "timestampNtz": TableFeatures.TimestampWithoutTimezone,
+    "deletionVectors": TableFeatures.DeletionVectors,
 }
 REFUSED = {
-    "deletionVectors": "lakefeed reads a table's Parquet files and cannot apply deletion vectors",
     "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
     "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
     "identityColumns": "delta-rs cannot write to a table with this feature",
@@ -141,7 +141,7 @@ def check_protocol(
     for key, value in properties.items():
         lower, setting = key.lower(), value.strip().lower()
         feature = _ENABLING.get(lower)
-        if feature is not None and setting not in ("false", "none"):
+        if feature in REFUSED and setting not in ("false", "none"):
             refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ", error)
         if lower.startswith(FEATURE_PREFIX) or (
             lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]

@@ -31,8 +31,8 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.storage import Location
-from lakefeed.delta import log
-from lakefeed.delta.files import STAGING, stale_staging
+from lakefeed.delta import dv_write, log, tblprops
+from lakefeed.delta.files import STAGING, now_ms, stale_staging
 from lakefeed.delta.options import table_root
 
 # Delta's default: files removed less than a week ago may still be read (time travel, streams).
@@ -119,8 +119,10 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     metadata = handle.metadata()
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
     if changed:
-        # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
-        handle.alter.set_table_properties(changed, raise_if_not_exists=False)
+        if tblprops.needed(handle, changed):  # where delta-rs's commit would hurt the protocol
+            tblprops.set_properties(str(path), handle, changed)
+        else:  # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
+            handle.alter.set_table_properties(changed, raise_if_not_exists=False)
     redescribe = description is not None and description != (metadata.description or None)
     if description is not None and redescribe:
         handle.alter.set_table_description(description)
@@ -197,10 +199,18 @@ def vacuum(
     )
     # delta-rs skips folders whose names start with "_": the staging of writes that died.
     staged = stale_staging(str(path), retention_hours * 3600)
+    # delta-rs keeps every deletion vector file: those no file needs any more go too.
+    vectors = dv_write.stale_vectors(str(path), int(retention_hours * 3_600_000), now_ms())
     if not dry_run:
         for folder in staged:
             storage.remove_tree(folder)
-    return files + [f"{STAGING}/{storage.as_path(folder).name}/" for folder in staged]
+        for vector in vectors or []:
+            storage.remove(storage.join(str(path), vector))
+    return (
+        files
+        + (vectors or [])
+        + [f"{STAGING}/{storage.as_path(folder).name}/" for folder in staged]
+    )
 
 
 def truncate(path: Location) -> int | None:

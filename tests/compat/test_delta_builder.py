@@ -436,7 +436,7 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
 
     assert refused(lambda: delta.upgradeTableProtocol(1, 2)) == "DELTA_INVALID_PROTOCOL_DOWNGRADE"
     assert refused(lambda: delta.upgradeTableProtocol(4, 7)) == "DELTA_UNSUPPORTED_PROTOCOL_VERSION"
-    assert refused(lambda: delta.addFeatureSupport("deletionVectors")) == (
+    assert refused(lambda: delta.addFeatureSupport("rowTracking")) == (
         "DELTA_UNSUPPORTED_BY_LAKEFEED"
     )
     assert refused(lambda: delta.addFeatureSupport("noSuchFeature")) == (

@@ -71,11 +71,10 @@ def test_column_mapping_implied_by_reader_2_is_refused(tmp_path: Path) -> None:
 
 
 def test_table_properties_that_change_the_protocol_are_checked() -> None:
-    fine = {"delta.appendOnly": "true", "delta.enableDeletionVectors": "false", "own": "x"}
+    fine = {"delta.appendOnly": "true", "delta.enableDeletionVectors": "true", "own": "x"}
     protocol.check_properties("t", fine | {"delta.columnMapping.mode": "none"})
     protocol.check_properties("t", {"delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
     for key, value in [
-        ("delta.enableDeletionVectors", "true"),
         ("delta.columnMapping.mode", "name"),
         ("delta.enableRowTracking", "true"),
         ("delta.feature.appendOnly", "supported"),

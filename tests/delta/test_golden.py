@@ -143,7 +143,7 @@ def test_a_deletion_vector_made_inline_reads_the_same(tmp_path: Path) -> None:
     start = (descriptor.offset or 0) + 4
     data = blob[start : start + descriptor.size]
     data += b"\0" * (-len(data) % 4)
-    inline = {**add["deletionVector"], "storageType": "i", "pathOrInlineDv": _z85(data)}
+    inline = {**add["deletionVector"], "storageType": "i", "pathOrInlineDv": dv.z85_encode(data)}
     inline.pop("offset")
     text = log.commit_path(str(root), 1)
     lines = Path(text).read_text().splitlines()
@@ -158,19 +158,6 @@ def test_a_deletion_vector_made_inline_reads_the_same(tmp_path: Path) -> None:
     assert dv.positions(str(root), commit.adds[0].deletes).tolist() == (
         dv.positions(str(root), descriptor).tolist()
     )
-
-
-def _z85(data: bytes) -> str:
-    alphabet = dv._Z85
-    out = []
-    for start in range(0, len(data), 4):
-        value = int.from_bytes(data[start : start + 4], "big")
-        chunk = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            chunk.append(alphabet[digit])
-        out.append("".join(reversed(chunk)))
-    return "".join(out)
 
 
 def test_a_corrupt_deletion_vector_is_refused_with_its_code(tmp_path: Path) -> None:
@@ -397,10 +384,11 @@ def test_the_compatibility_page_lists_the_reader_features_of_the_code() -> None:
     assert table.strip() == log.feature_table()
 
 
-@pytest.mark.parametrize("name", DV_TABLES + ["table-with-columnmapping-mode-name"])
+@pytest.mark.parametrize("name", ["dv-with-columnmapping", "table-with-columnmapping-mode-name"])
 def test_lakefeeds_writer_still_refuses_tables_it_would_write_wrong(name: str) -> None:
-    """Reading them does not open them to lakefeed's writer, which writes logical names and
-    ignores deleted rows: refused before a task writes anything."""
+    """Reading them does not open them to lakefeed's writer, which writes logical names:
+    refused before a task writes anything (deletion vectors alone are written:
+    tests/delta/test_dv_writes.py)."""
     from lakefeed.connectors.delta.datasource import write_spec
 
     schema = spark_schema(log.open_table(str(GOLDEN / name)))  # the table's own rows
@@ -435,15 +423,20 @@ def test_spark_applies_deletion_vectors_to_files_with_special_names(spark, tmp_p
     assert _spark_rows(spark.read.format("delta").load(str(root))) == expected(root)
 
 
-def test_deltatable_api_changes_still_refuse_deletion_vector_tables(spark, tmp_path: Path) -> None:
+def test_deltatable_api_delete_writes_deletion_vectors(spark, tmp_path: Path) -> None:
+    """delta-spark's ``DeltaTable.delete`` on a table with ``delta.enableDeletionVectors``:
+    the row is marked in a deletion vector, the data files stay."""
     from lakefeed.compat.delta_spark.tables import DeltaTable as Api
 
     root = tmp_path / "t"
     shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", root)
-    with pytest.raises(log.DeltaSourceError) as refused:
-        Api.forPath(spark, str(root)).delete("col1 = 30")
-    assert refused.value.code == log.READER_FEATURE
-    assert log.latest_version(str(root)) == 15  # nothing committed
+    Api.forPath(spark, str(root)).delete("col1 = 30")
+    assert log.latest_version(str(root)) == 16
+    (add,) = log.read_commit(str(root), 16).adds  # type: ignore[union-attr]
+    assert isinstance(add.deletes, dv.Descriptor)
+    assert expected(root) == [
+        r for r in expected(GOLDEN / "dv-partitioned-with-checkpoint") if r[1] != 30
+    ]
 
 
 def test_time_travel_by_timestamp_uses_in_commit_timestamps(tmp_path: Path) -> None:

@@ -213,7 +213,7 @@ def test_table_properties_turning_on_refused_features_are_refused_when_the_pipel
     tmp_path: Path,
 ) -> None:
     """As for DeltaTable.create's properties: delta-rs would give the table a protocol lakefeed
-    cannot read or write (deletion vectors come with variantType)."""
+    cannot write (row tracking needs row ids lakefeed's writers do not assign)."""
     from lakefeed import load_pipeline
     from lakefeed.delta.properties import UNSUPPORTED
     from lakefeed.pipeline.graph import PipelineError
@@ -222,10 +222,10 @@ def test_table_properties_turning_on_refused_features_are_refused_when_the_pipel
         tmp_path / "p",
         {
             "a.py": "import lakefeed as lf\n\n@lf.table(table_properties="
-            "{'delta.enableDeletionVectors': 'true'})\ndef a():\n    return lf.source('iot')\n"
+            "{'delta.enableRowTracking': 'true'})\ndef a():\n    return lf.source('iot')\n"
         },
     )
     with pytest.raises(PipelineError) as caught:
         load_pipeline([folder])
     (problem,) = caught.value.problems
-    assert f"[LAKEFEED:{UNSUPPORTED}]" in problem and "enableDeletionVectors" in problem
+    assert f"[LAKEFEED:{UNSUPPORTED}]" in problem and "enableRowTracking" in problem

@@ -173,8 +173,8 @@ def write_spec(
         features.check_writable(table, root, operation)
     if table is not None and not spec.overwrite_schema:
         # Refuse a bad schema now, not after every task has written its files. The writer
-        # writes logical column names and knows nothing of deleted rows: plain tables only.
-        log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's Delta writer")
+        # writes logical column names; appends and overwrites leave deleted rows to delta-rs.
+        log.check_readable(table, root, features.WRITES_KEEP, "lakefeed's Delta writer")
         current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
         commit.check_required_columns(current, arrow, root)

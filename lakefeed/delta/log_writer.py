@@ -1,0 +1,194 @@
+"""Commits lakefeed writes itself, and the log replay they plan on, Spark-free.
+
+delta-rs's Python API cannot commit an ``add`` or ``remove`` with a ``deletionVector`` (nor
+set properties without damaging a reader-3 protocol, :mod:`.tblprops`), and does not hand out
+the deletion vectors of a snapshot's files. So :mod:`.dv_write` and :mod:`.tblprops` write
+``_delta_log/<version>.json`` here: created exclusively (a local file system's atomic create;
+callers keep to local tables), and a commit that lost the race is checked against the winners
+with Delta's WriteSerializable rules (:func:`_check_winner`) before it takes the next version.
+:func:`replay_log` reads the ``add`` and ``remove`` actions as the log writes them: the newest
+checkpoint (classic, multi-part, v2 with sidecars), then the JSON commits after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from lakefeed.core import storage
+from lakefeed.core.errors import ConflictError
+from lakefeed.delta import log
+
+
+def commit_actions(
+    root: str,
+    read_version: int,
+    actions: list[dict[str, Any]],
+    touched: set[str],
+    app_id: str | None,
+) -> int:
+    """Commit ``actions`` made on ``read_version``: the first free version after it whose
+    earlier commits do not conflict (:func:`_check_winner`); that version."""
+    payload = "".join(
+        json.dumps(action, separators=(",", ":")) + "\n" for action in actions
+    ).encode()
+    version = read_version + 1
+    while not storage.create_exclusive(log.commit_path(root, version), payload):
+        _check_winner(root, version, touched, app_id)
+        version += 1
+    return version
+
+
+def _check_winner(root: str, version: int, touched: set[str], app_id: str | None) -> None:
+    """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
+    against the commit at ``version`` that won: a concurrent change of the protocol or the
+    metadata, a removal of a file this change touched (two deletes of one file would lose one
+    of them), files added by a commit that read the table (they may hold rows this change
+    should have seen), or the same ``txn`` app id all fail it; blind appends do not."""
+    actions = log.commit_actions(root, version) or []
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    blind = bool(info.get("isBlindAppend", _appends_only(info, actions)))
+    for action in actions:
+        why = _conflict(action, touched, app_id, blind)
+        if why:
+            raise ConflictError(
+                f"the change of {root} conflicted with the commit at version {version} "
+                f"({info.get('operation', 'unknown')}): {why}",
+                fix="retry: the change is planned again on the new version",
+            )
+
+
+def _appends_only(info: dict[str, Any], actions: list[dict[str, Any]]) -> bool:
+    """A commit without ``isBlindAppend`` (delta-rs writes none) counts as a blind append when
+    it is a write that only adds files: lakefeed's appends and stream batches."""
+    writes = info.get("operation") in ("WRITE", "STREAMING UPDATE")
+    return writes and not any("remove" in action for action in actions)
+
+
+def _conflict(action: dict[str, Any], touched: set[str], app_id: str | None, blind: bool) -> str:
+    if "metaData" in action or "protocol" in action:
+        return "it changed the table's metadata or protocol"
+    if "remove" in action and action["remove"]["path"] in touched:
+        return f"it removed {action['remove']['path']}, which this change rewrites"
+    if "add" in action and action["add"].get("dataChange", True) and not blind:
+        return "it added rows after reading the table"
+    if "txn" in action and app_id is not None and action["txn"].get("appId") == app_id:
+        return f"it committed a transaction of the same application ({app_id})"
+    return ""
+
+
+# -- the live files with their deletion vectors -------------------------------------------
+
+
+def live_files(root: str, version: int) -> dict[str, dict[str, Any]] | None:
+    """The ``add`` actions of the table's files at ``version``, as the log writes them
+    (delta-rs does not hand out their deletion vectors): :func:`replay`'s files."""
+    replayed = replay_log(root, version)
+    return None if replayed is None else replayed[0]
+
+
+def replay_log(
+    root: str, version: int
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] | None:
+    """The live ``add`` actions at ``version`` by path, and the ``remove`` actions (tombstones)
+    the log still holds: the newest checkpoint at or before it (classic, multi-part, v2 with
+    sidecars), then the JSON commits after it. None when a file of that replay is missing."""
+    names = storage.list_names(storage.join(root, log.LOG_DIR))
+    since, parts = _checkpoint(names, version)
+    live: dict[str, dict[str, Any]] = {}
+    tombstones: list[dict[str, Any]] = []
+    try:
+        for kind, action in _checkpoint_actions(root, parts):
+            if kind == "add":
+                live[action["path"]] = action
+            else:
+                tombstones.append(action)
+        for at in range(since + 1, version + 1):
+            actions = log.commit_actions(root, at)
+            if actions is None:
+                return None
+            for action in actions:  # a commit's removes, then its adds (one path may be both)
+                if "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+                    tombstones.append(action["remove"])
+            for action in actions:
+                if "add" in action:
+                    live[action["add"]["path"]] = action["add"]
+    except (FileNotFoundError, KeyError):
+        return None
+    return live, tombstones
+
+
+def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
+    """The newest complete checkpoint at or before ``version``: its version and file names
+    (``(-1, [])`` without one)."""
+    found: dict[int, list[str]] = {}
+    for name in names:
+        stem, _, rest = name.partition(".")
+        if stem.isdigit() and rest.startswith("checkpoint.") and int(stem) <= version:
+            found.setdefault(int(stem), []).append(name)
+    for at in sorted(found, reverse=True):
+        parts = sorted(found[at])
+        multi = [p for p in parts if len(p.split(".")) == 5]  # <v>.checkpoint.<i>.<n>.parquet
+        if multi and len(multi) == int(multi[0].split(".")[3]):
+            return at, multi
+        if not multi:
+            return at, parts[:1]
+    return -1, []
+
+
+def _checkpoint_actions(root: str, parts: list[str]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for name in parts:
+        location = storage.join(root, log.LOG_DIR, name)
+        rows = _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
+        for row in rows:
+            yield from _file_actions(row)
+            if row.get("sidecar"):
+                sidecar = storage.join(root, log.LOG_DIR, "_sidecars", row["sidecar"]["path"])
+                for side in _parquet_rows(sidecar):
+                    yield from _file_actions(side)
+
+
+def _file_actions(row: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for kind in ("add", "remove"):
+        if row.get(kind):
+            yield kind, _plain(row[kind])
+
+
+def _json_rows(location: str) -> list[dict[str, Any]]:
+    text = storage.read_bytes(location).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _parquet_rows(location: str) -> list[dict[str, Any]]:
+    fs, path = storage.filesystem(location)
+    table = pq.read_table(path, filesystem=fs)
+    wanted = [name for name in ("add", "remove", "sidecar") if name in table.column_names]
+    return table.select(wanted).to_pylist()
+
+
+def _plain(add: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's add as the JSON log writes it: maps as objects, no nulls, no parsed
+    copies of the partition values and statistics."""
+    out = {}
+    for key, value in add.items():
+        if value is None or key.endswith("_parsed"):
+            continue
+        if key in ("partitionValues", "tags") and isinstance(value, list):
+            value = dict(value)
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None or key != "deletionVector"}
+        out[key] = value
+    return out
+
+
+def same_files(table: DeltaTable, live: dict[str, dict[str, Any]]) -> bool:
+    """The replay found the files delta-rs's snapshot has (else this DELETE leaves it to
+    delta-rs)."""
+    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    return set(paths) == set(live)

@@ -25,7 +25,7 @@ from deltalake.exceptions import DeltaError as RsDeltaError
 from deltalake.transaction import CommitProperties, Transaction
 
 from lakefeed.core.errors import ConflictError, DeltaError, register_code
-from lakefeed.delta import commit, constraints, features, generated, log, post_commit, replay
+from lakefeed.delta import alter, commit, constraints, features, generated, log, post_commit, replay
 from lakefeed.delta.errors import (
     NEW_VIOLATION,
     DeltaOperationError,
@@ -116,7 +116,9 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     """One idempotent delta-rs change of the table at ``root``; its metrics, or None when its
     ``txn`` is already committed."""
     table = log.open_table(root)
-    log.check_readable(table, root, log.PLAIN_PARQUET, f"lakefeed's {operation}")
+    # delta-rs writes physical names under column mapping, except in OPTIMIZE (it refuses)
+    readable = log.PLAIN_PARQUET if operation == "OPTIMIZE" else alter.WRITES
+    log.check_readable(table, root, readable, f"lakefeed's {operation}")
     features.check_writable(table, root, operation)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)

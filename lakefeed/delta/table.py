@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.storage import Location
-from lakefeed.delta import log
+from lakefeed.delta import alter, log, mapping
 from lakefeed.delta.files import STAGING, stale_staging
 from lakefeed.delta.options import table_root
 
@@ -118,13 +118,18 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     handle = _open(path)
     metadata = handle.metadata()
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
+    mode = next((k for k in changed if k.lower() == mapping.MODE.lower()), None)
+    mapped = False
+    if mode is not None:  # delta-rs cannot turn column mapping on: a commit of lakefeed's
+        mapped = alter.enable_column_mapping(str(path), changed.pop(mode)) is not None
+        handle = _open(path)
     if changed:
         # Spark's Delta takes any key outside ``delta.``; delta-rs checks only known keys.
         handle.alter.set_table_properties(changed, raise_if_not_exists=False)
     redescribe = description is not None and description != (metadata.description or None)
     if description is not None and redescribe:
         handle.alter.set_table_description(description)
-    return bool(changed) or redescribe
+    return bool(changed) or redescribe or mapped
 
 
 def rows_added(path: Location, after_version: int | None) -> int:

@@ -185,6 +185,15 @@ def test_tables_created_with_column_mapping(spark, tmp_path: Path, mode: str) ->
     frame.write.format("delta").mode("append").save(str(root))
     assert _check_files(str(root)) == 2
     assert expected(root) == _lakefeed(spark, str(root)) == [(1, "a", "p"), (2, None, "q")]
+    built = tmp_path / "built"
+    (
+        DeltaTable.create(spark)
+        .location(str(built))
+        .addColumn("id", "INT")
+        .property("delta.columnMapping.mode", mode)
+        .execute()
+    )
+    assert log.table_mapping(log.open_table(str(built))).mode == mode
 
 
 def test_rename_and_drop_are_metadata_only(spark, tmp_path: Path) -> None:

@@ -373,3 +373,31 @@ def test_a_column_a_constraint_uses_is_neither_renamed_nor_dropped(tmp_path: Pat
             call()
         assert code_of(refused.value) == "DELTA_DEPENDENT_COLUMN_CHANGE"
     alter.rename_column(root, "LongType", "l")  # others are free
+
+
+def test_files_written_before_a_column_was_remapped_are_not_committed(tmp_path: Path) -> None:
+    """A write prepared, then the column dropped and added again (a new physical name): its
+    files carry the old one, so the commit is refused (retry) instead of losing the column."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from lakefeed.connectors.delta.datasource import write_spec
+    from lakefeed.core.errors import ConflictError
+    from lakefeed.delta import alter, commit
+    from lakefeed.delta.spark_read import spark_schema
+    from tests.delta.test_golden import python_read
+
+    root = _copy(MODES["name"], tmp_path)
+    schema = spark_schema(log.open_table(root))
+    spec = write_spec({"path": root}, schema, overwrite=False)
+    rows = python_read(root)
+    written = files.write_batches(
+        root, (spec.physical(b) for b in rows.to_batches()), spec.file_partition_by, "part-x-"
+    )
+    alter.drop_columns(root, ["StringType"])
+    table = log.open_table(root)
+    evolved, _ = alter.evolve(table, [{"name": "StringType", "type": "string", "nullable": True}])
+    alter.add_columns(root, table, json.dumps(evolved), ["StringType"])
+    version = log.latest_version(root)
+    with pytest.raises(ConflictError, match="StringType"):
+        commit.commit_files(spec, written, to_arrow_schema(schema, timezone="UTC"))
+    assert log.latest_version(root) == version

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -28,14 +29,16 @@ from deltalake.transaction import (
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, DeltaError
-from lakefeed.delta import constraints, features, log, post_commit, replay
+from lakefeed.delta import alter, constraints, features, log, mapping, post_commit, replay
 from lakefeed.delta.errors import (
     CONSTRAINTS_CHANGED,
+    FEATURE_UNSUPPORTED,
     MISSING_NOT_NULL,
     NOT_NULL,
     PARTITION_NOT_FOUND,
 )
-from lakefeed.delta.files import WrittenFile, app_tag, local_path, parse_stream_file
+from lakefeed.delta.files import WrittenFile, app_tag, local_path, now_ms, parse_stream_file
+from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import (
     SchemaMismatchError,
     as_nullable,
@@ -72,6 +75,22 @@ class WriteSpec:
     checks: tuple[tuple[str, str], ...] = ()  # (name, predicate): constraints.apply
     user_metadata: str | None = None  # the userMetadata option: commitInfo.userMetadata
     source_offsets: str | None = None  # a stream batch's source offsets hash (see .replay)
+    columns: ColumnMapping | None = None  # the table's column mapping, new columns included
+    evolved: str | None = None  # under column mapping: the schema JSON with the new columns
+
+    @property
+    def file_partition_by(self) -> tuple[str, ...]:
+        """The partition columns as files and the log name them (physical names)."""
+        if self.columns is None or not self.columns.active:
+            return self.partition_by
+        names = self.columns.physical_names()
+        return tuple(names[c] for c in self.partition_by)
+
+    def physical(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` under the names (and field ids) the table's files use."""
+        if self.columns is None or not self.columns.active:
+            return batch
+        return mapping.to_physical(batch, mapping.physical_schema(self.columns, batch.schema))
 
     def commit_info(self) -> dict[str, str]:
         """What the write adds to its commitInfo (delta-rs writes these keys at its top)."""
@@ -137,16 +156,23 @@ def check_required_columns(table: pa.Schema, data: pa.Schema, root: str) -> None
             )
 
 
-def check_not_null(table: pa.Schema, files: Sequence[WrittenFile], root: str) -> None:
+def check_not_null(
+    table: pa.Schema,
+    files: Sequence[WrittenFile],
+    root: str,
+    physical: Mapping[str, str] | None = None,
+) -> None:
     """Refuse files with nulls in the table's NOT NULL columns (Delta's writers must), from the
     files' ``nullCount`` statistics and partition values; no data is read again. A column whose
-    count is unknown (a footer without it) is let through."""
+    count is unknown (a footer without it) is let through. ``physical``: the names files and
+    the log use, under column mapping."""
     required = [f.name for f in table if not f.nullable]
     for file in files if required else ():
         counts = json.loads(file.stats).get("nullCount") or {}
         for name in required:
-            null_partition = name in file.partition_values and file.partition_values[name] is None
-            if counts.get(name) or null_partition:
+            key = (physical or {}).get(name, name)
+            null_partition = key in file.partition_values and file.partition_values[key] is None
+            if counts.get(key) or null_partition:
                 raise SchemaMismatchError(
                     f"NOT NULL constraint violated for column {name!r} of the Delta table {root}: "
                     "the data has nulls there",
@@ -213,14 +239,20 @@ def commit_files(
         return CommitResult(None, skipped=True)
     features.check_writable(table, spec.root, spec.operation)
     check_constraints_known(spec, table)
+    alter.check_columns(table, spec.columns, data_schema.names, spec.root)
     current = table_arrow_schema(table.schema())
+    mapped = log.table_mapping(table).active
     if spec.mode == "overwrite" and spec.overwrite_schema:
         schema = as_nullable(data_schema)
     else:
         check_required_columns(current, data_schema, spec.root)
-        check_not_null(current, files, spec.root)
+        physical = spec.columns.physical_names() if spec.columns and mapped else None
+        check_not_null(current, files, spec.root, physical)
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
-        if len(schema) > len(current):
+        if len(schema) > len(current) and mapped:
+            alter.add_columns(spec.root, table, spec.evolved, schema.names[len(current) :])
+            table.update_incremental()
+        elif len(schema) > len(current):
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
             # in between leaves new, empty columns, which readers take as nulls).
             added = DeltaSchema.from_arrow(pa.schema(list(schema)[len(current) :]))
@@ -230,6 +262,11 @@ def commit_files(
             table.update_incremental()
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
+    actions, mode = list[AddAction | RemoveAction](_actions(files)), spec.mode
+    if mapped and mode == "overwrite":
+        # delta-rs's overwrite writes the metadata again from an Arrow schema, which breaks
+        # the column mapping (checked, delta-rs 1.6.6): remove the table's files here instead
+        actions, mode = actions + _removes(table, spec.root), "append"
     for attempt in range(BLIND_RETRIES + 1):
         before = table.version()
         try:
@@ -239,9 +276,10 @@ def commit_files(
                 files,
                 txn,
                 lambda: table.create_write_transaction(
-                    list[AddAction | RemoveAction](_actions(files)),
-                    spec.mode,
-                    schema=schema,
+                    actions,
+                    mode,
+                    # a column-mapped table's own schema: its mapping lives in field metadata
+                    schema=table.schema() if mapped else schema,
                     partition_by=list(spec.partition_by) or None,
                     commit_properties=properties,
                     post_commithook_properties=post_commit.NO_HOOKS,
@@ -256,6 +294,30 @@ def commit_files(
                 raise  # its batch committed meanwhile (a zombie): the conflict stands
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
+
+
+def _removes(table: DeltaTable, root: str) -> list[AddAction | RemoveAction]:
+    """``remove`` actions of every file of ``table`` (an overwrite's); delta-rs lists the
+    paths as the log has them (URL-encoded) and encodes what it is given. delta-rs's
+    ``RemoveAction`` cannot carry a file's deletion vector, without which the remove would not
+    match its ``add``: such a table is refused before anything is written."""
+    if log.file_deletes(table, root):
+        raise DeltaError(
+            f"an overwrite of the column-mapped Delta table {root}, whose files carry deletion "
+            "vectors, is refused: nothing was written",
+            fix="delete the rows with DELETE and append, or rewrite the table with delta-spark",
+            code=FEATURE_UNSUPPORTED,
+        )
+    current = pa.table(table.get_add_actions(flatten=True))
+    now = now_ms()
+    return [
+        RemoveAction(unquote(path), True, now, size)
+        for path, size in zip(
+            current.column("path").to_pylist(),
+            current.column("size_bytes").to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def record_txn(table: DeltaTable, properties: CommitProperties) -> None:

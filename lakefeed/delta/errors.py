@@ -84,6 +84,23 @@ FEATURE_UNSUPPORTED = register_code("DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED", Del
 REPLACE_WHERE_MISMATCH = register_code("DELTA_REPLACE_WHERE_MISMATCH", DeltaError)
 UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaError)
+# schema changes under column mapping (alter.py)
+RENAME_UNSUPPORTED = register_code(
+    "DELTA_UNSUPPORTED_RENAME_COLUMN",
+    DeltaOperationError,
+    "ALTER TABLE ... RENAME COLUMN on a table without column mapping (turn it on with "
+    "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name'))",
+)
+DROP_UNSUPPORTED = register_code(
+    "DELTA_UNSUPPORTED_DROP_COLUMN",
+    DeltaOperationError,
+    "ALTER TABLE ... DROP COLUMN on a table without column mapping, of a partition column, "
+    "or of a struct's last field",
+)
+MODE_CHANGE = register_code("DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE", DeltaOperationError)
+COLUMN_MISSING = register_code("DELTA_COLUMN_NOT_FOUND", DeltaOperationError)
+COLUMN_EXISTS = register_code("DELTA_COLUMN_ALREADY_EXISTS", DeltaOperationError)
+DEPENDENT = register_code("DELTA_DEPENDENT_COLUMN_CHANGE", DeltaOperationError)
 
 # delta-rs's wording for its check of the MERGE rule above (it has no error class of its own).
 _DUPLICATE_MATCH = "matched a target row with multiple source rows"

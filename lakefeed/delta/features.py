@@ -37,8 +37,10 @@ READER_WRITER = {
     "vacuumProtocolCheck",
 }
 """Features in ``readerFeatures`` too: the read path's check decides about them."""
-WRITES_KEEP = log.PLAIN_PARQUET | {"deletionVectors"}
-"""Reader features lakefeed's writes keep right. Under deletion vectors an append adds new
+WRITES_KEEP = log.PLAIN_PARQUET | {"deletionVectors", "columnMapping"}
+"""Reader features lakefeed's writes keep right. Under column mapping lakefeed's writers write
+physical names and field ids, and delta-rs's DELETE, UPDATE and MERGE do too (delta-rs refuses
+OPTIMIZE there). Under deletion vectors an append adds new
 files, and delta-rs's overwrite, replaceWhere, DELETE, UPDATE, MERGE, OPTIMIZE and RESTORE scan
 through delta-rs's kernel reader, which drops the rows a file's deletion vector deletes (a
 rewritten file never resurrects one); their ``remove`` of such a file carries its

@@ -12,7 +12,8 @@ only the table's schema, so readers always present the logical names of the sche
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,3 +162,165 @@ def to_logical(array: pa.Array, column: Column, target: pa.DataType, by_id: bool
         mask = array.is_null() if array.null_count else None
         return pa.MapArray.from_arrays(array.offsets, keys, items, type=target, mask=mask)
     return array if dtype == target else array.cast(target)
+
+
+# ---------------------------------------------------------------- writing
+
+
+MAX_ID = "delta.columnMapping.maxColumnId"
+SPARK_FIELD_ID = "parquet.field.id"
+"""Spark's field metadata key for the Parquet field id its writer stores."""
+
+
+def column(columns: Sequence[Column], name: str) -> Column:
+    """The column named ``name`` (logical) among ``columns``."""
+    found = next((c for c in columns if c.name == name), None)
+    if found is None:
+        raise KeyError(f"column {name!r} has no column mapping")
+    return found
+
+
+def physical_schema(mapping: ColumnMapping, schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema files of a column-mapped table store: physical names at every level,
+    Parquet field ids on each field that has one (delta-spark and delta-rs write them in both
+    modes; mode ``id`` needs them)."""
+    return pa.schema([_physical_field(f, column(mapping.columns, f.name)) for f in schema])
+
+
+def _physical_field(field: pa.Field, described: Column) -> pa.Field:
+    meta = None if described.id is None else {FIELD_ID: str(described.id).encode()}
+    return pa.field(described.physical, _physical_type(field.type, described), field.nullable, meta)
+
+
+def _physical_type(dtype: pa.DataType, described: Column) -> pa.DataType:
+    if pa.types.is_struct(dtype):
+        fields = [dtype.field(i) for i in range(dtype.num_fields)]
+        return pa.struct([_physical_field(f, column(described.children, f.name)) for f in fields])
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        value = dtype.value_field
+        inner = _physical_type(value.type, described.child("element") or _leaf("element"))
+        item = pa.field(value.name, inner, value.nullable)
+        return pa.large_list(item) if pa.types.is_large_list(dtype) else pa.list_(item)
+    if pa.types.is_map(dtype):
+        key, item = dtype.key_field, dtype.item_field
+        return pa.map_(
+            pa.field(
+                key.name,
+                _physical_type(key.type, described.child("key") or _leaf("key")),
+                nullable=False,
+            ),
+            pa.field(
+                item.name,
+                _physical_type(item.type, described.child("value") or _leaf("value")),
+                item.nullable,
+            ),
+        )
+    return dtype
+
+
+def _leaf(name: str) -> Column:
+    return Column(name, name, None)
+
+
+def to_physical(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` (logical names) as ``schema`` (:func:`physical_schema` of it): the same
+    buffers under the physical names, nothing copied."""
+    arrays = [batch.column(i).view(schema.field(i).type) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def physical_json(struct: dict[str, Any], columns: Sequence[Column]) -> dict[str, Any]:
+    """A struct type in Spark's JSON form with physical names and Spark's Parquet field ids
+    (``parquet.field.id``) at every level: what Spark's writer is cast to before it writes."""
+    fields = []
+    for data in struct["fields"]:
+        described = column(columns, data["name"])
+        meta = dict(data.get("metadata") or {})
+        if described.id is not None:
+            meta[SPARK_FIELD_ID] = described.id
+        dtype = _physical_type_json(data["type"], described)
+        fields.append({**data, "name": described.physical, "type": dtype, "metadata": meta})
+    return {**struct, "fields": fields}
+
+
+def _physical_type_json(dtype: Any, described: Column) -> Any:
+    if not isinstance(dtype, dict):
+        return dtype
+    kind = dtype["type"]
+    if kind == "struct":
+        return physical_json(dtype, described.children)
+    if kind == "array":
+        element = described.child("element") or _leaf("element")
+        return {**dtype, "elementType": _physical_type_json(dtype["elementType"], element)}
+    if kind == "map":
+        key = described.child("key") or _leaf("key")
+        value = described.child("value") or _leaf("value")
+        return {
+            **dtype,
+            "keyType": _physical_type_json(dtype["keyType"], key),
+            "valueType": _physical_type_json(dtype["valueType"], value),
+        }
+    return dtype
+
+
+def new_physical_name() -> str:
+    """delta-spark's physical name for a column added under column mapping."""
+    return f"col-{uuid.uuid4()}"
+
+
+def assign(
+    fields: Sequence[dict[str, Any]], last_id: int, physical: Callable[[str], str]
+) -> tuple[list[dict[str, Any]], int]:
+    """``fields`` (Delta's JSON form) with an id and a physical name given to every field,
+    nested ones too, that lacks them, counting ids up from ``last_id``; also the last id
+    given. ``physical``: the physical name of a logical one (a new column's
+    :func:`new_physical_name`; the name itself when mapping is turned on for existing files)."""
+    given = []
+    for data in fields:
+        meta = dict(data.get("metadata") or {})
+        if meta.get(ID) is None:
+            last_id += 1
+            meta[ID] = last_id
+        meta.setdefault(PHYSICAL_NAME, physical(str(data["name"])))
+        dtype, last_id = _assign_type(data["type"], last_id, physical)
+        given.append({**data, "type": dtype, "metadata": meta})
+    return given, last_id
+
+
+def _assign_type(dtype: Any, last_id: int, physical: Callable[[str], str]) -> tuple[Any, int]:
+    if not isinstance(dtype, dict):
+        return dtype, last_id
+    kind = dtype["type"]
+    if kind == "struct":
+        fields, last_id = assign(dtype["fields"], last_id, physical)
+        return {**dtype, "fields": fields}, last_id
+    if kind == "array":
+        element, last_id = _assign_type(dtype["elementType"], last_id, physical)
+        return {**dtype, "elementType": element}, last_id
+    if kind == "map":
+        key, last_id = _assign_type(dtype["keyType"], last_id, physical)
+        value, last_id = _assign_type(dtype["valueType"], last_id, physical)
+        return {**dtype, "keyType": key, "valueType": value}, last_id
+    return dtype, last_id
+
+
+def max_id(fields: Sequence[dict[str, Any]]) -> int:
+    """The largest column id in ``fields`` (JSON form), nested ones included; 0 for none."""
+    found = 0
+    for data in fields:
+        ident = (data.get("metadata") or {}).get(ID)
+        found = max(found, int(ident or 0), _max_type_id(data["type"]))
+    return found
+
+
+def _max_type_id(dtype: Any) -> int:
+    if not isinstance(dtype, dict):
+        return 0
+    kind = dtype["type"]
+    if kind == "struct":
+        return max_id(dtype["fields"])
+    if kind == "array":
+        return _max_type_id(dtype["elementType"])
+    if kind == "map":
+        return max(_max_type_id(dtype["keyType"]), _max_type_id(dtype["valueType"]))
+    return 0

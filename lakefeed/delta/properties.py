@@ -100,9 +100,9 @@ FEATURES = {
     "generatedColumns": TableFeatures.GeneratedColumns,
     "timestampNtz": TableFeatures.TimestampWithoutTimezone,
     "deletionVectors": TableFeatures.DeletionVectors,
+    "columnMapping": TableFeatures.ColumnMapping,
 }
 REFUSED = {
-    "columnMapping": "lakefeed reads Parquet columns by name and cannot apply column mapping",
     "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
     "identityColumns": "delta-rs cannot write to a table with this feature",
     "domainMetadata": "delta-rs cannot write to a table with this feature",
@@ -111,9 +111,11 @@ REFUSED = {
 # Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
 _ENABLING = {
     "delta.enabledeletionvectors": "deletionVectors",
-    "delta.columnmapping.mode": "columnMapping",
     "delta.enablerowtracking": "rowTracking",
 }
+MAPPING_MODE = "delta.columnmapping.mode"
+MAPPING_MODES = ("none", "name", "id")
+"""Column mapping's property and modes: lakefeed writes all three (:mod:`.alter`)."""
 _VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
 
 
@@ -140,6 +142,12 @@ def check_protocol(
     record without acting on (``delta.feature.*``, versions above (2, 5))."""
     for key, value in properties.items():
         lower, setting = key.lower(), value.strip().lower()
+        if lower == MAPPING_MODE and setting not in MAPPING_MODES:
+            raise error(
+                f"table {table!r}: {key}={value} is not a column mapping mode",
+                fix=f"use one of {', '.join(MAPPING_MODES)}",
+                code=UNSUPPORTED,
+            )
         feature = _ENABLING.get(lower)
         if feature in REFUSED and setting not in ("false", "none"):
             refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ", error)

@@ -28,6 +28,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -39,7 +40,7 @@ from pyspark.sql.types import (
 )
 
 from lakefeed.core import storage
-from lakefeed.delta import commit, constraints, generated, post_commit
+from lakefeed.delta import commit, constraints, generated, mapping, post_commit
 from lakefeed.delta.files import (
     NULL_PARTITION,
     STAGING,
@@ -232,24 +233,43 @@ def _write_files(
     frame: DataFrame, spec: commit.WriteSpec, tag: str, prefix: str
 ) -> tuple[list[WrittenFile], pa.Schema]:
     schema = to_arrow_schema(frame.schema, timezone="UTC")
+    frame = _physical(frame, spec)
+    files = to_arrow_schema(frame.schema, timezone="UTC")  # as files and the log name columns
     if in_place(frame.sparkSession):
-        return _write_in_place(frame, spec, prefix, schema), schema
+        return _write_in_place(frame, spec, prefix, files), schema
     staging = _staging_folder(spec.root, tag)
     try:
         _writer(frame, spec, "overwrite").parquet(staging)
         adopted = [
-            _adopt(spec.root, path, folders, schema, prefix) for path, folders in _staged(staging)
+            _adopt(spec.root, path, folders, files, prefix) for path, folders in _staged(staging)
         ]
     finally:
         storage.remove_tree(staging)
     return [f for f in adopted if f is not None], schema
 
 
+def _physical(frame: DataFrame, spec: commit.WriteSpec) -> DataFrame:
+    """``frame`` under the physical names of a column-mapped table, with the Parquet field ids
+    Spark's writer stores (``parquet.field.id``), nested fields too: a cast renames structs'
+    fields by position."""
+    if spec.columns is None or not spec.columns.active:
+        return frame
+    target = StructType.fromJson(
+        mapping.physical_json(frame.schema.jsonValue(), spec.columns.columns)
+    )
+    return frame.select(
+        *(
+            F.col(f"`{name}`").cast(field.dataType).alias(field.name, metadata=field.metadata)
+            for name, field in zip(frame.columns, target.fields, strict=True)
+        )
+    )
+
+
 def _writer(frame: DataFrame, spec: commit.WriteSpec, mode: str) -> DataFrameWriter:
     # Hadoop settings given for the table (fs.s3a.*) reach S3A as Spark's per-write options.
     writer = frame.write.mode(mode).options(**storage.given(spec.root))
     writer = writer.option("compression", "snappy")
-    return writer.partitionBy(*spec.partition_by) if spec.partition_by else writer
+    return writer.partitionBy(*spec.file_partition_by) if spec.partition_by else writer
 
 
 def in_place(spark: SparkSession) -> bool:

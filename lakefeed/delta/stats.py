@@ -64,7 +64,9 @@ class FileStats:
     columns: dict[str, _Column] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.columns = {f.name: _Column() for f in self.schema}
+        # Only top-level primitive columns: Delta keys a struct's figures by its fields (a
+        # kernel reader refuses a struct's count given as one number), as footer_stats does.
+        self.columns = {f.name: _Column() for f in self.schema if not pa.types.is_nested(f.type)}
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.rows += batch.num_rows

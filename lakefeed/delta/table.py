@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.storage import Location
-from lakefeed.delta import dv_write, log, tblprops
+from lakefeed.delta import alter, dv_write, log, mapping, tblprops
 from lakefeed.delta.files import STAGING, now_ms, stale_staging
 from lakefeed.delta.options import table_root
 
@@ -118,6 +118,11 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     handle = _open(path)
     metadata = handle.metadata()
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
+    mode = next((k for k in changed if k.lower() == mapping.MODE.lower()), None)
+    mapped = False
+    if mode is not None:  # delta-rs cannot turn column mapping on: a commit of lakefeed's
+        mapped = alter.enable_column_mapping(str(path), changed.pop(mode)) is not None
+        handle = _open(path)
     if changed:
         if tblprops.needed(handle, changed):  # where delta-rs's commit would hurt the protocol
             tblprops.set_properties(str(path), handle, changed)
@@ -126,7 +131,7 @@ def describe(path: Location, description: str | None, properties: dict[str, str]
     redescribe = description is not None and description != (metadata.description or None)
     if description is not None and redescribe:
         handle.alter.set_table_description(description)
-    return bool(changed) or redescribe
+    return bool(changed) or redescribe or mapped
 
 
 def rows_added(path: Location, after_version: int | None) -> int:

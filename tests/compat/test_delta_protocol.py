@@ -62,20 +62,22 @@ def test_changes_that_would_strand_the_table_are_refused_before_a_commit(
     assert DeltaTable(root).version() == 0
 
 
-def test_column_mapping_implied_by_reader_2_is_refused(tmp_path: Path) -> None:
+def test_column_mapping_implied_by_reader_2_is_listed(tmp_path: Path) -> None:
     root = _table(tmp_path)
     protocol.upgrade(DeltaTable(root), root, 2, 5)
-    with pytest.raises(Exception, match="implies 'columnMapping'") as error:
-        protocol.add_feature(DeltaTable(root), root, "appendOnly")
-    assert code_of(error.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    protocol.add_feature(DeltaTable(root), root, "appendOnly")
+    upgraded = DeltaTable(root).protocol()
+    assert "columnMapping" in (upgraded.reader_features or [])
+    assert "columnMapping" in (upgraded.writer_features or [])
 
 
 def test_table_properties_that_change_the_protocol_are_checked() -> None:
     fine = {"delta.appendOnly": "true", "delta.enableDeletionVectors": "true", "own": "x"}
     protocol.check_properties("t", fine | {"delta.columnMapping.mode": "none"})
+    protocol.check_properties("t", {"delta.columnMapping.mode": "name"})
     protocol.check_properties("t", {"delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
     for key, value in [
-        ("delta.columnMapping.mode", "name"),
+        ("delta.columnMapping.mode", "position"),
         ("delta.enableRowTracking", "true"),
         ("delta.feature.appendOnly", "supported"),
         ("delta.minWriterVersion", "7"),

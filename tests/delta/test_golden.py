@@ -384,20 +384,6 @@ def test_the_compatibility_page_lists_the_reader_features_of_the_code() -> None:
     assert table.strip() == log.feature_table()
 
 
-@pytest.mark.parametrize("name", ["dv-with-columnmapping", "table-with-columnmapping-mode-name"])
-def test_lakefeeds_writer_still_refuses_tables_it_would_write_wrong(name: str) -> None:
-    """Reading them does not open them to lakefeed's writer, which writes logical names:
-    refused before a task writes anything (deletion vectors alone are written:
-    tests/delta/test_dv_writes.py)."""
-    from lakefeed.connectors.delta.datasource import write_spec
-
-    schema = spark_schema(log.open_table(str(GOLDEN / name)))  # the table's own rows
-    with pytest.raises(log.DeltaSourceError) as refused:
-        write_spec({"path": str(GOLDEN / name)}, schema, overwrite=False)
-    assert refused.value.code == log.READER_FEATURE
-    assert "lakefeed's Delta writer" in str(refused.value)
-
-
 def _renamed_file_table(root: Path) -> None:
     """The golden DV table with a file that has deleted rows in its latest version renamed to
     a name with a space, a '%' and a '+' (JSON log only: the checkpoint goes)."""

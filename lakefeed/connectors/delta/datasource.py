@@ -50,6 +50,7 @@ from lakefeed.connectors import packing
 from lakefeed.connectors.delta import offsets
 from lakefeed.core import storage
 from lakefeed.delta import (
+    alter,
     changes,
     commit,
     constraints,
@@ -173,11 +174,15 @@ def write_spec(
         features.check_writable(table, root, operation)
     if table is not None and not spec.overwrite_schema:
         # Refuse a bad schema now, not after every task has written its files. The writer
-        # writes logical column names; appends and overwrites leave deleted rows to delta-rs.
+        # knows nothing of deleted rows (appends and overwrites leave them to delta-rs); it writes
+        # physical names under column mapping.
         log.check_readable(table, root, features.WRITES_KEEP, "lakefeed's Delta writer")
         current = table_arrow_schema(table.schema())
         merge_schema(current, arrow, merge=spec.merge_schema, path=root)
         commit.check_required_columns(current, arrow, root)
+    if table is not None:
+        mapped = alter.for_write(table, arrow, spec.merge_schema, spec.overwrite_schema, root)
+        spec = replace(spec, **mapped)
     return spec
 
 
@@ -208,7 +213,7 @@ def _checked(batches: Iterator[pa.RecordBatch], spec: commit.WriteSpec) -> Itera
     (a violation fails the task, whose files :func:`write_batches` then removes)."""
     for batch in batches:
         constraints.check_arrow(batch, spec.checks, spec.root)
-        yield batch
+        yield spec.physical(batch)
 
 
 def _collect(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
@@ -232,7 +237,7 @@ class DeltaBatchWriter(storage.CarriesSettings, DataSourceArrowWriter):
         prefix = f"part-{partition:05d}-"
         return DeltaCommitMessage(
             write_batches(
-                self.spec.root, _checked(iterator, self.spec), self.spec.partition_by, prefix
+                self.spec.root, _checked(iterator, self.spec), self.spec.file_partition_by, prefix
             )
         )
 
@@ -265,7 +270,7 @@ class DeltaStreamWriter(storage.CarriesSettings, DataSourceStreamArrowWriter):
         prefix = stream_file_prefix(self.app_id, batch or 0) + f"{partition:05d}-"
         return DeltaCommitMessage(
             write_batches(
-                self.spec.root, _checked(iterator, self.spec), self.spec.partition_by, prefix
+                self.spec.root, _checked(iterator, self.spec), self.spec.file_partition_by, prefix
             )
         )
 

@@ -202,6 +202,24 @@ class DropConstraint(Statement):
 
 
 @dataclass
+class RenameColumn(Statement):
+    """``ALTER TABLE t RENAME COLUMN a[.b] TO c`` (column mapping needed)."""
+
+    target: TableRef
+    column: str
+    new_name: str
+
+
+@dataclass
+class DropColumns(Statement):
+    """``ALTER TABLE t DROP COLUMN[S] [IF EXISTS] a[, b] | (a, b)`` (column mapping needed)."""
+
+    target: TableRef
+    columns: list[str]
+    if_exists: bool = False
+
+
+@dataclass
 class Other(Statement):
     """A statement lakefeed does not run (``DROP TABLE``, ``SHOW PARTITIONS``, ``ALTER TABLE
     ... ADD COLUMNS``...): refused when it names a Delta table, else Spark's."""
@@ -651,8 +669,29 @@ def _alter(c: _Cursor) -> Statement:
     if c.take("DROP", "CONSTRAINT"):
         if_exists = c.take("IF", "EXISTS")
         return DropConstraint(target, c.next().value, if_exists)
+    if c.take("RENAME", "COLUMN"):
+        column = _column_path(c)
+        c.need("TO")
+        return RenameColumn(target, column, c.next().value)
+    if c.take("DROP", "COLUMN") or c.take("DROP", "COLUMNS"):
+        if_exists = c.take("IF", "EXISTS")
+        bracketed = c.take("(")
+        columns = [_column_path(c)]
+        while c.take(","):
+            columns.append(_column_path(c))
+        if bracketed:
+            c.need(")")
+        return DropColumns(target, columns, if_exists)
     rest = " ".join(t.text.upper() for t in c.toks[c.i : c.i + 2])
     return Other(target, f"ALTER TABLE ... {rest}")
+
+
+def _column_path(c: _Cursor) -> str:
+    """A column, or a nested field as ``a.b``."""
+    parts = [c.next().value]
+    while c.take("."):
+        parts.append(c.next().value)
+    return ".".join(parts)
 
 
 def _outer(text: str) -> str:

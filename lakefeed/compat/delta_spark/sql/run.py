@@ -35,6 +35,7 @@ from lakefeed.compat.delta_spark.sql.parse import (
     DescribeDetail,
     DescribeHistory,
     DescribeTable,
+    DropColumns,
     DropConstraint,
     Generate,
     Insert,
@@ -43,6 +44,7 @@ from lakefeed.compat.delta_spark.sql.parse import (
     Optimize,
     Other,
     Query,
+    RenameColumn,
     Restore,
     SetProperties,
     Statement,
@@ -61,7 +63,7 @@ from lakefeed.compat.delta_spark.tables import (
 )
 from lakefeed.core.errors import register_code
 from lakefeed.core.flow_context import current_flow
-from lakefeed.delta import generated, log, properties
+from lakefeed.delta import alter, generated, log, properties
 from lakefeed.delta import table as housekeeping
 from lakefeed.sql import spark as spark_parser
 from lakefeed.sql.references import SqlTextError
@@ -433,6 +435,14 @@ class _Runner:
         table._drop_constraint(statement.name, statement.if_exists)
         return _empty(self.spark)
 
+    def rename_column(self, statement: RenameColumn, table: DeltaTable) -> DataFrame:
+        alter.rename_column(table._path, statement.column, statement.new_name)
+        return _empty(self.spark)
+
+    def drop_columns(self, statement: DropColumns, table: DeltaTable) -> DataFrame:
+        alter.drop_columns(table._path, statement.columns, statement.if_exists)
+        return _empty(self.spark)
+
     def other(self, statement: Other, table: DeltaTable) -> DataFrame:
         """``DROP TABLE`` of a name ``CREATE TABLE ... LOCATION`` gave: the name goes, the
         files stay (Delta's external table); anything else is refused."""
@@ -443,7 +453,8 @@ class _Runner:
             f"{statement.what} on a Delta table",
             "lakefeed runs SELECT, CREATE/REPLACE TABLE, INSERT, UPDATE, DELETE, MERGE, DESCRIBE "
             "HISTORY/DETAIL/TABLE, VACUUM, OPTIMIZE, RESTORE, GENERATE, CONVERT TO DELTA and ALTER "
-            "TABLE SET TBLPROPERTIES / ADD CONSTRAINT / DROP CONSTRAINT on Delta tables; for the "
+            "TABLE SET TBLPROPERTIES / ADD CONSTRAINT / DROP CONSTRAINT / RENAME COLUMN / DROP "
+            "COLUMN on Delta tables; for the "
             "rest use lakefeed.compat.delta_spark.DeltaTable "
             "(e.g. DeltaTable.forPath(spark, path).toDF().schema); DROP TABLE forgets a name "
             "given a LOCATION, a table's folder is deleted with the file system's tools",
@@ -475,6 +486,8 @@ _HANDLERS: dict[type, Callable[..., DataFrame]] = {
     SetProperties: _Runner.set_properties,
     AddConstraint: _Runner.add_constraint,
     DropConstraint: _Runner.drop_constraint,
+    RenameColumn: _Runner.rename_column,
+    DropColumns: _Runner.drop_columns,
     Other: _Runner.other,
 }
 

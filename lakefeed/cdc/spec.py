@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.cdc.errors import INVALID
+from lakefeed.core.errors import PipelineDefinitionError
 
-INVALID = register_code("CDC_INVALID", PipelineDefinitionError)
 START_AT = "__START_AT"
 END_AT = "__END_AT"
 STATE_SUFFIX = "__cdc_state"

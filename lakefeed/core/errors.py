@@ -223,3 +223,8 @@ class BatchInterruptedError(LakefeedError, RuntimeError):
 
     code = "BATCH_INTERRUPTED"
     permanent = False
+
+
+# --- codes raised with the classes above by core's own modules ----------------------------------
+
+MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)  # storage.py

@@ -29,11 +29,11 @@ import socket
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlparse
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import ConfigError
 from lakefeed.core.storage import S3Settings, is_object_store, register
+from lakefeed.spark.errors import JARS_UNAVAILABLE
 from lakefeed.spark.home import cache_root, pip_spark_home
 
-JARS_UNAVAILABLE = register_code("S3A_JARS_UNAVAILABLE", ConfigError)
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 MAVEN_CENTRAL = ("repo1.maven.org", 443)
 DEFAULT_HADOOP = "3.5.0"

@@ -31,10 +31,17 @@ from typing import Any, NoReturn
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark.errors import (
+    ALREADY_EXISTS,
+    MISMATCH,
+    MISSING_TABLE,
+    NO_DATA_TYPE,
+    NO_NAME,
+    NOT_EMPTY,
+)
 from lakefeed.compat.delta_spark.sql.parse import path_identifier
 from lakefeed.compat.delta_spark.tables import DeltaTable, _local, _table_path
 from lakefeed.core import storage
-from lakefeed.core.errors import register_code
 from lakefeed.delta import log
 from lakefeed.delta.create import (
     IDENTITY_EXPLICIT_INSERT,
@@ -45,13 +52,6 @@ from lakefeed.delta.create import (
 )
 from lakefeed.delta.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.delta.generated import GENERATION_EXPRESSION
-
-ALREADY_EXISTS = register_code("DELTA_TABLE_ALREADY_EXISTS", DeltaOperationError)
-MISSING_TABLE = register_code("DELTA_CANNOT_REPLACE_MISSING_TABLE", DeltaTableNotFoundError)
-NO_NAME = register_code("DELTA_CREATE_TABLE_MISSING_TABLE_NAME_OR_LOCATION", DeltaOperationError)
-MISMATCH = register_code("DELTA_CREATE_TABLE_IDENTIFIER_LOCATION_MISMATCH", DeltaOperationError)
-NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
-NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
 
 
 def _type_error(message: str, objs: Iterable[Any]) -> NoReturn:

@@ -39,10 +39,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark import protocol
+from lakefeed.compat.delta_spark.errors import DEEP_CLONE, PRIVATE_TABLE, UNKNOWN_GENERATE_MODE
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.connectors.delta.adapters import read as delta_read
 from lakefeed.core import storage
-from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.core.flow_context import current_flow
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import log, manifest, operations
@@ -66,10 +66,6 @@ RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LAKEHOUSE_CONF = "lakefeed.lakehouse"
 """Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
 
-
-UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
-DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
-PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
 
 __all__ = ["DeltaOperationError", "DeltaTable", "DeltaTableNotFoundError", "Txn"]
 

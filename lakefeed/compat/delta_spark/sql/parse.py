@@ -22,8 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lakefeed.compat.delta_spark.errors import DeltaSqlError
-from lakefeed.core.errors import register_code
+from lakefeed.compat.delta_spark.errors import NOT_PARQUET, DeltaSqlError
 from lakefeed.sql.ddl import COLUMN_LIST, Column, column
 from lakefeed.sql.grammar import Cursor
 from lakefeed.sql.references import (
@@ -36,8 +35,6 @@ from lakefeed.sql.references import (
 )
 from lakefeed.sql.references import split_time_travel as split_time_travel  # its old home
 from lakefeed.sql.tokens import Token, tokens
-
-NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaSqlError)
 
 # -- path identifiers ---------------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ from typing import Any
 import pyspark
 import pyspark.daemon
 from pyspark.sql import SparkSession
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
@@ -49,7 +48,6 @@ from lakefeed.delta.options import PARTITION_OPTION
 from lakefeed.delta.schema import AUTO_MERGE
 from lakefeed.delta.spark_write import WRITER_OPTION
 from lakefeed.pipeline import api
-from lakefeed.runtime import late
 from lakefeed.spark import daemon
 from lakefeed.spark.foreach_batch import stop_aware
 from lakefeed.spark.session import SessionExtension, spark_session
@@ -456,15 +454,7 @@ DAEMON = Patch(
     "Python worker processes: no traceback when Spark closed a failed task's socket first",
     by=daemon.__name__,
 )
-LATE_ROWS_VERIFY = Patch(
-    ClassicDataFrame,
-    "withWatermark",
-    late.changed_input,
-    "lakefeed verify of a late_rows='keep' flow, while its function runs: the batch input of "
-    "withWatermark (which Spark's analyzer drops from a batch plan) leaves out the kept rows",
-    by=late.__name__,
-)
-PATCHES: tuple[Patch, ...] = (*INSTALLED, DELTA_PIP, DAEMON, LATE_ROWS_VERIFY)
+PATCHES: tuple[Patch, ...] = (*INSTALLED, DELTA_PIP, DAEMON)
 """Every patch lakefeed makes to pyspark, one row each (see the module doc)."""
 
 _ORIGINALS: dict[tuple[type | ModuleType, str], Callable] = {}

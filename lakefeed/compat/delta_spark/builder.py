@@ -15,11 +15,10 @@ A replace is one commit with the new metadata that removes every file, history k
 
 Generated columns (``generatedAlwaysAs="CAST(eventTime AS DATE)"``) are recorded as Delta does
 (field metadata ``delta.generationExpression``; delta-rs gives the table writer version 4), after
-Spark analyses each expression over the other columns and finds the column's type: every
-lakefeed write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's
-writers cannot honour is refused at ``execute()`` with a coded error naming what to do instead:
-identity columns (lakefeed's writers do not assign them) and liquid clustering (delta-rs cannot
-cluster).
+Spark analyses each expression over the other columns and finds the column's type: every lakefeed
+write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's writers cannot honour is
+refused at ``execute()`` with a coded error naming what to do instead: identity columns (lakefeed's
+writers do not assign them) and liquid clustering (delta-rs cannot cluster).
 """
 
 from __future__ import annotations

@@ -14,13 +14,12 @@ package delta-spark's docs import, see ``delta/__init__.py``)::
            .execute())
 
 Reads go through lakefeed's ``format("delta")`` (Spark's Parquet reader); every change (merge,
-update, delete, optimize, vacuum, restore) is one call of the engine
-(:mod:`lakefeed.delta.merger`, :mod:`lakefeed.delta.operations`) and one Delta commit; this
-module translates delta-spark's names, conditions (pyspark Columns) and session confs onto it.
-Idempotent changes, as Delta documents for ``foreachBatch``: the session confs
-``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or the merge builder's
-``withTransaction(appId, version)``) put a ``txn`` action into the same commit, and a change
-whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
+update, delete, optimize, vacuum, restore) is one call of the engine (:mod:`lakefeed.delta.merger`,
+:mod:`lakefeed.delta.operations`) and one Delta commit; this module translates delta-spark's names,
+conditions (pyspark Columns) and session confs onto it. Idempotent changes, as Delta documents for
+``foreachBatch``: the session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or
+the merge builder's ``withTransaction(appId, version)``) put a ``txn`` action into the same commit,
+and a change whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
 micro-batch replayed after a crash changes nothing.
 """
 

@@ -9,11 +9,11 @@ as in ``DeltaSqlBase.g4``), and the clauses of CREATE/INSERT/UPDATE/DELETE/MERGE
 to the Delta engine. Expressions (conditions, values, queries) are never rewritten: they are
 kept as the user's text, cut at the keywords that end them outside quotes and parentheses.
 
-:func:`parse` gives one statement object; every table reference a query reads
-(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names;
-``table_changes(...)``) is listed in its ``reads`` with its span in the text, so the adapter
-(:mod:`lakefeed.compat.delta_spark.sql.run`) can put a temporary view of lakefeed's Delta read in
-its place. Nothing here decides whether a plain name is a Delta table: that needs the session.
+:func:`parse` gives one statement object; every table reference a query reads (``delta.`p```, with
+``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names; ``table_changes(...)``) is listed in its
+``reads`` with its span in the text, so the adapter (:mod:`lakefeed.compat.delta_spark.sql.run`) can
+put a temporary view of lakefeed's Delta read in its place. Nothing here decides whether a plain
+name is a Delta table: that needs the session.
 """
 
 from __future__ import annotations

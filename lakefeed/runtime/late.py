@@ -191,9 +191,7 @@ class Recompute:
         rows, so that the flow's ``withWatermark`` stays in its plan."""
         spark = frame.sparkSession
         if getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan to rebuild
-            raise _refusal(
-                self.flow, "a Spark Connect session's plan cannot be changed by lakefeed"
-            )
+            raise _refusal(self.flow, _CONNECT)
         jdf = frame._jdf
         rows = jdf.queryExecution().toRdd()
         flagged = spark._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), True)

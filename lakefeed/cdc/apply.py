@@ -24,7 +24,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakefeed.cdc import fold
-from lakefeed.cdc.spec import END_AT, INVALID, START_AT, AutoCdc
+from lakefeed.cdc.errors import INVALID
+from lakefeed.cdc.spec import END_AT, START_AT, AutoCdc
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.delta import create, merger
 from lakefeed.delta import table as delta_table

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.cdc import fold
 from lakefeed.cdc.apply import ApplyChanges, join_on_keys
-from lakefeed.cdc.spec import INVALID, AutoCdc
+from lakefeed.cdc.errors import INVALID
+from lakefeed.cdc.spec import AutoCdc
 from lakefeed.core.errors import PipelineDefinitionError
 
 if TYPE_CHECKING:

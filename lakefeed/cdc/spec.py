@@ -1,9 +1,9 @@
 """An AUTO CDC flow as declared: DLT's parameters, checked where they are written.
 
-What can be checked without data is refused at declaration (``CDC_INVALID``): both
-``column_list`` and ``except_column_list``, an SCD type other than 1 or 2, history tracking or
-truncates outside the type that has them. What needs the source's columns (unknown keys, a
-``sequence_by`` that does not resolve) is checked by ``lakefeed validate`` before any query.
+What can be checked without data is refused at declaration (``CDC_INVALID``): both ``column_list``
+and ``except_column_list``, an SCD type other than 1 or 2, history tracking or truncates outside the
+type that has them. What needs the source's columns (unknown keys, a ``sequence_by`` that does not
+resolve) is checked by ``lakefeed validate`` before any query.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.cdc.errors import INVALID
+from lakefeed.core.errors import PipelineDefinitionError
 
-INVALID = register_code("CDC_INVALID", PipelineDefinitionError)
 START_AT = "__START_AT"
 END_AT = "__END_AT"
 STATE_SUFFIX = "__cdc_state"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lakefeed.cdc.spec import INVALID
+from lakefeed.cdc.errors import INVALID
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.sql.references import dataset_name, references
 from lakefeed.sql.tokens import top_level

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.compat.errors import DLT_UNSUPPORTED as UNSUPPORTED
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline import api
 from lakefeed.pipeline.api import (
     expect,
@@ -37,7 +38,6 @@ from lakefeed.pipeline.table_schema import DeclaredSchema
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-UNSUPPORTED = register_code("DLT_UNSUPPORTED", PipelineDefinitionError)
 
 __all__ = [
     "append_flow",

@@ -26,6 +26,7 @@ lakefeed is imported). A census test scans lakefeed's code for any other.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from types import ModuleType
@@ -34,7 +35,6 @@ from typing import Any
 import pyspark
 import pyspark.daemon
 from pyspark.sql import SparkSession
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
@@ -49,7 +49,6 @@ from lakefeed.delta.options import PARTITION_OPTION
 from lakefeed.delta.schema import AUTO_MERGE
 from lakefeed.delta.spark_write import WRITER_OPTION
 from lakefeed.pipeline import api
-from lakefeed.runtime import late
 from lakefeed.spark import daemon
 from lakefeed.spark.foreach_batch import stop_aware
 from lakefeed.spark.session import SessionExtension, spark_session
@@ -128,34 +127,63 @@ def _remember_schema(original: Callable) -> Callable:
     return schema
 
 
+# -- the calls that may go to lakefeed: one way to build their wrappers ------------------------
+
+Serve = Callable[..., Any]  # (pyspark's method, the reader or writer, its arguments by name)
+
+
+def _routed(serve: Serve, ours: Callable[[Any, dict[str, Any]], bool]) -> Callable[..., Any]:
+    """A wrapper of a reader's ``load`` or a writer's ``save``/``start``/``saveAsTable``/
+    ``toTable``: the call's arguments bound by pyspark's own signature, ``format=`` applied as
+    ``.format()`` would; then a call ``ours`` does not claim goes to pyspark's method as made,
+    the others to ``serve(original, self, **arguments)``, by pyspark's parameter names
+    (``options``: the ``**options``)."""
+
+    def make(original: Callable) -> Callable:
+        signature = inspect.signature(original)
+
+        def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
+            call = signature.bind(self, *args, **kwargs)
+            call.apply_defaults()
+            arguments = call.arguments
+            if arguments["format"] is not None:
+                self.format(arguments["format"])
+                arguments["format"] = None  # applied: Spark's method need not apply it again
+            if not ours(self, arguments):
+                return original(*call.args, **call.kwargs)
+            named = {k: v for k, v in arguments.items() if k not in ("self", "format")}
+            return serve(original, self, **named)
+
+        return routed
+
+    return make
+
+
 # -- reads: a lakefeed format's planned reader first --------------------------------------------
 
 _CONNECTORS: dict[str, Connector] = {}
 
 
-def _load(original: Callable) -> Callable:
-    def load(
-        self: Any,
-        path: str | None = None,
-        format: str | None = None,
-        schema: Any = None,
-        **options: Any,
-    ) -> Any:
-        if format is not None:
-            self.format(format)
-        connector = _CONNECTORS.get(getattr(self, "_lakefeed_format", None) or "")
-        planned = None
-        if connector is not None:
-            streaming = isinstance(self, DataStreamReader)
-            planned = connector.planned_stream if streaming else connector.planned_read
-        if planned is not None and (path is None or isinstance(path, str)):
-            fixed = schema if schema is not None else getattr(self, "_lakefeed_schema", None)
-            frame = planned(self._spark, _every(self, path, options), fixed)
-            if frame is not None:
-                return frame
-        return original(self, path, None, schema, **options)
+def _planned_reader(reader: Any) -> Callable[..., Any] | None:
+    """The planned reader of the lakefeed format ``reader`` reads, if any."""
+    connector = _CONNECTORS.get(getattr(reader, "_lakefeed_format", None) or "")
+    if connector is None:
+        return None
+    streaming = isinstance(reader, DataStreamReader)
+    return connector.planned_stream if streaming else connector.planned_read
 
-    return load
+
+def _loads_planned(reader: Any, arguments: dict[str, Any]) -> bool:
+    path = arguments["path"]
+    return _planned_reader(reader) is not None and (path is None or isinstance(path, str))
+
+
+def _load(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
+    planned = _planned_reader(self)
+    assert planned is not None  # _loads_planned said so
+    fixed = schema if schema is not None else getattr(self, "_lakefeed_schema", None)
+    frame = planned(self._spark, _every(self, path, options), fixed)
+    return frame if frame is not None else original(self, path, None, schema, **options)
 
 
 # -- writes: Delta's save modes, partitioning and Spark-written files ---------------------------
@@ -208,60 +236,48 @@ def _auto_merge(writer: Any) -> bool:
     return str(value).lower() == "true"
 
 
-def _save(original: Callable) -> Callable:
-    def save(
-        self: Any,
-        path: str | None = None,
-        format: str | None = None,
-        mode: str | None = None,
-        partitionBy: Any = None,
-        **options: Any,
-    ) -> None:
-        if format is not None:
-            self.format(format)
-        if mode is not None:
-            self.mode(mode)
-        if not _is_delta(self) or path is None:
-            return original(self, path, partitionBy=partitionBy, **options)
-
-        if partitionBy:
-            self.partitionBy(partitionBy)
-        every = _delta_options(self, path, options, streaming=False)
-        remaining = batch_write(self._df, every, getattr(self, "_lakefeed_mode", None) or "error")
-        if remaining is None:
-            return None
-        self.mode(remaining)
-        return original(self, path, **options)
-
-    return save
+def _writes_delta(writer: Any, arguments: dict[str, Any]) -> bool:
+    return _is_delta(writer)
 
 
-def _start(original: Callable) -> Callable:
-    def start(
-        self: Any,
-        path: str | None = None,
-        format: str | None = None,
-        outputMode: str | None = None,
-        partitionBy: Any = None,
-        queryName: str | None = None,
-        **options: Any,
-    ) -> Any:
-        if format is not None:
-            self.format(format)
-        if not _is_delta(self):
-            return original(self, path, None, outputMode, partitionBy, queryName, **options)
+def _saves_delta(writer: Any, arguments: dict[str, Any]) -> bool:
+    """A Delta ``save()`` without a path is Spark's to refuse."""
+    return _is_delta(writer) and arguments["path"] is not None
 
-        if partitionBy:
-            self.partitionBy(partitionBy)
-        every = _delta_options(self, path, options, streaming=True)
-        mode = outputMode or getattr(self, "_lakefeed_mode", None) or "append"
-        sink = stream_sink(self._df, every, mode)
-        if sink is None:
-            return original(self, path, None, outputMode, None, queryName, **options)
-        stop_aware(self, sink)
-        return original(self, None, None, outputMode, None, queryName, **options)
 
-    return start
+def _save(
+    original: Callable, self: Any, path: str, mode: str | None, partitionBy: Any, options: dict
+) -> None:
+    if mode is not None:
+        self.mode(mode)
+    if partitionBy:
+        self.partitionBy(partitionBy)
+    every = _delta_options(self, path, options, streaming=False)
+    remaining = batch_write(self._df, every, getattr(self, "_lakefeed_mode", None) or "error")
+    if remaining is None:
+        return None
+    self.mode(remaining)
+    return original(self, path, **options)
+
+
+def _start(
+    original: Callable,
+    self: Any,
+    path: str | None,
+    outputMode: str | None,
+    partitionBy: Any,
+    queryName: str | None,
+    options: dict,
+) -> Any:
+    if partitionBy:
+        self.partitionBy(partitionBy)
+    every = _delta_options(self, path, options, streaming=True)
+    mode = outputMode or getattr(self, "_lakefeed_mode", None) or "append"
+    sink = stream_sink(self._df, every, mode)
+    if sink is None:
+        return original(self, path, None, outputMode, None, queryName, **options)
+    stop_aware(self, sink)
+    return original(self, None, None, outputMode, None, queryName, **options)
 
 
 # -- Delta tables by name: no metastore, a name is a folder ------------------------------------
@@ -274,43 +290,24 @@ def _named_delta(spark: Any, name: str) -> str:
     return _table_path(spark, name)
 
 
-def _save_as_table(original: Callable) -> Callable:
-    def save_as_table(
-        self: Any,
-        name: str,
-        format: str | None = None,
-        mode: str | None = None,
-        partitionBy: Any = None,
-        **options: Any,
-    ) -> None:
-        if format is not None:
-            self.format(format)
-        if not _is_delta(self):
-            return original(self, name, None, mode, partitionBy, **options)
-        location = _named_delta(self._spark, name)
-        return self.save(location, mode=mode, partitionBy=partitionBy, **options)
-
-    return save_as_table
+def _save_as_table(
+    original: Callable, self: Any, name: str, mode: str | None, partitionBy: Any, options: dict
+) -> None:
+    location = _named_delta(self._spark, name)
+    return self.save(location, mode=mode, partitionBy=partitionBy, **options)
 
 
-def _to_table(original: Callable) -> Callable:
-    def to_table(
-        self: Any,
-        tableName: str,
-        format: str | None = None,
-        outputMode: str | None = None,
-        partitionBy: Any = None,
-        queryName: str | None = None,
-        **options: Any,
-    ) -> Any:
-        if format is not None:
-            self.format(format)
-        if not _is_delta(self):
-            return original(self, tableName, None, outputMode, partitionBy, queryName, **options)
-        location = _named_delta(self._spark, tableName)
-        return self.start(location, None, outputMode, partitionBy, queryName, **options)
-
-    return to_table
+def _to_table(
+    original: Callable,
+    self: Any,
+    tableName: str,
+    outputMode: str | None,
+    partitionBy: Any,
+    queryName: str | None,
+    options: dict,
+) -> Any:
+    location = _named_delta(self._spark, tableName)
+    return self.start(location, None, outputMode, partitionBy, queryName, **options)
 
 
 def _read_table(original: Callable) -> Callable:
@@ -397,7 +394,12 @@ def _reader_patches(cls: type) -> list[Patch]:
         Patch(cls, "option", _record_option, "options a planned reader needs"),
         Patch(cls, "options", _record_options, "options a planned reader needs"),
         Patch(cls, "schema", _remember_schema, "a schema the user fixed"),
-        Patch(cls, "load", _load, "a lakefeed format is read by Spark's own readers"),
+        Patch(
+            cls,
+            "load",
+            _routed(_load, _loads_planned),
+            "a lakefeed format is read by Spark's own readers",
+        ),
     ]
 
 
@@ -417,8 +419,8 @@ READ_PATCHES: tuple[Patch, ...] = (
     *_reader_patches(DataStreamReader),
 )
 WRITE_PATCHES: tuple[Patch, ...] = (
-    *_writer_patches(DataFrameWriter, "mode", "save", _save),
-    *_writer_patches(DataStreamWriter, "outputMode", "start", _start),
+    *_writer_patches(DataFrameWriter, "mode", "save", _routed(_save, _saves_delta)),
+    *_writer_patches(DataStreamWriter, "outputMode", "start", _routed(_start, _writes_delta)),
     Patch(DataStreamWriter, "foreachBatch", _forget_format, "its sink replaces format('delta')"),
     Patch(DataStreamWriter, "foreach", _forget_format, "its sink replaces format('delta')"),
 )
@@ -430,8 +432,18 @@ TABLE_READS: tuple[Patch, ...] = (
 """``read.table(name)`` / ``readStream.table(name)``: inside a flow, a dataset of the pipeline
 (SDP's way to read one, :func:`route_pipeline_reads`); elsewhere a Delta table by name."""
 NAME_PATCHES: tuple[Patch, ...] = (
-    Patch(DataFrameWriter, "saveAsTable", _save_as_table, "a Delta table's name is a folder"),
-    Patch(DataStreamWriter, "toTable", _to_table, "a Delta table's name is a folder"),
+    Patch(
+        DataFrameWriter,
+        "saveAsTable",
+        _routed(_save_as_table, _writes_delta),
+        "a Delta table's name is a folder",
+    ),
+    Patch(
+        DataStreamWriter,
+        "toTable",
+        _routed(_to_table, _writes_delta),
+        "a Delta table's name is a folder",
+    ),
     *TABLE_READS,
     Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
     Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
@@ -456,15 +468,7 @@ DAEMON = Patch(
     "Python worker processes: no traceback when Spark closed a failed task's socket first",
     by=daemon.__name__,
 )
-LATE_ROWS_VERIFY = Patch(
-    ClassicDataFrame,
-    "withWatermark",
-    late.changed_input,
-    "lakefeed verify of a late_rows='keep' flow, while its function runs: the batch input of "
-    "withWatermark (which Spark's analyzer drops from a batch plan) leaves out the kept rows",
-    by=late.__name__,
-)
-PATCHES: tuple[Patch, ...] = (*INSTALLED, DELTA_PIP, DAEMON, LATE_ROWS_VERIFY)
+PATCHES: tuple[Patch, ...] = (*INSTALLED, DELTA_PIP, DAEMON)
 """Every patch lakefeed makes to pyspark, one row each (see the module doc)."""
 
 _ORIGINALS: dict[tuple[type | ModuleType, str], Callable] = {}

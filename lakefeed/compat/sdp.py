@@ -37,7 +37,8 @@ from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 
 from lakefeed.compat import patches
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.compat.errors import SDP_UNSUPPORTED as UNSUPPORTED
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline import api
 from lakefeed.pipeline.api import AppendFlow, Dataset, Pipeline, pending_expectations
 from lakefeed.pipeline.kinds import DatasetKind
@@ -45,8 +46,6 @@ from lakefeed.pipeline.loader import add_sql
 from lakefeed.pipeline.sinks import Sink as LakefeedSink
 from lakefeed.pipeline.sql import parse_sql
 from lakefeed.pipeline.table_schema import DeclaredSchema
-
-UNSUPPORTED = register_code("SDP_UNSUPPORTED", PipelineDefinitionError)
 
 _KINDS = {
     StreamingTable: DatasetKind.STREAMING_TABLE,

@@ -231,3 +231,8 @@ class StorageFailedError(UnavailableError):
     batch was lost, and a run after the storage recovers goes on from there."""
 
     code = "STORAGE_FAILED"
+
+
+# --- codes raised with the classes above by core's own modules ----------------------------------
+
+MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)  # storage.py

@@ -41,10 +41,9 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import MANGLED_URI, ConfigError
 
 OBJECT_SCHEMES = ("s3", "s3a")
-MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)
 
 
 def is_object_store(location: str | os.PathLike[str] | ObjectPath) -> bool:

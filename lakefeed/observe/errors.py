@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from lakefeed.core.errors import LakefeedError
+from lakefeed.core.errors import ConfigError, LakefeedError, register_code
 
 
 class TableViewError(LakefeedError, ValueError):
     """A request the table cannot answer (unknown table or column, wrong type): say why."""
 
     code = "TABLE_VIEW"
+
+
+WEAK_TOKEN = register_code("UI_TOKEN", ConfigError)  # server.py

@@ -35,11 +35,12 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from lakefeed.core.errors import CheckpointError, ConfigError, register_code
+from lakefeed.core.errors import CheckpointError, ConfigError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.core.logs import get_logger
 from lakefeed.core.redact import redact_text
 from lakefeed.core.storage import Location
+from lakefeed.observe.errors import WEAK_TOKEN
 from lakefeed.observe.graph import layout, with_sources
 from lakefeed.observe.prom import render_metrics
 from lakefeed.observe.tables import TableReader, TableViewError
@@ -55,7 +56,6 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MIN_TOKEN_CHARS = 16
 STATE_POOL = "lakefeed-ui-state"  # the state reader's Spark jobs wait for no flow, nor it for them
 STATE_CACHE_SECONDS = 5.0
-WEAK_TOKEN = register_code("UI_TOKEN", ConfigError)
 
 log = get_logger(__name__)
 

@@ -10,18 +10,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lakefeed.core.errors import PipelineDefinitionError
-
-
-class PipelineError(PipelineDefinitionError):
-    """A pipeline that cannot run as written; ``problems`` lists every issue found."""
-
-    def __init__(self, problems: Iterable[str], *, fix: str | None = None) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("\n".join(f"- {p}" for p in self.problems), fix=fix)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.problems,))
+from lakefeed.pipeline.errors import PipelineError
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,20 @@ from dataclasses import asdict, dataclass, field
 
 from lakefeed.connectors.delta import CONNECTOR as DELTA
 from lakefeed.connectors.delta.offsets import DeltaOffset
-from lakefeed.core.errors import CheckpointError, DataLossRiskError, register_code
+from lakefeed.core.errors import DataLossRiskError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.core.storage import AnyPath, as_path, write_bytes
 from lakefeed.delta import log, replay
 from lakefeed.pipeline.api import Pipeline
+from lakefeed.pipeline.errors import (
+    FOREIGN,
+    MISSING,
+    OTHER_FLOW,
+    SOURCE_RESET,
+    STATE_CHANGED,
+    TABLE_BEHIND,
+    GuardError,
+)
 from lakefeed.spark import offset_log
 
 IDENTITY_FILE = "_lakefeed.json"
@@ -55,25 +64,6 @@ class Identity:
     def fingerprint(self) -> str:
         """Hash of the stateful operators' shape; empty list = stateless."""
         return hashlib.sha256("\n".join(self.stateful).encode()).hexdigest()[:16]
-
-
-class GuardError(CheckpointError):
-    """A checkpoint/target pairing that would lose or duplicate data."""
-
-    code = "CHECKPOINT_GUARD"
-
-
-FOREIGN = register_code("CHECKPOINT_FOREIGN", GuardError)
-OTHER_FLOW = register_code("CHECKPOINT_OTHER_FLOW", GuardError)
-MISSING = register_code("CHECKPOINT_MISSING", GuardError)
-STATE_CHANGED = register_code("CHECKPOINT_STATE_CHANGED", GuardError)
-TABLE_BEHIND = register_code(
-    "TABLE_BEHIND",
-    DataLossRiskError,
-    "A table is behind what a reading flow's checkpoint recorded of it (e.g. restored from "
-    "an older backup): going on would skip rows.",
-)
-SOURCE_RESET = register_code("SOURCE_RESET", DataLossRiskError)
 
 
 def read_identity(checkpoint: AnyPath) -> Identity | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakefeed.connectors.registry import active_spark
-from lakefeed.core.errors import ConfigError, DeltaError, register_code
+from lakefeed.core.errors import ConfigError, DeltaError
 from lakefeed.core.explain import explain
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
@@ -41,6 +41,7 @@ from lakefeed.pipeline.api import (
     read,
     read_stream,
 )
+from lakefeed.pipeline.errors import FIXED_CONF, NO_SESSION
 from lakefeed.pipeline.expectations import check_unique
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from lakefeed.core.storage import AnyPath
 
 SUFFIXES = (".py", ".sql")
-NO_SESSION = register_code("PIPELINE_NO_SESSION", ConfigError)
-FIXED_CONF = register_code("PIPELINE_CONF_FIXED", ConfigError)
 
 
 class Surface(Protocol):

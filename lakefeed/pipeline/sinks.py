@@ -25,29 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
 from lakefeed.connectors.registry import find, sink_for, sink_names
-from lakefeed.core.errors import ConfigError, LakefeedError, PipelineDefinitionError, register_code
+from lakefeed.core.errors import ConfigError, LakefeedError, PipelineDefinitionError
 from lakefeed.core.options import Options
 from lakefeed.core.redact import redact, redact_text
 from lakefeed.core.scoped import bound
+from lakefeed.pipeline.errors import SINK_FLOW, SINK_FORMAT, SINK_OPTION, SINK_READ
 from lakefeed.pipeline.output_modes import ModeChoice, PlanFacts, choose_output_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakefeed.core.lakehouse import Lakehouse
-
-SINK_FORMAT = register_code(
-    "SINK_FORMAT", PipelineDefinitionError, "A sink's format is one lakefeed reads, not writes."
-)
-SINK_OPTION = register_code(
-    "SINK_OPTION", ConfigError, "A sink's options are refused by the connector writing it."
-)
-SINK_READ = register_code(
-    "SINK_READ",
-    PipelineDefinitionError,
-    "A flow reads a sink: a sink's rows leave the pipeline and are never read back.",
-)
-SINK_FLOW = register_code("SINK_FLOW", PipelineDefinitionError)
 
 FOREACH_BATCH = "foreach_batch"
 """The format of a ``foreach_batch_sink``: its function writes each micro-batch."""

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.core.storage import AnyPath, as_path, is_object_store
+from lakefeed.pipeline.errors import SPEC_INVALID as INVALID
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 FIELDS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries"}
-INVALID = register_code("SPEC_INVALID", PipelineDefinitionError)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import Any
 
 from lakefeed.cdc.sql import parse_body
 from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.pipeline.errors import PipelineError, SqlQueryError
 from lakefeed.pipeline.expectations import Action, Expectation
-from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.sql.references import dataset_name, references
 from lakefeed.sql.tokens import matching_paren, split_statements
@@ -261,23 +261,6 @@ def _collect_reads(flow: SqlFlow, where: str) -> None:
         target = flow.stream_reads if ref.stream else flow.batch_reads
         if name not in target:
             target.append(name)
-
-
-class SqlQueryError(PipelineDefinitionError):
-    """Spark refused a SQL flow's query; ``where`` is the file's line (not the statement's)."""
-
-    code = "SQL_QUERY"
-
-    def __init__(self, message: str, *, where: str, fix: str | None = None) -> None:
-        self.where = where
-        super().__init__(message, fix=fix)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_sql_error, (self.message, self.where, self.fix))
-
-
-def _sql_error(message: str, where: str, fix: str | None) -> SqlQueryError:
-    return SqlQueryError(message, where=where, fix=fix)
 
 
 _SPARK_LINE = re.compile(r"\(?line (?P<line>\d+),? pos(?:ition)? \d+")

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.pipeline.errors import SCHEMA_INVALID
 from lakefeed.sql.ddl import Column, TableConstraint, table_elements
 from lakefeed.sql.references import SqlTextError
 
-SCHEMA_INVALID = register_code("SCHEMA_INVALID", PipelineDefinitionError)
 GENERATION_EXPRESSION = "delta.generationExpression"  # Delta's field metadata key
 
 

@@ -15,12 +15,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakefeed.core.errors import PipelineDefinitionError, register_code
+from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.delta import create
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.table_schema import GENERATION_EXPRESSION, DeclaredSchema
-
-SCHEMA_MISMATCH = register_code("SCHEMA_MISMATCH", PipelineDefinitionError)
+from lakefeed.runtime.errors import SCHEMA_MISMATCH
 
 
 def struct(declared: DeclaredSchema) -> T.StructType:

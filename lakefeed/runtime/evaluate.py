@@ -34,7 +34,7 @@ from lakefeed.pipeline.graph import Graph, Node
 from lakefeed.pipeline.output_modes import PlanFacts
 from lakefeed.pipeline.sinks import read_refusal
 from lakefeed.runtime.conform import conform
-from lakefeed.runtime.late import keep_late, without_kept_late
+from lakefeed.runtime.late import Recompute, keep_late
 from lakefeed.runtime.query_start import flow_conf
 from lakefeed.spark import plan_text
 from lakefeed.spark.session import evaluating_on
@@ -61,6 +61,7 @@ class Evaluator:
     sources: dict[str, list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
     bounds: CommittedInput | None = None
     _stack: list[str] = field(default_factory=list)
+    _late: Recompute | None = None  # verify of a late_rows="keep" flow: see _late_kept
 
     def defines(self, name: str) -> bool:
         return name in self.pipeline.datasets
@@ -131,7 +132,8 @@ class Evaluator:
             return delta.read_stream(self.spark, path, **options)
         if streaming and self.bounds is not None:
             options = self.bounds.bound("delta", options)
-        return delta.read(self.spark, path, **options)
+        frame = delta.read(self.spark, path, **options)
+        return self._late.input(frame) if streaming and self._late is not None else frame
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
         flow = self._stack[-1]
@@ -147,7 +149,8 @@ class Evaluator:
         self.sources.setdefault(flow, []).append((connector.format, _with_path(options, path)))
         if not streaming and self.bounds is not None:
             options = self.bounds.bound(connector.format, options)
-        return connector.read(self.spark, path, options, streaming=streaming)
+        frame = connector.read(self.spark, path, options, streaming=streaming)
+        return self._late.input(frame) if self._late is not None else frame
 
     # -- internals
 
@@ -178,7 +181,7 @@ class Evaluator:
         if declared is not None:
             func = _conformed(func, declared)
         try:
-            with self.inside(name), self._late_split(name):
+            with self.inside(name), self._late_recompute(name):
                 frame = self._late_kept(name, func())
         except _Abort:
             if nested:
@@ -231,26 +234,43 @@ class Evaluator:
             self._stack.pop()
 
     def _late_kept(self, name: str, frame: DataFrame) -> DataFrame:
-        """A running flow with ``late_rows="keep"`` splits its late rows off (see late.py)."""
+        """A running flow with ``late_rows="keep"`` splits its late rows off; its recompute
+        (verify) leaves them out where they were split off (see late.py)."""
         dataset = self.pipeline.datasets.get(name)
-        if self.mode != "stream" or dataset is None or dataset.late_table is None:
+        if dataset is None or dataset.late_table is None or not isinstance(frame, DataFrame):
+            return frame  # not a DataFrame: refused by the caller
+        if self._late is not None and self._late.flow == name:
+            return self._late.result(frame)
+        if self.mode != "stream":
             return frame
-        if not isinstance(frame, DataFrame):
-            return frame  # refused by the caller
         late_table = str(self.lakehouse.table_path(dataset.late_table))
         return keep_late(frame, name, str(self.lakehouse.checkpoint_path(name)), late_table)
 
-    def _late_split(self, name: str) -> contextlib.AbstractContextManager:
-        """A ``late_rows="keep"`` flow's batch recompute over the committed input (verify)
-        leaves out the rows its stream kept (see late.py)."""
+    @contextlib.contextmanager
+    def _late_recompute(self, name: str) -> Iterator[None]:
+        """While a ``late_rows="keep"`` flow is recomputed over its committed input (verify),
+        its streaming reads go through :class:`~lakefeed.runtime.late.Recompute`; nothing to
+        leave out before the stream kept a first late row."""
+        kept = self._kept_late(name)
+        if kept is None:
+            yield
+            return
+        self._late = Recompute(name, kept)
+        try:
+            yield
+        finally:
+            self._late = None
+
+    def _kept_late(self, name: str) -> DataFrame | None:
+        """The rows the stream of flow ``name`` kept as late, when this evaluation recomputes
+        it over its committed input (verify) and it kept some."""
         dataset = self.pipeline.datasets.get(name)
         if dataset is None or dataset.late_table is None:
-            return contextlib.nullcontext()
+            return None
+        if self.mode != "batch" or self.bounds is None:
+            return None
         late_table = str(self.lakehouse.table_path(dataset.late_table))
-        if self.mode == "batch" and self.bounds is not None:
-            kept = delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
-            return without_kept_late(name, kept)
-        return contextlib.nullcontext()
+        return delta.read(self.spark, late_table) if delta_table.exists(late_table) else None
 
 
 def _conformed(func: Callable[[], DataFrame], table: Dataset) -> Callable[[], DataFrame]:

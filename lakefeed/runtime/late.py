@@ -18,20 +18,20 @@ the operator and reach the table by another path:
    commits the staged rows to ``<table>_late`` with ``txnAppId``/``txnVersion`` = (query id,
    batch id), as quarantine rows are: a replayed batch commits them once;
 3. ``lakefeed verify`` recomputes the flow in batch with the rows of ``<table>_late`` taken out
-   of the same ``withWatermark`` input (:func:`without_kept_late`): the stateful operator of
-   the stream never saw them. Spark's analyzer drops ``withWatermark`` from a batch plan, so
-   there the call itself is wrapped while the flow function runs: the patch table's
-   ``LATE_ROWS_VERIFY`` row (:mod:`lakefeed.compat.patches`), put in here for that block.
+   of the same ``withWatermark`` input (:class:`Recompute`): the stateful operator of the
+   stream never saw them. Spark drops ``withWatermark`` from a batch plan as it is called, so
+   the recompute hands the flow its committed input flagged as streaming (the same rows): the
+   watermark stays in the plan, the kept rows are taken out under it, and the plan is turned
+   back into the batch plan Spark would have made. No pyspark method is patched.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
@@ -48,6 +47,7 @@ from lakefeed.runtime.event_log import EventLog
 from lakefeed.spark import offset_log
 
 STAGING = "_lakefeed_late_rows"
+_CONNECT = "a Spark Connect session's plan cannot be changed by lakefeed"
 
 BatchWriter = Callable[[DataFrame, int], None]
 
@@ -105,7 +105,7 @@ def keep_late(frame: DataFrame, flow: str, checkpoint: str, late_table: str) -> 
     the late rows: its analysed plan with :func:`split_late` put under the watermark."""
 
     if getattr(frame.sparkSession, "_jvm", None) is None:  # Spark Connect: no plan to rebuild
-        raise _refusal(flow, "a Spark Connect session's plan cannot be changed by lakefeed")
+        raise _refusal(flow, _CONNECT)
     spark = frame.sparkSession
     path = _to_watermark(frame._jdf.queryExecution().analyzed(), flow)
     watermark = path[-1][0]
@@ -172,58 +172,65 @@ def _scala(jvm: Any, items: list[Any]) -> Any:
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(items).toSeq()
 
 
-@contextlib.contextmanager
-def without_kept_late(flow: str, late_rows: DataFrame | None) -> Iterator[None]:
-    """While a flow function is evaluated in batch (``verify``), the input of its
-    ``withWatermark`` loses the rows the stream kept in ``<table>_late`` (``late_rows``; None:
-    no row was late yet): the stream's operator never saw them, so neither does the batch."""
-    if late_rows is None:
-        yield
-        return
+@dataclass
+class Recompute:
+    """verify's batch recompute of a ``late_rows="keep"`` flow: its input without the rows the
+    stream kept in ``<table>_late`` (``kept``), taken out where the stream split them off.
 
-    def without(df: DataFrame, column: str) -> DataFrame:
-        return df.exceptAll(late_rows.select(*[f"`{c}`" for c in df.columns]))
-
-    with _before_watermark(flow, without):
-        yield
-
-
-@contextlib.contextmanager
-def _before_watermark(flow: str, change: Callable[[DataFrame, str], DataFrame]) -> Iterator[None]:
-    """``withWatermark(column, ...)`` applies to ``change(df, column)`` while the block runs
-    (the patch table's ``LATE_ROWS_VERIFY`` row, for a batch recompute alone).
-
-    Exactly one watermark per flow: without one nothing is ever late, and a join's late rows
-    depend on its time bounds, not on one watermark. (Classic PySpark: the DataFrame class
-    that a Spark Connect session returns is not wrapped.)
+    The evaluator passes each streaming input of the flow through :meth:`input` and the flow's
+    frame through :meth:`result`. Exactly one watermark per flow: without one nothing is ever
+    late, and a join's late rows depend on its time bounds, not on one watermark.
     """
-    original = ClassicDataFrame.withWatermark
-    calls: list[str] = []
-    ClassicDataFrame.withWatermark = changed_input(original, flow, change, calls)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ClassicDataFrame.withWatermark = original  # type: ignore[method-assign]
-    if not calls:
-        raise _refusal(flow, "this flow sets none, so no row is ever late")
+
+    flow: str
+    kept: DataFrame
+    _inputs: dict[int, DataFrame] = field(default_factory=dict)  # RDD id -> the batch read
+
+    def input(self, frame: DataFrame) -> DataFrame:
+        """``frame`` (a batch read of what the stream read) flagged as streaming, over the same
+        rows, so that the flow's ``withWatermark`` stays in its plan."""
+        spark = frame.sparkSession
+        if getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan to rebuild
+            raise _refusal(self.flow, _CONNECT)
+        jdf = frame._jdf
+        rows = jdf.queryExecution().toRdd()
+        flagged = spark._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), True)
+        self._inputs[rows.id()] = frame
+        return DataFrame(flagged, spark)
+
+    def result(self, frame: DataFrame) -> DataFrame:
+        """The flow's frame as the batch plan Spark makes of it, its one watermark's input
+        without the kept rows."""
+        plan = frame._jdf.queryExecution().analyzed()
+        _to_watermark(plan, self.flow)  # exactly one, else refused
+        return _frame(frame.sparkSession, _transform(frame.sparkSession._jvm, plan, self._batch))
+
+    def _batch(self, node: Any) -> Any | None:
+        """A flagged input back as its batch read; the watermark as its input without the kept
+        rows (what Spark's analyzer does to a batch plan's watermark, less those rows); None
+        for any other node."""
+        name = node.nodeName()
+        if name == "LogicalRDD" and node.isStreaming() and node.rdd().id() in self._inputs:
+            return _same_output(self._inputs[node.rdd().id()], node)
+        if name != "EventTimeWatermark":
+            return None
+        spark = self.kept.sparkSession
+        below = _frame(spark, _transform(spark._jvm, node.child(), self._batch))
+        kept = self.kept.select(*[f"`{c}`" for c in below.columns])
+        return below.exceptAll(kept)._jdf.queryExecution().analyzed()
 
 
-def changed_input(
-    original: Callable[..., DataFrame],
-    flow: str,
-    change: Callable[[DataFrame, str], DataFrame],
-    calls: list[str],
-) -> Callable[..., DataFrame]:
-    """``withWatermark`` whose input is ``change(df, column)`` first; each call's column is
-    recorded in ``calls`` (a second one is refused)."""
-
-    def with_watermark(self: DataFrame, eventTime: str, delayThreshold: str) -> DataFrame:  # noqa: N803
-        calls.append(eventTime)
-        if len(calls) > 1:
-            raise _refusal(flow, "this flow sets several (a join?)")
-        return original(change(self, eventTime), eventTime, delayThreshold)
-
-    return with_watermark
+def _transform(jvm: Any, node: Any, change: Callable[[Any], Any | None]) -> Any:
+    """``node`` with each node ``change`` answers for replaced by its answer, the others rebuilt
+    over their changed children; the same object when nothing changed."""
+    replaced = change(node)
+    if replaced is not None:
+        return replaced
+    children = _seq(node.children())
+    rebuilt = [_transform(jvm, child, change) for child in children]
+    if all(new is old for new, old in zip(rebuilt, children, strict=True)):
+        return node
+    return node.withNewChildren(_scala(jvm, rebuilt))
 
 
 def _refusal(flow: str, problem: str) -> PipelineError:

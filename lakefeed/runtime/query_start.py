@@ -38,15 +38,15 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import ConfigError
 from lakefeed.core.logs import set_spark_log_level
 from lakefeed.pipeline.output_modes import PlanFacts
+from lakefeed.runtime.errors import SPARK_CONF_STATIC
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 AVRO_SERIALIZER = "org.apache.spark.sql.avro.AvroSerializer"
 _STARTING = threading.RLock()  # one start at a time may change the shared session's settings
-SPARK_CONF_STATIC = register_code("SPARK_CONF_STATIC", ConfigError)
 
 
 def settings(facts: PlanFacts, trigger: dict) -> dict[str, str]:

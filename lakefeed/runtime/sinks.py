@@ -24,9 +24,8 @@ from lakefeed.connectors.base import QueryStart
 from lakefeed.connectors.registry import sink_names
 from lakefeed.core.errors import LakefeedError
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.errors import SINK_FORMAT, SINK_OPTION
 from lakefeed.pipeline.sinks import (
-    SINK_FORMAT,
-    SINK_OPTION,
     SPARK,
     BatchContext,
     Sink,

@@ -13,16 +13,16 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakefeed.core.errors import CheckpointError, register_code
+from lakefeed.core.errors import CheckpointError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.core.redact import redact
 from lakefeed.core.storage import AnyPath, total_size
+from lakefeed.runtime.errors import UNKNOWN_FLOW
 from lakefeed.runtime.event_log import read_events
 
 if TYPE_CHECKING:  # the CLI imports this module; Spark loads only when a state is read
     from pyspark.sql import Row, SparkSession
 
-UNKNOWN_FLOW = register_code("STATE_UNKNOWN_FLOW", CheckpointError)
 TIMER = "TimerState"  # Spark's stateVariableType of a transformWithState operator's timers
 TIMERS = "timers"  # the store name shown for those timers
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import re
 
-from lakefeed.core.errors import CheckpointError, register_code
+from lakefeed.core.errors import CheckpointError
 from lakefeed.core.storage import AnyPath, listing
-
-CORRUPT = register_code("CHECKPOINT_CORRUPT", CheckpointError)
+from lakefeed.spark.errors import CHECKPOINT_CORRUPT as CORRUPT
 
 _VERSION = re.compile(r"^v\d+$")
 # Spark's logs: a version line, then a JSON metadata line (offsets: one line per source follows)

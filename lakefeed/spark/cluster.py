@@ -29,16 +29,14 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import ConfigError
+from lakefeed.spark.errors import BAD_SPARK_CONF, EXECUTORS_LACK
+from lakefeed.spark.errors import CLUSTER_UNREACHABLE as UNREACHABLE
 from lakefeed.spark.home import cache_root
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the lakefeed package, shipped whole
 # What every executor's Python must import; lakefeed itself is shipped.
 EXECUTOR_MODULES = ("pyarrow", "deltalake", "lakefeed")
-
-UNREACHABLE = register_code("CLUSTER_UNREACHABLE", ConfigError)
-EXECUTORS_LACK = register_code("CLUSTER_EXECUTORS_LACK", ConfigError)
-BAD_SPARK_CONF = register_code("SPARK_CONF", ConfigError)
 
 
 def is_cluster(master: str | None) -> bool:

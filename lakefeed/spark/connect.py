@@ -30,14 +30,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import ConfigError
+from lakefeed.spark.errors import BOTH_TARGETS, MISSING_CLIENT
+from lakefeed.spark.errors import CONNECT_UNREACHABLE as UNREACHABLE
 from lakefeed.spark.jvm import bridge
 
 log = logging.getLogger(__name__)
 
-UNREACHABLE = register_code("CONNECT_UNREACHABLE", ConfigError)
-BOTH_TARGETS = register_code("CONNECT_AND_MASTER", ConfigError)
-MISSING_CLIENT = register_code("CONNECT_CLIENT_MISSING", ConfigError)
 
 WORKER_LATE = "Python worker failed to connect back"
 T = TypeVar("T")

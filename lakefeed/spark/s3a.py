@@ -3,14 +3,13 @@
 Spark writes checkpoints (and reads or writes Parquet batches) through Hadoop file systems; the
 pyspark wheel has Hadoop's client (3.5.0) but not its S3A connector. When a session will use an
 ``s3://`` / ``s3a://`` location, :func:`spark_conf` adds ``org.apache.hadoop:hadoop-aws`` of the
-bundled Hadoop version (it brings the AWS SDK bundle) through Spark's own
-``spark.jars.packages``, resolved from Maven Central into an Ivy cache under lakefeed's cache
-folder (``~/.cache/lakefeed/ivy``, about 700 MB once). Spark's launcher also adds resolved
-packages to a Python app's ``spark.files`` / ``--py-files`` (for jars that carry Python code):
-every session would copy the 656 MB AWS SDK bundle into its temporary folder, and every executor
-fetch it twice. So lakefeed notes the jars Spark resolved (:func:`remember_resolution`) and later
-sessions pass them as plain ``spark.jars`` from the cache. Sessions without S3 paths stay
-jar-free.
+bundled Hadoop version (it brings the AWS SDK bundle) through Spark's own ``spark.jars.packages``,
+resolved from Maven Central into an Ivy cache under lakefeed's cache folder
+(``~/.cache/lakefeed/ivy``, about 700 MB once). Spark's launcher also adds resolved packages to a
+Python app's ``spark.files`` / ``--py-files`` (for jars that carry Python code): every session would
+copy the 656 MB AWS SDK bundle into its temporary folder, and every executor fetch it twice. So
+lakefeed notes the jars Spark resolved (:func:`remember_resolution`) and later sessions pass them as
+plain ``spark.jars`` from the cache. Sessions without S3 paths stay jar-free.
 
 ``s3://`` is mapped to S3A (``spark.hadoop.fs.s3.impl``), so one URI serves Spark, delta-rs and
 pyarrow. The endpoint and region come from ``AWS_ENDPOINT_URL`` / ``AWS_REGION`` (a custom
@@ -29,11 +28,11 @@ import socket
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlparse
 
-from lakefeed.core.errors import ConfigError, register_code
+from lakefeed.core.errors import ConfigError
 from lakefeed.core.storage import S3Settings, is_object_store, register
+from lakefeed.spark.errors import JARS_UNAVAILABLE
 from lakefeed.spark.home import cache_root, pip_spark_home
 
-JARS_UNAVAILABLE = register_code("S3A_JARS_UNAVAILABLE", ConfigError)
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 MAVEN_CENTRAL = ("repo1.maven.org", 443)
 DEFAULT_HADOOP = "3.5.0"

@@ -5,7 +5,6 @@ shares the machinery; the pipeline test covers its semantics."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +13,7 @@ from deltalake import write_deltalake
 
 from lakefeed.core.lakehouse import Lakehouse
 from tests.cdc import model
-from tests.support.crash import run_with_kills, spark_commits
+from tests.support.crash import run_cli_with_kills, spark_commits
 
 PIPELINE = Path(__file__).parent / "pipelines_crash.py"
 SCHEMA = pa.schema(
@@ -26,15 +25,6 @@ SCHEMA = pa.schema(
         ("b", pa.string()),
     ]
 )
-DRIVER = """
-import os
-from lakefeed.cli.main import cli
-
-final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
-cli(["run", {pipeline!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
-     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
-     "--max-restarts", "30", "--conf", "cdc.changes={changes}"], standalone_mode=True)
-"""
 
 
 @pytest.mark.crash
@@ -45,19 +35,9 @@ def test_kill9_mid_stream_applies_every_change_once(tmp_path: Path) -> None:
     for batch in batches:  # one commit, one file: one micro-batch each, also after a restart
         write_deltalake(str(changes), pa.Table.from_pylist(batch, schema=SCHEMA), mode="append")
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        DRIVER.format(pipeline=str(PIPELINE), lakehouse=str(lakehouse.root), changes=changes)
-    )
+    args = ["run", str(PIPELINE), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
+    args += ["--trigger-interval", "1 second", "--conf", f"cdc.changes={changes}"]
     watched = lakehouse.checkpoint_path("customers_cdc")
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
-        kill_when=lambda _: spark_commits(watched) >= 2,
-        min_delay=120,
-        max_delay=180,
-        final_timeout=400,
-    )
+    report = run_cli_with_kills(tmp_path, args, kill_when=lambda _: spark_commits(watched) >= 2)
     assert report.kills == 1
     assert model.rows(lakehouse, "customers", ["id"]) == model.scd1(batches)

@@ -5,7 +5,6 @@ txn with the snapshot's version; a kill between them replays the snapshot into t
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,16 +15,10 @@ from deltalake import DeltaTable
 from lakefeed.cdc.snapshot import snapshot_app_id
 from lakefeed.core.lakehouse import Lakehouse
 from tests.cdc import model
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import kill_soon_after_progress, run_cli_with_kills
 
 PIPELINE = Path(__file__).parent / "pipelines_snapshot_crash.py"
 SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
-DRIVER = """
-from lakefeed.cli.main import cli
-
-cli(["run", {pipeline!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
-     "--mode", "available-now", "--conf", "snapshots.folder={folder}"], standalone_mode=True)
-"""
 
 
 def _applied(lakehouse: Lakehouse) -> int:
@@ -53,10 +46,8 @@ def test_kill9_while_applying_snapshots_applies_each_once(tmp_path: Path) -> Non
         table = pa.Table.from_pylist([rows[k] for k in sorted(rows)], schema=SCHEMA)
         pq.write_table(table, folder / f"{version}.parquet")
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        DRIVER.format(pipeline=str(PIPELINE), lakehouse=str(lakehouse.root), folder=folder)
-    )
+    args = ["run", str(PIPELINE), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
+    args += ["--mode", "available-now", "--conf", f"snapshots.folder={folder}"]
     soon = kill_soon_after_progress(lambda: _applied(lakehouse), seed=3, within=1.5)
     applied_at_kill: list[int] = []
 
@@ -66,15 +57,7 @@ def test_kill9_while_applying_snapshots_applies_each_once(tmp_path: Path) -> Non
             applied_at_kill.append(_applied(lakehouse))
         return fired
 
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
-        kill_when=kill_when,
-        min_delay=120,
-        max_delay=180,
-        final_timeout=400,
-    )
+    report = run_cli_with_kills(tmp_path, args, kill_when=kill_when, continuous=False)
     assert report.kills == 1
     assert 0 < applied_at_kill[0] < 2 * len(snapshots), applied_at_kill  # killed mid-way
     newest = snapshots[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import pickle
 from pathlib import Path
@@ -92,3 +93,40 @@ def test_a_code_registered_twice_fails_at_import(tmp_path: Path) -> None:
     with pytest.raises(errors.DuplicateCodeError, match="CONFIG"):
         type("ConfigAgain", (errors.LakefeedError,), {"code": "CONFIG"})
     assert errors.registered()["DELTA_PARTITION_COLUMN_NOT_FOUND"] is SchemaMismatchError
+
+
+# Areas whose codes still sit beside the code raising them (issue 30 moves them next).
+NOT_YET_MOVED = ("lakefeed/delta/", "lakefeed/connectors/")
+
+
+def _declarations(tree: ast.Module) -> list[int]:
+    """Lines that declare a code: a ``register_code`` call, or a class body's ``code = "..."``."""
+    calls = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register_code"
+    ]
+    classes = [
+        item.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        for item in node.body
+        if isinstance(item, ast.Assign)
+        and any(getattr(target, "id", None) == "code" for target in item.targets)
+    ]
+    return calls + classes
+
+
+def test_codes_are_declared_in_their_areas_errors_module() -> None:
+    """Each area declares its codes in its own ``errors.py`` (one place to read them); a module
+    that raises one imports it from there."""
+    root = Path(__file__).resolve().parents[2]
+    found = [
+        f"{relative}:{line}"
+        for path in sorted((root / "lakefeed").rglob("*.py"))
+        if path.name != "errors.py"
+        and not (relative := path.relative_to(root).as_posix()).startswith(NOT_YET_MOVED)
+        and "examples" not in relative.split("/")
+        for line in _declarations(ast.parse(path.read_text()))
+    ]
+    assert found == []

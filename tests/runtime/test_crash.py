@@ -17,43 +17,32 @@ from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.verify import verify
 from tests.pipeline.support import IOT, IOT_CONF, load, table
-from tests.support.crash import DRIVER_JVM, run_with_kills, spark_commits
+from tests.support.crash import DRIVER_JVM, run_cli_with_kills, spark_commits, write_cli_driver
+from tests.support.verify import conf_args
 
 CONF = {**IOT_CONF, "iot.maxRowsPerTrigger": "250"}
 
-DRIVER = """
-import os, sys
-from lakefeed.cli.main import cli
 
-final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
-args = ["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", "local[2]",
-        "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
-        # a loaded CI machine makes Python workers miss Spark's 10 s connect-back: transient
-        "--max-restarts", "30"]
-for key, value in {conf!r}.items():
-    args += ["--conf", f"{{key}}={{value}}"]
-cli(args, standalone_mode=True)
-"""
+def _run_args(lakehouse: Lakehouse) -> list[str]:
+    """``lakefeed run`` of the IoT example, a batch a second (a crash driver adds the mode)."""
+    args = ["run", str(IOT), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
+    return [*args, "--trigger-interval", "1 second", *conf_args(CONF)]
 
 
 @pytest.mark.crash
 @pytest.mark.timeout(1800)
 def test_kill9_mid_stream_then_restart_matches_batch(spark, tmp_path: Path) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER.format(iot=str(IOT), lakehouse=str(lakehouse.root), conf=CONF))
     # Kill once bronze has committed a batch, then once silver has: mid-stream both times.
     watched = [
         lakehouse.checkpoint_path("bronze_readings"),
         lakehouse.checkpoint_path("silver_readings"),
     ]
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
+    report = run_cli_with_kills(
+        tmp_path,
+        _run_args(lakehouse),
         kills=2,
         kill_when=lambda i: spark_commits(watched[i]) >= 1 + i,
-        min_delay=120,
-        max_delay=180,
         final_timeout=600,
     )
     assert report.kills == 2
@@ -75,8 +64,7 @@ def test_sigterm_stops_after_the_running_batch(tmp_path: Path, group: bool) -> N
     """SIGTERM to the Python driver (docker stop), or to its whole process group with Spark's
     JVM and Python workers in it (systemd's default KillMode, ``timeout``): a clean stop."""
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER.format(iot=str(IOT), lakehouse=str(lakehouse.root), conf=CONF))
+    driver = write_cli_driver(tmp_path / "driver.py", _run_args(lakehouse))
     log = (tmp_path / "run.log").open("wb")
     env = {**DRIVER_JVM, **os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(

@@ -3,7 +3,6 @@ the cards' transformWithState state kept across the restart, late transactions k
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import pytest
 from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import table, write
 from tests.runtime.test_fraud import FRAUD, lines, txn
-from tests.support.crash import run_with_kills
-from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver
+from tests.support.crash import run_cli_with_kills, spark_commits
+from tests.support.verify import assert_verify_passes, conf_args
 
 # One file per transactions batch. The 60-minute window and the travel horizon make "span" and
 # "travel" alert only when the state from file 1 is still there at file 5.
@@ -43,20 +42,18 @@ def test_kill9_mid_stream_keeps_state_and_alerts_once(spark, tmp_path: Path) -> 
     write(landing, {f"{i}.json": lines(rows) for i, rows in enumerate(FILES, 1)})
     conf = {**CONF, "fraud.landing": str(landing)}
     args = ["run", str(FRAUD), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
-    driver = write_cli_driver(tmp_path / "driver.py", [*args, *conf_args(conf)])
     read = lakehouse.checkpoint_path("transactions")
     at_kill: list[int] = []
 
     def alerts_committed(_: int) -> bool:
-        if commits(lakehouse.checkpoint_path("alerts")) < 1:
+        if spark_commits(lakehouse.checkpoint_path("alerts")) < 1:
             return False
-        at_kill.append(commits(read))
+        at_kill.append(spark_commits(read))
         return True
 
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
+    report = run_cli_with_kills(
+        tmp_path,
+        [*args, *conf_args(conf)],
         kill_when=alerts_committed,
         min_delay=240,
         max_delay=300,

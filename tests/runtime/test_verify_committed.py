@@ -12,8 +12,8 @@ import pytest
 
 from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import IOT, table
-from tests.support.crash import run_with_kills
-from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver
+from tests.support.crash import run_cli_with_kills, spark_commits
+from tests.support.verify import assert_verify_passes, conf_args
 
 # The example's own defaults (start time: a backlog before the first run) at a rate the test
 # machine processes quickly: 600 s x 3 rows/s = a backlog of about 1800 rows.
@@ -53,13 +53,11 @@ def test_first_available_now_run_has_rows_and_verify_passes(spark, tmp_path: Pat
 def test_kill9_mid_stream_restart_then_verify_passes(spark, tmp_path: Path) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
     conf = {**CONF, "iot.maxRowsPerTrigger": "400"}
-    driver = write_cli_driver(tmp_path / "driver.py", _run_args(lakehouse, conf))
     silver = lakehouse.checkpoint_path("silver_readings")
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
-        kill_when=lambda _: commits(silver) >= 1,  # bronze is mid-backlog by then
+    report = run_cli_with_kills(
+        tmp_path,
+        _run_args(lakehouse, conf),
+        kill_when=lambda _: spark_commits(silver) >= 1,  # bronze is mid-backlog by then
         min_delay=240,
         max_delay=300,
         final_timeout=900,

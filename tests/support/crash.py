@@ -95,6 +95,57 @@ def run_with_kills(
     return report
 
 
+def write_cli_driver(
+    path: Path, args: Sequence[str], *, continuous: bool = True, restarts: int | None = 30
+) -> Path:
+    """A crash-test driver: ``lakefeed <args>`` in continuous mode (a failed flow restarted up to
+    ``restarts`` times: a loaded machine makes Python workers miss Spark's connect-back),
+    available-now on the final run of :func:`run_with_kills` (so it ends by itself); with
+    ``continuous=False``, ``args`` as given on every run."""
+    final = ""
+    if continuous:
+        args = [*args, "--mode", "continuous"]
+        args += ["--max-restarts", str(restarts)] if restarts is not None else []
+        final = (
+            "if os.environ.get('LAKEFEED_CRASH_RUN') == 'final':\n"
+            "    args[args.index('continuous')] = 'available-now'\n"
+        )
+    path.write_text(
+        "import os\n"
+        "from lakefeed.cli.main import cli\n"
+        f"args = {list(args)!r}\n"
+        f"{final}"
+        "cli(args, standalone_mode=True)\n"
+    )
+    return path
+
+
+def run_cli_with_kills(
+    workdir: Path,
+    args: Sequence[str],
+    *,
+    kill_when: Callable[[int], bool],
+    kills: int = 1,
+    min_delay: float = 120,
+    max_delay: float = 180,
+    final_timeout: float = 400,
+    continuous: bool = True,
+    restarts: int | None = 30,
+) -> CrashReport:
+    """``lakefeed <args>`` (:func:`write_cli_driver`, in ``workdir``) killed ``kills`` times
+    as ``kill_when`` says, then run to its end (see :func:`run_with_kills`)."""
+    driver = write_cli_driver(workdir / "driver.py", args, continuous=continuous, restarts=restarts)
+    return run_with_kills(
+        [sys.executable, str(driver)],
+        workdir=workdir,
+        kills=kills,
+        kill_when=kill_when,
+        min_delay=min_delay,
+        max_delay=max_delay,
+        final_timeout=final_timeout,
+    )
+
+
 def _tail(log: Path) -> str:
     return log.read_text()[-4000:]
 

@@ -11,6 +11,11 @@ from click.testing import CliRunner
 from lakefeed.cli.main import cli
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
+from tests.support.crash import spark_commits as commits
+from tests.support.crash import write_cli_driver
+
+# The crash drivers' helpers moved to tests.support.crash; still importable from here.
+__all__ = ["assert_verify_passes", "commits", "conf_args", "write_cli_driver"]
 
 
 def conf_args(conf: Mapping[str, str]) -> list[str]:
@@ -31,23 +36,3 @@ def assert_verify_passes(
     assert "Traceback" not in output, output
     assert "DIFFERENT" not in output and "NOT VERIFIED" not in output, output
     return output
-
-
-def write_cli_driver(path: Path, args: list[str]) -> Path:
-    """A crash-test driver: ``lakefeed <args>`` in continuous mode, available-now on the final
-    run of :func:`tests.support.crash.run_with_kills` (so it ends by itself)."""
-    path.write_text(
-        "import os\n"
-        "from lakefeed.cli.main import cli\n"
-        f"args = {[*args, '--mode', 'continuous', '--max-restarts', '30']!r}\n"
-        "if os.environ.get('LAKEFEED_CRASH_RUN') == 'final':\n"
-        "    args[args.index('continuous')] = 'available-now'\n"
-        "cli(args, standalone_mode=True)\n"
-    )
-    return path
-
-
-def commits(checkpoint: Path) -> int:
-    """Batches committed in a streaming checkpoint."""
-    folder = checkpoint / "commits"
-    return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0

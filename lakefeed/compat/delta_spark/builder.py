@@ -15,11 +15,10 @@ A replace is one commit with the new metadata that removes every file, history k
 
 Generated columns (``generatedAlwaysAs="CAST(eventTime AS DATE)"``) are recorded as Delta does
 (field metadata ``delta.generationExpression``; delta-rs gives the table writer version 4), after
-Spark analyses each expression over the other columns and finds the column's type: every
-lakefeed write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's
-writers cannot honour is refused at ``execute()`` with a coded error naming what to do instead:
-identity columns (lakefeed's writers do not assign them) and liquid clustering (delta-rs cannot
-cluster).
+Spark analyses each expression over the other columns and finds the column's type: every lakefeed
+write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's writers cannot honour is
+refused at ``execute()`` with a coded error naming what to do instead: identity columns (lakefeed's
+writers do not assign them) and liquid clustering (delta-rs cannot cluster).
 """
 
 from __future__ import annotations
@@ -31,10 +30,17 @@ from typing import Any, NoReturn
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from lakefeed.compat.delta_spark.errors import (
+    ALREADY_EXISTS,
+    MISMATCH,
+    MISSING_TABLE,
+    NO_DATA_TYPE,
+    NO_NAME,
+    NOT_EMPTY,
+)
 from lakefeed.compat.delta_spark.sql.parse import path_identifier
 from lakefeed.compat.delta_spark.tables import DeltaTable, _local, _table_path
 from lakefeed.core import storage
-from lakefeed.core.errors import register_code
 from lakefeed.delta import log
 from lakefeed.delta.create import (
     IDENTITY_EXPLICIT_INSERT,
@@ -45,13 +51,6 @@ from lakefeed.delta.create import (
 )
 from lakefeed.delta.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.delta.generated import GENERATION_EXPRESSION
-
-ALREADY_EXISTS = register_code("DELTA_TABLE_ALREADY_EXISTS", DeltaOperationError)
-MISSING_TABLE = register_code("DELTA_CANNOT_REPLACE_MISSING_TABLE", DeltaTableNotFoundError)
-NO_NAME = register_code("DELTA_CREATE_TABLE_MISSING_TABLE_NAME_OR_LOCATION", DeltaOperationError)
-MISMATCH = register_code("DELTA_CREATE_TABLE_IDENTIFIER_LOCATION_MISMATCH", DeltaOperationError)
-NOT_EMPTY = register_code("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", DeltaOperationError)
-NO_DATA_TYPE = register_code("DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE", DeltaOperationError)
 
 
 def _type_error(message: str, objs: Iterable[Any]) -> NoReturn:

@@ -9,7 +9,8 @@ from deltalake import Schema as RsSchema
 from deltalake import convert_to_deltalake
 from pyspark.sql import types as T
 
-from lakefeed.compat.delta_spark.sql.parse import NOT_PARQUET, path_identifier
+from lakefeed.compat.delta_spark.errors import NOT_PARQUET
+from lakefeed.compat.delta_spark.sql.parse import path_identifier
 from lakefeed.core import storage
 from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
 from lakefeed.delta.operations import commit_properties, run

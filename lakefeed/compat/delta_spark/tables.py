@@ -14,13 +14,12 @@ package delta-spark's docs import, see ``delta/__init__.py``)::
            .execute())
 
 Reads go through lakefeed's ``format("delta")`` (Spark's Parquet reader); every change (merge,
-update, delete, optimize, vacuum, restore) is one call of the engine
-(:mod:`lakefeed.delta.merger`, :mod:`lakefeed.delta.operations`) and one Delta commit; this
-module translates delta-spark's names, conditions (pyspark Columns) and session confs onto it.
-Idempotent changes, as Delta documents for ``foreachBatch``: the session confs
-``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or the merge builder's
-``withTransaction(appId, version)``) put a ``txn`` action into the same commit, and a change
-whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
+update, delete, optimize, vacuum, restore) is one call of the engine (:mod:`lakefeed.delta.merger`,
+:mod:`lakefeed.delta.operations`) and one Delta commit; this module translates delta-spark's names,
+conditions (pyspark Columns) and session confs onto it. Idempotent changes, as Delta documents for
+``foreachBatch``: the session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (or
+the merge builder's ``withTransaction(appId, version)``) put a ``txn`` action into the same commit,
+and a change whose version is not above the table's ``transaction_version(appId)`` is skipped — so a
 micro-batch replayed after a crash changes nothing.
 """
 
@@ -39,10 +38,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark import protocol
+from lakefeed.compat.delta_spark.errors import DEEP_CLONE, PRIVATE_TABLE, UNKNOWN_GENERATE_MODE
 from lakefeed.compat.delta_spark.exprs import Condition, Scope
 from lakefeed.connectors.delta.adapters import read as delta_read
 from lakefeed.core import config, storage
-from lakefeed.core.errors import DeltaError, register_code
 from lakefeed.core.flow_context import current_flow
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import log, manifest, operations
@@ -66,10 +65,6 @@ RETENTION_CHECK_CONF = config.RETENTION_CHECK.key
 LAKEHOUSE_CONF = config.LAKEHOUSE.key
 """Session conf naming the lakehouse folder ``forName`` resolves names in (see ``forName``)."""
 
-
-UNKNOWN_GENERATE_MODE = register_code("DELTA_MODE_NOT_SUPPORTED", DeltaError)
-DEEP_CLONE = register_code("DELTA_UNSUPPORTED_DEEP_CLONE", DeltaError)
-PRIVATE_TABLE = register_code("TABLE_PRIVATE", DeltaTableNotFoundError)
 
 __all__ = ["DeltaOperationError", "DeltaTable", "DeltaTableNotFoundError", "Txn"]
 

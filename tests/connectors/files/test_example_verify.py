@@ -13,9 +13,9 @@ from lakefeed import load_pipeline
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
-from tests.support.crash import run_with_kills
+from tests.support.crash import run_cli_with_kills, spark_commits
 from tests.support.delta import table as read_table
-from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver
+from tests.support.verify import assert_verify_passes, conf_args
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "file_ingest"
 sys.path.insert(0, str(EXAMPLE))
@@ -50,13 +50,11 @@ def test_kill9_mid_stream_restart_then_verify_passes(spark, tmp_path: Path) -> N
     land_wave(landing, 1)
     conf = {"files.landing": str(landing), "files.maxFilesPerTrigger": "1"}
     args = ["run", str(EXAMPLE), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
-    driver = write_cli_driver(tmp_path / "driver.py", [*args, *conf_args(conf)])
     bronze = lakehouse.checkpoint_path("bronze_orders")
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
-        kill_when=lambda _: commits(bronze) >= 1,  # one file of four in
+    report = run_cli_with_kills(
+        tmp_path,
+        [*args, *conf_args(conf)],
+        kill_when=lambda _: spark_commits(bronze) >= 1,  # one file of four in
         min_delay=240,
         max_delay=300,
         final_timeout=900,

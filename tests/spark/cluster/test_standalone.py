@@ -24,7 +24,7 @@ from lakefeed.spark.cluster import BAD_SPARK_CONF, UNREACHABLE, check_master, pa
 from tests.connectors.kafka.broker import Tansu
 from tests.pipeline.support import IOT, table
 from tests.support.cluster import Cluster
-from tests.support.crash import DRIVER_JVM, run_with_kills, spark_commits
+from tests.support.crash import DRIVER_JVM, run_cli_with_kills, spark_commits
 from tests.support.net import free_port
 from tests.support.s3 import MotoServer
 from tests.support.verify import conf_args
@@ -126,17 +126,6 @@ def test_iot_and_kafka_on_the_cluster_survive_killed_workers(
     assert json.loads(offsets.splitlines()[1])["conf"]["spark.sql.shuffle.partitions"] == "2"
 
 
-DRIVER = """
-import os
-from lakefeed.cli.main import cli
-
-final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
-cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--master", {master!r},
-     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
-     *{conf!r}])
-"""
-
-
 @pytest.mark.cluster
 @pytest.mark.crash
 @pytest.mark.soak  # a second crash point: CI proves the cluster with its killed workers
@@ -145,21 +134,16 @@ def test_a_driver_killed_on_the_cluster_restarts_exactly_once(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        DRIVER.format(
-            iot=str(IOT), lakehouse=str(lakehouse.root), master=cluster.url, conf=conf_args(CONF)
-        )
-    )
+    args = ["run", str(IOT), "--lakehouse", str(lakehouse.root), "--master", cluster.url]
     bronze_checkpoint = lakehouse.checkpoint_path("bronze_readings")
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
+    report = run_cli_with_kills(
+        tmp_path,
+        [*args, "--trigger-interval", "1 second", *conf_args(CONF)],
         kill_when=lambda _: spark_commits(bronze_checkpoint) >= 1,
         min_delay=300,
         max_delay=300,
         final_timeout=600,
+        restarts=None,
     )
     assert report.kills == 1
     bronze = table(lakehouse, "bronze_readings")

@@ -21,20 +21,10 @@ from lakefeed.core.lakehouse import Lakehouse
 from tests.pipeline.support import IOT, table
 from tests.spark.cluster.test_standalone import CONF, ROWS
 from tests.support.connect import ConnectServer
-from tests.support.crash import run_with_kills, spark_commits
+from tests.support.crash import run_cli_with_kills, spark_commits
 from tests.support.verify import conf_args
 
 pytestmark = [pytest.mark.connect, pytest.mark.crash]
-
-DRIVER = """
-import os
-from lakefeed.cli.main import cli
-
-final = os.environ.get("LAKEFEED_CRASH_RUN") == "final"
-cli(["run", {iot!r}, "--lakehouse", {lakehouse!r}, "--remote", {remote!r},
-     "--mode", "available-now" if final else "continuous", "--trigger-interval", "1 second",
-     *{conf!r}])
-"""
 
 
 @pytest.fixture(scope="module")
@@ -60,20 +50,15 @@ def test_a_client_killed_mid_stream_restarts_exactly_once(
     server: ConnectServer, tmp_path: Path
 ) -> None:
     lakehouse = Lakehouse.at(tmp_path / "lakehouse")
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        DRIVER.format(
-            iot=str(IOT), lakehouse=str(lakehouse.root), remote=server.url, conf=conf_args(CONF)
-        )
-    )
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
-        kills=1,
+    args = ["run", str(IOT), "--lakehouse", str(lakehouse.root), "--remote", server.url]
+    report = run_cli_with_kills(
+        tmp_path,
+        [*args, "--trigger-interval", "1 second", *conf_args(CONF)],
         kill_when=lambda _: spark_commits(lakehouse.checkpoint_path("bronze_readings")) >= 1,
         min_delay=300,
         max_delay=300,
         final_timeout=600,
+        restarts=None,
     )
     assert report.kills == 1, server.tail()
     bronze = table(lakehouse, "bronze_readings")

@@ -9,11 +9,11 @@ as in ``DeltaSqlBase.g4``), and the clauses of CREATE/INSERT/UPDATE/DELETE/MERGE
 to the Delta engine. Expressions (conditions, values, queries) are never rewritten: they are
 kept as the user's text, cut at the keywords that end them outside quotes and parentheses.
 
-:func:`parse` gives one statement object; every table reference a query reads
-(``delta.`p```, with ``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names;
-``table_changes(...)``) is listed in its ``reads`` with its span in the text, so the adapter
-(:mod:`lakefeed.compat.delta_spark.sql.run`) can put a temporary view of lakefeed's Delta read in
-its place. Nothing here decides whether a plain name is a Delta table: that needs the session.
+:func:`parse` gives one statement object; every table reference a query reads (``delta.`p```, with
+``VERSION AS OF`` / ``TIMESTAMP AS OF`` / ``@v<n>``; names; ``table_changes(...)``) is listed in its
+``reads`` with its span in the text, so the adapter (:mod:`lakefeed.compat.delta_spark.sql.run`) can
+put a temporary view of lakefeed's Delta read in its place. Nothing here decides whether a plain
+name is a Delta table: that needs the session.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lakefeed.compat.delta_spark.errors import DeltaSqlError
-from lakefeed.core.errors import register_code
+from lakefeed.compat.delta_spark.errors import NOT_PARQUET, DeltaSqlError
 from lakefeed.sql.ddl import COLUMN_LIST, Column, column
 from lakefeed.sql.grammar import Cursor
 from lakefeed.sql.references import (
@@ -36,8 +35,6 @@ from lakefeed.sql.references import (
 )
 from lakefeed.sql.references import split_time_travel as split_time_travel  # its old home
 from lakefeed.sql.tokens import Token, tokens
-
-NOT_PARQUET = register_code("DELTA_CONVERT_NON_PARQUET_TABLE", DeltaSqlError)
 
 # -- path identifiers ---------------------------------------------------------------------------
 

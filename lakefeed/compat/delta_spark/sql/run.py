@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakefeed.compat.delta_spark.builder import IdentityGenerator
+from lakefeed.compat.delta_spark.errors import ARITY, UNREADABLE, UNSUPPORTED_SQL
 from lakefeed.compat.delta_spark.protocol import check_properties
 from lakefeed.compat.delta_spark.sql.parse import (
     AddConstraint,
@@ -61,7 +62,6 @@ from lakefeed.compat.delta_spark.tables import (
     forget_location,
     register_location,
 )
-from lakefeed.core.errors import register_code
 from lakefeed.core.flow_context import current_flow
 from lakefeed.delta import alter, generated, log, properties
 from lakefeed.delta import table as housekeeping
@@ -69,9 +69,6 @@ from lakefeed.sql import spark as spark_parser
 from lakefeed.sql.references import SqlTextError
 from lakefeed.sql.tokens import tokens
 
-UNSUPPORTED_SQL = register_code("DELTA_SQL_UNSUPPORTED_BY_LAKEFEED", DeltaSqlError)
-UNREADABLE = register_code("DELTA_SQL_UNREADABLE", DeltaSqlError)
-ARITY = register_code("INSERT_COLUMN_ARITY_MISMATCH", DeltaSqlError)
 VIEW_PREFIX = "__lakefeed_delta_"
 
 Original = Callable[..., DataFrame]

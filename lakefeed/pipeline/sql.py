@@ -19,6 +19,7 @@ Supported::
     CREATE [OR REFRESH] STREAMING TABLE name [...]           -- filled by flows
     APPLY CHANGES INTO name FROM STREAM(source) KEYS (...) ...   -- AUTO CDC, see lakefeed.cdc.sql
     CREATE FLOW flow AS AUTO CDC INTO name FROM STREAM(source) KEYS (...) ...
+    CREATE FLOW flow [COMMENT 'text'] AS INSERT INTO [ONCE] name [BY NAME] query   -- append flow
     CREATE [OR REFRESH] STREAMING TABLE name FLOW AUTO CDC FROM STREAM(source) KEYS (...) ...
 """
 
@@ -86,6 +87,8 @@ class SqlFlow:
     declared: bool = False  # a streaming table without a query: flows fill it
     cdc: dict[str, Any] | None = None  # an AUTO CDC flow into ``name``: its arguments
     flow_name: str | None = None  # CREATE FLOW's name
+    append: bool = False  # CREATE FLOW ... INSERT INTO: an append flow into ``name``
+    once: bool = False  # ... INSERT INTO ONCE: a one-off batch backfill
     reads: list[tuple[int, int, str, bool]] = field(default_factory=list)  # span, name, stream
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
@@ -106,6 +109,9 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         flow.flow_name, flow.path = into.group("flow"), source
         flow.cdc = _cdc_body(statement[into.end() :], where)
         return flow
+    insert = _INSERT.match(statement)
+    if insert is not None:
+        return _append_flow(statement, insert, source, line, where)
     head = _HEAD.match(statement)
     if head is None:
         raise PipelineError(
@@ -140,7 +146,11 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         raise PipelineError(
             [f"{where}: expected AS <query> after the clauses, found {rest[:40]!r}"]
         )
-    after = rest[as_match.end() :]
+    return _with_query(flow, statement, rest[as_match.end() :], line, where)
+
+
+def _with_query(flow: SqlFlow, statement: str, after: str, line: int, where: str) -> SqlFlow:
+    """``flow`` with its query, the text ``after`` the statement's head, and what it reads."""
     flow.query = after.strip()
     start = len(statement) - len(after.lstrip())
     flow.query_line = line + statement.count("\n", 0, start)
@@ -150,9 +160,28 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     return flow
 
 
+def _append_flow(
+    statement: str, insert: re.Match[str], source: str, line: int, where: str
+) -> SqlFlow:
+    """``CREATE FLOW f AS INSERT INTO [ONCE] target query``: an append flow into ``target``
+    (a streaming table or a sink), a one-off batch backfill with ``ONCE``."""
+    flow = SqlFlow(insert.group("target"), DatasetKind.STREAMING_TABLE, "", f"{source}:{line}")
+    flow.path, flow.flow_name, flow.append = source, insert.group("flow"), True
+    flow.once = insert.group("once") is not None
+    comment = insert.group("comment")
+    flow.comment = comment.replace("''", "'") if comment is not None else None
+    return _with_query(flow, statement, statement[insert.end() :], line, where)
+
+
 _INTO = re.compile(
     r"^\s*(?:APPLY\s+CHANGES|CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+AS\s+"
     r"(?:AUTO\s+CDC|APPLY\s+CHANGES))\s+INTO\s+(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
+    re.IGNORECASE,
+)
+_INSERT = re.compile(
+    r"^\s*CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+(?:COMMENT\s+'(?P<comment>(?:[^']|'')*)'\s+)?"
+    r"AS\s+INSERT\s+INTO\s+(?P<once>ONCE\s+)?(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)"
+    r"(?:\s+BY\s+NAME)?(?=\s)",
     re.IGNORECASE,
 )
 _FLOW_AUTO_CDC = re.compile(r"FLOW\s+AUTO\s+CDC\b", re.IGNORECASE)

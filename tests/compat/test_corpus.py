@@ -1,0 +1,169 @@
+"""The documented examples corpus: pyspark's Declarative Pipelines guide and ``spark-pipelines
+init`` template, and DLT's Python and SQL reference examples, each in its own folder under
+``corpus/`` as its source writes it (a comment names the page), run by lakefeed on a temporary
+lakehouse and compared with the documented or an independently computed result.
+
+What a page leaves to its reader's workspace is supplied here, never edited in the example:
+its input tables (``samples.nyctaxi.trips`` and the like: Spark catalog tables of the test
+session, their three-part names mapped to one part because a local session has one catalog)
+and its absolute paths (mapped into ``tmp_path``). :data:`COVERS` says which entries of the
+compatibility tables (:mod:`lakefeed.compat.features`) each example exercises.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+import lakefeed as lf
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.graph import PipelineError
+from tests.pipeline.support import table
+
+pytestmark = pytest.mark.compat  # format("delta"), format("cloudFiles"), spark.table(name)
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def copy_example(name: str, tmp_path: Path, replace: Mapping[str, str]) -> Path:
+    """The example's folder copied to ``tmp_path``, the workspace names in ``replace``
+    mapped to the test's."""
+    project = tmp_path / name
+    shutil.copytree(CORPUS / name, project)
+    for file in project.rglob("*"):
+        if file.is_file():
+            text = file.read_text()
+            for old, new in replace.items():
+                text = text.replace(old, new)
+            file.write_text(text)
+    return project
+
+
+def catalog_table(spark, name: str, rows: list[tuple], schema: str) -> None:
+    """An input table in the session's catalog (Parquet, so a stream can read it too)."""
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.createDataFrame(rows, schema).write.format("parquet").saveAsTable(name)
+
+
+def rows(lakehouse: Lakehouse, name: str, columns: list[str]) -> list[tuple]:
+    data = table(lakehouse, name).select(columns).to_pylist()
+    return sorted(tuple(row.values()) for row in data)
+
+
+TRIPS = [(1.5, 7.0, "10001"), (3.0, 12.5, "10002"), (0.8, 5.0, "10001")]
+TPCH = {
+    "tpch_region": ([(0, "AMERICA"), (1, "MIDDLE EAST")], "r_regionkey INT, r_name STRING"),
+    "tpch_nation": (
+        [(0, "BRAZIL", 0), (1, "EGYPT", 1), (2, "CANADA", 0)],
+        "n_nationkey INT, n_name STRING, n_regionkey INT",
+    ),
+    "tpch_customer": (
+        [(1, "Ann", 0, "555-1"), (2, "Bob", 1, "555-2"), (3, "Cy", 2, "555-3")],
+        "c_custkey INT, c_name STRING, c_nationkey INT, c_phone STRING",
+    ),
+    "tpch_orders": (
+        [(10, 1, "F", 100.0, "2026-01-01"), (11, 2, "O", 50.0, "2026-01-02"),
+         (12, 3, "F", 75.0, "2026-01-03")],
+        "o_orderkey INT, o_custkey INT, o_orderstatus STRING, o_totalprice DOUBLE, "
+        "o_orderdate STRING",
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture
+def session_conf(spark) -> Iterator[None]:
+    """A run sets its spec's ``configuration`` on the session; the shared session gets its
+    shuffle partitions back."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def customer_inputs(spark) -> None:
+    catalog_table(spark, "customers_us_west", [(1, "Ann")], "id INT, name STRING")
+    catalog_table(spark, "customers_us_east", [(2, "Bob"), (3, "Cy")], "id INT, name STRING")
+
+
+@pytest.mark.usefixtures("session_conf")
+def test_sdp_guide_python(spark, tmp_path: Path) -> None:
+    """Every Python example of the guide that compiles, as one project with the guide's spec
+    (``catalog``/``database``, ``configuration``, a ``libraries`` glob, ``storage``)."""
+    catalog_table(spark, "nyctaxi_trips", TRIPS, "trip_distance DOUBLE, fare DOUBLE, zip STRING")
+    customer_inputs(spark)
+    orders = tmp_path / "sales_orders"
+    orders.mkdir()
+    (orders / "part0.json").write_text('{"order_number": 1}\n{"order_number": 2}\n')
+    project = copy_example(
+        "sdp_guide_python",
+        tmp_path,
+        {
+            "file:///absolute/path/to/storage/dir": f"file://{tmp_path / 'storage'}",
+            "/datasets/retail-org/sales_orders": str(orders),
+            "samples.nyctaxi.trips": "nyctaxi_trips",
+        },
+    )
+    result = lf.run(project, spark=spark)
+    assert result.ok, result
+    lakehouse = Lakehouse.at(tmp_path / "storage")
+    trips = [(d, f, z) for d, f, z in TRIPS]
+    columns = ["trip_distance", "fare", "zip"]
+    for name in ("basic_mv", "trips_mv", "basic_st"):
+        assert rows(lakehouse, name, columns) == sorted(trips), name
+    assert rows(lakehouse, "batch_mv", ["order_number"]) == [(1,), (2,)]
+    assert rows(lakehouse, "customers_us", ["id", "name"]) == [(1, "Ann"), (2, "Bob"), (3, "Cy")]
+    assert not lakehouse.table_path("basic_tv").exists()  # a temporary view is not stored
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "1000"  # the spec's configuration
+
+
+def test_sdp_guide_for_loop_is_refused_as_by_sdp(spark, tmp_path: Path) -> None:
+    """The guide's for-loop example declares ``@dp.table`` (a streaming table) over batch
+    reads: ``spark-pipelines`` refuses it (``INVALID_FLOW_QUERY_TYPE.
+    BATCH_RELATION_FOR_STREAMING_TABLE``), and so does lakefeed, before anything is written;
+    the module-level ``collect()`` of the region names runs on the session."""
+    for name, (data, schema) in TPCH.items():
+        catalog_table(spark, name, data, schema)
+    project = copy_example("sdp_guide_for_loop", tmp_path, {"samples.tpch.": "tpch_"})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    with pytest.raises(PipelineError) as refused:
+        lf.run(project, lakehouse=lakehouse, spark=spark)
+    problems = refused.value.problems
+    assert sorted(p.split("'")[1] for p in problems) == [
+        "america_customer_orders", "middle_east_customer_orders"
+    ]  # fmt: skip
+    assert all("returned a batch DataFrame" in p and "materialized_view" in p for p in problems)
+    assert str(refused.value).startswith("[LAKEFEED:PIPELINE]")
+    assert lakehouse.table_names() == []
+
+
+def test_sdp_guide_sql(spark, tmp_path: Path) -> None:
+    """Every SQL example of the guide, as one folder of ``.sql`` files; their inputs are tables
+    of the session's catalog, read in batch or as a stream (``STREAM x``, ``STREAM(x)``)."""
+    catalog_table(spark, "nyctaxi_trips", TRIPS, "trip_distance DOUBLE, fare DOUBLE, zip STRING")
+    customer_inputs(spark)
+    catalog_table(
+        spark,
+        "orders_source",
+        [(1, 100, "1767225600"), (1, 101, "1767312000"), (2, 102, "1767225600")],
+        "customer_id INT, order_number INT, order_datetime STRING",
+    )
+    catalog_table(
+        spark, "customers_source", [(1, "CA"), (2, "NY")], "customer_id INT, state STRING"
+    )
+    project = copy_example("sdp_guide_sql", tmp_path, {"samples.nyctaxi.trips": "nyctaxi_trips"})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    result = lf.run(project, lakehouse=lakehouse, spark=spark)
+    assert result.ok, result
+    columns = ["trip_distance", "fare", "zip"]
+    for name in ("basic_mv", "basic_st"):
+        assert rows(lakehouse, name, columns) == sorted(TRIPS), name
+    assert rows(lakehouse, "customers_us", ["id", "name"]) == [(1, "Ann"), (2, "Bob"), (3, "Cy")]
+    # 1767225600 is 2026-01-01 00:00:00 UTC; the session's time zone decides the date
+    day = spark.sql("SELECT date(timestamp(int('1767225600'))) d").first().d
+    next_day = spark.sql("SELECT date(timestamp(int('1767312000'))) d").first().d
+    assert rows(lakehouse, "daily_orders_by_state", ["state", "order_date", "order_count"]) == (
+        sorted([("CA", day, 1), ("CA", next_day, 1), ("NY", day, 1)])
+    )
+    assert not lakehouse.table_path("basic_tv").exists()

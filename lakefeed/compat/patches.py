@@ -144,6 +144,10 @@ def _load(original: Callable) -> Callable:
         if format is not None:
             self.format(format)
         connector = _CONNECTORS.get(getattr(self, "_lakefeed_format", None) or "")
+        flow = current_flow()
+        if connector is not None and flow is not None:  # in a pipeline flow, as in DLT:
+            defaults = connector.pipeline_defaults(flow.schema_path, _every(self, path, options))
+            self.options(**defaults)  # e.g. cloudFiles.schemaLocation, the flow's folder
         planned = None
         if connector is not None:
             streaming = isinstance(self, DataStreamReader)

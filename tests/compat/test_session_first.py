@@ -41,42 +41,8 @@ for region in REGIONS:
         )
 """
 
-# Databricks' documented AUTO CDC example ("SCD type 1 and SCD type 2 processing with CDF source
-# data"), Python, verbatim but for the source (a Delta folder instead of the catalog table
-# cdc_data.users) and the two targets' names, which share one pipeline here.
-DLT_CDC = """
-import dlt
-from pyspark.sql.functions import col, expr
-
-@dlt.view
-def users():
-  return spark.readStream.format("delta").load(spark.conf.get("cdc.users"))
-
-dlt.create_streaming_table("target_scd1")
-
-dlt.create_auto_cdc_flow(
-  target = "target_scd1",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  apply_as_truncates = expr("operation = 'TRUNCATE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = 1
-)
-
-dlt.create_streaming_table("target_scd2")
-
-dlt.create_auto_cdc_flow(
-  target = "target_scd2",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = "2"
-)
-"""
+# Databricks' documented AUTO CDC example with Column arguments (the corpus's copy).
+DLT_CDC = (Path(__file__).parent / "corpus" / "dlt_auto_cdc" / "cdc.py").read_text()
 # The documented source rows (userId, name, city, operation, sequenceNum) ...
 USERS = [
     (124, "Raul", "Oaxaca", "INSERT", 1),
@@ -237,7 +203,9 @@ def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) 
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert "[LAKEFEED:PIPELINE_NO_SESSION]" in done.stdout, done.stdout + done.stderr
-    assert "cdc.py:15:" in done.stdout and "spark=lakefeed.spark_session()" in done.stdout
+    line = DLT_CDC.splitlines().index("  sequence_by = col(\"sequenceNum\"),") + 1
+    assert f"cdc.py:{line}:" in done.stdout, done.stdout
+    assert "spark=lakefeed.spark_session()" in done.stdout
 
 
 def test_the_configuration_is_spark_conf_while_the_files_load(spark, tmp_path: Path) -> None:

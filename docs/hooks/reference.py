@@ -9,7 +9,9 @@ Each marker in a page becomes a table made from the code:
   (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
-- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires.
+- ``<!-- versions -->``: the Python and package versions ``pyproject.toml`` requires;
+- ``<!-- compat-api -->``: DLT's and SDP's functions and arguments on lakefeed
+  (``lakefeed.compat.features.FEATURES``).
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
 --version`` prints and the wheel is built with.
@@ -313,12 +315,29 @@ def render_versions() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_compat_api() -> str:
+    """DLT's and SDP's API on lakefeed, one row per function and argument
+    (``lakefeed.compat.features.FEATURES``)."""
+    from lakefeed.compat.features import FEATURES
+
+    lines = [
+        "| API | function | argument | on lakefeed | note |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for f in FEATURES:
+        status = f"refused (`{f.code}`)" if f.code else f.status
+        argument = f"`{f.argument}`" if f.argument else ""
+        lines.append(f"| {f.api} | `{f.function}` | {argument} | {status} | {_cell(f.note)} |")
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS = {
     ERRORS_MARKER: render,
     PATCHES_MARKER: render_patches,
     "<!-- delta-features -->": render_features,
     "<!-- event-log-schema -->": render_event_log,
     "<!-- versions -->": render_versions,
+    "<!-- compat-api -->": render_compat_api,
 }
 
 

@@ -219,6 +219,11 @@ def test_dlt_python_reference(spark, tmp_path: Path) -> None:
         totals[customer] = totals.get(customer, 0) + amount
     assert rows(lakehouse, "customer_totals", ["customer", "total"]) == ordered(totals.items())
     assert rows(lakehouse, "large_order_count", ["count"]) == [(1,)]
+    counts = [(c, sum(1 for _, other, _ in clean if other == c)) for c in {c for _, c, _ in clean}]
+    assert rows(lakehouse, "customers", ["customer", "count"]) == ordered(counts)
+    customers = DeltaTable(str(lakehouse.table_path("customers"))).metadata()
+    assert customers.partition_columns == ["customer"]
+    assert customers.description == "Customers with valid orders"
     backfilled = [(r["order_id"], r["customer"], r["amount"]) for r in BACKFILL]
     assert rows(lakehouse, "all_orders", columns) == ordered(clean + backfilled)
     delivered = DeltaTable(str(sink)).to_pyarrow_table().select(columns).to_pylist()

@@ -203,7 +203,7 @@ def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) 
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert "[LAKEFEED:PIPELINE_NO_SESSION]" in done.stdout, done.stdout + done.stderr
-    line = DLT_CDC.splitlines().index("  sequence_by = col(\"sequenceNum\"),") + 1
+    line = DLT_CDC.splitlines().index('  sequence_by = col("sequenceNum"),') + 1
     assert f"cdc.py:{line}:" in done.stdout, done.stdout
     assert "spark=lakefeed.spark_session()" in done.stdout
 

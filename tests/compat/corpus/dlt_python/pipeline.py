@@ -78,3 +78,14 @@ def batches(df, batch_id):
 @dlt.append_flow(target="batches")
 def to_batches():
     return dlt.read_stream("orders_clean")
+
+
+@dlt.materialized_view(
+    name="customers",
+    comment="Customers with valid orders",
+    table_properties={"quality": "gold"},
+    partition_cols=["customer"],
+    spark_conf={"spark.sql.shuffle.partitions": "2"},
+)
+def customer_list():
+    return dlt.read("orders_clean").groupBy("customer").count()

@@ -416,5 +416,14 @@ FEATURES: tuple[Feature, ...] = (
         "a dataset, else a table of Spark's catalog",
         _SDP_SQL,
     ),
+    Feature(
+        "sdp",
+        "SQL CLUSTER BY",
+        "",
+        "refused",
+        _CLUSTER.replace("partition_cols", "PARTITIONED BY"),
+        f"{SDP_TESTS}::test_a_clustered_sql_table_is_refused_with_the_alternative",
+        "CLUSTERING_UNSUPPORTED",
+    ),
 )
 """Every entry, DLT's then SDP's."""

@@ -14,3 +14,8 @@ TABLE_PATH_MOVED = register_code(
     ConfigError,
     "a table's declared location differs from where its data already is",
 )
+CLUSTERING_UNSUPPORTED = register_code(
+    "CLUSTERING_UNSUPPORTED",
+    PipelineDefinitionError,
+    "a table declared clustered (CLUSTER BY, cluster_by=): lakefeed cannot write clustered tables",
+)

@@ -32,6 +32,7 @@ from typing import Any
 
 from lakefeed.cdc.sql import parse_body
 from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.pipeline.errors import CLUSTERING_UNSUPPORTED
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
@@ -65,6 +66,7 @@ _VIOLATION = re.compile(
 )
 _PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
+_CLUSTER = re.compile(r"CLUSTER\s+BY\b", re.IGNORECASE)
 _TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
 
 
@@ -246,6 +248,8 @@ def _parse_constraints(body: str, flow: SqlFlow, where: str) -> None:
 
 def _parse_clauses(rest: str, flow: SqlFlow) -> str:
     while True:
+        if _CLUSTER.match(rest):
+            raise PipelineError([str(_clustered(flow))])
         for pattern in (_PARTITIONED, _COMMENT, _TBLPROPS):
             match = pattern.match(rest)
             if match is None:
@@ -260,6 +264,16 @@ def _parse_clauses(rest: str, flow: SqlFlow) -> str:
             break
         else:
             return rest
+
+
+def _clustered(flow: SqlFlow) -> PipelineDefinitionError:
+    return PipelineDefinitionError(
+        f"{flow.source}: {flow.name!r} is declared CLUSTER BY: lakefeed cannot write clustered "
+        "Delta tables (delta-rs refuses commits to them)",
+        fix="use PARTITIONED BY (col, ...) on a low-cardinality column, or leave the table "
+        "unclustered",
+        code=CLUSTERING_UNSUPPORTED,
+    )
 
 
 def _props(text: str) -> dict[str, str]:

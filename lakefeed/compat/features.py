@@ -425,5 +425,13 @@ FEATURES: tuple[Feature, ...] = (
         f"{SDP_TESTS}::test_a_clustered_sql_table_is_refused_with_the_alternative",
         "CLUSTERING_UNSUPPORTED",
     ),
+    Feature(
+        "sdp",
+        'spark.readStream.format("kafka")',
+        "",
+        "supported",
+        "Spark's options; lakefeed's Kafka source when Spark's jar is absent",
+        f"{CORPUS}::test_sdp_guide_kafka",
+    ),
 )
 """Every entry, DLT's then SDP's."""

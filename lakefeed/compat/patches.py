@@ -101,6 +101,43 @@ def _record_option(original: Callable) -> Callable:
     return option
 
 
+RESERVED = {"kafka": "lakefeed_kafka"}
+"""Formats Spark reserves even without their jar, to the lakefeed format that reads them then."""
+_SPARK_HAS: dict[tuple[int, str], bool] = {}
+
+
+def _spark_has(spark: Any, name: str) -> bool:
+    """Whether Spark itself reads format ``name`` (e.g. Kafka's jar is on the classpath);
+    asked once per session. A Spark Connect session's server decides: True."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return True
+    key = (id(spark._jsparkSession), name)
+    if key not in _SPARK_HAS:
+        sources = jvm.org.apache.spark.sql.execution.datasources.DataSource
+        try:
+            sources.lookupDataSource(name, spark._jsparkSession.sessionState().conf())
+            _SPARK_HAS[key] = True
+        except Exception:  # py4j's DATA_SOURCE_NOT_FOUND
+            _SPARK_HAS[key] = False
+    return _SPARK_HAS[key]
+
+
+def _reader_format(original: Callable) -> Callable:
+    """Remember the format; ``format("kafka")`` without Spark's Kafka jar reads with lakefeed's
+    Kafka source, same options (``kafka.bootstrap.servers``, ``subscribe``, ...)."""
+
+    def format(self: Any, source: str) -> Any:
+        name = str(source)
+        routed = RESERVED.get(name.lower())
+        if routed in _CONNECTORS and not _spark_has(self._spark, name.lower()):
+            name = routed
+        self._lakefeed_format = name.lower()
+        return original(self, name)
+
+    return format
+
+
 def _record_options(original: Callable) -> Callable:
     def options(self: Any, **values: Any) -> Any:
         _recorded(self).update({k: _text(v) for k, v in values.items()})
@@ -397,7 +434,7 @@ class Patch:
 
 def _reader_patches(cls: type) -> list[Patch]:
     return [
-        Patch(cls, "format", _remember("_lakefeed_format"), "which format load() reads"),
+        Patch(cls, "format", _reader_format, "which format load() reads; kafka without its jar"),
         Patch(cls, "option", _record_option, "options a planned reader needs"),
         Patch(cls, "options", _record_options, "options a planned reader needs"),
         Patch(cls, "schema", _remember_schema, "a schema the user fixed"),

@@ -259,3 +259,24 @@ def test_dlt_auto_cdc_from_snapshot(spark, tmp_path: Path) -> None:
     assert history == ordered(
         [(1, "a", 1, 2), (1, "a2", 2, None), (2, "b", 1, 2), (3, "c", 2, None)]
     )
+
+
+def test_sdp_guide_kafka(spark, broker, tmp_path: Path) -> None:
+    """``format("kafka")`` with Spark's options: without Spark's Kafka jar, lakefeed's Kafka
+    source reads it. As Spark's, a new stream starts at the latest offsets: the first run
+    reads nothing already in the topic, the next one what came since."""
+    topic = broker.create_topic()
+    broker.produce(topic, ["before"])
+    project = copy_example(
+        "sdp_guide_kafka",
+        tmp_path,
+        {"localhost:9092": broker.bootstrap, '"subscribe", "orders"': f'"subscribe", "{topic}"'},
+    )
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    assert lf.run(project, lakehouse=lakehouse, spark=spark).ok
+    assert len(table(lakehouse, "ingestion_st")) == 0
+    broker.produce(topic, ["o1", "o2"])
+    assert lf.run(project, lakehouse=lakehouse, spark=spark).ok
+    values = [bytes(v).decode() for v in table(lakehouse, "ingestion_st")["value"].to_pylist()]
+    assert sorted(values) == ["o1", "o2"]
+    assert table(lakehouse, "ingestion_st")["topic"].to_pylist() == [topic, topic]

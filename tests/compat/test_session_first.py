@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakefeed import entry
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.graph import PipelineError
 from tests.pipeline.support import write
 
@@ -219,6 +220,11 @@ def test_the_configuration_is_spark_conf_while_the_files_load(spark, tmp_path: P
     )
     loaded = entry.load(folder, {"mypipeline.limit": "3"}, spark=spark)
     assert spark.conf.get("mypipeline.limit") == "3" and list(loaded.datasets) == ["few"]
-    with pytest.raises(PipelineError, match="PIPELINE_CONF_FIXED") as caught:
-        entry.load(folder, {"mypipeline.limit": "3", "spark.executor.memory": "3g"}, spark=spark)
+    try:
+        with pytest.raises(PipelineError, match="PIPELINE_CONF_FIXED") as caught:
+            entry.load(
+                folder, {"mypipeline.limit": "3", "spark.executor.memory": "3g"}, spark=spark
+            )
+    finally:
+        set_config({})  # the refused setting stays out of the next test's pipelines
     assert "--spark-conf" in str(caught.value)

@@ -271,7 +271,7 @@ FEATURES: tuple[Feature, ...] = (
         "options",
         "supported",
         "lakefeed's Delta reader options",
-        f"{DLT_TESTS}::test_a_dlt_pipeline_runs_unchanged",
+        f"{DLT_TESTS}::test_reader_options_reach_a_pipeline_read",
     ),
     Feature("dlt", "read", "options", "supported", "lakefeed's Delta reader options", _DLT_PY),
     *_ok(
@@ -432,6 +432,14 @@ FEATURES: tuple[Feature, ...] = (
         "supported",
         "Spark's options; lakefeed's Kafka source when Spark's jar is absent",
         f"{CORPUS}::test_sdp_guide_kafka",
+    ),
+    Feature(
+        "sdp",
+        "spark.readStream.option(...).table",
+        "",
+        "supported",
+        "the reader's options reach the pipeline read (skipChangeCommits, ...)",
+        f"{DLT_TESTS}::test_reader_options_reach_a_pipeline_read",
     ),
 )
 """Every entry, DLT's then SDP's."""

@@ -429,3 +429,45 @@ def test_a_relative_path_is_refused_at_load(tmp_path: Path) -> None:
         load([folder])
     (message,) = error.value.problems
     assert "[LAKEFEED:TABLE_PATH_INVALID]" in message and "p.py:" in message
+
+
+OPTIONS_PIPELINE = """
+import dlt
+
+
+@dlt.table
+def a():
+    return spark.readStream.format("delta").load(spark.conf.get("source.path"))
+
+
+@dlt.table
+def b():
+    return spark.readStream.option("skipChangeCommits", "true").table("a")
+
+
+@dlt.table
+def c():
+    return dlt.read_stream("a", skipChangeCommits=True)
+"""
+
+
+@pytest.mark.compat  # format("delta")
+def test_reader_options_reach_a_pipeline_read(spark, tmp_path: Path) -> None:
+    """DLT's documented way past an upstream DELETE: ``spark.readStream.option(
+    "skipChangeCommits", "true").table(name)`` (and ``dlt.read_stream(name, **options)``)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    import lakefeed as lf
+
+    source = tmp_path / "source"
+    write_deltalake(str(source), pa.table({"n": [1, 2, 3]}))
+    folder = write(tmp_path / "p", {"pipeline.py": OPTIONS_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    conf = {"source.path": str(source)}
+    assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+    DeltaTable(str(lakehouse.table_path("a"))).delete("n = 1")  # a change commit in `a`
+    write_deltalake(str(source), pa.table({"n": [4]}), mode="append")
+    assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+    for name in ("b", "c"):
+        assert sorted(table(lakehouse, name)["n"].to_pylist()) == [1, 2, 3, 4], name

@@ -441,5 +441,22 @@ FEATURES: tuple[Feature, ...] = (
         "the reader's options reach the pipeline read (skipChangeCommits, ...)",
         f"{DLT_TESTS}::test_reader_options_reach_a_pipeline_read",
     ),
+    Feature(
+        "dlt",
+        "SQL CONSTRAINT EXPECT / APPLY CHANGES INTO / CREATE FLOW",
+        "",
+        "supported",
+        "",
+        f"{CORPUS}::test_dlt_sql_reference",
+    ),
+    Feature(
+        "dlt",
+        "SQL read_files / cloud_files",
+        "",
+        "refused",
+        "ingest in a Python flow (cloudFiles), read it with STREAM(name)",
+        f"{CORPUS}::test_dlt_sql_read_files_is_refused_with_the_python_alternative",
+        "SQL_READ_FILES_UNSUPPORTED",
+    ),
 )
 """Every entry, DLT's then SDP's."""

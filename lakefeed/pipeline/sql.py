@@ -32,7 +32,7 @@ from typing import Any
 
 from lakefeed.cdc.sql import parse_body
 from lakefeed.core.errors import PipelineDefinitionError
-from lakefeed.pipeline.errors import CLUSTERING_UNSUPPORTED
+from lakefeed.pipeline.errors import CLUSTERING_UNSUPPORTED, READ_FILES_UNSUPPORTED
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind
@@ -266,6 +266,20 @@ def _parse_clauses(rest: str, flow: SqlFlow) -> str:
             return rest
 
 
+_READ_FILES = re.compile(r"\b(read_files|cloud_files)\s*\(", re.IGNORECASE)
+
+
+def _reads_files(flow: SqlFlow, function: str) -> PipelineDefinitionError:
+    return PipelineDefinitionError(
+        f"{flow.path}:{flow.query_line}: {flow.name!r} reads files with {function}(), which "
+        "lakefeed's SQL flows do not run (Databricks' table-valued function)",
+        fix="declare the ingestion in a Python file of the pipeline: @dlt.table returning "
+        "spark.readStream.format('cloudFiles').option('cloudFiles.format', 'json').load(path) "
+        "(or lf.read_files(path)), and read that table here with STREAM(name)",
+        code=READ_FILES_UNSUPPORTED,
+    )
+
+
 def _clustered(flow: SqlFlow) -> PipelineDefinitionError:
     return PipelineDefinitionError(
         f"{flow.source}: {flow.name!r} is declared CLUSTER BY: lakefeed cannot write clustered "
@@ -288,6 +302,9 @@ def _props(text: str) -> dict[str, str]:
 def _collect_reads(flow: SqlFlow, where: str) -> None:
     """The datasets ``flow``'s query reads, as sqlglot's parser finds them: one-part names
     and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all)."""
+    files = _READ_FILES.search(flow.query)
+    if files is not None:
+        raise PipelineError([str(_reads_files(flow, files.group(1)))])
     found = references(flow.query, "databricks")
     if found is None:
         raise PipelineError(

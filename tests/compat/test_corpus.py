@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 import lakefeed as lf
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
-from tests.pipeline.support import table
+from tests.pipeline.support import load, table
 
 pytestmark = pytest.mark.compat  # format("delta"), format("cloudFiles"), spark.table(name)
 
@@ -280,3 +280,49 @@ def test_sdp_guide_kafka(spark, broker, tmp_path: Path) -> None:
     values = [bytes(v).decode() for v in table(lakehouse, "ingestion_st")["value"].to_pylist()]
     assert sorted(values) == ["o1", "o2"]
     assert table(lakehouse, "ingestion_st")["topic"].to_pylist() == [topic, topic]
+
+
+def test_dlt_sql_reference(spark, tmp_path: Path) -> None:
+    """Streaming tables with ``CONSTRAINT ... EXPECT`` (drop and warn), a materialized view,
+    append flows (``INSERT INTO`` and ``INSERT INTO ONCE``) and ``APPLY CHANGES INTO`` SCD2 on
+    DLT's documented users rows, which give DLT's documented SCD2 table."""
+    from tests.compat.test_session_first import SCD2, USERS
+
+    records = [tuple(r.values()) for r in ORDERS]
+    schema = "order_id BIGINT, customer STRING, amount DOUBLE"
+    catalog_table(spark, "orders_source", records, schema)
+    catalog_table(spark, "old_orders", [tuple(r.values()) for r in BACKFILL], schema)
+    catalog_table(
+        spark,
+        "users_source",
+        USERS,
+        "userId BIGINT, name STRING, city STRING, operation STRING, sequenceNum BIGINT",
+    )
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    result = lf.run(CORPUS / "dlt_sql", lakehouse=lakehouse, spark=spark)
+    assert result.ok, result
+    valid = [r for r in records if r[0] is not None and r[2] > 0]
+    columns = ["order_id", "customer", "amount"]
+    assert rows(lakehouse, "orders_bronze", columns) == ordered(records)
+    assert rows(lakehouse, "orders_silver", columns) == ordered(valid)
+    assert len(table(lakehouse, "orders_silver_quarantine")) == len(records) - len(valid)
+    totals: dict = {}
+    for _, customer, amount in valid:
+        totals[customer] = totals.get(customer, 0) + amount
+    assert rows(lakehouse, "customer_totals", ["customer", "total"]) == ordered(totals.items())
+    backfilled = [(r["order_id"], r["amount"]) for r in BACKFILL]
+    assert rows(lakehouse, "all_orders", ["order_id", "amount"]) == ordered(
+        [(o, a) for o, _, a in valid] + backfilled
+    )
+    scd2 = ["userId", "name", "city", "__START_AT", "__END_AT"]
+    assert rows(lakehouse, "target_scd2", scd2) == ordered(SCD2)
+
+
+def test_dlt_sql_read_files_is_refused_with_the_python_alternative() -> None:
+    """DLT's SQL Auto Loader (``STREAM read_files(...)``) is Databricks' table-valued function:
+    refused when the pipeline loads, with the Python ingestion to write instead."""
+    with pytest.raises(PipelineError) as refused:
+        load([CORPUS / "dlt_sql_read_files"])
+    (problem,) = refused.value.problems
+    assert "[LAKEFEED:SQL_READ_FILES_UNSUPPORTED]" in problem and "cloudFiles" in problem
+    assert "ingest.sql:3" in problem

@@ -52,9 +52,12 @@ def _tests_in(path: Path) -> set[str]:
     return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
 
 
-@pytest.mark.parametrize("feature", [f for f in FEATURES if f.status != "refused"], ids=_id)
+@pytest.mark.parametrize("feature", FEATURES, ids=_id)
 def test_every_supported_row_names_a_test_that_exists(feature) -> None:
-    assert feature.test, feature
+    """A refused row may name its test too (the others are refused by the test below)."""
+    assert feature.test or feature.status == "refused", feature
+    if not feature.test:
+        return
     path, _, name = feature.test.partition("::")
     assert (ROOT / path).is_file(), feature
     assert not name or name in _tests_in(ROOT / path), feature
@@ -81,7 +84,9 @@ def _declare(function: str, argument: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "feature", [f for f in FEATURES if f.status == "refused" and f.api == "dlt"], ids=_id
+    "feature",
+    [f for f in FEATURES if f.status == "refused" and f.api == "dlt" and f.function in dlt.__all__],
+    ids=_id,
 )
 def test_every_refused_dlt_row_is_refused_with_its_code(feature) -> None:
     with api.loading(api.Pipeline("refusals")), pytest.raises(Exception) as refused:

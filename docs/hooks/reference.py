@@ -14,6 +14,8 @@ Each marker in a page becomes a table made from the code:
 - ``<!-- configuration -->``: every setting lakefeed reads (``lakefeed.core.config.SETTINGS``);
 - ``<!-- performance-results -->`` / ``<!-- performance-commands -->``: the benchmarks' headline
   table and the commands that reproduce it, from ``bench/results/*.json``.
+- ``<!-- compat-api -->``: DLT's and SDP's functions and arguments on lakefeed
+  (``lakefeed.compat.features.FEATURES``).
 
 The site's name carries ``lakefeed.__version__`` (``on_config``), the version ``lakefeed
 --version`` prints and the wheel is built with.
@@ -371,6 +373,22 @@ def render_performance_commands() -> str:
     return str(results.commands(results.load()))
 
 
+def render_compat_api() -> str:
+    """DLT's and SDP's API on lakefeed, one row per function and argument
+    (``lakefeed.compat.features.FEATURES``)."""
+    from lakefeed.compat.features import FEATURES
+
+    lines = [
+        "| API | function | argument | on lakefeed | note |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for f in FEATURES:
+        status = f"refused (`{f.code}`)" if f.code else f.status
+        argument = f"`{f.argument}`" if f.argument else ""
+        lines.append(f"| {f.api} | `{f.function}` | {argument} | {status} | {_cell(f.note)} |")
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS = {
     ERRORS_MARKER: render,
     PATCHES_MARKER: render_patches,
@@ -380,6 +398,7 @@ RENDERERS = {
     "<!-- configuration -->": render_configuration,
     "<!-- performance-results -->": render_performance,
     "<!-- performance-commands -->": render_performance_commands,
+    "<!-- compat-api -->": render_compat_api,
 }
 
 

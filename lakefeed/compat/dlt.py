@@ -9,7 +9,8 @@ a parameter lakefeed cannot honour is refused with its name and what to do inste
 when it reads in batch (decided when the pipeline is validated). ``schema=`` declares the
 table's columns (:mod:`lakefeed.pipeline.table_schema`) and ``spark_conf=`` its flows' Spark
 settings; a ``private``/``temporary`` table is stored but not published by name (see
-:meth:`lakefeed.core.lakehouse.Lakehouse.private_tables`).
+:meth:`lakefeed.core.lakehouse.Lakehouse.private_tables`); ``path=`` stores a table at a
+location of its own (:mod:`lakefeed.pipeline.table_paths`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 from lakefeed.compat.errors import DLT_UNSUPPORTED as UNSUPPORTED
 from lakefeed.core.errors import PipelineDefinitionError
-from lakefeed.pipeline import api
+from lakefeed.pipeline import api, table_paths
 from lakefeed.pipeline.api import (
     expect,
     expect_all,
@@ -72,8 +73,8 @@ def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
 
 
 _STORAGE_FIX = (
-    "remove it: tables live under the lakehouse (tables/<name>); partition_cols partitions "
-    "them; row filters are a Unity Catalog feature, so filter in the query instead"
+    "remove it: partition_cols partitions a table (lakefeed cannot write clustered tables); "
+    "row filters are a Unity Catalog feature, so filter in the query instead"
 )
 
 
@@ -100,7 +101,6 @@ def table(
         _refuse(
             f"@dlt.table {name or fn.__name__!r}",
             {
-                "path": path,
                 "cluster_by": cluster_by,
                 "cluster_by_auto": cluster_by_auto,
                 "row_filter": row_filter,
@@ -118,6 +118,7 @@ def table(
         dataset.infer_kind = True
         dataset.schema = _declared(schema, dataset.name)
         dataset.private = private or temporary
+        dataset.path = table_paths.location(path, dataset.name)
         return fn
 
     return register(query_function) if query_function is not None else register
@@ -151,7 +152,6 @@ def create_streaming_table(
     _refuse(
         f"dlt.create_streaming_table({name!r})",
         {
-            "path": path,
             "cluster_by": cluster_by,
             "cluster_by_auto": cluster_by_auto,
             "row_filter": row_filter,
@@ -168,7 +168,9 @@ def create_streaming_table(
         expect_all_or_fail=expect_all_or_fail,
         spark_conf=spark_conf,
     )
-    api.current_pipeline().datasets[name].schema = _declared(schema, name)
+    dataset = api.current_pipeline().datasets[name]
+    dataset.schema = _declared(schema, name)
+    dataset.path = table_paths.location(path, name)
 
 
 def _declared(schema: Any, table: str) -> DeclaredSchema | None:

@@ -100,6 +100,43 @@ def _record_option(original: Callable) -> Callable:
     return option
 
 
+RESERVED = {"kafka": "lakefeed_kafka"}
+"""Formats Spark reserves even without their jar, to the lakefeed format that reads them then."""
+_SPARK_HAS: dict[tuple[int, str], bool] = {}
+
+
+def _spark_has(spark: Any, name: str) -> bool:
+    """Whether Spark itself reads format ``name`` (e.g. Kafka's jar is on the classpath);
+    asked once per session. A Spark Connect session's server decides: True."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return True
+    key = (id(spark._jsparkSession), name)
+    if key not in _SPARK_HAS:
+        sources = jvm.org.apache.spark.sql.execution.datasources.DataSource
+        try:
+            sources.lookupDataSource(name, spark._jsparkSession.sessionState().conf())
+            _SPARK_HAS[key] = True
+        except Exception:  # py4j's DATA_SOURCE_NOT_FOUND
+            _SPARK_HAS[key] = False
+    return _SPARK_HAS[key]
+
+
+def _reader_format(original: Callable) -> Callable:
+    """Remember the format; ``format("kafka")`` without Spark's Kafka jar reads with lakefeed's
+    Kafka source, same options (``kafka.bootstrap.servers``, ``subscribe``, ...)."""
+
+    def format(self: Any, source: str) -> Any:
+        name = str(source)
+        routed = RESERVED.get(name.lower())
+        if routed in _CONNECTORS and not _spark_has(self._spark, name.lower()):
+            name = routed
+        self._lakefeed_format = name.lower()
+        return original(self, name)
+
+    return format
+
+
 def _record_options(original: Callable) -> Callable:
     def options(self: Any, **values: Any) -> Any:
         _recorded(self).update({k: _text(v) for k, v in values.items()})
@@ -181,6 +218,10 @@ def _loads_planned(reader: Any, arguments: dict[str, Any]) -> bool:
 def _load(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
     planned = _planned_reader(self)
     assert planned is not None  # _loads_planned said so
+    flow = current_flow()
+    if flow is not None:  # in a pipeline flow, as in DLT: e.g. cloudFiles.schemaLocation
+        connector = _CONNECTORS[self._lakefeed_format]
+        self.options(**connector.pipeline_defaults(flow.schema_path, _every(self, path, options)))
     fixed = schema if schema is not None else getattr(self, "_lakefeed_schema", None)
     frame = planned(self._spark, _every(self, path, options), fixed)
     return frame if frame is not None else original(self, path, None, schema, **options)
@@ -315,9 +356,9 @@ def _read_table(original: Callable) -> Callable:
         from lakefeed.delta import log  # deltalake, loaded by the first read by name
 
         # SDP's flows read the pipeline's datasets as spark.read.table(name) / readStream.table
-        if api.defined(tableName):
-            streaming = isinstance(self, DataStreamReader)
-            return api.read_stream(tableName) if streaming else api.read(tableName)
+        if api.defined(tableName):  # with the reader's options (DLT's skipChangeCommits)
+            streaming, options = isinstance(self, DataStreamReader), dict(_recorded(self))
+            return (api.read_stream if streaming else api.read)(tableName, **options)
         # A Delta table by name (no metastore), outside flows; Spark's tables and views win.
         named = "delta" in _CONNECTORS and current_flow() is None
         if named and not self._spark.catalog.tableExists(tableName):
@@ -390,7 +431,7 @@ class Patch:
 
 def _reader_patches(cls: type) -> list[Patch]:
     return [
-        Patch(cls, "format", _remember("_lakefeed_format"), "which format load() reads"),
+        Patch(cls, "format", _reader_format, "which format load() reads; kafka without its jar"),
         Patch(cls, "option", _record_option, "options a planned reader needs"),
         Patch(cls, "options", _record_options, "options a planned reader needs"),
         Patch(cls, "schema", _remember_schema, "a schema the user fixed"),

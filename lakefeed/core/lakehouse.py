@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lakefeed.core.storage import AnyPath, Location, as_path
 
@@ -31,7 +32,8 @@ def check_name(name: str) -> str:
 @dataclass(frozen=True)
 class Lakehouse:
     """Layout: ``tables/<name>``, ``checkpoints/<flow>``, ``schemas/<flow>``, ``event_log``,
-    ``_lakefeed_lease.json``, ``_lakefeed_catalog.json``."""
+    ``_lakefeed_lease.json``, ``_lakefeed_catalog.json`` (a table declared with a location of
+    its own is stored there instead of ``tables/<name>``)."""
 
     root: AnyPath
 
@@ -40,7 +42,10 @@ class Lakehouse:
         return cls(as_path(root))
 
     def table_path(self, name: str) -> AnyPath:
-        return self.root / "tables" / check_name(name)
+        """Where table ``name`` is: ``tables/<name>``, or the location its pipeline gave it
+        (DLT's ``path=``, recorded in the catalog file)."""
+        located = self.table_locations().get(check_name(name))
+        return as_path(located) if located is not None else self.root / "tables" / name
 
     def checkpoint_path(self, flow: str) -> AnyPath:
         return self.root / "checkpoints" / check_name(flow)
@@ -58,23 +63,36 @@ class Lakehouse:
         return self.root / "_lakefeed_lease.json"
 
     def table_names(self) -> list[str]:
-        """Names of the Delta tables present (folders holding a ``_delta_log``)."""
+        """Names of the Delta tables present (folders holding a ``_delta_log``), those stored
+        at a location of their own included."""
         tables = self.root / "tables"
-        if not tables.is_dir():
-            return []
-        return sorted(p.name for p in tables.iterdir() if (p / "_delta_log").is_dir())
+        names = {p.name for p in tables.iterdir()} if tables.is_dir() else set()
+        names |= set(self.table_locations())
+        return sorted(n for n in names if (self.table_path(n) / "_delta_log").is_dir())
 
     @property
     def catalog_path(self) -> AnyPath:
-        """Which tables the pipeline keeps to itself (DLT's ``private``/``temporary``)."""
+        """What the pipeline declared about its tables beyond their data: which it keeps to
+        itself (DLT's ``private``/``temporary``), which live elsewhere (DLT's ``path``)."""
         return self.root / "_lakefeed_catalog.json"
+
+    def _catalog(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.catalog_path.read_text()))
+        except FileNotFoundError:
+            return {}
+
+    def _update_catalog(self, key: str, value: Any) -> None:
+        catalog = self._catalog()
+        if catalog.get(key, type(value)()) == value:
+            return
+        catalog[key] = value
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.catalog_path.write_text(json.dumps(catalog, indent=2, sort_keys=True))
 
     def private_tables(self) -> set[str]:
         """Tables only the pipeline's own flows read: stored, not published by name."""
-        try:
-            return set(json.loads(self.catalog_path.read_text())["private"])
-        except FileNotFoundError:
-            return set()
+        return set(self._catalog().get("private", []))
 
     def published_table_names(self) -> list[str]:
         """The tables others see by name: all but the private ones."""
@@ -83,8 +101,13 @@ class Lakehouse:
 
     def set_private_tables(self, names: Iterable[str]) -> None:
         """Record the pipeline's private tables (each run, from its declarations)."""
-        wanted = sorted(set(names))
-        if sorted(self.private_tables()) == wanted:
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.catalog_path.write_text(json.dumps({"private": wanted}, indent=2))
+        self._update_catalog("private", sorted(set(names)))
+
+    def table_locations(self) -> dict[str, str]:
+        """Tables stored outside ``tables/``: name to location (a local path or a URI)."""
+        return dict(self._catalog().get("locations", {}))
+
+    def set_table_locations(self, locations: Mapping[str, str]) -> None:
+        """Record where the pipeline's tables with a location of their own live (each run,
+        from its declarations, once a moved table was reset)."""
+        self._update_catalog("locations", dict(sorted(locations.items())))

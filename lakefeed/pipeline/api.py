@@ -76,6 +76,8 @@ class Dataset:
     schema: DeclaredSchema | None = None
     # DLT's private=/temporary=: stored, read by the pipeline's flows, not published by name
     private: bool = False
+    # DLT's path=: the table's location instead of tables/<name> (see pipeline.table_paths)
+    path: str | None = None
 
     @property
     def stored(self) -> bool:

@@ -78,3 +78,24 @@ SINK_READ = register_code(
     "A flow reads a sink: a sink's rows leave the pipeline and are never read back.",
 )
 SINK_FLOW = register_code("SINK_FLOW", PipelineDefinitionError)
+# tables and SQL as declared (api.py, table_paths.py, sql.py)
+TABLE_PATH_INVALID = register_code(
+    "TABLE_PATH_INVALID",
+    PipelineDefinitionError,
+    "a table's path= is not an absolute path or a URI",
+)
+TABLE_PATH_MOVED = register_code(
+    "TABLE_PATH_MOVED",
+    ConfigError,
+    "a table's declared location differs from where its data already is",
+)
+CLUSTERING_UNSUPPORTED = register_code(
+    "CLUSTERING_UNSUPPORTED",
+    PipelineDefinitionError,
+    "a table declared clustered (CLUSTER BY, cluster_by=): lakefeed cannot write clustered tables",
+)
+READ_FILES_UNSUPPORTED = register_code(
+    "SQL_READ_FILES_UNSUPPORTED",
+    PipelineDefinitionError,
+    "a SQL flow reads files with read_files()/cloud_files(), which lakefeed's SQL does not run",
+)

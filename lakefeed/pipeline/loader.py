@@ -31,6 +31,7 @@ from lakefeed.core.explain import explain
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
     _RESOLVER,
+    AppendFlow,
     Dataset,
     Pipeline,
     auto_cdc_flow,
@@ -197,7 +198,15 @@ def _spec(paths: list[str | Path]) -> PipelineSpec | None:
 
 
 def add_sql(pipeline: Pipeline, flow: SqlFlow) -> None:
-    """One SQL statement's dataset, AUTO CDC flow, or both."""
+    """One SQL statement's dataset, append flow, AUTO CDC flow, or a dataset and its flow."""
+    if flow.append:
+        name = flow.flow_name or flow.name
+        pipeline.add_flow(
+            AppendFlow(
+                name, flow.name, lambda: run_sql_flow(flow), flow.once, flow.comment, flow.source
+            )
+        )
+        return
     if flow.cdc is None or flow.declared:
         pipeline.add(sql_dataset(flow))
     if flow.cdc is not None:
@@ -232,26 +241,38 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
 
     spark = active_spark()  # the runner's while it evaluates: where the temp views are made
     views: dict[tuple[str, bool], str] = {}
+    tag = flow.flow_name or flow.name  # two flows into one table: their views apart
     for name in flow.stream_reads:
-        views[(name, True)] = _temp_view(read_stream(name), flow.name, name, "s")
+        stream = _read_if_defined(name, streaming=True)
+        if stream is None:  # STREAM of a table outside the pipeline: Spark's, as in SDP
+            stream = _spark_stream(spark, flow, name)
+        views[(name, True)] = _temp_view(stream, tag, name, "s")
     for name in flow.batch_reads:
-        df = _read_if_defined(name)
+        df = _read_if_defined(name, streaming=False)
         if df is not None:
-            views[(name, False)] = _temp_view(df, flow.name, name, "b")
+            views[(name, False)] = _temp_view(df, tag, name, "b")
     try:
         return spark.sql(flow.render(views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line
         raise sql_query_error(flow, error, explain(error).message) from error
 
 
-def _read_if_defined(name: str):  # noqa: ANN202
-    """A bare ``FROM x`` is a pipeline read only when x is a dataset; else Spark's table."""
+def _spark_stream(spark: SparkSession, flow: SqlFlow, name: str):  # noqa: ANN202
+    try:
+        return spark.readStream.table(name)
+    except Exception as error:  # no such table, or one Spark cannot stream: at the file's line
+        raise sql_query_error(flow, error, explain(error).message) from error
+
+
+def _read_if_defined(name: str, streaming: bool):  # noqa: ANN202
+    """``FROM x`` / ``STREAM x`` is a pipeline read only when x is a dataset; else (None)
+    Spark's table."""
 
     resolver = _RESOLVER.get()
     known = getattr(resolver, "defines", None)
     if known is not None and not known(name):
         return None
-    return read(name)
+    return read_stream(name) if streaming else read(name)
 
 
 def _temp_view(df, flow: str, name: str, tag: str) -> str:  # noqa: ANN001

@@ -19,6 +19,7 @@ Supported::
     CREATE [OR REFRESH] STREAMING TABLE name [...]           -- filled by flows
     APPLY CHANGES INTO name FROM STREAM(source) KEYS (...) ...   -- AUTO CDC, see lakefeed.cdc.sql
     CREATE FLOW flow AS AUTO CDC INTO name FROM STREAM(source) KEYS (...) ...
+    CREATE FLOW flow [COMMENT 'text'] AS INSERT INTO [ONCE] name [BY NAME] query   -- append flow
     CREATE [OR REFRESH] STREAMING TABLE name FLOW AUTO CDC FROM STREAM(source) KEYS (...) ...
 """
 
@@ -31,7 +32,12 @@ from typing import Any
 
 from lakefeed.cdc.sql import parse_body
 from lakefeed.core.errors import PipelineDefinitionError
-from lakefeed.pipeline.errors import PipelineError, SqlQueryError
+from lakefeed.pipeline.errors import (
+    CLUSTERING_UNSUPPORTED,
+    READ_FILES_UNSUPPORTED,
+    PipelineError,
+    SqlQueryError,
+)
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.kinds import DatasetKind
 from lakefeed.sql.references import dataset_name, references
@@ -64,6 +70,7 @@ _VIOLATION = re.compile(
 )
 _PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
+_CLUSTER = re.compile(r"CLUSTER\s+BY\b", re.IGNORECASE)
 _TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
 
 
@@ -86,6 +93,8 @@ class SqlFlow:
     declared: bool = False  # a streaming table without a query: flows fill it
     cdc: dict[str, Any] | None = None  # an AUTO CDC flow into ``name``: its arguments
     flow_name: str | None = None  # CREATE FLOW's name
+    append: bool = False  # CREATE FLOW ... INSERT INTO: an append flow into ``name``
+    once: bool = False  # ... INSERT INTO ONCE: a one-off batch backfill
     reads: list[tuple[int, int, str, bool]] = field(default_factory=list)  # span, name, stream
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
@@ -106,6 +115,9 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         flow.flow_name, flow.path = into.group("flow"), source
         flow.cdc = _cdc_body(statement[into.end() :], where)
         return flow
+    insert = _INSERT.match(statement)
+    if insert is not None:
+        return _append_flow(statement, insert, source, line, where)
     head = _HEAD.match(statement)
     if head is None:
         raise PipelineError(
@@ -140,7 +152,11 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
         raise PipelineError(
             [f"{where}: expected AS <query> after the clauses, found {rest[:40]!r}"]
         )
-    after = rest[as_match.end() :]
+    return _with_query(flow, statement, rest[as_match.end() :], line, where)
+
+
+def _with_query(flow: SqlFlow, statement: str, after: str, line: int, where: str) -> SqlFlow:
+    """``flow`` with its query, the text ``after`` the statement's head, and what it reads."""
     flow.query = after.strip()
     start = len(statement) - len(after.lstrip())
     flow.query_line = line + statement.count("\n", 0, start)
@@ -150,9 +166,28 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     return flow
 
 
+def _append_flow(
+    statement: str, insert: re.Match[str], source: str, line: int, where: str
+) -> SqlFlow:
+    """``CREATE FLOW f AS INSERT INTO [ONCE] target query``: an append flow into ``target``
+    (a streaming table or a sink), a one-off batch backfill with ``ONCE``."""
+    flow = SqlFlow(insert.group("target"), DatasetKind.STREAMING_TABLE, "", f"{source}:{line}")
+    flow.path, flow.flow_name, flow.append = source, insert.group("flow"), True
+    flow.once = insert.group("once") is not None
+    comment = insert.group("comment")
+    flow.comment = comment.replace("''", "'") if comment is not None else None
+    return _with_query(flow, statement, statement[insert.end() :], line, where)
+
+
 _INTO = re.compile(
     r"^\s*(?:APPLY\s+CHANGES|CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+AS\s+"
     r"(?:AUTO\s+CDC|APPLY\s+CHANGES))\s+INTO\s+(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
+    re.IGNORECASE,
+)
+_INSERT = re.compile(
+    r"^\s*CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+(?:COMMENT\s+'(?P<comment>(?:[^']|'')*)'\s+)?"
+    r"AS\s+INSERT\s+INTO\s+(?P<once>ONCE\s+)?(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)"
+    r"(?:\s+BY\s+NAME)?(?=\s)",
     re.IGNORECASE,
 )
 _FLOW_AUTO_CDC = re.compile(r"FLOW\s+AUTO\s+CDC\b", re.IGNORECASE)
@@ -217,6 +252,8 @@ def _parse_constraints(body: str, flow: SqlFlow, where: str) -> None:
 
 def _parse_clauses(rest: str, flow: SqlFlow) -> str:
     while True:
+        if _CLUSTER.match(rest):
+            raise PipelineError([str(_clustered(flow))])
         for pattern in (_PARTITIONED, _COMMENT, _TBLPROPS):
             match = pattern.match(rest)
             if match is None:
@@ -233,6 +270,30 @@ def _parse_clauses(rest: str, flow: SqlFlow) -> str:
             return rest
 
 
+_READ_FILES = re.compile(r"\b(read_files|cloud_files)\s*\(", re.IGNORECASE)
+
+
+def _reads_files(flow: SqlFlow, function: str) -> PipelineDefinitionError:
+    return PipelineDefinitionError(
+        f"{flow.path}:{flow.query_line}: {flow.name!r} reads files with {function}(), which "
+        "lakefeed's SQL flows do not run (Databricks' table-valued function)",
+        fix="declare the ingestion in a Python file of the pipeline: @dlt.table returning "
+        "spark.readStream.format('cloudFiles').option('cloudFiles.format', 'json').load(path) "
+        "(or lf.read_files(path)), and read that table here with STREAM(name)",
+        code=READ_FILES_UNSUPPORTED,
+    )
+
+
+def _clustered(flow: SqlFlow) -> PipelineDefinitionError:
+    return PipelineDefinitionError(
+        f"{flow.source}: {flow.name!r} is declared CLUSTER BY: lakefeed cannot write clustered "
+        "Delta tables (delta-rs refuses commits to them)",
+        fix="use PARTITIONED BY (col, ...) on a low-cardinality column, or leave the table "
+        "unclustered",
+        code=CLUSTERING_UNSUPPORTED,
+    )
+
+
 def _props(text: str) -> dict[str, str]:
     props = {}
     for item in text.split(","):
@@ -245,6 +306,9 @@ def _props(text: str) -> dict[str, str]:
 def _collect_reads(flow: SqlFlow, where: str) -> None:
     """The datasets ``flow``'s query reads, as sqlglot's parser finds them: one-part names
     and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all)."""
+    files = _READ_FILES.search(flow.query)
+    if files is not None:
+        raise PipelineError([str(_reads_files(flow, files.group(1)))])
     found = references(flow.query, "databricks")
     if found is None:
         raise PipelineError(

@@ -132,8 +132,9 @@ def test_the_loader_knows_no_surface_but_the_ones_it_is_given(tmp_path: Path) ->
             "once not supported",
         ),
         (
-            '@dlt.table(row_filter="ROW FILTER f ON (x)", path="/x")\ndef t():\n    return None',
-            "path, row_filter not supported",
+            '@dlt.table(row_filter="ROW FILTER f ON (x)", cluster_by=["x"])\n'
+            "def t():\n    return None",
+            "cluster_by, row_filter not supported",
         ),
     ],
 )
@@ -371,3 +372,102 @@ def test_private_tables_are_stored_but_not_published(spark, tmp_path: Path) -> N
         assert DeltaTable.forName(spark, "staged").toDF().count() == 3
     finally:
         spark.conf.unset(LAKEHOUSE_CONF)
+
+
+PATH_PIPELINE = """
+import dlt
+
+
+@dlt.table(path=spark.conf.get("orders.path"))
+def orders():
+    return spark.range(3).withColumnRenamed("id", "n")
+
+
+@dlt.table
+def doubled():
+    return dlt.read("orders").selectExpr("n * 2 AS n")
+"""
+
+
+def test_a_table_at_its_own_path(spark, tmp_path: Path) -> None:
+    """DLT's path=: the data lives there, the table is still the pipeline's by name (reads,
+    listing, verify, plan); moving it is refused unless it is fully refreshed."""
+    from deltalake import DeltaTable
+
+    import lakefeed as lf
+
+    folder = write(tmp_path / "p", {"pipeline.py": PATH_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    first, second = tmp_path / "external" / "orders", tmp_path / "elsewhere" / "orders"
+    conf = {"orders.path": f"file://{first}"}
+    assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+    assert sorted(DeltaTable(str(first)).to_pyarrow_table()["n"].to_pylist()) == [0, 1, 2]
+    assert not (lakehouse.root / "tables" / "orders").exists()
+    assert sorted(table(lakehouse, "doubled")["n"].to_pylist()) == [0, 2, 4]
+    assert lakehouse.table_path("orders") == first
+    assert lakehouse.table_names() == ["doubled", "orders"]
+    checked = lf.verify(folder, lakehouse=lakehouse, conf=conf, spark=spark)
+    assert {t.table for t in checked.tables} >= {"orders", "doubled"}, checked
+    assert all(t.equal and t.stream_rows == 3 for t in checked.tables), checked
+    assert lf.plan(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+
+    moved = {"orders.path": str(second)}
+    with pytest.raises(Exception, match="TABLE_PATH_MOVED") as refused:
+        lf.run(folder, lakehouse=lakehouse, conf=moved, spark=spark)
+    assert "--full-refresh orders" in str(refused.value)
+    assert not second.exists() and lakehouse.table_path("orders") == first
+    again = lf.run(folder, lakehouse=lakehouse, conf=moved, spark=spark, full_refresh=["orders"])
+    assert again.ok
+    assert sorted(DeltaTable(str(second)).to_pyarrow_table()["n"].to_pylist()) == [0, 1, 2]
+    assert not first.exists() and lakehouse.table_path("orders") == second
+
+
+def test_a_relative_path_is_refused_at_load(tmp_path: Path) -> None:
+    text = '@dlt.table(path="tables/t")\ndef t():\n    return None\n'
+    folder = write(tmp_path / "p", {"p.py": "import dlt\n\n" + text})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    (message,) = error.value.problems
+    assert "[LAKEFEED:TABLE_PATH_INVALID]" in message and "p.py:" in message
+
+
+OPTIONS_PIPELINE = """
+import dlt
+
+
+@dlt.table
+def a():
+    return spark.readStream.format("delta").load(spark.conf.get("source.path"))
+
+
+@dlt.table
+def b():
+    return spark.readStream.option("skipChangeCommits", "true").table("a")
+
+
+@dlt.table
+def c():
+    return dlt.read_stream("a", skipChangeCommits=True)
+"""
+
+
+@pytest.mark.compat  # format("delta")
+def test_reader_options_reach_a_pipeline_read(spark, tmp_path: Path) -> None:
+    """DLT's documented way past an upstream DELETE: ``spark.readStream.option(
+    "skipChangeCommits", "true").table(name)`` (and ``dlt.read_stream(name, **options)``)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    import lakefeed as lf
+
+    source = tmp_path / "source"
+    write_deltalake(str(source), pa.table({"n": [1, 2, 3]}))
+    folder = write(tmp_path / "p", {"pipeline.py": OPTIONS_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    conf = {"source.path": str(source)}
+    assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+    DeltaTable(str(lakehouse.table_path("a"))).delete("n = 1")  # a change commit in `a`
+    write_deltalake(str(source), pa.table({"n": [4]}), mode="append")
+    assert lf.run(folder, lakehouse=lakehouse, conf=conf, spark=spark).ok
+    for name in ("b", "c"):
+        assert sorted(table(lakehouse, name)["n"].to_pylist()) == [1, 2, 3, 4], name

@@ -165,3 +165,13 @@ def pyspark_home() -> str:
     import pyspark
 
     return str(Path(pyspark.__file__).parent)
+
+
+def test_a_clustered_sql_table_is_refused_with_the_alternative(tmp_path: Path) -> None:
+    sql = "CREATE OR REFRESH STREAMING TABLE t\nCLUSTER BY (id)\nAS SELECT * FROM STREAM s;\n"
+    folder = write(tmp_path / "p", {"t.sql": sql})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    (problem,) = error.value.problems
+    assert "[LAKEFEED:CLUSTERING_UNSUPPORTED]" in problem and "PARTITIONED BY" in problem
+    assert f"{folder / 't.sql'}:1" in problem

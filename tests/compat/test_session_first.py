@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakefeed import entry
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.api import set_config
 from lakefeed.pipeline.graph import PipelineError
 from tests.pipeline.support import write
 
@@ -41,42 +42,8 @@ for region in REGIONS:
         )
 """
 
-# Databricks' documented AUTO CDC example ("SCD type 1 and SCD type 2 processing with CDF source
-# data"), Python, verbatim but for the source (a Delta folder instead of the catalog table
-# cdc_data.users) and the two targets' names, which share one pipeline here.
-DLT_CDC = """
-import dlt
-from pyspark.sql.functions import col, expr
-
-@dlt.view
-def users():
-  return spark.readStream.format("delta").load(spark.conf.get("cdc.users"))
-
-dlt.create_streaming_table("target_scd1")
-
-dlt.create_auto_cdc_flow(
-  target = "target_scd1",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  apply_as_truncates = expr("operation = 'TRUNCATE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = 1
-)
-
-dlt.create_streaming_table("target_scd2")
-
-dlt.create_auto_cdc_flow(
-  target = "target_scd2",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = "2"
-)
-"""
+# Databricks' documented AUTO CDC example with Column arguments (the corpus's copy).
+DLT_CDC = (Path(__file__).parent / "corpus" / "dlt_auto_cdc" / "cdc.py").read_text()
 # The documented source rows (userId, name, city, operation, sequenceNum) ...
 USERS = [
     (124, "Raul", "Oaxaca", "INSERT", 1),
@@ -237,7 +204,9 @@ def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) 
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert "[LAKEFEED:PIPELINE_NO_SESSION]" in done.stdout, done.stdout + done.stderr
-    assert "cdc.py:15:" in done.stdout and "spark=lakefeed.spark_session()" in done.stdout
+    line = DLT_CDC.splitlines().index('  sequence_by = col("sequenceNum"),') + 1
+    assert f"cdc.py:{line}:" in done.stdout, done.stdout
+    assert "spark=lakefeed.spark_session()" in done.stdout
 
 
 def test_the_configuration_is_spark_conf_while_the_files_load(spark, tmp_path: Path) -> None:
@@ -251,6 +220,11 @@ def test_the_configuration_is_spark_conf_while_the_files_load(spark, tmp_path: P
     )
     loaded = entry.load(folder, {"mypipeline.limit": "3"}, spark=spark)
     assert spark.conf.get("mypipeline.limit") == "3" and list(loaded.datasets) == ["few"]
-    with pytest.raises(PipelineError, match="PIPELINE_CONF_FIXED") as caught:
-        entry.load(folder, {"mypipeline.limit": "3", "spark.executor.memory": "3g"}, spark=spark)
+    try:
+        with pytest.raises(PipelineError, match="PIPELINE_CONF_FIXED") as caught:
+            entry.load(
+                folder, {"mypipeline.limit": "3", "spark.executor.memory": "3g"}, spark=spark
+            )
+    finally:
+        set_config({})  # the refused setting stays out of the next test's pipelines
     assert "--spark-conf" in str(caught.value)

@@ -4,7 +4,7 @@ and the reset itself (a table, its side tables and its flows' checkpoints)."""
 from __future__ import annotations
 
 from lakefeed.core.storage import remove_tree
-from lakefeed.pipeline import guard
+from lakefeed.pipeline import guard, table_paths
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime.run.checkpoints import written_table
 from lakefeed.runtime.run.context import RunContext
@@ -42,8 +42,10 @@ class FullRefresh:
         """Reset the chosen tables (``check_versions`` refused to reset a table some other
         flow has read unless that flow goes too); returns their names."""
         names = self.names(validation)
+        table_paths.check_moves(self.run.pipeline, self.run.lakehouse, names)
         for name in names:
             self.reset(name)
+        table_paths.record(self.run.pipeline, self.run.lakehouse)  # path=: where tables live
         return names
 
     def reset(self, name: str) -> None:

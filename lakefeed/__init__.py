@@ -159,7 +159,7 @@ __all__ = [
     "verify",
     "view",
 ]
-__version__ = "0.1.0"  # the one version string: pyproject.toml reads it at build time
+__version__ = "0.2.0"  # the one version string: pyproject.toml reads it at build time
 
 
 def __getattr__(name: str) -> Any:

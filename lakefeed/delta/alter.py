@@ -28,7 +28,15 @@ from deltalake import Schema as DeltaSchema
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError
-from lakefeed.delta import constraints, features, generated, log, mapping, post_commit
+from lakefeed.delta import (
+    constraints,
+    features,
+    generated,
+    log,
+    log_writer,
+    mapping,
+    post_commit,
+)
 from lakefeed.delta.errors import (
     COLUMN_EXISTS,
     COLUMN_MISSING,
@@ -87,20 +95,8 @@ def commit_metadata(
         actions.append({"protocol": protocol})
     config = dict(meta.configuration) if configuration is None else configuration
     columns = meta.partition_columns if partition_columns is None else partition_columns
-    actions.append(
-        {
-            "metaData": {
-                "id": meta.id,
-                "name": meta.name,
-                "description": meta.description,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema, separators=(",", ":")),
-                "partitionColumns": list(columns),
-                "configuration": config,
-                "createdTime": meta.created_time,
-            }
-        }
-    )
+    schema_string = json.dumps(schema, separators=(",", ":"))
+    actions.append(log_writer.metadata_action(table, schema_string, config, list(columns)))
     text = "\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n"
     if not storage.create_exclusive(log.commit_path(root, version), text.encode()):
         raise ConflictError(

@@ -44,6 +44,29 @@ def commit_actions(
     return version
 
 
+def metadata_action(
+    table: DeltaTable,
+    schema_string: str,
+    configuration: dict[str, str],
+    partition_columns: list[str],
+) -> dict[str, Any]:
+    """A ``metaData`` action keeping ``table``'s id, name, description and creation time, with
+    the given schema (Delta's JSON), properties and partition columns."""
+    meta = table.metadata()
+    return {
+        "metaData": {
+            "id": meta.id,
+            "name": meta.name,
+            "description": meta.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema_string,
+            "partitionColumns": partition_columns,
+            "configuration": configuration,
+            "createdTime": meta.created_time,
+        }
+    }
+
+
 def _check_winner(root: str, version: int, touched: set[str], app_id: str | None) -> None:
     """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
     against the commit at ``version`` that won: a concurrent change of the protocol or the

@@ -58,19 +58,9 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     protocol = _protocol(table, changed)
     if protocol is not None:
         actions.append({"protocol": protocol})
+    columns = list(metadata.partition_columns)
     actions.append(
-        {
-            "metaData": {
-                "id": metadata.id,
-                "name": metadata.name,
-                "description": metadata.description,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": table.schema().to_json(),
-                "partitionColumns": list(metadata.partition_columns),
-                "configuration": configuration,
-                "createdTime": metadata.created_time,
-            }
-        }
+        log_writer.metadata_action(table, table.schema().to_json(), configuration, columns)
     )
     version = log_writer.commit_actions(root, table.version(), actions, set(), None)
     table.update_incremental()

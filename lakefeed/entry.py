@@ -61,11 +61,14 @@ SDP's ``from pyspark import pipelines as dp`` (the loader itself knows neither).
 
 
 def load_pipeline(
-    paths: Iterable[str | Path], name: str | None = None, spark: SparkSession | None = None
+    paths: PathLike | Sequence[PathLike],
+    name: str | None = None,
+    spark: SparkSession | None = None,
 ) -> Pipeline:
     """``lakefeed.load_pipeline``: :func:`lakefeed.pipeline.loader.load_pipeline` with DLT's
-    and SDP's APIs importable by the files (:data:`SURFACES`)."""
-    return loader.load_pipeline(paths, name, spark, SURFACES)
+    and SDP's APIs importable by the files (:data:`SURFACES`); ``paths`` one file or folder,
+    or several, as :func:`run` takes them."""
+    return loader.load_pipeline(_paths(paths), name, spark, SURFACES)
 
 
 def find(

@@ -178,7 +178,8 @@ def compare_cdc(
             appended = pipeline.append_flows[flow]
             changes = evaluator.evaluate_flow(appended)
             if changes is None or appended.cdc is None:
-                note = evaluator.errors.get(flow, "could not evaluate")
+                errors = evaluator.errors  # keyed by what failed: the flow or a dataset it reads
+                note = errors.get(flow) or "; ".join(errors.values()) or "could not evaluate"
                 return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
             # What the stream applies: its rows checked against the table's rules.
             rules = dataset.expectations

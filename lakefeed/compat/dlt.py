@@ -192,16 +192,21 @@ def append_flow(
     )
 
 
-def _cdc_flow(name: str, flow: Callable[..., None], fix: str) -> Callable[..., None]:
-    """DLT's ``dlt.<name>``: lakefeed's function of that name with the same parameters, but
-    ``once=True`` refused and DLT's ``flow_name`` (``apply_changes``' spelling) taken as
-    ``name``."""
+def _cdc_flow(
+    name: str, flow: Callable[..., None], once_refused: str | None = None
+) -> Callable[..., None]:
+    """DLT's ``dlt.<name>``: lakefeed's function of that name with the same parameters, DLT's
+    ``flow_name`` (``apply_changes``' spelling) taken as ``name``; ``once=True`` refused with
+    the fix ``once_refused`` where lakefeed has no one-off form of the flow."""
 
     def dlt_flow(
         *args: Any, once: bool = False, flow_name: str | None = None, **kwargs: Any
     ) -> None:
-        _refuse(f"dlt.{name}", {"once": once}, fix)
         kwargs["name"] = kwargs.get("name") or flow_name
+        if once_refused is None:
+            flow(*args, once=once, **kwargs)
+            return
+        _refuse(f"dlt.{name}", {"once": once}, once_refused)
         flow(*args, **kwargs)
 
     dlt_flow.__name__ = dlt_flow.__qualname__ = name
@@ -209,11 +214,7 @@ def _cdc_flow(name: str, flow: Callable[..., None], fix: str) -> Callable[..., N
     return dlt_flow
 
 
-create_auto_cdc_flow = _cdc_flow(
-    "create_auto_cdc_flow",
-    api.create_auto_cdc_flow,
-    "remove once=True: an AUTO CDC flow runs as a stream; backfill its source instead",
-)
+create_auto_cdc_flow = _cdc_flow("create_auto_cdc_flow", api.create_auto_cdc_flow)
 apply_changes = create_auto_cdc_flow
 create_auto_cdc_from_snapshot_flow = _cdc_flow(
     "create_auto_cdc_from_snapshot_flow",

@@ -293,10 +293,9 @@ FEATURES: tuple[Feature, ...] = (
         "dlt",
         "create_auto_cdc_flow",
         "once",
-        "refused",
-        "an AUTO CDC flow runs as a stream: backfill its source instead",
-        f"{DLT_TESTS}::test_what_lakefeed_cannot_honour_is_refused",
-        "DLT_UNSUPPORTED",
+        "supported",
+        "a one-off backfill: the source read in batch and applied once (SQL AUTO CDC ONCE INTO)",
+        "tests/cdc/test_once_flow.py::test_a_later_run_applies_only_the_live_changes",
     ),
     *_ok(
         "dlt",
@@ -316,7 +315,7 @@ FEATURES: tuple[Feature, ...] = (
         "once",
         "refused",
         "a snapshot flow applies each new snapshot on every update",
-        "",
+        f"{DLT_TESTS}::test_what_lakefeed_cannot_honour_is_refused",
         "DLT_UNSUPPORTED",
     ),
     Feature(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from lakefeed.cdc import snapshot
+from lakefeed.cdc.errors import FLOWS_MIXED
 from lakefeed.cdc.snapshot import SnapshotFunction, Snapshots
 from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors.registry import source_format
@@ -276,10 +277,34 @@ def _writes_own_table(pipeline: Pipeline, name: str, sink: Sink) -> list[str]:
 
 
 def _mixed_cdc(dataset: Dataset) -> str:
-    """A table is either appended to or kept by AUTO CDC flows that agree on how."""
+    """A table is either appended to or kept by AUTO CDC flows that agree on how (DLT: INSERT
+    INTO and AUTO CDC INTO are mutually exclusive)."""
     cdc = [f for f in dataset.flows if f.cdc is not None]
     if not cdc:
         return ""
+    if len(cdc) < len(dataset.flows):
+        return problem(
+            f"streaming table {dataset.name!r} has both AUTO CDC and append flows",
+            "give the appended rows their own table, or turn them into changes of the CDC "
+            "source; for a one-off backfill of the target use an AUTO CDC flow with once=True "
+            "(SQL: AUTO CDC ONCE INTO)",
+            FLOWS_MIXED,
+        )
+    if len(dataset.flows) > 1 and any(f.snapshots is not None for f in dataset.flows):
+        return problem(
+            f"streaming table {dataset.name!r} has an AUTO CDC FROM SNAPSHOT flow and others",
+            "make the snapshot flow the only flow into it (as in DLT): it keeps its target "
+            "equal to its snapshots",
+            FLOWS_MIXED,
+        )
+    shapes = {(tuple(f.cdc.keys), f.cdc.scd_type) for f in cdc if f.cdc is not None}
+    if len(shapes) > 1:
+        return problem(
+            f"the AUTO CDC flows into {dataset.name!r} differ in keys or stored_as_scd_type",
+            "declare the same keys and SCD type in each",
+            FLOWS_MIXED,
+        )
+    return ""
     if len(cdc) < len(dataset.flows):
         return (
             f"streaming table {dataset.name!r} has both AUTO CDC and append flows: give the "
@@ -647,6 +672,7 @@ def create_auto_cdc_flow(
     track_history_column_list: list[str] | list[Column] | None = None,
     track_history_except_column_list: list[str] | list[Column] | None = None,
     name: str | None = None,
+    once: bool = False,
 ) -> None:
     """DLT's AUTO CDC: apply the change rows of dataset ``source`` to streaming table
     ``target`` (declared with :func:`create_streaming_table`), exactly once per micro-batch.
@@ -657,13 +683,16 @@ def create_auto_cdc_flow(
     target's columns. ``stored_as_scd_type=2`` keeps history: a version per change of the
     tracked columns (``track_history_*``), valid from ``__START_AT`` to ``__END_AT``. The flow
     is named ``name``, which names its checkpoint; by default ``<target>_cdc`` (DLT names it
-    after the target, but here flows and datasets share names). See docs/cdc.md.
+    after the target, but here flows and datasets share names). ``once=True`` makes it a
+    one-off backfill, as in DLT: ``source`` is read whole, in batch, and its changes applied
+    once; a full refresh of ``target`` applies them again. See docs/cdc.md.
     """
     current_pipeline().add_flow(
         auto_cdc_flow(
             caller(),
             target,
             name,
+            once,
             source=source,
             keys=keys,
             sequence_by=sequence_by,
@@ -682,15 +711,19 @@ def create_auto_cdc_flow(
 apply_changes = create_auto_cdc_flow  # DLT's older name
 
 
-def auto_cdc_flow(where: str, target: str, name: str | None, **given: Any) -> AppendFlow:
+def auto_cdc_flow(
+    where: str, target: str, name: str | None, once: bool = False, **given: Any
+) -> AppendFlow:
     """The flow ``create_auto_cdc_flow`` (or a SQL ``AUTO CDC`` statement at ``where``) adds:
-    it reads its source incrementally and applies the rows as changes."""
+    it reads its source incrementally and applies the rows as changes; a ``once`` flow reads
+    it whole, in batch, and applies it once."""
     cdc = AutoCdc.declare(where, **given)
 
     def changes() -> DataFrame:
-        return read_stream(cdc.source)
+        return read(cdc.source) if once else read_stream(cdc.source)
 
-    return AppendFlow(name or default_cdc_flow(target), target, changes, source=where, cdc=cdc)
+    flow = name or default_cdc_flow(target)
+    return AppendFlow(flow, target, changes, once, source=where, cdc=cdc)
 
 
 def default_cdc_flow(target: str) -> str:

@@ -210,7 +210,9 @@ def add_sql(pipeline: Pipeline, flow: SqlFlow) -> None:
     if flow.cdc is None or flow.declared:
         pipeline.add(sql_dataset(flow))
     if flow.cdc is not None:
-        pipeline.add_flow(auto_cdc_flow(flow.source, flow.name, flow.flow_name, **flow.cdc))
+        pipeline.add_flow(
+            auto_cdc_flow(flow.source, flow.name, flow.flow_name, flow.once, **flow.cdc)
+        )
 
 
 def sql_dataset(flow: SqlFlow) -> Dataset:

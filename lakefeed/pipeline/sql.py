@@ -18,8 +18,9 @@ Supported::
     CREATE [TEMPORARY] [LIVE] VIEW name ... AS query
     CREATE [OR REFRESH] STREAMING TABLE name [...]           -- filled by flows
     APPLY CHANGES INTO name FROM STREAM(source) KEYS (...) ...   -- AUTO CDC, see lakefeed.cdc.sql
-    CREATE FLOW flow AS AUTO CDC INTO name FROM STREAM(source) KEYS (...) ...
-    CREATE FLOW flow [COMMENT 'text'] AS INSERT INTO [ONCE] name [BY NAME] query   -- append flow
+    CREATE FLOW flow AS AUTO CDC [ONCE] INTO name FROM [STREAM(]source[)] KEYS (...) ...
+    CREATE FLOW flow [COMMENT 'text'] AS INSERT [ONCE] INTO [ONCE] name [BY NAME] query
+                                                          -- append flow; ONCE: a backfill
     CREATE [OR REFRESH] STREAMING TABLE name FLOW AUTO CDC FROM STREAM(source) KEYS (...) ...
 """
 
@@ -94,7 +95,7 @@ class SqlFlow:
     cdc: dict[str, Any] | None = None  # an AUTO CDC flow into ``name``: its arguments
     flow_name: str | None = None  # CREATE FLOW's name
     append: bool = False  # CREATE FLOW ... INSERT INTO: an append flow into ``name``
-    once: bool = False  # ... INSERT INTO ONCE: a one-off batch backfill
+    once: bool = False  # INSERT ONCE INTO / AUTO CDC ONCE INTO: a one-off batch backfill
     reads: list[tuple[int, int, str, bool]] = field(default_factory=list)  # span, name, stream
 
     def render(self, view_for: dict[tuple[str, bool], str]) -> str:
@@ -113,6 +114,7 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     if into is not None:  # APPLY CHANGES INTO / CREATE FLOW ... AS AUTO CDC INTO
         flow = SqlFlow(into.group("target"), DatasetKind.STREAMING_TABLE, "", f"{source}:{line}")
         flow.flow_name, flow.path = into.group("flow"), source
+        flow.once = into.group("once") is not None
         flow.cdc = _cdc_body(statement[into.end() :], where)
         return flow
     insert = _INSERT.match(statement)
@@ -169,11 +171,12 @@ def _with_query(flow: SqlFlow, statement: str, after: str, line: int, where: str
 def _append_flow(
     statement: str, insert: re.Match[str], source: str, line: int, where: str
 ) -> SqlFlow:
-    """``CREATE FLOW f AS INSERT INTO [ONCE] target query``: an append flow into ``target``
-    (a streaming table or a sink), a one-off batch backfill with ``ONCE``."""
+    """``CREATE FLOW f AS INSERT [ONCE] INTO target query``: an append flow into ``target``
+    (a streaming table or a sink), a one-off batch backfill with ``ONCE`` (DLT's older
+    spelling ``INSERT INTO ONCE`` too)."""
     flow = SqlFlow(insert.group("target"), DatasetKind.STREAMING_TABLE, "", f"{source}:{line}")
     flow.path, flow.flow_name, flow.append = source, insert.group("flow"), True
-    flow.once = insert.group("once") is not None
+    flow.once = insert.group("once") is not None or insert.group("once_first") is not None
     comment = insert.group("comment")
     flow.comment = comment.replace("''", "'") if comment is not None else None
     return _with_query(flow, statement, statement[insert.end() :], line, where)
@@ -181,12 +184,14 @@ def _append_flow(
 
 _INTO = re.compile(
     r"^\s*(?:APPLY\s+CHANGES|CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+AS\s+"
-    r"(?:AUTO\s+CDC|APPLY\s+CHANGES))\s+INTO\s+(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
+    r"(?:AUTO\s+CDC(?:\s+(?P<once>ONCE))?|APPLY\s+CHANGES))\s+INTO\s+"
+    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
     re.IGNORECASE,
 )
 _INSERT = re.compile(
     r"^\s*CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+(?:COMMENT\s+'(?P<comment>(?:[^']|'')*)'\s+)?"
-    r"AS\s+INSERT\s+INTO\s+(?P<once>ONCE\s+)?(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)"
+    r"AS\s+INSERT\s+(?P<once_first>ONCE\s+)?INTO\s+(?P<once>ONCE\s+)?"
+    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)"
     r"(?:\s+BY\s+NAME)?(?=\s)",
     re.IGNORECASE,
 )

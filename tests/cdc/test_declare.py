@@ -119,6 +119,26 @@ def test_sql_spellings_read_as_the_python_arguments() -> None:
         parse_sql("APPLY CHANGES INTO t FROM STREAM(s) KEYS (id)", "f.sql")
 
 
+def test_once_flows_in_both_sql_spellings() -> None:
+    """DLT's current ``AUTO CDC ONCE INTO`` / ``INSERT ONCE INTO`` and the older
+    ``INSERT INTO ONCE``: one-off backfills; without ONCE, streaming flows."""
+    flows = parse_sql(
+        "CREATE FLOW a AS AUTO CDC ONCE INTO t FROM s KEYS (id) SEQUENCE BY ts;\n"
+        "CREATE FLOW b AS AUTO CDC INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY ts;\n"
+        "CREATE FLOW c AS INSERT ONCE INTO u BY NAME SELECT * FROM s;\n"
+        "CREATE FLOW d AS INSERT INTO ONCE u BY NAME SELECT * FROM s;\n"
+        "CREATE FLOW e AS INSERT INTO u BY NAME SELECT * FROM STREAM(s);",
+        "f.sql",
+    )
+    assert [(f.flow_name, f.name, f.once) for f in flows] == [
+        ("a", "t", True),
+        ("b", "t", False),
+        ("c", "u", True),
+        ("d", "u", True),
+        ("e", "u", False),
+    ]
+
+
 def test_sdp_create_auto_cdc_flow_declares_the_same_flow(tmp_path: Path) -> None:
     text = (
         "from pyspark import pipelines as dp\n\n"

@@ -128,7 +128,7 @@ def test_the_loader_knows_no_surface_but_the_ones_it_is_given(tmp_path: Path) ->
     ("text", "problem"),
     [
         (
-            'dlt.apply_changes(target="t", source="s", keys=["id"], sequence_by="s", once=True)',
+            'dlt.apply_changes_from_snapshot(target="t", source="s", keys=["id"], once=True)',
             "once not supported",
         ),
         (

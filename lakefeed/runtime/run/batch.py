@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame, Observation
 
 from lakefeed.cdc.apply import ApplyChanges
 from lakefeed.cdc.snapshot import ApplySnapshots, snapshot_app_id
-from lakefeed.cdc.spec import state_table
+from lakefeed.cdc.spec import AutoCdc, state_table
 from lakefeed.connectors import delta
 from lakefeed.core.storage import remove_tree
 from lakefeed.delta import table as delta_table
@@ -71,8 +71,9 @@ class BatchWrites:
             )
 
     def once_flows(self, dataset: Dataset) -> None:
-        """``once`` flows: a batch append each, recorded in its checkpoint folder so the next
-        run skips it; the append is idempotent (``txnAppId``) should the record be lost."""
+        """``once`` flows: a batch append each (an AUTO CDC one: its changes applied), recorded
+        in its checkpoint folder so the next run skips it; the write is idempotent (its own
+        Delta ``txn``) should the record be lost."""
         run = self.run
         for flow in dataset.flows:
             done = run.lakehouse.checkpoint_path(flow.name) / ONCE_DONE
@@ -82,15 +83,32 @@ class BatchWrites:
             frame = evaluator.evaluate_flow(flow)
             if frame is None:
                 raise PipelineError([evaluator.errors.get(flow.name, f"{flow.name!r} failed")])
-            self.write(dataset, frame, once=flow.name)
+            if flow.cdc is None:
+                self.write(dataset, frame, once=flow.name)
+            else:
+                self._apply_once(dataset, flow.cdc, flow.name, frame)
             done.parent.mkdir(parents=True, exist_ok=True)
             done.write_text(run.events.run_id)
+            done_what = "applied" if flow.cdc is not None else "appended"
             run.events.emit(
                 "flow_stop",
-                f"{flow.name} appended once to {dataset.name}",
+                f"{flow.name} {done_what} once to {dataset.name}",
                 flow=flow.name,
                 details={"target": dataset.name, "reason": "once"},
             )
+
+    def _apply_once(self, dataset: Dataset, cdc: AutoCdc, flow: str, frame: DataFrame) -> None:
+        """A ``once`` AUTO CDC flow's whole source applied as one batch, under its own app id
+        (``lakefeed-once-<flow>``, batch 0): a rerun after a crash finds it done."""
+        run = self.run
+        assert dataset.cdc_state is not None  # a table with AUTO CDC flows keeps their state
+        target, side = run.table(dataset.name), run.table(dataset.cdc_state)
+        checked = expect.with_flags(frame, dataset.expectations, dataset.name)
+        rows = checked.drop(*expect.flag_columns(dataset.expectations))
+        apply = ApplyChanges(cdc, target, side, None, f"lakefeed-once-{flow}")
+        conf = run.pipeline.spark_conf_of(flow)
+        with flow_conf(run.spark, conf, flow), flow_pool(run.spark, flow):
+            apply(rows, 0)
 
     def snapshot_flows(self, dataset: Dataset) -> None:
         """AUTO CDC FROM SNAPSHOT flows: each new snapshot applied once (the function called

@@ -452,10 +452,9 @@ FEATURES: tuple[Feature, ...] = (
         "dlt",
         "SQL read_files / cloud_files",
         "",
-        "refused",
-        "ingest in a Python flow (cloudFiles), read it with STREAM(name)",
-        f"{CORPUS}::test_dlt_sql_read_files_is_refused_with_the_python_alternative",
-        "SQL_READ_FILES_UNSUPPORTED",
+        "supported",
+        "lakefeed's cloudFiles source, same options; _metadata only where the query names it",
+        "tests/pipeline/test_sql_read_files.py::test_sql_ingestion_runs_exactly_once_over_two_runs",
     ),
 )
 """Every entry, DLT's then SDP's."""

@@ -94,8 +94,3 @@ CLUSTERING_UNSUPPORTED = register_code(
     PipelineDefinitionError,
     "a table declared clustered (CLUSTER BY, cluster_by=): lakefeed cannot write clustered tables",
 )
-READ_FILES_UNSUPPORTED = register_code(
-    "SQL_READ_FILES_UNSUPPORTED",
-    PipelineDefinitionError,
-    "a SQL flow reads files with read_files()/cloud_files(), which lakefeed's SQL does not run",
-)

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lakefeed.connectors.files import read_files
+from lakefeed.connectors.files.sql import sql_files_read
 from lakefeed.connectors.registry import active_spark
-from lakefeed.core.errors import ConfigError, DeltaError
+from lakefeed.core.errors import ConfigError, DeltaError, LakefeedError
 from lakefeed.core.explain import explain
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
@@ -48,6 +50,8 @@ from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.spec import PipelineSpec, find_spec, read_spec
 from lakefeed.pipeline.sql import SqlFlow, parse_sql_file, sql_query_error
 from lakefeed.spark.session import evaluating_on, evaluating_session
+from lakefeed.sql.references import FilesRead
+from lakefeed.sql.tokens import tokens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -253,10 +257,26 @@ def run_sql_flow(flow: SqlFlow):  # noqa: ANN201 - DataFrame, imported lazily
         df = _read_if_defined(name, streaming=False)
         if df is not None:
             views[(name, False)] = _temp_view(df, tag, name, "b")
+    file_views = [
+        _temp_view(_files(flow, files), tag, str(number), "f")
+        for number, files in enumerate(flow.files)
+    ]
     try:
-        return spark.sql(flow.render(views))
+        return spark.sql(flow.render(views, file_views))
     except Exception as error:  # Spark's analysis/parse errors: at the .sql file's line
         raise sql_query_error(flow, error, explain(error).message) from error
+
+
+def _files(flow: SqlFlow, files: FilesRead):  # noqa: ANN202 - DataFrame, imported lazily
+    """A files read of ``flow``'s query through :func:`lakefeed.read_files`; its ``_metadata``
+    column, hidden in Databricks (``SELECT *`` leaves it out), only where the query names it."""
+    try:
+        read = sql_files_read(files.function, files.args, files.named)
+    except LakefeedError as error:
+        raise PipelineError([f"{flow.path}:{flow.query_line}: {error}"]) from error
+    frame = read_files(read.path, read.format, schema=read.schema, **read.options)
+    named = any(t.upper == "_METADATA" for t in tokens(flow.query))
+    return frame if named else frame.drop("_metadata")
 
 
 def _spark_stream(spark: SparkSession, flow: SqlFlow, name: str):  # noqa: ANN202

@@ -22,11 +22,17 @@ Supported::
     CREATE FLOW flow [COMMENT 'text'] AS INSERT [ONCE] INTO [ONCE] name [BY NAME] query
                                                           -- append flow; ONCE: a backfill
     CREATE [OR REFRESH] STREAMING TABLE name FLOW AUTO CDC FROM STREAM(source) KEYS (...) ...
+
+A query may read landing files with Databricks' ``[STREAM] read_files('/path', format =>
+'json', ...)`` or ``cloud_files('/path', 'json'[, map(...)])``: lakefeed's files source
+(:func:`lakefeed.read_files`) with the same options, its hidden ``_metadata`` column kept only
+where the query names it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +41,13 @@ from lakefeed.cdc.sql import parse_body
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline.errors import (
     CLUSTERING_UNSUPPORTED,
-    READ_FILES_UNSUPPORTED,
     PipelineError,
     SqlQueryError,
 )
 from lakefeed.pipeline.expectations import Action, Expectation
 from lakefeed.pipeline.kinds import DatasetKind
-from lakefeed.sql.references import dataset_name, references
+from lakefeed.sql.errors import SqlTextError
+from lakefeed.sql.references import FilesRead, dataset_name, references
 from lakefeed.sql.tokens import matching_paren, split_statements
 
 KINDS = {
@@ -97,12 +103,17 @@ class SqlFlow:
     append: bool = False  # CREATE FLOW ... INSERT INTO: an append flow into ``name``
     once: bool = False  # INSERT ONCE INTO / AUTO CDC ONCE INTO: a one-off batch backfill
     reads: list[tuple[int, int, str, bool]] = field(default_factory=list)  # span, name, stream
+    files: list[FilesRead] = field(default_factory=list)  # read_files(...) / cloud_files(...)
 
-    def render(self, view_for: dict[tuple[str, bool], str]) -> str:
-        """The query with each dataset reference replaced by its temporary view name."""
+    def render(self, view_for: dict[tuple[str, bool], str], file_views: Sequence[str] = ()) -> str:
+        """The query with each dataset reference replaced by its temporary view name, and
+        each files read by its own (``file_views``, in the order of :attr:`files`)."""
+        spans = [
+            (start, end, view_for.get((name, stream))) for start, end, name, stream in self.reads
+        ]
+        spans += [(f.start, f.end, view) for f, view in zip(self.files, file_views, strict=True)]
         text = self.query
-        for start, end, name, stream in reversed(self.reads):
-            view = view_for.get((name, stream))
+        for start, end, view in sorted(spans, reverse=True):
             if view is not None:
                 text = text[:start] + view + text[end:]
         return text
@@ -275,20 +286,6 @@ def _parse_clauses(rest: str, flow: SqlFlow) -> str:
             return rest
 
 
-_READ_FILES = re.compile(r"\b(read_files|cloud_files)\s*\(", re.IGNORECASE)
-
-
-def _reads_files(flow: SqlFlow, function: str) -> PipelineDefinitionError:
-    return PipelineDefinitionError(
-        f"{flow.path}:{flow.query_line}: {flow.name!r} reads files with {function}(), which "
-        "lakefeed's SQL flows do not run (Databricks' table-valued function)",
-        fix="declare the ingestion in a Python file of the pipeline: @dlt.table returning "
-        "spark.readStream.format('cloudFiles').option('cloudFiles.format', 'json').load(path) "
-        "(or lf.read_files(path)), and read that table here with STREAM(name)",
-        code=READ_FILES_UNSUPPORTED,
-    )
-
-
 def _clustered(flow: SqlFlow) -> PipelineDefinitionError:
     return PipelineDefinitionError(
         f"{flow.source}: {flow.name!r} is declared CLUSTER BY: lakefeed cannot write clustered "
@@ -310,11 +307,12 @@ def _props(text: str) -> dict[str, str]:
 
 def _collect_reads(flow: SqlFlow, where: str) -> None:
     """The datasets ``flow``'s query reads, as sqlglot's parser finds them: one-part names
-    and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all)."""
-    files = _READ_FILES.search(flow.query)
-    if files is not None:
-        raise PipelineError([str(_reads_files(flow, files.group(1)))])
-    found = references(flow.query, "databricks")
+    and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all); and its files
+    reads (``read_files`` / ``cloud_files``)."""
+    try:
+        found = references(flow.query, "databricks")
+    except SqlTextError as error:
+        raise PipelineError([f"{where}: {error}"]) from error
     if found is None:
         raise PipelineError(
             [
@@ -330,6 +328,7 @@ def _collect_reads(flow: SqlFlow, where: str) -> None:
         target = flow.stream_reads if ref.stream else flow.batch_reads
         if name not in target:
             target.append(name)
+    flow.files = found.files
 
 
 _SPARK_LINE = re.compile(r"\(?line (?P<line>\d+),? pos(?:ition)? \d+")

@@ -136,8 +136,12 @@ class Evaluator:
         return self._late.input(frame) if streaming and self._late is not None else frame
 
     def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
+        """An outside source; streaming in stream modes except where a materialized view reads
+        it (recomputed whole on each refresh, as DLT's and SQL's ``FROM read_files(...)``)."""
         flow = self._stack[-1]
-        streaming = self.mode != "batch"
+        dataset = self.pipeline.datasets.get(flow)
+        recomputed = dataset is not None and dataset.kind == "materialized_view"
+        streaming = self.mode != "batch" and not recomputed
         connector = registry.find(fmt)
         if connector is None:  # any other Spark format, read as Spark reads it
             self.sources.setdefault(flow, []).append((fmt, _with_path(options, path)))

@@ -3,7 +3,8 @@
 sqlglot parses the statement (``spark`` dialect; ``databricks``, its superset, for pipeline SQL
 with ``STREAM``) and a walk over its tree decides what each name is: a CTE in scope (never a
 read), a DML target (``INSERT INTO t``, ``UPDATE t``, ``DELETE FROM t``, ``MERGE INTO t``,
-``CREATE TABLE t``), a read, a stream read, or a ``table_changes(...)`` call. Column aliases,
+``CREATE TABLE t``), a read, a stream read, a ``table_changes(...)`` call, or a files read
+(``read_files(...)`` / ``cloud_files(...)``, Databricks' table-valued functions). Column aliases,
 subqueries and comments are the parser's business, so ``SELECT id, events AS e FROM events``
 reads ``events``. Each reference the tree names is then measured in the text by lakefeed's
 tokenizer, from the parser's start position: its span (what the adapters replace with a view)
@@ -69,11 +70,27 @@ def dataset_name(ref: TableRef) -> str | None:
 
 
 @dataclass
+class FilesRead:
+    """``read_files('/path', format => 'json', ...)`` / ``cloud_files('/path', 'json',
+    map(...))`` in a FROM clause: its literal arguments, positional and named, and its span
+    (``STREAM`` around it included)."""
+
+    start: int
+    end: int
+    function: str  # READ_FILES or CLOUD_FILES
+    args: tuple[str, ...]
+    named: tuple[tuple[str, str], ...]
+    stream: bool = False
+
+
+@dataclass
 class References:
-    """What a statement names: its reads in text order, and its DML target (if any)."""
+    """What a statement names: its reads in text order, its files reads, and its DML target
+    (if any)."""
 
     reads: list[TableRef] = field(default_factory=list)
     target: TableRef | None = None
+    files: list[FilesRead] = field(default_factory=list)
 
 
 def references(text: str, dialect: str = "spark") -> References | None:
@@ -84,7 +101,11 @@ def references(text: str, dialect: str = "spark") -> References | None:
     found = _parsed(text, dialect)
     if found is None:
         return None
-    return References([replace(r) for r in found.reads], found.target and replace(found.target))
+    return References(
+        [replace(r) for r in found.reads],
+        found.target and replace(found.target),
+        [replace(f) for f in found.files],
+    )
 
 
 @functools.lru_cache(maxsize=512)
@@ -122,6 +143,7 @@ _TABLE_QUERY = re.compile(r"\s*(TABLE)\s", re.IGNORECASE)
 
 
 _CHANGES = {"TABLE_CHANGES": "name", "TABLE_CHANGES_BY_PATH": "path"}
+_FILES = ("READ_FILES", "CLOUD_FILES")
 _TARGETS = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create)
 
 
@@ -176,6 +198,8 @@ class _Walk:
             self.found.reads.append(self.table(table, stream))
         elif isinstance(table.this, exp.Func) and _function_name(table.this) in _CHANGES:
             self.found.reads.append(self.changes(table.this))
+        elif isinstance(table.this, exp.Func) and _function_name(table.this) in _FILES:
+            self.found.files.append(self.files(table.this, stream))
 
     def table(self, table: exp.Table, stream: bool = False) -> TableRef:
         """The reference ``table`` is, measured in the text from its first name part."""
@@ -227,6 +251,63 @@ class _Walk:
         if _CHANGES[name] == "path":
             return TableRef(head.start, end, path=table, changes=tuple(texts[1:]))
         return TableRef(head.start, end, name=table, changes=tuple(texts[1:]))
+
+    def files(self, call: exp.Func, stream: bool) -> FilesRead:
+        """A files read: its literal arguments from the tree, its span from the text (the
+        call's name to its closing parenthesis, ``STREAM`` around it taken in)."""
+        name = _function_name(call)
+        heads = [t for t in self.toks if t.upper == name]
+        taken = sum(1 for f in self.found.files if f.function == name)
+        if taken >= len(heads):
+            raise SqlTextError(f"cannot place {name.lower()}(...) in: {self.text.strip()[:200]}")
+        index = self.at[heads[taken].start]
+        close = _closing(self.toks, index + 1)
+        args, named = _literal_arguments(call, name)
+        ref = TableRef(self.toks[index].start, self.toks[close].end)
+        if stream:
+            self.stream(ref, close + 1)
+        return FilesRead(ref.start, ref.end, name, args, named, stream)
+
+
+def _closing(toks: list[Token], index: int) -> int:
+    """The index of the parenthesis closing the one at ``index``."""
+    depth = 0
+    for at in range(index, len(toks)):
+        depth += {"(": 1, ")": -1}.get(toks[at].text, 0)
+        if depth == 0:
+            return at
+    raise SqlTextError("unbalanced parentheses in a files read")
+
+
+def _literal_arguments(
+    call: exp.Func, name: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Positional and named (``key => value``, or ``map('k', 'v', ...)``) literal arguments."""
+    args: list[str] = []
+    named: list[tuple[str, str]] = []
+    for arg in call.expressions:
+        if isinstance(arg, exp.Kwarg):
+            named.append((arg.this.name, _literal(arg.expression, name)))
+        elif isinstance(arg, exp.VarMap):
+            keys, values = arg.args["keys"].expressions, arg.args["values"].expressions
+            named.extend(
+                (_literal(k, name), _literal(v, name)) for k, v in zip(keys, values, strict=True)
+            )
+        else:
+            args.append(_literal(arg, name))
+    return tuple(args), tuple(named)
+
+
+def _literal(value: exp.Expr, function: str) -> str:
+    if isinstance(value, exp.Boolean):
+        return "true" if value.this else "false"
+    if isinstance(value, exp.Literal):
+        return str(value.this)
+    raise SqlTextError(
+        f"{function.lower()}(...) takes literal arguments; found {value.sql('spark')!r}",
+        fix="write the path and options as literals, e.g. read_files('/landing', "
+        "format => 'json', header => true)",
+    )
 
 
 def _function_name(call: exp.Func) -> str:

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 import lakefeed as lf
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
-from tests.pipeline.support import load, table
+from tests.pipeline.support import table
 
 pytestmark = pytest.mark.compat  # format("delta"), format("cloudFiles"), spark.table(name)
 
@@ -318,13 +318,3 @@ def test_dlt_sql_reference(spark, tmp_path: Path) -> None:
     )
     scd2 = ["userId", "name", "city", "__START_AT", "__END_AT"]
     assert rows(lakehouse, "target_scd2", scd2) == ordered(SCD2)
-
-
-def test_dlt_sql_read_files_is_refused_with_the_python_alternative() -> None:
-    """DLT's SQL Auto Loader (``STREAM read_files(...)``) is Databricks' table-valued function:
-    refused when the pipeline loads, with the Python ingestion to write instead."""
-    with pytest.raises(PipelineError) as refused:
-        load([CORPUS / "dlt_sql_read_files"])
-    (problem,) = refused.value.problems
-    assert "[LAKEFEED:SQL_READ_FILES_UNSUPPORTED]" in problem and "cloudFiles" in problem
-    assert "ingest.sql:3" in problem

@@ -53,6 +53,14 @@ _KNOWN = {
 } | _IGNORED
 
 
+def auto_loader_name(name: str) -> str:
+    """``cloudFiles.<name>`` for an Auto Loader option named without its prefix (as SQL's
+    ``read_files`` names them: ``schemaHints``, ``inferColumnTypes``, ...); other names (reader
+    options: ``header``, ``sep``, ...) as they are."""
+    prefixed = f"cloudFiles.{name}"
+    return prefixed if prefixed.lower() in _KNOWN else name
+
+
 def local_path(raw: str) -> str:
     """An absolute local path: tasks may run with another working directory than the driver."""
     text = raw.removeprefix("file://") if raw.startswith("file:///") else raw.removeprefix("file:")

@@ -16,7 +16,8 @@ Two sources, one result (the sorted deleted positions of a file, :func:`position
   decoded here with pyroaring: asking delta-rs would mean opening the snapshot of every
   commit a micro-batch reads and decoding every deletion vector of the table each time.
 
-tests/delta/test_golden.py checks that both agree on Delta's golden tables.
+tests/delta/test_foreign_tables.py checks that both agree on tables shaped as delta-spark writes
+them, made at test time from the protocol.
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ OPTIMIZE there). Under deletion vectors an append adds new
 files, and delta-rs's overwrite, replaceWhere, DELETE, UPDATE, MERGE, OPTIMIZE and RESTORE scan
 through delta-rs's kernel reader, which drops the rows a file's deletion vector deletes (a
 rewritten file never resurrects one); their ``remove`` of such a file carries its
-``deletionVector`` (each checked with deltalake 1.6.6 on Delta's golden tables). delta-rs
-rewrites files (copy-on-write); DELETE and UPDATE write deletion vectors where the table
-enables them (:mod:`lakefeed.delta.dv_write`)."""
+``deletionVector`` (each checked with deltalake 1.6.6 on tables made as delta-spark writes
+them). delta-rs rewrites files (copy-on-write); DELETE and UPDATE write deletion vectors
+where the table enables them (:mod:`lakefeed.delta.dv_write`)."""
 _LEGACY = {6: "identityColumns"}
 """Legacy writer versions that imply a feature lakefeed cannot write (PROTOCOL.md)."""
 _RS_REFUSAL = re.compile(r"Unsupported table features required: \[([^\]]*)\]")

@@ -1,13 +1,15 @@
-"""Writes into column-mapped tables (issue 33), on Delta's golden tables (written by
-delta-spark, modes ``name`` and ``id``) and on tables lakefeed creates with column mapping:
-every write path stores physical names and Parquet field ids, keys statistics and partition
-values by physical name, and reads back the same through delta-rs's kernel reader
-(``QueryBuilder``) and through lakefeed; renames and drops are metadata-only commits."""
+"""Writes into column-mapped tables (issue 33), on tables made at test time as delta-spark
+writes them (:mod:`tests.delta.foreign`, modes ``name`` and ``id``) and on tables lakefeed
+creates with column mapping: every write path stores physical names and Parquet field ids,
+keys statistics and partition values by physical name, and reads back the same through
+delta-rs's kernel reader (``QueryBuilder``) and through lakefeed; renames and drops are
+metadata-only commits."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,18 +20,24 @@ from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.connectors import delta
 from lakefeed.core.errors import code_of
 from lakefeed.delta import files, log, mapping
-from tests.delta.test_golden import GOLDEN, _sorted, _spark_rows, expected
+from tests.delta.test_foreign_tables import _sorted, _spark_rows, expected, python_read
 
 pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
 
-MODES = {"name": "table-with-columnmapping-mode-name", "id": "table-with-columnmapping-mode-id"}
-PARTITIONED = "data-reader-timestamp_ntz-name-mode"
+MODES = {"name": "column-mapping-name", "id": "column-mapping-id"}
+PARTITIONED = "timestamp-ntz-name"
 
 
-def _copy(name: str, tmp_path: Path) -> str:
-    root = tmp_path / name
-    shutil.copytree(GOLDEN / name, root)
-    return str(root)
+@pytest.fixture
+def copy(foreign: Path, tmp_path: Path) -> Callable[[str], str]:
+    """A made table copied into the test's folder (a test writes into it)."""
+
+    def copied(name: str) -> str:
+        root = tmp_path / name
+        shutil.copytree(foreign / name, root)
+        return str(root)
+
+    return copied
 
 
 def _commit(root: str, version: int) -> list[dict]:
@@ -59,8 +67,8 @@ def _check_files(root: str, since: int | None = None) -> int:
     return len(adds)
 
 
-def _golden_rows(spark, root: str):  # noqa: ANN001, ANN202
-    """The golden table's rows, pinned to its version (a write into the table must not
+def _made_rows(spark, root: str):  # noqa: ANN001, ANN202
+    """The made table's rows, pinned to its version (a write into the table must not
     change what they are)."""
     version = str(log.latest_version(root))
     return spark.read.format("delta").option("versionAsOf", version).load(root)
@@ -71,9 +79,11 @@ def _lakefeed(spark, root: str) -> list[tuple]:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_appends_store_physical_names_and_field_ids(spark, tmp_path: Path, mode: str) -> None:
-    root = _copy(MODES[mode], tmp_path)
-    rows = _golden_rows(spark, root)
+def test_appends_store_physical_names_and_field_ids(
+    spark, copy: Callable[[str], str], mode: str
+) -> None:
+    root = copy(MODES[mode])
+    rows = _made_rows(spark, root)
     before = expected(root)
     rows.write.format("delta").mode("append").save(root)
     assert _check_files(root) > 0
@@ -85,17 +95,16 @@ def test_appends_store_physical_names_and_field_ids(spark, tmp_path: Path, mode:
 
 
 @pytest.mark.parametrize("name", [*MODES.values(), PARTITIONED])
-def test_the_python_writer_without_spark(tmp_path: Path, name: str) -> None:
-    """The Python sink's path (tasks write Arrow, the driver commits), Spark-free: the golden
-    rows written again through it read back twice over."""
+def test_the_python_writer_without_spark(copy: Callable[[str], str], name: str) -> None:
+    """The Python sink's path (tasks write Arrow, the driver commits), Spark-free: the made
+    table's rows written again through it read back twice over."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from lakefeed.connectors.delta.datasource import write_spec
     from lakefeed.delta import commit
     from lakefeed.delta.spark_read import spark_schema
-    from tests.delta.test_golden import python_read
 
-    root = _copy(name, tmp_path)
+    root = copy(name)
     schema = spark_schema(log.open_table(root))
     before = expected(root)
     spec = write_spec({"path": root}, schema, overwrite=False)
@@ -107,9 +116,11 @@ def test_the_python_writer_without_spark(tmp_path: Path, name: str) -> None:
     assert _sorted(python_read(root)) == expected(root)
 
 
-def test_partitioned_stream_and_overwrite(spark, tmp_path: Path) -> None:
-    root = _copy(PARTITIONED, tmp_path)
-    rows = _golden_rows(spark, root)
+def test_partitioned_stream_and_overwrite(
+    spark, tmp_path: Path, copy: Callable[[str], str]
+) -> None:
+    root = copy(PARTITIONED)
+    rows = _made_rows(spark, root)
     rows.write.mode("overwrite").parquet(str(tmp_path / "landing"))
     before = expected(root)
     stream = spark.readStream.schema(rows.schema).parquet(str(tmp_path / "landing"))
@@ -123,46 +134,43 @@ def test_partitioned_stream_and_overwrite(spark, tmp_path: Path) -> None:
     assert expected(root) == _lakefeed(spark, root) == [r for r in before if r[0] == 0]
 
 
-def test_delete_update_merge_and_replace_where(spark, tmp_path: Path) -> None:
+def test_delete_update_merge_and_replace_where(spark, copy: Callable[[str], str]) -> None:
     """delta-rs's DELETE, UPDATE and MERGE and the replaceWhere write (delta-rs writes them,
     physical names included) once lakefeed lets them at a column-mapped table."""
-    root = _copy(MODES["id"], tmp_path)
+    root = copy(MODES["id"])
     api = DeltaTable.forPath(spark, root)
-    api.delete("IntegerType = 1")
-    api.update("IntegerType = 2", {"StringType": F.lit("two")})
-    source = spark.createDataFrame(
-        [(3, "three"), (9, "nine")], "IntegerType int, StringType string"
-    )
+    api.delete("num = 1")
+    api.update("num = 2", {"label": F.lit("two")})
+    source = spark.createDataFrame([(3, "three"), (9, "nine")], "num int, label string")
     (
         api.alias("t")
-        .merge(source.alias("s"), "t.IntegerType = s.IntegerType")
-        .whenMatchedUpdate(set={"StringType": "s.StringType"})
-        .whenNotMatchedInsert(values={"IntegerType": "s.IntegerType", "StringType": "s.StringType"})
+        .merge(source.alias("s"), "t.num = s.num")
+        .whenMatchedUpdate(set={"label": "s.label"})
+        .whenNotMatchedInsert(values={"num": "s.num", "label": "s.label"})
         .execute()
     )
     assert _check_files(root) > 0
-    strings = spark.read.format("delta").load(root).select("IntegerType", "StringType")
+    strings = spark.read.format("delta").load(root).select("num", "label")
     assert sorted(map(tuple, strings.collect()), key=repr) == sorted(
         [(0, "0"), (2, "two"), (3, "three"), (4, "4"), (9, "nine"), (None, None)], key=repr
     )
-    rows = spark.read.format("delta").load(root).where("IntegerType = 4")
-    rows.write.format("delta").mode("overwrite").option("replaceWhere", "IntegerType = 4").save(
-        root
-    )
+    rows = spark.read.format("delta").load(root).where("num = 4")
+    rows.write.format("delta").mode("overwrite").option("replaceWhere", "num = 4").save(root)
     assert _lakefeed(spark, root) == expected(root)
     assert len(expected(root)) == 6
 
 
-def test_merge_schema_assigns_ids_and_physical_names(spark, tmp_path: Path) -> None:
-    root = _copy(MODES["name"], tmp_path)
-    rows = _golden_rows(spark, root).withColumn("extra", F.lit("x"))
+def test_merge_schema_assigns_ids_and_physical_names(spark, copy: Callable[[str], str]) -> None:
+    root = copy(MODES["name"])
+    max_id = int(log.open_table(root).metadata().configuration[mapping.MAX_ID])
+    rows = _made_rows(spark, root).withColumn("extra", F.lit("x"))
     rows.write.format("delta").mode("append").option("mergeSchema", "true").save(root)
     table = log.open_table(root)
     added = table.schema().fields[-1]
     assert added.name == "extra"
-    assert added.metadata[mapping.ID] == 31  # the golden table's maxColumnId is 30
+    assert added.metadata[mapping.ID] == max_id + 1
     assert str(added.metadata[mapping.PHYSICAL_NAME]).startswith("col-")
-    assert table.metadata().configuration[mapping.MAX_ID] == "31"
+    assert table.metadata().configuration[mapping.MAX_ID] == str(max_id + 1)
     assert _check_files(root) > 0
     assert _lakefeed(spark, root) == expected(root)
     assert sum(1 for r in expected(root) if r[-1] == "x") == 6
@@ -239,10 +247,12 @@ def test_rename_and_drop_need_column_mapping(spark, tmp_path: Path) -> None:
     assert log.latest_version(str(root)) == 0
 
 
-def test_optimize_of_a_column_mapped_table_is_refused_before_writing(tmp_path: Path) -> None:
+def test_optimize_of_a_column_mapped_table_is_refused_before_writing(
+    copy: Callable[[str], str],
+) -> None:
     from lakefeed.delta import operations
 
-    root = _copy(MODES["name"], tmp_path)
+    root = copy(MODES["name"])
     with pytest.raises(log.DeltaSourceError) as refused:
         operations.optimize(root)
     assert refused.value.code == log.READER_FEATURE
@@ -250,18 +260,18 @@ def test_optimize_of_a_column_mapped_table_is_refused_before_writing(tmp_path: P
     assert log.latest_version(root) == 0
 
 
-def test_a_stream_reading_the_table_stops_on_a_rename(tmp_path: Path) -> None:
+def test_a_stream_reading_the_table_stops_on_a_rename(copy: Callable[[str], str]) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from lakefeed.connectors.delta import offsets
     from lakefeed.delta import alter
     from lakefeed.delta.spark_read import spark_schema
 
-    root = _copy(MODES["name"], tmp_path)
+    root = copy(MODES["name"])
     table = log.open_table(root)
     target = to_arrow_schema(spark_schema(table), timezone="UTC")
     feed = offsets.ChangeFeed(root, offsets.FeedOptions(), target, log.table_mapping(table))
-    alter.rename_column(root, "StringType", "text")
+    alter.rename_column(root, "label", "text")
     with pytest.raises(log.DeltaSourceError) as refused:
         feed.latest_offset(offsets.DeltaOffset(1, -1, False), 1, limited=True)
     assert refused.value.code == offsets.INCOMPATIBLE_SCHEMA
@@ -324,29 +334,28 @@ def test_a_pipeline_writes_column_mapped_tables(spark, tmp_path: Path) -> None:
     assert customers == [(1, "a2"), (2, "b")]
 
 
-def test_renames_and_drops_of_partition_and_nested_columns(tmp_path: Path) -> None:
+def test_renames_and_drops_of_partition_and_nested_columns(copy: Callable[[str], str]) -> None:
     """Spark-free: the Python reader and delta-rs agree after each metadata-only change."""
     from lakefeed.delta import alter
-    from tests.delta.test_golden import python_read
 
-    root = _copy(PARTITIONED, tmp_path)
-    alter.rename_column(root, "tsNtzPartition", "day")
+    root = copy(PARTITIONED)
+    alter.rename_column(root, "local_day", "day")
     assert list(log.open_table(root).metadata().partition_columns) == ["day"]
     assert _sorted(python_read(root)) == expected(root)
     with pytest.raises(Exception) as refused:
         alter.drop_columns(root, ["day"])
     assert code_of(refused.value) == "DELTA_UNSUPPORTED_DROP_COLUMN"
-    nested = _copy(MODES["name"], tmp_path)
-    alter.rename_column(nested, "nested_struct.aa", "renamed")
-    alter.drop_columns(nested, ["nested_struct.ac", "map_of_maps"])
+    nested = copy(MODES["name"])
+    alter.rename_column(nested, "nested.tag", "renamed")
+    alter.drop_columns(nested, ["nested.inner", "maps"])
     schema = python_read(nested).schema
-    assert schema.field("nested_struct").type.names == ["renamed"]
-    assert "map_of_maps" not in schema.names
+    assert schema.field("nested").type.names == ["renamed"]
+    assert "maps" not in schema.names
     assert _sorted(python_read(nested)) == expected(nested)
     assert alter.drop_columns(nested, ["gone"], if_exists=True) is None
     for call, code in [
         (
-            lambda: alter.rename_column(nested, "ByteType", "shorttype"),
+            lambda: alter.rename_column(nested, "tiny", "SMALL"),
             "DELTA_COLUMN_ALREADY_EXISTS",
         ),
         (lambda: alter.rename_column(nested, "nope", "x"), "DELTA_COLUMN_NOT_FOUND"),
@@ -360,22 +369,26 @@ def test_renames_and_drops_of_partition_and_nested_columns(tmp_path: Path) -> No
         assert code_of(refused.value) == code
 
 
-def test_a_column_a_constraint_uses_is_neither_renamed_nor_dropped(tmp_path: Path) -> None:
+def test_a_column_a_constraint_uses_is_neither_renamed_nor_dropped(
+    copy: Callable[[str], str],
+) -> None:
     from lakefeed.delta import alter, operations
 
-    root = _copy(MODES["name"], tmp_path)
-    operations.add_constraint(root, "positive", "IntegerType IS NULL OR IntegerType >= 0")
+    root = copy(MODES["name"])
+    operations.add_constraint(root, "positive", "num IS NULL OR num >= 0")
     for call in (
-        lambda: alter.rename_column(root, "IntegerType", "i"),
-        lambda: alter.drop_columns(root, ["IntegerType"]),
+        lambda: alter.rename_column(root, "num", "i"),
+        lambda: alter.drop_columns(root, ["num"]),
     ):
         with pytest.raises(Exception) as refused:
             call()
         assert code_of(refused.value) == "DELTA_DEPENDENT_COLUMN_CHANGE"
-    alter.rename_column(root, "LongType", "l")  # others are free
+    alter.rename_column(root, "big", "l")  # others are free
 
 
-def test_files_written_before_a_column_was_remapped_are_not_committed(tmp_path: Path) -> None:
+def test_files_written_before_a_column_was_remapped_are_not_committed(
+    copy: Callable[[str], str],
+) -> None:
     """A write prepared, then the column dropped and added again (a new physical name): its
     files carry the old one, so the commit is refused (retry) instead of losing the column."""
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -384,20 +397,19 @@ def test_files_written_before_a_column_was_remapped_are_not_committed(tmp_path: 
     from lakefeed.core.errors import ConflictError
     from lakefeed.delta import alter, commit
     from lakefeed.delta.spark_read import spark_schema
-    from tests.delta.test_golden import python_read
 
-    root = _copy(MODES["name"], tmp_path)
+    root = copy(MODES["name"])
     schema = spark_schema(log.open_table(root))
     spec = write_spec({"path": root}, schema, overwrite=False)
     rows = python_read(root)
     written = files.write_batches(
         root, (spec.physical(b) for b in rows.to_batches()), spec.file_partition_by, "part-x-"
     )
-    alter.drop_columns(root, ["StringType"])
+    alter.drop_columns(root, ["label"])
     table = log.open_table(root)
-    evolved, _ = alter.evolve(table, [{"name": "StringType", "type": "string", "nullable": True}])
-    alter.add_columns(root, table, json.dumps(evolved), ["StringType"])
+    evolved, _ = alter.evolve(table, [{"name": "label", "type": "string", "nullable": True}])
+    alter.add_columns(root, table, json.dumps(evolved), ["label"])
     version = log.latest_version(root)
-    with pytest.raises(ConflictError, match="StringType"):
+    with pytest.raises(ConflictError, match="label"):
         commit.commit_files(spec, written, to_arrow_schema(schema, timezone="UTC"))
     assert log.latest_version(root) == version

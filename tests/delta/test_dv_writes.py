@@ -1,5 +1,6 @@
-"""Writes into tables with deletion vectors (Delta's golden ``dv-partitioned-with-checkpoint``,
-written by delta-spark): every write path honours the rows the table's deletion vectors delete.
+"""Writes into tables with deletion vectors (``dv-partitioned``, made at test time as
+delta-spark writes it, :mod:`tests.delta.foreign`): every write path honours the rows the
+table's deletion vectors delete.
 
 The expected rows are the table's rows before the write as delta-rs's kernel reader
 (``QueryBuilder``) returns them, changed in Python; the result must read the same through
@@ -23,18 +24,18 @@ from deltalake import DeltaTable, TableFeatures, write_deltalake
 from lakefeed.core.errors import ConflictError, code_of
 from lakefeed.delta import create, dv, files, log, log_writer, merger, operations
 from lakefeed.delta import table as tables
-from tests.delta.test_golden import GOLDEN, _sorted, expected, python_read
+from tests.delta.test_foreign_tables import _sorted, expected, python_read
 
-pytestmark = pytest.mark.compat  # Delta's own tables
+pytestmark = pytest.mark.compat  # tables shaped as delta-spark writes them
 
 Row = tuple[Any, ...]
-TABLE = "dv-partitioned-with-checkpoint"  # (part int, col1 int, col2 string)
+TABLE = "dv-partitioned"  # (part int, col1 int, col2 string)
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> str:
+def root(foreign: Path, tmp_path: Path) -> str:
     copy = tmp_path / "t"
-    shutil.copytree(GOLDEN / TABLE, copy)
+    shutil.copytree(foreign / TABLE, copy)
     return str(copy)
 
 
@@ -117,7 +118,7 @@ def test_a_change_rewrites_files_without_their_deleted_rows(root: str, name: str
     change, expect = CHANGES[name]
     before = expected(root)
     carrying = live_descriptors(root)
-    assert carrying, "the golden table has files with deletion vectors"
+    assert carrying, "the made table has files with deletion vectors"
     version = log.latest_version(root)
     change(root)
     assert log.latest_version(root) == version + 1
@@ -171,13 +172,15 @@ def test_a_replayed_change_on_a_deletion_vector_table_is_skipped(root: str) -> N
     assert log.latest_version(root) == version
 
 
-def test_a_delete_on_a_column_mapped_table_with_deletion_vectors(tmp_path: Path) -> None:
+def test_a_delete_on_a_column_mapped_table_with_deletion_vectors(
+    foreign: Path, tmp_path: Path
+) -> None:
     """Both features at once (delta-rs rewrites under column mapping): no deleted row comes
     back, and delta-rs's kernel and lakefeed's reader agree."""
     root = str(tmp_path / "t")
-    shutil.copytree(GOLDEN / "dv-with-columnmapping", root)
+    shutil.copytree(foreign / "dv-column-mapping", root)
     before = expected(root)
-    operations.delete(root, "col1 = 1")
+    operations.delete(root, "col1 = 1 OR col1 = 46")
     after = expected(root)
     assert len(after) < len(before)
     assert _sorted(python_read(root)) == after
@@ -194,7 +197,7 @@ def _commit(root: str, version: int) -> tuple[list[dict], list[dict]]:
 
 
 def test_delete_marks_rows_in_deletion_vectors(root: str) -> None:
-    """The golden table has ``delta.enableDeletionVectors=true``: a DELETE adds the same files
+    """The made table has ``delta.enableDeletionVectors=true``: a DELETE adds the same files
     back with new deletion vectors (old and new rows, union), writes no data file, and delta-rs
     reads the vectors as lakefeed wrote them."""
     before, carrying = expected(root), live_descriptors(root)
@@ -242,7 +245,7 @@ def test_a_predicate_arrow_cannot_evaluate_rewrites_files(root: str) -> None:
     """``LIKE`` is not evaluated on Arrow here: delta-rs rewrites the file instead, same rows."""
     before = expected(root)
     version = log.latest_version(root)
-    operations.delete(root, "col2 LIKE 'foo%' AND col1 = 46")
+    operations.delete(root, "col2 LIKE 'row%' AND col1 = 46")
     adds, _ = _commit(root, version + 1)
     assert adds and all("deletionVector" not in a or a["deletionVector"] is None for a in adds)
     assert expected(root) == [row for row in before if row[1] != 46]
@@ -337,14 +340,16 @@ def test_a_table_created_with_deletion_vectors_gets_them(tmp_path: Path) -> None
     assert _sorted(python_read(root)) == expected(root)
 
 
-def test_setting_properties_keeps_a_deletion_vector_table_s_protocol(root: str) -> None:
-    """delta-rs's own property commit would add ``variantType`` to the golden table."""
+def test_setting_properties_keeps_a_deletion_vector_table_s_protocol(
+    foreign: Path, root: str
+) -> None:
+    """delta-rs's own property commit would add ``variantType`` to the made table."""
     before = _features(root)
     assert tables.describe(root, "a comment", {"team": "x", "delta.appendOnly": "false"})
     assert _features(root) == before
     configuration = DeltaTable(root).metadata().configuration
     assert configuration["team"] == "x" and configuration["delta.enableDeletionVectors"] == "true"
-    assert expected(root) == expected(str(GOLDEN / TABLE))
+    assert expected(root) == expected(str(foreign / TABLE))
 
 
 def test_turning_deletion_vectors_on_keeps_the_legacy_features(tmp_path: Path) -> None:

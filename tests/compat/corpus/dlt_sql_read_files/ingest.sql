@@ -1,3 +1,3 @@
--- https://docs.databricks.com/aws/en/dlt/load  (Auto Loader in SQL: read_files)
-CREATE OR REFRESH STREAMING TABLE customers
-AS SELECT * FROM STREAM read_files("/databricks-datasets/retail-org/customers/", format => "csv");
+-- Auto Loader in SQL (read_files), the form Databricks documents on "Load data in pipelines".
+CREATE OR REFRESH STREAMING TABLE raw_invoices
+AS SELECT * FROM STREAM read_files("/mnt/landing/invoices/", format => "csv");

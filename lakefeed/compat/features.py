@@ -45,7 +45,7 @@ def _ok(
 
 
 _DLT_PY = f"{CORPUS}::test_dlt_python_reference"
-_CDC = f"{FIRST}::test_dlts_documented_auto_cdc_example_with_columns_gives_its_documented_tables"
+_CDC = f"{FIRST}::test_auto_cdc_with_column_arguments_runs_from_the_cli"
 _SNAPSHOT = f"{CORPUS}::test_dlt_auto_cdc_from_snapshot"
 _SDP_PY = f"{CORPUS}::test_sdp_guide_python"
 _SDP_SQL = f"{CORPUS}::test_sdp_guide_sql"

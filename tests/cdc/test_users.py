@@ -1,7 +1,7 @@
-"""DLT's documented ``users`` example (SCD1 and SCD2 targets), fed in three runs: key 124
-inserted (sequence 5), an older update of 124 (sequence 1: nothing changes in the SCD1 target),
-key 125 inserted. A batch that rightly changes nothing is still recorded (its txn), so the
-checkpoint guard never refuses the next run; a NULL key is a key like any other (DLT), its
+"""An SCD1 and an SCD2 AUTO CDC target over one change feed of accounts, fed in three runs:
+key 41 inserted (sequence 5), an older update of 41 (sequence 1: nothing changes in the SCD1
+target), key 42 inserted. A batch that rightly changes nothing is still recorded (its txn), so
+the checkpoint guard never refuses the next run; a NULL key is a key like any other (DLT), its
 delete applied in both targets.
 """
 
@@ -30,26 +30,26 @@ for name, scd in (("target_scd1", 1), ("target_scd2", "2")):
     lf.create_auto_cdc_flow(
         target=name,
         source="users",
-        keys=["userId"],
-        sequence_by="sequenceNum",
+        keys=["account_id"],
+        sequence_by="change_seq",
         apply_as_deletes="operation = 'DELETE'",
-        except_column_list=["operation", "sequenceNum"],
+        except_column_list=["operation", "change_seq"],
         stored_as_scd_type=scd,
     )
 """
 SCHEMA = T.StructType(
     [
-        T.StructField("userId", T.LongType()),
+        T.StructField("account_id", T.LongType()),
         T.StructField("name", T.StringType()),
         T.StructField("city", T.StringType()),
         T.StructField("operation", T.StringType()),
-        T.StructField("sequenceNum", T.LongType()),
+        T.StructField("change_seq", T.LongType()),
     ]
 )
 
 
 def _user(key: int | None, name: str, city: str | None, op: str, seq: int) -> dict:
-    return {"userId": key, "name": name, "city": city, "operation": op, "sequenceNum": seq}
+    return {"account_id": key, "name": name, "city": city, "operation": op, "change_seq": seq}
 
 
 def _pipeline(spark, tmp_path: Path) -> PipelineTest:  # noqa: ANN001
@@ -59,22 +59,22 @@ def _pipeline(spark, tmp_path: Path) -> PipelineTest:  # noqa: ANN001
 def test_stale_changes_and_a_null_keys_delete_over_three_runs(spark, tmp_path: Path) -> None:
     pipe = _pipeline(spark, tmp_path)
     for changes in (
-        [_user(124, "Raul", "Oaxaca", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
-        [_user(124, "Raul", "Cancun", "UPDATE", 1)],  # older: the SCD1 target keeps Oaxaca
-        [_user(125, "Mercedes", "Tijuana", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
+        [_user(41, "Ines", "Quito", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
+        [_user(41, "Ines", "Lima", "UPDATE", 1)],  # older: the SCD1 target keeps Quito
+        [_user(42, "Tomas", "Cusco", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
     ):
         pipe.feed("users", changes, schema=SCHEMA)
         pipe.step()  # each run passes the guard
-    current = [(r["userId"], r["city"]) for r in pipe.rows("target_scd1", ["userId"])]
-    assert current == [(124, "Oaxaca"), (125, "Tijuana")]
-    history = pipe.rows("target_scd2", ["userId", "__START_AT"])
+    current = [(r["account_id"], r["city"]) for r in pipe.rows("target_scd1", ["account_id"])]
+    assert current == [(41, "Quito"), (42, "Cusco")]
+    history = pipe.rows("target_scd2", ["account_id", "__START_AT"])
     assert sorted(
-        (r["userId"] or 0, r["city"], r["__START_AT"], r["__END_AT"]) for r in history
+        (r["account_id"] or 0, r["city"], r["__START_AT"], r["__END_AT"]) for r in history
     ) == [
         (0, "Nowhere", 1, 3),  # the NULL key's version, closed by its delete
-        (124, "Cancun", 1, 5),
-        (124, "Oaxaca", 5, None),
-        (125, "Tijuana", 2, None),
+        (41, "Lima", 1, 5),
+        (41, "Quito", 5, None),
+        (42, "Cusco", 2, None),
     ]
 
 
@@ -83,8 +83,8 @@ FILES = USERS.replace(
     'lf.read_files(lf.config("t.landing"), "json", schema=SCHEMA).drop("_metadata")',
 ).replace(
     "import lakefeed as lf\n",
-    "import lakefeed as lf\n\nSCHEMA = 'userId BIGINT, name STRING, city STRING, operation STRING, "
-    "sequenceNum BIGINT'\n",
+    "import lakefeed as lf\n\nSCHEMA = 'account_id BIGINT, name STRING, city STRING, "
+    "operation STRING, change_seq BIGINT'\n",
 )
 
 
@@ -97,9 +97,9 @@ def test_verify_recomputes_both_targets_and_finds_a_damaged_one(spark, tmp_path:
     conf = {"t.landing": str(tmp_path / "landing")}
     for number, changes in enumerate(
         (
-            [_user(124, "Raul", "Oaxaca", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
-            [_user(124, "Raul", "Cancun", "UPDATE", 1)],
-            [_user(125, "Mercedes", "Tijuana", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
+            [_user(41, "Ines", "Quito", "INSERT", 5), _user(None, "Nul", "Nowhere", "INSERT", 1)],
+            [_user(41, "Ines", "Lima", "UPDATE", 1)],
+            [_user(42, "Tomas", "Cusco", "INSERT", 2), _user(None, "Nul", None, "DELETE", 3)],
         )
     ):
         lines = "".join(json.dumps(change) + "\n" for change in changes)
@@ -114,9 +114,9 @@ def test_verify_recomputes_both_targets_and_finds_a_damaged_one(spark, tmp_path:
     ]
     assert not list(lakehouse.root.glob("_lakefeed_verify*"))  # the recomputed targets are gone
 
-    DeltaTable(str(lakehouse.table_path("target_scd2"))).delete("userId = 125")
+    DeltaTable(str(lakehouse.table_path("target_scd2"))).delete("account_id = 42")
     check = lf.verify(folder, lakehouse=lakehouse, conf=conf, spark=spark, run_first=False)
     assert not check.ok and check.table("target_scd1").equal
     damaged = check.table("target_scd2")
     assert (damaged.only_stream, damaged.only_batch) == (0, 1)
-    assert "125" in damaged.samples[0] and "Tijuana" in damaged.samples[0]
+    assert "42" in damaged.samples[0] and "Cusco" in damaged.samples[0]

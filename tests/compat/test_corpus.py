@@ -1,22 +1,24 @@
-"""The documented examples corpus: pyspark's Declarative Pipelines guide and ``spark-pipelines
-init`` template, and DLT's Python and SQL reference examples, each in its own folder under
-``corpus/``, in the forms the page documents and written for this suite (a comment names the
-page: the pages' own text is not copied), run by lakefeed on a temporary
-lakehouse and compared with the documented or an independently computed result.
+"""The documented-examples corpus: pyspark's Declarative Pipelines guide and DLT's Python and
+SQL reference pages, each in its own folder under ``corpus/``, written for this suite in the
+forms the page documents with the suite's own names and data (a comment names the page; no
+page text is copied), run by lakefeed on a temporary lakehouse and compared with results
+computed here from the input rows.
 
 What a page leaves to its reader's workspace is supplied here, never edited in the example:
-its input tables (``samples.nyctaxi.trips`` and the like: Spark catalog tables of the test
+its input tables (``harbour.logistics.arrivals`` and the like: Spark catalog tables of the test
 session, their three-part names mapped to one part because a local session has one catalog)
-and its absolute paths (mapped into ``tmp_path``). :data:`COVERS` says which entries of the
-compatibility tables (:mod:`lakefeed.compat.features`) each example exercises.
+and its absolute paths (mapped into ``tmp_path``). :mod:`lakefeed.compat.features` names the
+test here that covers each DLT and SDP entry.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from deltalake import DeltaTable
@@ -61,24 +63,17 @@ def ordered(items: Iterable[tuple]) -> list[tuple]:
     return sorted(items, key=repr)
 
 
-TRIPS = [(1.5, 7.0, "10001"), (3.0, 12.5, "10002"), (0.8, 5.0, "10001")]
-TPCH = {
-    "tpch_region": ([(0, "AMERICA"), (1, "MIDDLE EAST")], "r_regionkey INT, r_name STRING"),
-    "tpch_nation": (
-        [(0, "BRAZIL", 0), (1, "EGYPT", 1), (2, "CANADA", 0)],
-        "n_nationkey INT, n_name STRING, n_regionkey INT",
+ARRIVALS = [("Aurora", 1200.0, "B1"), ("Kestrel", 300.5, "B2"), ("Tern", 80.0, "B1")]
+ARRIVALS_SCHEMA = "vessel STRING, tons DOUBLE, berth STRING"
+RETAIL = {
+    "retail_ref_countries": ([(1, "NEW ZEALAND"), (2, "CHILE")], "co_id INT, co_name STRING"),
+    "retail_ref_cities": ([(10, 1), (11, 2), (12, 1)], "ci_id INT, ci_country INT"),
+    "retail_ref_stores": ([(100, 10), (101, 11), (102, 12)], "st_id INT, st_city INT"),
+    "retail_ref_sales": (
+        [(1, 100, 9.5), (2, 101, 20.0), (3, 102, 4.25)],
+        "sale_id INT, store_id INT, amount DOUBLE",
     ),
-    "tpch_customer": (
-        [(1, "Ann", 0, "555-1"), (2, "Bob", 1, "555-2"), (3, "Cy", 2, "555-3")],
-        "c_custkey INT, c_name STRING, c_nationkey INT, c_phone STRING",
-    ),
-    "tpch_orders": (
-        [(10, 1, "F", 100.0, "2026-01-01"), (11, 2, "O", 50.0, "2026-01-02"),
-         (12, 3, "F", 75.0, "2026-01-03")],
-        "o_orderkey INT, o_custkey INT, o_orderstatus STRING, o_totalprice DOUBLE, "
-        "o_orderdate STRING",
-    ),
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -90,92 +85,93 @@ def session_conf(spark) -> Iterator[None]:
     spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
-def customer_inputs(spark) -> None:
-    catalog_table(spark, "customers_us_west", [(1, "Ann")], "id INT, name STRING")
-    catalog_table(spark, "customers_us_east", [(2, "Bob"), (3, "Cy")], "id INT, name STRING")
+PIER_A, PIER_B = [(1, "Aurora")], [(2, "Kestrel"), (3, "Tern")]
+
+
+def vessel_inputs(spark) -> None:
+    catalog_table(spark, "vessels_pier_a", PIER_A, "id INT, name STRING")
+    catalog_table(spark, "vessels_pier_b", PIER_B, "id INT, name STRING")
+    catalog_table(spark, "harbour_logistics_arrivals", ARRIVALS, ARRIVALS_SCHEMA)
 
 
 @pytest.mark.usefixtures("session_conf")
 def test_sdp_guide_python(spark, tmp_path: Path) -> None:
-    """Every Python example of the guide that compiles, as one project with the guide's spec
+    """The guide's Python forms, as one project with a spec of the guide's fields
     (``catalog``/``database``, ``configuration``, a ``libraries`` glob, ``storage``)."""
-    catalog_table(spark, "nyctaxi_trips", TRIPS, "trip_distance DOUBLE, fare DOUBLE, zip STRING")
-    customer_inputs(spark)
-    orders = tmp_path / "sales_orders"
-    orders.mkdir()
-    (orders / "part0.json").write_text('{"order_number": 1}\n{"order_number": 2}\n')
+    vessel_inputs(spark)
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "part0.json").write_text('{"manifest": 7}\n{"manifest": 9}\n')
     project = copy_example(
         "sdp_guide_python",
         tmp_path,
         {
-            "file:///absolute/path/to/storage/dir": f"file://{tmp_path / 'storage'}",
-            "/datasets/retail-org/sales_orders": str(orders),
-            "samples.nyctaxi.trips": "nyctaxi_trips",
+            "file:///placeholder/harbour/storage": f"file://{tmp_path / 'storage'}",
+            "/landing/harbour/manifests": str(manifests),
+            "harbour.logistics.arrivals": "harbour_logistics_arrivals",
         },
     )
     result = lf.run(project, spark=spark)
     assert result.ok, result
     lakehouse = Lakehouse.at(tmp_path / "storage")
-    trips = [(d, f, z) for d, f, z in TRIPS]
-    columns = ["trip_distance", "fare", "zip"]
-    for name in ("rides_mv", "rides_copy", "rides_st"):
-        assert rows(lakehouse, name, columns) == sorted(trips), name
-    assert rows(lakehouse, "orders_mv", ["order_number"]) == [(1,), (2,)]
-    assert rows(lakehouse, "all_customers", ["id", "name"]) == [(1, "Ann"), (2, "Bob"), (3, "Cy")]
-    assert not lakehouse.table_path("rides_tv").exists()  # a temporary view is not stored
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "1000"  # the spec's configuration
+    columns = ["vessel", "tons", "berth"]
+    for name in ("arrivals_mv", "arrivals_copy", "arrivals_st"):
+        assert rows(lakehouse, name, columns) == ordered(ARRIVALS), name
+    assert rows(lakehouse, "manifests_mv", ["manifest"]) == [(7,), (9,)]
+    assert rows(lakehouse, "all_vessels", ["id", "name"]) == ordered(PIER_A + PIER_B)
+    assert not lakehouse.table_path("arrivals_tv").exists()  # a temporary view is not stored
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "12"  # the spec's configuration
 
 
 def test_sdp_guide_for_loop_is_refused_as_by_sdp(spark, tmp_path: Path) -> None:
-    """The guide's for-loop example declares ``@dp.table`` (a streaming table) over batch
+    """The guide's for-loop pattern declares ``@dp.table`` (a streaming table) over batch
     reads: ``spark-pipelines`` refuses it (``INVALID_FLOW_QUERY_TYPE.
     BATCH_RELATION_FOR_STREAMING_TABLE``), and so does lakefeed, before anything is written;
-    the module-level ``collect()`` of the region names runs on the session."""
-    for name, (data, schema) in TPCH.items():
+    the module-level ``collect()`` of the country names runs on the session."""
+    for name, (data, schema) in RETAIL.items():
         catalog_table(spark, name, data, schema)
-    project = copy_example("sdp_guide_for_loop", tmp_path, {"samples.tpch.": "tpch_"})
+    project = copy_example("sdp_guide_for_loop", tmp_path, {"retail.ref.": "retail_ref_"})
     lakehouse = Lakehouse.at(tmp_path / "lh")
     with pytest.raises(PipelineError) as refused:
         lf.run(project, lakehouse=lakehouse, spark=spark)
     problems = refused.value.problems
-    assert sorted(p.split("'")[1] for p in problems) == [
-        "america_customer_orders", "middle_east_customer_orders"
-    ]  # fmt: skip
+    assert sorted(p.split("'")[1] for p in problems) == ["chile_sales", "new_zealand_sales"]
     assert all("returned a batch DataFrame" in p and "materialized_view" in p for p in problems)
     assert str(refused.value).startswith("[LAKEFEED:PIPELINE]")
     assert lakehouse.table_names() == []
 
 
 def test_sdp_guide_sql(spark, tmp_path: Path) -> None:
-    """Every SQL example of the guide, as one folder of ``.sql`` files; their inputs are tables
-    of the session's catalog, read in batch or as a stream (``STREAM x``, ``STREAM(x)``)."""
-    catalog_table(spark, "nyctaxi_trips", TRIPS, "trip_distance DOUBLE, fare DOUBLE, zip STRING")
-    customer_inputs(spark)
+    """The guide's SQL forms, as one folder of ``.sql`` files; their inputs are tables of the
+    session's catalog, read in batch or as a stream (``STREAM x``, ``STREAM(x)``)."""
+    vessel_inputs(spark)
+    # parcel, depot, delivery time (epoch seconds as text, the guide's int -> timestamp form)
+    deliveries = [(501, 1, "1767268800"), (502, 1, "1767355200"), (503, 2, "1767270000")]
     catalog_table(
-        spark,
-        "orders_source",
-        [(1, 100, "1767225600"), (1, 101, "1767312000"), (2, 102, "1767225600")],
-        "customer_id INT, order_number INT, order_datetime STRING",
+        spark, "deliveries_source", deliveries, "parcel_id INT, depot_id INT, delivered_at STRING"
     )
-    catalog_table(
-        spark, "customers_source", [(1, "CA"), (2, "NY")], "customer_id INT, state STRING"
-    )
-    project = copy_example("sdp_guide_sql", tmp_path, {"samples.nyctaxi.trips": "nyctaxi_trips"})
+    depots = {1: "Lyon", 2: "Porto"}
+    catalog_table(spark, "depots_source", list(depots.items()), "depot_id INT, city STRING")
+    replace = {"harbour.logistics.arrivals": "harbour_logistics_arrivals"}
+    project = copy_example("sdp_guide_sql", tmp_path, replace)
     lakehouse = Lakehouse.at(tmp_path / "lh")
     result = lf.run(project, lakehouse=lakehouse, spark=spark)
     assert result.ok, result
-    columns = ["trip_distance", "fare", "zip"]
-    for name in ("rides_mv", "rides_st"):
-        assert rows(lakehouse, name, columns) == sorted(TRIPS), name
-    assert rows(lakehouse, "all_customers", ["id", "name"]) == [(1, "Ann"), (2, "Bob"), (3, "Cy")]
-    # 1767225600 is 2026-01-01 00:00:00 UTC; the session's time zone decides the date
-    day = spark.sql("SELECT date(timestamp(int('1767225600'))) d").first().d
-    next_day = spark.sql("SELECT date(timestamp(int('1767312000'))) d").first().d
-    columns = ["state", "order_date", "order_count"]
-    assert rows(lakehouse, "orders_per_state_and_day", columns) == (
-        sorted([("CA", day, 1), ("CA", next_day, 1), ("NY", day, 1)])
+    columns = ["vessel", "tons", "berth"]
+    for name in ("arrivals_mv", "arrivals_st"):
+        assert rows(lakehouse, name, columns) == ordered(ARRIVALS), name
+    assert rows(lakehouse, "all_vessels", ["id", "name"]) == ordered(PIER_A + PIER_B)
+    # the day of each delivery as the session's time zone sees it, counted per city and day
+    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
+    per_day: dict = {}
+    for _, depot, seconds in deliveries:
+        day = dt.datetime.fromtimestamp(int(seconds), zone).date()
+        per_day[(depots[depot], day)] = per_day.get((depots[depot], day), 0) + 1
+    columns = ["city", "delivery_day", "parcels"]
+    assert rows(lakehouse, "daily_deliveries_by_city", columns) == ordered(
+        (city, day, n) for (city, day), n in per_day.items()
     )
-    assert not lakehouse.table_path("rides_tv").exists()
+    assert not lakehouse.table_path("arrivals_tv").exists()
 
 
 ORDERS = [
@@ -202,10 +198,10 @@ def test_dlt_python_reference(spark, tmp_path: Path) -> None:
     _json_lines(backfill, "old.json", BACKFILL)
     sink, batches = tmp_path / "sink", tmp_path / "batches"
     conf = {
-        "mypipeline.source_dir": str(source),
-        "mypipeline.backfill_dir": str(backfill),
-        "mypipeline.sink_path": str(sink),
-        "mypipeline.batches_path": str(batches),
+        "shop.landing_dir": str(source),
+        "shop.archive_dir": str(backfill),
+        "shop.export_path": str(sink),
+        "shop.batch_log_path": str(batches),
     }
     lakehouse = Lakehouse.at(tmp_path / "lh")
     result = lf.run(CORPUS / "dlt_python", lakehouse=lakehouse, conf=conf, spark=spark)
@@ -220,46 +216,47 @@ def test_dlt_python_reference(spark, tmp_path: Path) -> None:
     for _, customer, amount in clean:
         totals[customer] = totals.get(customer, 0) + amount
     assert rows(lakehouse, "customer_totals", ["customer", "total"]) == ordered(totals.items())
-    assert rows(lakehouse, "large_order_count", ["count"]) == [(1,)]
+    big = [r for r in clean if r[2] >= 100]
+    assert rows(lakehouse, "big_order_count", ["count"]) == [(len(big),)]
     counts = [(c, sum(1 for _, other, _ in clean if other == c)) for c in {c for _, c, _ in clean}]
     assert rows(lakehouse, "customers", ["customer", "count"]) == ordered(counts)
     customers = DeltaTable(str(lakehouse.table_path("customers"))).metadata()
     assert customers.partition_columns == ["customer"]
-    assert customers.description == "Customers with valid orders"
+    assert customers.description == "Customers with orders that pass the rules"
     backfilled = [(r["order_id"], r["customer"], r["amount"]) for r in BACKFILL]
     assert rows(lakehouse, "all_orders", columns) == ordered(clean + backfilled)
     delivered = DeltaTable(str(sink)).to_pyarrow_table().select(columns).to_pylist()
     assert ordered(tuple(r.values()) for r in delivered) == clean
     each = DeltaTable(str(batches)).to_pyarrow_table().select(columns).to_pylist()
     assert ordered(tuple(r.values()) for r in each) == clean
-    assert not lakehouse.table_path("large_orders").exists()  # a view is not stored
+    assert not lakehouse.table_path("big_orders").exists()  # a view is not stored
     again = lf.run(CORPUS / "dlt_python", lakehouse=lakehouse, conf=conf, spark=spark)
     assert again.ok and len(table(lakehouse, "all_orders")) == len(clean) + 1  # once: once
 
 
-SNAPSHOTS = [
-    [{"key": 1, "value": "a"}, {"key": 2, "value": "b"}],
-    [{"key": 1, "value": "a2"}, {"key": 3, "value": "c"}],
+PRICE_LISTS = [
+    [{"sku": 1, "price": 2.5}, {"sku": 2, "price": 4.0}],
+    [{"sku": 1, "price": 3.0}, {"sku": 3, "price": 1.25}],
 ]
+STOCK = [(1, 40), (2, 0)]
 
 
 def test_dlt_auto_cdc_from_snapshot(spark, tmp_path: Path) -> None:
     """Both documented ways: a view snapshotted on each update (SCD1: the target equals it),
-    and a function giving versioned snapshots (SCD2: a row per version a key's value held)."""
-    snapshots = tmp_path / "snapshots"
-    for version, snapshot in enumerate(SNAPSHOTS, start=1):
-        _json_lines(snapshots, f"snapshot_{version}.json", snapshot)
-    catalog_table(
-        spark, "mycatalog_myschema_mytable", [(1, "x"), (2, "y")], "key INT, value STRING"
-    )
+    and a function giving numbered snapshots (SCD2: a row per version a key's value held, closed
+    by the snapshot that changed or dropped it)."""
+    price_lists = tmp_path / "price_lists"
+    for version, listing in enumerate(PRICE_LISTS, start=1):
+        _json_lines(price_lists, f"prices_v{version}.json", listing)
+    catalog_table(spark, "warehouse_stock", STOCK, "sku INT, units INT")
     lakehouse = Lakehouse.at(tmp_path / "lh")
-    conf = {"mypipeline.snapshot_dir": str(snapshots)}
+    conf = {"prices.snapshot_dir": str(price_lists)}
     result = lf.run(CORPUS / "dlt_auto_cdc_snapshot", lakehouse=lakehouse, conf=conf, spark=spark)
     assert result.ok, result
-    assert rows(lakehouse, "target_periodic", ["key", "value"]) == [(1, "x"), (2, "y")]
-    history = rows(lakehouse, "target_historical", ["key", "value", "__START_AT", "__END_AT"])
+    assert rows(lakehouse, "stock_now", ["sku", "units"]) == STOCK
+    history = rows(lakehouse, "price_history", ["sku", "price", "__START_AT", "__END_AT"])
     assert history == ordered(
-        [(1, "a", 1, 2), (1, "a2", 2, None), (2, "b", 1, 2), (3, "c", 2, None)]
+        [(1, 2.5, 1, 2), (1, 3.0, 2, None), (2, 4.0, 1, 2), (3, 1.25, 2, None)]
     )
 
 
@@ -272,34 +269,29 @@ def test_sdp_guide_kafka(spark, broker, tmp_path: Path) -> None:
     project = copy_example(
         "sdp_guide_kafka",
         tmp_path,
-        {"localhost:9092": broker.bootstrap, '"subscribe", "orders"': f'"subscribe", "{topic}"'},
+        {"kafka.example:9092": broker.bootstrap, '"pos_events"': f'"{topic}"'},
     )
     lakehouse = Lakehouse.at(tmp_path / "lh")
     assert lf.run(project, lakehouse=lakehouse, spark=spark).ok
-    assert len(table(lakehouse, "raw_orders")) == 0
+    assert len(table(lakehouse, "pos_events_raw")) == 0
     broker.produce(topic, ["o1", "o2"])
     assert lf.run(project, lakehouse=lakehouse, spark=spark).ok
-    values = [bytes(v).decode() for v in table(lakehouse, "raw_orders")["value"].to_pylist()]
+    values = [bytes(v).decode() for v in table(lakehouse, "pos_events_raw")["value"].to_pylist()]
     assert sorted(values) == ["o1", "o2"]
-    assert table(lakehouse, "raw_orders")["topic"].to_pylist() == [topic, topic]
+    assert table(lakehouse, "pos_events_raw")["topic"].to_pylist() == [topic, topic]
 
 
 def test_dlt_sql_reference(spark, tmp_path: Path) -> None:
     """Streaming tables with ``CONSTRAINT ... EXPECT`` (drop and warn), a materialized view,
-    append flows (``INSERT INTO`` and ``INSERT INTO ONCE``) and ``APPLY CHANGES INTO`` SCD2 on
-    DLT's documented users rows, which give DLT's documented SCD2 table."""
-    from tests.compat.test_session_first import SCD2, USERS
+    append flows (``INSERT INTO`` and ``INSERT INTO ONCE``), and AUTO CDC over one change feed
+    as ``APPLY CHANGES INTO`` (SCD2) and ``CREATE FLOW ... AS AUTO CDC INTO`` (SCD1)."""
+    from tests.compat.test_session_first import CHANGES, CHANGES_SCHEMA, SCD1, SCD2
 
     records = [tuple(r.values()) for r in ORDERS]
     schema = "order_id BIGINT, customer STRING, amount DOUBLE"
     catalog_table(spark, "orders_source", records, schema)
-    catalog_table(spark, "old_orders", [tuple(r.values()) for r in BACKFILL], schema)
-    catalog_table(
-        spark,
-        "users_source",
-        USERS,
-        "userId BIGINT, name STRING, city STRING, operation STRING, sequenceNum BIGINT",
-    )
+    catalog_table(spark, "archived_orders", [tuple(r.values()) for r in BACKFILL], schema)
+    catalog_table(spark, "account_changes_source", CHANGES, CHANGES_SCHEMA)
     lakehouse = Lakehouse.at(tmp_path / "lh")
     result = lf.run(CORPUS / "dlt_sql", lakehouse=lakehouse, spark=spark)
     assert result.ok, result
@@ -316,5 +308,6 @@ def test_dlt_sql_reference(spark, tmp_path: Path) -> None:
     assert rows(lakehouse, "all_orders", ["order_id", "amount"]) == ordered(
         [(o, a) for o, _, a in valid] + backfilled
     )
-    scd2 = ["userId", "name", "city", "__START_AT", "__END_AT"]
-    assert rows(lakehouse, "target_scd2", scd2) == ordered(SCD2)
+    assert rows(lakehouse, "accounts_current", ["account_id", "holder", "plan"]) == ordered(SCD1)
+    scd2 = ["account_id", "holder", "plan", "__START_AT", "__END_AT"]
+    assert rows(lakehouse, "accounts_history", scd2) == ordered(SCD2)

@@ -1,8 +1,9 @@
 """delta-spark's table builder, convertToDelta and protocol methods on
-lakefeed.compat.delta_spark.DeltaTable: docs.delta.io's examples run verbatim (only the import
-differs), the tables read back by Spark's ``format("delta")`` and by delta-rs, and misuse refused
-with Delta's codes. Generated columns: lakefeed's batch and stream writes compute them or refuse a
-wrong value."""
+lakefeed.compat.delta_spark.DeltaTable, called in the forms docs.delta.io documents (builder
+chains with string and DataType types, comments, properties, locations, partitions and generated
+columns), written for this suite with its own tables; the tables read back by Spark's
+``format("delta")`` and by delta-rs, and misuse refused with Delta's codes. Generated columns:
+lakefeed's batch and stream writes compute them or refuse a wrong value."""
 
 from __future__ import annotations
 
@@ -26,20 +27,20 @@ from lakefeed.core.lakehouse import Lakehouse
 
 pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
 
-PEOPLE = "id int, firstName string, middleName string, lastName string, gender string, " + (
-    "birthDate timestamp, ssn string, salary int"
+CREW = "id int, givenName string, otherNames string, familyName string, role string, " + (
+    "hiredAt timestamp, badge string, wage int"
 )
 
 
 ROWS = [
-    (1, "Ann", None, "Lee", "F", dt.datetime(1990, 5, 17, 10, 30), "1", 10),
-    (2, "Bo", None, "Kim", "M", None, "2", 20),
+    (1, "Ann", None, "Lee", "cook", dt.datetime(1990, 5, 17, 10, 30), "b1", 10),
+    (2, "Bo", None, "Kim", "pilot", None, "b2", 20),
 ]
 
 
 @pytest.fixture
 def home(spark, tmp_path: Path) -> Iterator[Lakehouse]:
-    """Names resolve in a lakehouse of this test (``default.people10m`` -> tables/people10m)."""
+    """Names resolve in a lakehouse of this test (``default.crew`` -> tables/crew)."""
     spark.conf.set(LAKEHOUSE_CONF, str(tmp_path / "lakehouse"))
     try:
         yield Lakehouse.at(tmp_path / "lakehouse")
@@ -52,66 +53,64 @@ def _fields(path: str) -> dict[str, dict]:
     return {f["name"]: f for f in schema["fields"]}
 
 
-def _write_people(spark, path: str) -> None:
-    rows = [(1, "Ann", None, "Lee", "F", None, "1", 10), (2, "Bo", None, "Kim", "M", None, "2", 20)]
-    spark.createDataFrame(rows, PEOPLE).write.format("delta").mode("append").save(path)
+def _write_crew(spark, path: str) -> None:
+    rows = [(*row[:5], None, *row[6:]) for row in ROWS]
+    spark.createDataFrame(rows, CREW).write.format("delta").mode("append").save(path)
 
 
 def test_docs_create_examples_then_writes_reads_and_replace(spark, home, tmp_path: Path) -> None:
-    # docs.delta.io, "Create a table" (Python), verbatim:
-    # Create table in the metastore
-    DeltaTable.createIfNotExists(spark) \
-      .tableName("default.people10m") \
-      .addColumn("id", "INT") \
-      .addColumn("firstName", "STRING") \
-      .addColumn("middleName", "STRING") \
-      .addColumn("lastName", "STRING", comment = "surname") \
-      .addColumn("gender", "STRING") \
-      .addColumn("birthDate", "TIMESTAMP") \
-      .addColumn("ssn", "STRING") \
-      .addColumn("salary", "INT") \
-      .execute()  # fmt: skip
+    # docs.delta.io's "Create a table" forms (Python): createIfNotExists by name, then
+    # createOrReplace at a path with a property; string types and a column comment.
+    (
+        DeltaTable.createIfNotExists(spark)
+        .tableName("default.crew")
+        .addColumn("id", "INT")
+        .addColumn("givenName", "STRING")
+        .addColumn("otherNames", "STRING")
+        .addColumn("familyName", "STRING", comment="family name")
+        .addColumn("role", "STRING")
+        .addColumn("hiredAt", "TIMESTAMP")
+        .addColumn("badge", "STRING")
+        .addColumn("wage", "INT")
+        .execute()
+    )
+    (
+        DeltaTable.createOrReplace(spark)
+        .addColumn("id", "INT")
+        .addColumn("givenName", "STRING")
+        .addColumn("familyName", "STRING", comment="family name")
+        .addColumn("role", "STRING")
+        .property("description", "who works the ship")
+        .location(str(tmp_path / "delta/crew"))
+        .execute()
+    )
 
-    # Create or replace table with path and add properties
-    DeltaTable.createOrReplace(spark) \
-      .addColumn("id", "INT") \
-      .addColumn("firstName", "STRING") \
-      .addColumn("middleName", "STRING") \
-      .addColumn("lastName", "STRING", comment = "surname") \
-      .addColumn("gender", "STRING") \
-      .addColumn("birthDate", "TIMESTAMP") \
-      .addColumn("ssn", "STRING") \
-      .addColumn("salary", "INT") \
-      .property("description", "table with people data") \
-      .location(str(tmp_path / "delta/people10m")) \
-      .execute()  # fmt: skip
-
-    named = str(home.table_path("people10m"))
-    assert _fields(named)["lastName"]["metadata"] == {"comment": "surname"}
-    by_path = RsTable(str(tmp_path / "delta/people10m"))
-    assert by_path.metadata().configuration == {"description": "table with people data"}
+    named = str(home.table_path("crew"))
+    assert _fields(named)["familyName"]["metadata"] == {"comment": "family name"}
+    by_path = RsTable(str(tmp_path / "delta/crew"))
+    assert by_path.metadata().configuration == {"description": "who works the ship"}
 
     # the same name again: createIfNotExists changes nothing, create is Delta's error
-    again = DeltaTable.createIfNotExists(spark).tableName("default.people10m")
+    again = DeltaTable.createIfNotExists(spark).tableName("default.crew")
     again.addColumn("other", "INT").execute()
     assert RsTable(named).version() == 0
     with pytest.raises(Exception) as exists:
-        DeltaTable.create(spark).tableName("default.people10m").addColumn("id", "INT").execute()
+        DeltaTable.create(spark).tableName("default.crew").addColumn("id", "INT").execute()
     assert code_of(exists.value) == "DELTA_TABLE_ALREADY_EXISTS"
 
-    _write_people(spark, named)
-    assert sorted(r.id for r in DeltaTable.forName(spark, "people10m").toDF().collect()) == [1, 2]
+    _write_crew(spark, named)
+    assert sorted(r.id for r in DeltaTable.forName(spark, "crew").toDF().collect()) == [1, 2]
     assert RsTable(named).to_pyarrow_table().num_rows == 2
 
     # replace: one commit with the new metadata, every file removed, history kept
-    DeltaTable.replace(spark).tableName("default.people10m").addColumn(
+    DeltaTable.replace(spark).tableName("default.crew").addColumn(
         "id", LongType(), nullable=False, comment="key"
-    ).addColumn("gender", "STRING").partitionedBy("gender").comment("v2").property(
+    ).addColumn("role", "STRING").partitionedBy("role").comment("v2").property(
         "delta.appendOnly", "true"
     ).execute()
     table = RsTable(named)
     assert (table.version(), table.metadata().description) == (2, "v2")
-    assert list(table.metadata().partition_columns) == ["gender"]
+    assert list(table.metadata().partition_columns) == ["role"]
     assert table.metadata().configuration == {"delta.appendOnly": "true"}
     assert _fields(named)["id"] == {
         "name": "id",
@@ -123,12 +122,12 @@ def test_docs_create_examples_then_writes_reads_and_replace(spark, home, tmp_pat
     assert [h.operation for h in DeltaTable.forPath(spark, named).history().collect()][0] == (
         "CREATE OR REPLACE TABLE"
     )
-    assert spark.read.format("delta").load(named).columns == ["id", "gender"]
+    assert spark.read.format("delta").load(named).columns == ["id", "role"]
 
     # NOT NULL is kept by lakefeed's writers: nulls there are refused, other rows land
-    rows = spark.createDataFrame([(7, "F")], "id long, gender string")
+    rows = spark.createDataFrame([(7, "cook")], "id long, role string")
     rows.write.format("delta").mode("append").save(named)
-    nulls = spark.createDataFrame([(None, "M")], "id long, gender string")
+    nulls = spark.createDataFrame([(None, "pilot")], "id long, role string")
     with pytest.raises(Exception) as not_null:
         nulls.write.format("delta").mode("append").save(named)
     assert "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" in str(not_null.value)
@@ -137,25 +136,27 @@ def test_docs_create_examples_then_writes_reads_and_replace(spark, home, tmp_pat
 
 
 def test_docs_partitioned_create_and_column_builder(spark, home) -> None:
-    # docs.delta.io, "Partition data" (Python), verbatim:
-    DeltaTable.create(spark) \
-      .tableName("default.people10m") \
-      .addColumn("id", "INT") \
-      .addColumn("firstName", "STRING") \
-      .addColumn("middleName", "STRING") \
-      .addColumn("lastName", "STRING", comment = "surname") \
-      .addColumn("gender", "STRING") \
-      .addColumn("birthDate", "TIMESTAMP") \
-      .addColumn("ssn", "STRING") \
-      .addColumn("salary", "INT") \
-      .partitionedBy("gender") \
-      .execute()  # fmt: skip
+    # docs.delta.io's "Partition data" form (Python): create by name, partitionedBy a column.
+    (
+        DeltaTable.create(spark)
+        .tableName("default.crew")
+        .addColumn("id", "INT")
+        .addColumn("givenName", "STRING")
+        .addColumn("otherNames", "STRING")
+        .addColumn("familyName", "STRING", comment="family name")
+        .addColumn("role", "STRING")
+        .addColumn("hiredAt", "TIMESTAMP")
+        .addColumn("badge", "STRING")
+        .addColumn("wage", "INT")
+        .partitionedBy("role")
+        .execute()
+    )
 
-    path = str(home.table_path("people10m"))
-    _write_people(spark, path)
-    assert RsTable(path).metadata().partition_columns == ["gender"]
-    frame = spark.read.format("delta").load(path).where("gender = 'M'")
-    assert [r.firstName for r in frame.collect()] == ["Bo"]
+    path = str(home.table_path("crew"))
+    _write_crew(spark, path)
+    assert RsTable(path).metadata().partition_columns == ["role"]
+    frame = spark.read.format("delta").load(path).where("role = 'pilot'")
+    assert [r.givenName for r in frame.collect()] == ["Bo"]
 
     column = DeltaTable.columnBuilder(spark, "day").dataType("DATE").nullable(False)
     field = column.comment("event day").build()
@@ -176,8 +177,8 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
 
     identity = (
         DeltaTable.create()
-        .tableName("table_name")
-        .addColumn("id_col3", dataType=LongType(), generatedByDefaultAs=IdentityGenerator())
+        .tableName("tickets")
+        .addColumn("ticket_no", dataType=LongType(), generatedByDefaultAs=IdentityGenerator())
     )
     assert refused(identity) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     clustered = DeltaTable.create(spark).tableName("c").addColumn("a", "INT").clusterBy("a")
@@ -190,18 +191,18 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     assert refused(unknown.addColumn("b", "INT", generatedAlwaysAs="nope + 1")) == (
         "DELTA_INVALID_GENERATED_COLUMN_REFERENCES"
     )
-    # GeneratedColumnSuite "validateGeneratedColumns: unsupported expressions", in Python:
-    spark.udf.register("myudf", lambda s: s, "array<int>")
+    # the kinds of expression Delta refuses in a generated column, each with its code
+    spark.udf.register("tidy_scores", lambda s: s, "array<int>")
     for expression, code, message in [
-        ("myudf(foo)", "DELTA_UDF_IN_GENERATED_COLUMN", "cannot use a user-defined function"),
+        ("tidy_scores(scores)", "DELTA_UDF_IN_GENERATED_COLUMN", "cannot use a user-defined"),
         ("rand()", "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN", "Found rand()"),
-        ("max(foo)", "DELTA_AGGREGATE_IN_GENERATED_COLUMN", "cannot use an aggregate"),
-        ("explode(foo)", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", "explode(foo) cannot"),
+        ("max(scores)", "DELTA_AGGREGATE_IN_GENERATED_COLUMN", "cannot use an aggregate"),
+        ("explode(scores)", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", "explode(scores)"),
         ("current_timestamp", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN", "current_times"),
     ]:
-        builder = DeltaTable.create(spark).tableName("g").addColumn("foo", "ARRAY<INT>")
+        builder = DeltaTable.create(spark).tableName("g").addColumn("scores", "ARRAY<INT>")
         with pytest.raises(Exception) as error:
-            builder.addColumn("bar", "INT", generatedAlwaysAs=expression).execute()
+            builder.addColumn("best", "INT", generatedAlwaysAs=expression).execute()
         assert code_of(error.value) == code
         assert message.lower() in str(error.value).lower()
     typed = DeltaTable.create(spark).tableName("g").addColumn("a", "STRING")
@@ -248,62 +249,65 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
 
 
 def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_path) -> None:
-    # docs.delta.io, "Create a table" / "Use generated columns" (Python), verbatim:
-    DeltaTable.create(spark) \
-      .tableName("default.people10m") \
-      .addColumn("id", "INT") \
-      .addColumn("firstName", "STRING") \
-      .addColumn("middleName", "STRING") \
-      .addColumn("lastName", "STRING", comment = "surname") \
-      .addColumn("gender", "STRING") \
-      .addColumn("birthDate", "TIMESTAMP") \
-      .addColumn("dateOfBirth", DateType(), generatedAlwaysAs="CAST(birthDate AS DATE)") \
-      .addColumn("ssn", "STRING") \
-      .addColumn("salary", "INT") \
-      .partitionedBy("gender") \
-      .execute()  # fmt: skip
+    # docs.delta.io's "Use generated columns" form (Python): a DataType column generated
+    # from another by generatedAlwaysAs, in a partitioned create by name.
+    (
+        DeltaTable.create(spark)
+        .tableName("default.crew")
+        .addColumn("id", "INT")
+        .addColumn("givenName", "STRING")
+        .addColumn("otherNames", "STRING")
+        .addColumn("familyName", "STRING", comment="family name")
+        .addColumn("role", "STRING")
+        .addColumn("hiredAt", "TIMESTAMP")
+        .addColumn("hireDate", DateType(), generatedAlwaysAs="CAST(hiredAt AS DATE)")
+        .addColumn("badge", "STRING")
+        .addColumn("wage", "INT")
+        .partitionedBy("role")
+        .execute()
+    )
 
-    path = str(home.table_path("people10m"))
+    path = str(home.table_path("crew"))
     protocol = RsTable(path).protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 4)
 
-    people = spark.createDataFrame(ROWS, PEOPLE)
-    people.write.format("delta").mode("append").save(path)  # without the generated column
-    born = {r.id: r.dateOfBirth for r in spark.read.format("delta").load(path).collect()}
+    crew = spark.createDataFrame(ROWS, CREW)
+    crew.write.format("delta").mode("append").save(path)  # without the generated column
+    born = {r.id: r.hireDate for r in spark.read.format("delta").load(path).collect()}
     assert born == {1: dt.date(1990, 5, 17), 2: None}
 
-    right = people.where("id = 1").withColumn("id", F.lit(3))
-    right = right.withColumn("dateOfBirth", F.to_date("birthDate"))
+    right = crew.where("id = 1").withColumn("id", F.lit(3))
+    right = right.withColumn("hireDate", F.to_date("hiredAt"))
     right.write.format("delta").mode("append").save(path)  # given and equal: taken
-    wrong = people.withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    wrong = crew.withColumn("hireDate", F.lit(dt.date(2000, 1, 1)))
     with pytest.raises(Exception) as violated:
         wrong.write.format("delta").mode("append").save(path)
     assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
     assert "\tat " not in str(violated.value)  # the row, not the JVM stack
-    assert "Generated Column (`dateOfBirth` <=> CAST(birthDate AS DATE))" in str(violated.value)
+    assert "Generated Column (`hireDate` <=> CAST(hiredAt AS DATE))" in str(violated.value)
     # the row's values of the column and what its expression reads, as Delta's message
-    assert " - dateOfBirth : 2000-01-01\n - birthDate : " in str(violated.value)
-    assert " - firstName" not in str(violated.value)
-    lacking = people.drop("birthDate").withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    assert " - hireDate : 2000-01-01\n - hiredAt : " in str(violated.value)
+    assert " - givenName" not in str(violated.value)
+    lacking = crew.drop("hiredAt").withColumn("hireDate", F.lit(dt.date(2000, 1, 1)))
     with pytest.raises(Exception) as no_input:
         lacking.write.format("delta").mode("append").save(path)
     assert code_of(no_input.value) == "DELTA_GENERATED_COLUMN_INPUT_MISSING"
-    assert "computed from `birthDate`, which the written rows lack" in str(no_input.value)
+    assert "computed from `hiredAt`, which the written rows lack" in str(no_input.value)
     with pytest.raises(Exception) as python_sink:
-        people.write.format("delta").mode("append").option("lakefeed.writer", "python").save(path)
+        crew.write.format("delta").mode("append").option("lakefeed.writer", "python").save(path)
     assert code_of(python_sink.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
-    assert "has generated columns (dateOfBirth)" in str(python_sink.value)
+    assert "has generated columns (hireDate)" in str(python_sink.value)
     python = {"lakefeed.writer": "python"}
     with pytest.raises(Exception) as explicit:  # lakefeed's explicit function, alike
-        delta.write(people, path, mode="append", **python)
+        delta.write(crew, path, mode="append", **python)
     assert code_of(explicit.value) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
     assert RsTable(path).version() == 2  # the refused writes committed nothing
 
     # a stream appending rows without the column (availableNow) gets it computed
     source = tmp_path / "landing"
-    landed = "id int, gender string, birthDate timestamp"  # gender: the partition column
-    spark.createDataFrame([(10, "F", dt.datetime(2001, 2, 3, 4, 5))], landed) \
-        .write.parquet(str(source))  # fmt: skip
+    landed = "id int, role string, hiredAt timestamp"  # role: the partition column
+    landing = spark.createDataFrame([(10, "cook", dt.datetime(2001, 2, 3, 4, 5))], landed)
+    landing.write.parquet(str(source))
     stream = spark.readStream.schema(landed).parquet(str(source))
     query = (
         stream.writeStream.format("delta")
@@ -312,7 +316,7 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
         .start(path)
     )
     query.awaitTermination()
-    wrong_day = stream.withColumn("dateOfBirth", F.lit(dt.date(2000, 1, 1)))
+    wrong_day = stream.withColumn("hireDate", F.lit(dt.date(2000, 1, 1)))
     failing = (
         wrong_day.writeStream.format("delta")
         .option("checkpointLocation", str(tmp_path / "ckpt2"))
@@ -324,23 +328,21 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
     assert code_of(stream_violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
 
     # a new column (mergeSchema) keeps the generation expression in the table's schema
-    extra = people.where("id = 1").withColumn("id", F.lit(4)).withColumn("note", F.lit("x"))
+    extra = crew.where("id = 1").withColumn("id", F.lit(4)).withColumn("note", F.lit("x"))
     extra.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
-    generation = _fields(path)["dateOfBirth"]["metadata"]
-    assert generation == {"delta.generationExpression": "CAST(birthDate AS DATE)"}
+    generation = _fields(path)["hireDate"]["metadata"]
+    assert generation == {"delta.generationExpression": "CAST(hiredAt AS DATE)"}
 
     # delta-rs's MERGE and UPDATE do not recompute the column: refused before they run
     target = DeltaTable.forPath(spark, path)
     with pytest.raises(Exception) as merge:
-        target.alias("t").merge(
-            people.alias("s"), "t.id = s.id"
-        ).whenNotMatchedInsertAll().execute()
+        target.alias("t").merge(crew.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
     with pytest.raises(Exception) as update:
-        target.update("id = 1", {"birthDate": "birthDate + INTERVAL 1 DAY"})
+        target.update("id = 1", {"hiredAt": "hiredAt + INTERVAL 1 DAY"})
     assert code_of(merge.value) == code_of(update.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
 
-    table = RsTable(path).to_pyarrow_table(columns=["id", "dateOfBirth"]).to_pylist()
-    rows = {r["id"]: r["dateOfBirth"] for r in table}
+    table = RsTable(path).to_pyarrow_table(columns=["id", "hireDate"]).to_pylist()
+    rows = {r["id"]: r["hireDate"] for r in table}
     assert rows == {
         1: dt.date(1990, 5, 17),
         2: None,
@@ -351,36 +353,39 @@ def test_docs_generated_column_batch_stream_merge_and_refusals(spark, home, tmp_
 
 
 def test_docs_partitioned_by_generated_column(spark, home) -> None:
-    # docs.delta.io, "Use generated columns" (Python), verbatim:
-    DeltaTable.create(spark) \
-      .tableName("default.events") \
-      .addColumn("eventId", "BIGINT") \
-      .addColumn("data", "STRING") \
-      .addColumn("eventType", "STRING") \
-      .addColumn("eventTime", "TIMESTAMP") \
-      .addColumn("eventDate", "DATE", generatedAlwaysAs="CAST(eventTime AS DATE)") \
-      .partitionedBy("eventType", "eventDate") \
-      .execute()  # fmt: skip
+    # docs.delta.io's "Use generated columns" form (Python): a string-typed generated DATE
+    # column among the partition columns.
+    (
+        DeltaTable.create(spark)
+        .tableName("default.readings")
+        .addColumn("readingId", "BIGINT")
+        .addColumn("payload", "STRING")
+        .addColumn("sensorKind", "STRING")
+        .addColumn("readAt", "TIMESTAMP")
+        .addColumn("readDay", "DATE", generatedAlwaysAs="CAST(readAt AS DATE)")
+        .partitionedBy("sensorKind", "readDay")
+        .execute()
+    )
 
-    path = str(home.table_path("events"))
-    events = [
-        (1, "a", "click", dt.datetime(2024, 3, 1, 8)),
-        (2, "b", "view", dt.datetime(2024, 3, 2, 9)),
+    path = str(home.table_path("readings"))
+    readings = [
+        (1, "21.5C", "thermo", dt.datetime(2024, 3, 1, 8)),
+        (2, "55%", "humidity", dt.datetime(2024, 3, 2, 9)),
     ]
     frame = spark.createDataFrame(
-        events, "eventId long, data string, eventType string, eventTime timestamp"
+        readings, "readingId long, payload string, sensorKind string, readAt timestamp"
     )
     frame.write.format("delta").mode("append").save(path)
 
     adds = pa.table(RsTable(path).get_add_actions(flatten=True)).to_pylist()
-    assert sorted(a["partition.eventDate"] for a in adds) == [
+    assert sorted(a["partition.readDay"] for a in adds) == [
         dt.date(2024, 3, 1),
         dt.date(2024, 3, 2),
     ]
-    by_spark = spark.read.format("delta").load(path).where("eventDate = '2024-03-02'")
-    assert [r.eventId for r in by_spark.collect()] == [2]
-    by_rs = RsTable(path).to_pyarrow_table(columns=["eventId", "eventDate"]).to_pylist()
-    assert sorted((r["eventId"], r["eventDate"]) for r in by_rs) == [
+    by_spark = spark.read.format("delta").load(path).where("readDay = '2024-03-02'")
+    assert [r.readingId for r in by_spark.collect()] == [2]
+    by_rs = RsTable(path).to_pyarrow_table(columns=["readingId", "readDay"]).to_pylist()
+    assert sorted((r["readingId"], r["readDay"]) for r in by_rs) == [
         (1, dt.date(2024, 3, 1)),
         (2, dt.date(2024, 3, 2)),
     ]
@@ -394,15 +399,13 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
         (parted / f"part={part}").mkdir(parents=True)
         pq.write_table(pa.table({"v": [f"x{part}"]}), parted / f"part={part}" / "f.parquet")
 
-    # docs.delta.io, "Convert a Parquet table to a Delta table" (Python), paths filled in:
-    # Convert unpartitioned Parquet table at path '<path-to-table>'
-    deltaTable = DeltaTable.convertToDelta(spark, f"parquet.`{plain}`")
-    # Convert partitioned parquet table at path '<path-to-table>' and partitioned by integer
-    # column named 'part'
-    partitionedDeltaTable = DeltaTable.convertToDelta(spark, f"parquet.`{parted}`", "part int")
+    # docs.delta.io's convertToDelta forms (Python): a parquet.`path` identifier, alone and
+    # with the partition schema as a DDL string.
+    converted = DeltaTable.convertToDelta(spark, f"parquet.`{plain}`")
+    converted_parts = DeltaTable.convertToDelta(spark, f"parquet.`{parted}`", "part int")
 
-    assert sorted(r.a for r in deltaTable.toDF().collect()) == [1, 2]
-    rows = partitionedDeltaTable.toDF().orderBy("part").collect()
+    assert sorted(r.a for r in converted.toDF().collect()) == [1, 2]
+    rows = converted_parts.toDF().orderBy("part").collect()
     assert [(r.v, r.part) for r in rows] == [("x1", 1), ("x2", 2)]
     assert RsTable(str(parted)).metadata().partition_columns == ["part"]
     assert RsTable(str(parted)).to_pyarrow_table().num_rows == 2
@@ -411,9 +414,9 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
         DeltaTable.convertToDelta(spark, f"csv.`{plain}`")
     assert code_of(not_parquet.value) == "DELTA_CONVERT_NON_PARQUET_TABLE"
 
-    # docs.delta.io, "How does Delta Lake manage feature compatibility?" (Python):
-    delta = DeltaTable.forPath(spark, str(plain))  # or DeltaTable.forName
-    delta.upgradeTableProtocol(1, 3)  # upgrades to readerVersion=1, writerVersion=3
+    # the protocol methods docs.delta.io documents (feature compatibility page), by path
+    delta = DeltaTable.forPath(spark, str(plain))
+    delta.upgradeTableProtocol(1, 3)  # reader 1, writer 3
     protocol = RsTable(str(plain)).protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 3)
     delta.addFeatureSupport("changeDataFeed")
@@ -455,11 +458,11 @@ def test_docs_convert_to_delta_and_protocol(spark, tmp_path: Path) -> None:
     assert RsTable(str(warehouse / "analytics.db" / "builder_t")).version() == 0
     assert DeltaTable.forName(spark, "analytics.builder_t").toDF().columns == ["a"]
 
-    # docs.delta.io, "Generate a manifest file" (Python):
-    deltaTable = DeltaTable.forPath(spark, str(parted))
-    deltaTable.generate("symlink_format_manifest")
+    # generate(mode), the form docs.delta.io documents for manifest files
+    manifested = DeltaTable.forPath(spark, str(parted))
+    manifested.generate("symlink_format_manifest")
     manifest = parted / "_symlink_format_manifest" / "part=1" / "manifest"
     assert manifest.read_text().startswith(f"file:{parted}/part=1/")
-    assert refused(lambda: deltaTable.generate("other")) == "DELTA_MODE_NOT_SUPPORTED"
+    assert refused(lambda: manifested.generate("other")) == "DELTA_MODE_NOT_SUPPORTED"
     with pytest.raises(ValueError, match="readerVersion needs to be an integer"):
         delta.upgradeTableProtocol("1", 3)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
-"""docs.delta.io's Python examples as written (delta-batch, delta-update pages), paths moved to
-a temporary folder: the ones that failed or did the wrong thing on lakefeed before."""
+"""delta-spark's Python API in the forms docs.delta.io documents (delta-batch, delta-update and
+delta-utility pages), written for this suite with its own tables and data: the forms that failed
+or did the wrong thing on lakefeed before."""
 
 from __future__ import annotations
 
@@ -16,27 +17,24 @@ from lakefeed.delta import replace
 
 pytestmark = pytest.mark.compat  # the compatibility surfaces themselves
 
-PEOPLE = (
-    "id INT, firstName STRING, middleName STRING, lastName STRING, gender STRING, "
-    "birthDate TIMESTAMP, ssn STRING, salary INT"
-)
+MEMBERS = "id INT, name STRING, tier STRING, joined TIMESTAMP, fee INT"
 
 
-def _people(spark, path: str) -> None:
+def _members(spark, path: str) -> None:
     rows = [
-        (1, "Ann", "B", "Cole", "F", datetime.datetime(1950, 1, 2), "1", 10),
-        (2, "Bob", "C", "Dean", "M", datetime.datetime(1958, 1, 5), "2", 20),
-        (3, "Cy", "D", "Eve", "M", datetime.datetime(1980, 1, 5), "3", 30),
+        (1, "Ann", "gold", datetime.datetime(1950, 1, 2), 10),
+        (2, "Bob", "silver", datetime.datetime(1958, 1, 5), 20),
+        (3, "Cy", "silver", datetime.datetime(1980, 1, 5), 30),
     ]
-    spark.createDataFrame(rows, PEOPLE).write.format("delta").mode("overwrite").save(path)
+    spark.createDataFrame(rows, MEMBERS).write.format("delta").mode("overwrite").save(path)
 
 
 def test_spark_timestamps_are_retyped_as_delta_columns() -> None:
     """Spark prints CAST(... AS TIMESTAMP) / TIMESTAMP '...', which DataFusion types as ns
     without a zone and cannot compare with Delta's µs columns."""
     utc = "'Timestamp(Microsecond, Some(\"UTC\"))'"
-    assert for_delta_rs("(birthDate < CAST('1960-01-01' AS TIMESTAMP))") == (
-        f"(birthDate < arrow_cast('1960-01-01', {utc}))"
+    assert for_delta_rs("(joined < CAST('1960-01-01' AS TIMESTAMP))") == (
+        f"(joined < arrow_cast('1960-01-01', {utc}))"
     )
     assert for_delta_rs("(t.ts = TIMESTAMP '2020-01-01 00:00:00')") == (
         f"(t.ts = arrow_cast('2020-01-01 00:00:00', {utc}))"
@@ -58,8 +56,8 @@ def test_spark_timestamps_are_retyped_as_delta_columns() -> None:
 @pytest.mark.parametrize(
     ("options", "session_mode"),
     [
-        ({"replaceUsing": "event_id, start_date"}, None),
-        ({"replaceOn": "s.event_id <=> t.event_id", "targetAlias": "t"}, None),
+        ({"replaceUsing": "booking_id, check_in"}, None),
+        ({"replaceOn": "s.booking_id <=> t.booking_id", "targetAlias": "t"}, None),
         ({"partitionOverwriteMode": "dynamic"}, None),
         ({}, "DYNAMIC"),
     ],
@@ -74,83 +72,72 @@ def test_selective_overwrites_lakefeed_cannot_do_are_refused(options, session_mo
 
 
 def test_delta_update_page_delete_and_update(spark, tmp_path: Path) -> None:
-    """delta-update: 'Delete from a table' and 'Update a table', both condition forms."""
-    _people(spark, f"{tmp_path}/delta/people-10m")
+    """delta-update: delete() and update() with both condition forms, a SQL string and a
+    Column (set given as SQL strings and as Columns)."""
+    _members(spark, f"{tmp_path}/delta/members")
 
-    deltaTable = DeltaTable.forPath(spark, f"{tmp_path}/delta/people-10m")
+    members = DeltaTable.forPath(spark, f"{tmp_path}/delta/members")
 
-    # Declare the predicate by using a SQL-formatted string.
-    deltaTable.delete("birthDate < '1955-01-01'")
+    members.delete("joined < '1952-06-01'")  # a SQL string: Ann
+    members.delete(col("joined") < "1960-01-01")  # a Column; failed: Timestamp(µs, "UTC") < (ns)
+    members.update(condition="tier = 'gold'", set={"tier": "'platinum'"})  # none left
+    members.update(condition=col("tier") == "silver", set={"tier": lit("bronze")})
 
-    # Declare the predicate by using Spark SQL functions.
-    deltaTable.delete(col("birthDate") < "1960-01-01")  # failed: Timestamp(µs, "UTC") < (ns)
-
-    # Declare the predicate by using a SQL-formatted string.
-    deltaTable.update(condition="gender = 'F'", set={"gender": "'Female'"})
-
-    # Declare the predicate by using Spark SQL functions.
-    deltaTable.update(condition=col("gender") == "M", set={"gender": lit("Male")})
-
-    rows = deltaTable.toDF().select("id", "gender").collect()
-    assert [tuple(r) for r in rows] == [(3, "Male")]
-    deltaTable.update(
-        col("birthDate") == datetime.datetime(1980, 1, 5),  # a TIMESTAMP literal
-        {"birthDate": lit(datetime.datetime(1981, 1, 5))},
+    rows = members.toDF().select("id", "tier").collect()
+    assert [tuple(r) for r in rows] == [(3, "bronze")]
+    members.update(
+        col("joined") == datetime.datetime(1980, 1, 5),  # a TIMESTAMP literal
+        {"joined": lit(datetime.datetime(1981, 1, 5))},
     )
-    assert deltaTable.toDF().first()["birthDate"] == datetime.datetime(1981, 1, 5)
+    assert members.toDF().first()["joined"] == datetime.datetime(1981, 1, 5)
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
     try:  # Paris time, as Spark reads it: 1981-01-04 23:30 UTC, before the row's 01:00 Paris
-        deltaTable.delete(col("birthDate") < "1981-01-05 00:30:00")
-        assert deltaTable.toDF().count() == 1
-        deltaTable.delete(col("birthDate") < "1981-01-05 01:30:00")
-        assert deltaTable.toDF().count() == 0
+        members.delete(col("joined") < "1981-01-05 00:30:00")
+        assert members.toDF().count() == 1
+        members.delete(col("joined") < "1981-01-05 01:30:00")
+        assert members.toDF().count() == 0
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 def test_delta_batch_page_replace_where_and_user_metadata(spark, tmp_path: Path) -> None:
-    """delta-batch: 'Overwrite rows matching a predicate with replaceWhere' replaces only the
-    matching rows (before: the whole table), refuses rows outside the predicate;
-    'Set user-defined commit metadata' reaches the history (before: dropped)."""
-    events = spark.createDataFrame(
+    """delta-batch: an overwrite with the replaceWhere option replaces only the matching rows
+    (before: the whole table) and refuses rows outside the predicate; the userMetadata option
+    reaches the history (before: dropped)."""
+    bookings = spark.createDataFrame(
         [
-            (111, datetime.date(2017, 1, 3), datetime.date(2017, 1, 4)),
-            (112, datetime.date(2016, 5, 1), datetime.date(2016, 5, 2)),
-            (113, datetime.date(2017, 2, 1), datetime.date(2017, 2, 2)),
+            (501, datetime.date(2023, 3, 2), datetime.date(2023, 3, 5)),
+            (502, datetime.date(2022, 11, 10), datetime.date(2022, 11, 12)),
+            (503, datetime.date(2023, 4, 1), datetime.date(2023, 4, 3)),
         ],
-        "userId INT, start_date DATE, end_date DATE",
+        "guestId INT, check_in DATE, check_out DATE",
     )
-    events.write.format("delta").save(f"{tmp_path}/delta/events")
-    replace_data = events.where("userId = 111").withColumn("userId", lit(999))
+    path = f"{tmp_path}/delta/bookings"
+    bookings.write.format("delta").save(path)
+    march = "check_in >= '2023-03-01' AND check_out <= '2023-03-31'"
+    rebooked = bookings.where("guestId = 501").withColumn("guestId", lit(900))
 
-    replace_data.write \
-      .format("delta") \
-      .mode("overwrite") \
-      .option("replaceWhere", "start_date >= '2017-01-01' AND end_date <= '2017-01-31'") \
-      .save(f"{tmp_path}/delta/events")  # fmt: skip
+    rebooked.write.format("delta").mode("overwrite").option("replaceWhere", march).save(path)
 
-    ids = spark.read.format("delta").load(f"{tmp_path}/delta/events").select("userId")
-    assert sorted(r[0] for r in ids.collect()) == [112, 113, 999]
+    ids = spark.read.format("delta").load(path).select("guestId")
+    assert sorted(r[0] for r in ids.collect()) == [502, 503, 900]
     with pytest.raises(LakefeedError) as mismatch:
-        events.write.format("delta").mode("overwrite").option(
-            "replaceWhere", "start_date >= '2017-01-01' AND end_date <= '2017-01-31'"
-        ).save(f"{tmp_path}/delta/events")
+        bookings.write.format("delta").mode("overwrite").option("replaceWhere", march).save(path)
     assert code_of(mismatch.value) == "DELTA_REPLACE_WHERE_MISMATCH"
 
-    events.write.format("delta") \
-      .mode("overwrite") \
-      .option("userMetadata", "overwritten-for-fixing-incorrect-data") \
-      .save(f"{tmp_path}/delta/events")  # fmt: skip
+    note = "rewritten after the March audit"
+    bookings.write.format("delta").mode("overwrite").option("userMetadata", note).save(path)
 
-    history = DeltaTable.forPath(spark, f"{tmp_path}/delta/events").history()
+    history = DeltaTable.forPath(spark, path).history()
     metadata = [r["userMetadata"] for r in history.orderBy("version").collect()]
-    assert metadata == [None, None, "overwritten-for-fixing-incorrect-data"]
+    assert metadata == [None, None, note]
 
 
 def test_delta_batch_page_auto_merge_conf(spark, tmp_path: Path) -> None:
-    """delta-batch: 'Enable schema evolution in earlier versions', the session conf form."""
-    target = f"{tmp_path}/target_table"
+    """delta-batch: schema evolution turned on by the session conf
+    ``spark.databricks.delta.schema.autoMerge.enabled``."""
+    target = f"{tmp_path}/growing"
     spark.range(2).write.format("delta").save(target)
     spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", True)
     try:
@@ -162,58 +149,54 @@ def test_delta_batch_page_auto_merge_conf(spark, tmp_path: Path) -> None:
 
 
 def test_delta_update_page_upsert_from_streaming_queries(spark, tmp_path: Path) -> None:
-    """delta-update: 'Upsert from streaming queries using foreachBatch' — the docs' writer sets
-    format("delta") before foreachBatch and outputMode("update"); Spark ignores the format (the
-    sink is the function), lakefeed refused the update mode as a Delta sink's before."""
-    spark.createDataFrame([(1, 5)], "key BIGINT, count BIGINT").write.format("delta").save(
-        f"{tmp_path}/data/aggregates"
-    )
+    """delta-update: a streaming aggregation upserted by a foreachBatch function that merges
+    each micro-batch. The documented writer sets format("delta") before foreachBatch and
+    outputMode("update"); Spark ignores the format (the sink is the function), lakefeed refused
+    the update mode as a Delta sink's before."""
+    kpis = f"{tmp_path}/kpis"
+    spark.createDataFrame([(1, 5)], "key BIGINT, count BIGINT").write.format("delta").save(kpis)
     spark.range(3).selectExpr("id % 2 AS key").write.format("delta").save(f"{tmp_path}/src")
-    streamingAggregatesDF = (
-        spark.readStream.format("delta").load(f"{tmp_path}/src").groupBy("key").count()
+    counts = spark.readStream.format("delta").load(f"{tmp_path}/src").groupBy("key").count()
+    totals = DeltaTable.forPath(spark, kpis)
+
+    def merge_counts(batch, batch_id) -> None:
+        (
+            totals.alias("t")
+            .merge(batch.alias("s"), "s.key = t.key")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    query = (
+        counts.writeStream.format("delta")
+        .foreachBatch(merge_counts)
+        .outputMode("update")
+        .option("checkpointLocation", f"{tmp_path}/chk")
+        .trigger(availableNow=True)
+        .start()
     )
+    query.awaitTermination(120)
 
-    deltaTable = DeltaTable.forPath(spark, f"{tmp_path}/data/aggregates")
-
-    # fmt: off
-    # Function to upsert microBatchOutputDF into Delta table using merge
-    def upsertToDelta(microBatchOutputDF, batchId):
-      deltaTable.alias("t").merge(
-          microBatchOutputDF.alias("s"),
-          "s.key = t.key") \
-        .whenMatchedUpdateAll() \
-        .whenNotMatchedInsertAll() \
-        .execute()
-
-    # Write the output of a streaming aggregation query into Delta table
-    streamingAggregatesDF.writeStream \
-      .format("delta") \
-      .foreachBatch(upsertToDelta) \
-      .outputMode("update") \
-      .option("checkpointLocation", f"{tmp_path}/chk") \
-      .trigger(availableNow=True) \
-      .start().awaitTermination(120)
-    # fmt: on
-
-    rows = spark.read.format("delta").load(f"{tmp_path}/data/aggregates").collect()
-    assert sorted(tuple(r) for r in rows) == [(0, 2), (1, 1)]
+    rows = spark.read.format("delta").load(kpis).collect()
+    assert sorted(tuple(r) for r in rows) == [(0, 2), (1, 1)]  # ids 0..2: two even, one odd
 
 
 def test_delta_utility_page_restore(spark, tmp_path: Path) -> None:
-    """delta-utility: 'Restore a Delta table to an earlier state'. A timestamp before the first
+    """delta-utility: restoreToVersion and restoreToTimestamp. A timestamp before the first
     commit fails as in Delta (before: delta-rs restored some version without a word)."""
-    pathToTable = f"{tmp_path}/u"
-    spark.range(3).write.format("delta").save(pathToTable)
-    spark.range(3, 5).write.format("delta").mode("append").save(pathToTable)
+    path = f"{tmp_path}/u"
+    spark.range(3).write.format("delta").save(path)
+    spark.range(3, 5).write.format("delta").mode("append").save(path)
 
-    deltaTable = DeltaTable.forPath(spark, pathToTable)  # path-based tables, or
+    restored = DeltaTable.forPath(spark, path)
 
-    deltaTable.restoreToVersion(0)  # restore table to oldest version
-    assert deltaTable.toDF().count() == 3
+    restored.restoreToVersion(0)
+    assert restored.toDF().count() == 3
 
     with pytest.raises(LakefeedError) as early:
-        deltaTable.restoreToTimestamp("2019-02-14")  # restore to a specific timestamp
+        restored.restoreToTimestamp("2001-05-20")  # before the table existed
     assert code_of(early.value) == "DELTA_OPTION"
-    second = deltaTable.history().where("version = 1").first()["timestamp"]
-    deltaTable.restoreToTimestamp(second)  # the version a timestampAsOf read of it sees
-    assert deltaTable.toDF().count() == 5
+    second = restored.history().where("version = 1").first()["timestamp"]
+    restored.restoreToTimestamp(second)  # the version a timestampAsOf read of it sees
+    assert restored.toDF().count() == 5

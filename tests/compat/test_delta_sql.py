@@ -1,6 +1,7 @@
-"""Delta SQL through ``spark.sql`` outside pipelines: docs.delta.io's SQL examples verbatim
-(quick start, table batch reads and writes, update, utility), each checked against the data.
-Paths in the examples (``/tmp/delta-table``...) are moved under the test's folder."""
+"""Delta SQL through ``spark.sql`` outside pipelines, in the statement shapes docs.delta.io
+documents (quick start, table batch reads and writes, update, utility), written for this suite
+with its own tables and data and each checked against results computed here. Paths written
+``/tmp/...`` or ``/data/...`` are moved under the test's folder."""
 
 from __future__ import annotations
 
@@ -28,33 +29,41 @@ def _ids(frame) -> list:  # noqa: ANN001
 
 
 def test_quick_start_sql(spark, tmp_path: Path) -> None:
+    """The quick start's shapes: CREATE TABLE delta.`path` AS SELECT ... FROM VALUES, INSERT
+    OVERWRITE, UPDATE and DELETE with a WHERE, MERGE from a temp view, VERSION AS OF."""
     sql = _runner(spark, tmp_path)
     sql(
-        "CREATE TABLE delta.`/tmp/delta-table` USING DELTA AS SELECT col1 as id FROM VALUES "
-        "0,1,2,3,4;"
+        "CREATE TABLE delta.`/tmp/lap-times` USING DELTA AS SELECT col1 AS lap FROM VALUES "
+        "21,22,23,24;"
     )
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table`;")) == [0, 1, 2, 3, 4]
+    assert _ids(sql("SELECT * FROM delta.`/tmp/lap-times`;")) == [21, 22, 23, 24]
+    laps = list(range(30, 36))
     written = sql(
-        "INSERT OVERWRITE delta.`/tmp/delta-table` SELECT col1 as id FROM VALUES 5,6,7,8,9;"
+        "INSERT OVERWRITE delta.`/tmp/lap-times` SELECT col1 AS lap FROM VALUES "
+        + ",".join(map(str, laps))
     )
-    assert written.collect()[0].asDict() == {"num_affected_rows": 5, "num_inserted_rows": 5}
+    assert written.collect()[0].asDict() == {"num_affected_rows": 6, "num_inserted_rows": 6}
     updated = sql(
-        "-- Update every even value by adding 100 to it\n"
-        "UPDATE delta.`/tmp/delta-table` SET id = id + 100 WHERE id % 2 == 0;"
+        "-- laps divisible by three get ten times longer\n"
+        "UPDATE delta.`/tmp/lap-times` SET lap = lap * 10 WHERE lap % 3 == 0;"
     )
-    assert updated.columns == ["num_affected_rows"] and updated.first()[0] == 2
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table`")) == [5, 7, 9, 106, 108]
-    sql("-- Delete every even value\nDELETE FROM delta.`/tmp/delta-table` WHERE id % 2 == 0;")
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table`")) == [5, 7, 9]
-    sql("CREATE TEMP VIEW newData AS SELECT col1 AS id FROM VALUES 1,3,5,7,9,11,13,15,17,19;")
+    scaled = [lap * 10 for lap in laps if lap % 3 == 0]
+    assert updated.columns == ["num_affected_rows"] and updated.first()[0] == len(scaled)
+    laps = sorted([lap for lap in laps if lap % 3] + scaled)
+    assert _ids(sql("SELECT * FROM delta.`/tmp/lap-times`")) == laps
+    sql("-- drop the long ones\nDELETE FROM delta.`/tmp/lap-times` WHERE lap > 100;")
+    laps = [lap for lap in laps if lap <= 100]
+    assert _ids(sql("SELECT * FROM delta.`/tmp/lap-times`")) == laps
+    late = [32, 34, 36, 38]
+    sql(f"CREATE TEMP VIEW lateLaps AS SELECT col1 AS lap FROM VALUES {','.join(map(str, late))};")
     merged = sql(
-        """MERGE INTO delta.`/tmp/delta-table` AS oldData
-        USING newData
-        ON oldData.id = newData.id
+        """MERGE INTO delta.`/tmp/lap-times` AS laps
+        USING lateLaps
+        ON laps.lap = lateLaps.lap
         WHEN MATCHED
-          THEN UPDATE SET id = newData.id
+          THEN UPDATE SET lap = lateLaps.lap
         WHEN NOT MATCHED
-          THEN INSERT (id) VALUES (newData.id);"""
+          THEN INSERT (lap) VALUES (lateLaps.lap);"""
     )
     assert merged.columns == [
         "num_affected_rows",
@@ -62,89 +71,96 @@ def test_quick_start_sql(spark, tmp_path: Path) -> None:
         "num_deleted_rows",
         "num_inserted_rows",
     ]
-    assert tuple(merged.first()) == (10, 3, 0, 7)
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table`;")) == list(range(1, 20, 2))
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 0;")) == [0, 1, 2, 3, 4]
+    matched = [lap for lap in late if lap in laps]
+    new = [lap for lap in late if lap not in laps]
+    assert tuple(merged.first()) == (len(late), len(matched), 0, len(new))
+    laps = sorted(laps + new)
+    assert _ids(sql("SELECT * FROM delta.`/tmp/lap-times`;")) == laps
+    assert _ids(sql("SELECT * FROM delta.`/tmp/lap-times` VERSION AS OF 0;")) == [21, 22, 23, 24]
     with pytest.raises(LakefeedError) as missing:
-        sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 99")
+        sql("SELECT * FROM delta.`/tmp/lap-times` VERSION AS OF 99")
     assert code_of(missing.value) == "DELTA_VERSION_NOT_FOUND"
-    # Delta's @v<n> path suffix, a join, a CTE and a subquery in one query.
+    # Delta's @v<n> path suffix, a join, a CTE and a subquery in one query: the laps of
+    # version 1 (the overwrite) still in the table.
     joined = sql(
-        "WITH old AS (SELECT id FROM delta.`/tmp/delta-table@v1`) "
-        "SELECT n.id FROM delta.`/tmp/delta-table` n JOIN old ON n.id = old.id "
-        "WHERE n.id IN (SELECT id FROM delta.`/tmp/delta-table` VERSION AS OF 1)"
+        "WITH old AS (SELECT lap FROM delta.`/tmp/lap-times@v1`) "
+        "SELECT n.lap FROM delta.`/tmp/lap-times` n JOIN old ON n.lap = old.lap "
+        "WHERE n.lap IN (SELECT lap FROM delta.`/tmp/lap-times` VERSION AS OF 1)"
     )
-    assert _ids(joined) == [5, 7, 9]
+    assert _ids(joined) == [lap for lap in laps if lap in range(30, 36)]
     # the statements' views are gone; their DataFrames keep reading
-    frame = sql("SELECT * FROM delta.`/tmp/delta-table` VERSION AS OF 0")
+    frame = sql("SELECT * FROM delta.`/tmp/lap-times` VERSION AS OF 0")
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("__lakefeed_delta_")]
-    assert frame.count() == 5
+    assert frame.count() == 4
 
 
 def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
+    """CREATE TABLE IF NOT EXISTS with columns, NOT NULL, a column comment, PARTITIONED BY,
+    LOCATION, COMMENT and TBLPROPERTIES; inserts, overwrites, time travel, UPDATE by name and by
+    path, DELETE, DROP TABLE."""
     sql = _runner(spark, tmp_path)
     sql(
-        """CREATE TABLE IF NOT EXISTS default.people10m (
+        """CREATE TABLE IF NOT EXISTS default.crew_sql (
           id INT NOT NULL,
-          firstName STRING,
-          middleName STRING,
-          lastName STRING,
-          gender STRING,
-          birthDate TIMESTAMP,
-          ssn STRING,
-          salary INT COMMENT 'yearly'
+          givenName STRING,
+          otherNames STRING,
+          familyName STRING,
+          role STRING,
+          hiredAt TIMESTAMP,
+          badge STRING,
+          wage INT COMMENT 'monthly'
         ) USING DELTA
-        PARTITIONED BY (gender)
-        LOCATION '/tmp/delta/people10m'
-        COMMENT 'people'
-        TBLPROPERTIES ('department' = 'accounting')"""
+        PARTITIONED BY (role)
+        LOCATION '/tmp/delta/crew'
+        COMMENT 'ship crew'
+        TBLPROPERTIES ('team' = 'operations')"""
     )
-    path = f"{tmp_path}/delta/people10m"
-    detail = DeltaTable.forName(spark, "people10m").detail().first()
-    assert detail.partitionColumns == ["gender"] and detail.description == "people"
-    assert detail.properties == {"department": "accounting"}
-    described = sql("DESCRIBE TABLE people10m").collect()
+    path = f"{tmp_path}/delta/crew"
+    detail = DeltaTable.forName(spark, "crew_sql").detail().first()
+    assert detail.partitionColumns == ["role"] and detail.description == "ship crew"
+    assert detail.properties == {"team": "operations"}
+    described = sql("DESCRIBE TABLE crew_sql").collect()
     assert [tuple(r) for r in described][-3:] == [
         ("# Partition Information", "", ""),
         ("# col_name", "data_type", "comment"),
-        ("gender", "string", None),
+        ("role", "string", None),
     ]
-    assert tuple(described[7]) == ("salary", "int", "yearly")
+    assert tuple(described[7]) == ("wage", "int", "monthly")
     fields = {f.name: f for f in RsTable(path).schema().fields}
-    assert not fields["id"].nullable and fields["salary"].metadata["comment"] == "yearly"
-    assert spark.table("default.people10m").columns[:2] == ["id", "firstName"]
+    assert not fields["id"].nullable and fields["wage"].metadata["comment"] == "monthly"
+    assert spark.table("default.crew_sql").columns[:2] == ["id", "givenName"]
     sql(
-        "INSERT INTO default.people10m (id, firstName, gender, salary) "
-        "VALUES (1, 'Ann', 'F', 10), (2, 'Bob', 'M', 20)"
+        "INSERT INTO default.crew_sql (id, givenName, role, wage) "
+        "VALUES (1, 'Ann', 'cook', 10), (2, 'Bob', 'pilot', 20)"
     )
-    sql("CREATE TEMP VIEW morePeople AS SELECT * FROM people10m")
-    sql("INSERT INTO default.people10m SELECT * FROM morePeople")
-    assert _ids(sql('SELECT id FROM default.people10m WHERE gender = "M"')) == [2, 2]
+    sql("CREATE TEMP VIEW crewCopy AS SELECT * FROM crew_sql")
+    sql("INSERT INTO default.crew_sql SELECT * FROM crewCopy")
+    assert _ids(sql('SELECT id FROM default.crew_sql WHERE role = "pilot"')) == [2, 2]
     assert sql(
-        'SELECT COUNT(*) > 0 AS `Partition exists` FROM default.people10m WHERE gender = "M"'
+        'SELECT COUNT(*) > 0 AS `has pilots` FROM default.crew_sql WHERE role = "pilot"'
     ).first()[0]
-    sql("INSERT OVERWRITE TABLE default.people10m SELECT * FROM morePeople WHERE salary > 10")
-    assert _ids(sql("SELECT * FROM people10m")) == [2, 2]
-    sql("INSERT OVERWRITE default.people10m SELECT * FROM people10m VERSION AS OF 1")
-    assert _ids(sql("SELECT * FROM people10m")) == [1, 2]
+    sql("INSERT OVERWRITE TABLE default.crew_sql SELECT * FROM crewCopy WHERE wage > 10")
+    assert _ids(sql("SELECT * FROM crew_sql")) == [2, 2]
+    sql("INSERT OVERWRITE default.crew_sql SELECT * FROM crew_sql VERSION AS OF 1")
+    assert _ids(sql("SELECT * FROM crew_sql")) == [1, 2]
     before = DeltaTable.forPath(spark, path).history().first().timestamp
     stamp = (before + dt.timedelta(milliseconds=1)).isoformat()
-    assert _ids(sql(f"SELECT * FROM default.people10m TIMESTAMP AS OF '{stamp}'")) == [1, 2]
+    assert _ids(sql(f"SELECT * FROM default.crew_sql TIMESTAMP AS OF '{stamp}'")) == [1, 2]
     expression = f"timestamp_millis({int(before.timestamp() * 1000) + 1}) + INTERVAL 0 DAYS"
-    assert _ids(sql(f"SELECT * FROM people10m TIMESTAMP AS OF {expression} p")) == [1, 2]
+    assert _ids(sql(f"SELECT * FROM crew_sql TIMESTAMP AS OF {expression} p")) == [1, 2]
     # the name is this session's (as Spark's in-memory catalog): another session does not see it
     with pytest.raises(LakefeedError, match="is not a Delta table"):
-        DeltaTable.forName(spark.newSession(), "people10m")
-    # the docs' update page, by name and by path
-    sql("UPDATE people10m SET gender = 'Female' WHERE gender = 'F';")
-    sql("UPDATE delta.`/tmp/delta/people10m` SET gender = 'Male' WHERE gender = 'M';")
-    sql("DELETE FROM people10m WHERE birthDate < '1955-01-01'")  # no birth dates: none match
-    rows = sql("SELECT id, gender FROM people10m").collect()
-    assert sorted(map(tuple, rows)) == [(1, "Female"), (2, "Male")]
-    sql("DROP TABLE people10m")  # the name goes, the table stays
-    assert _ids(sql("SELECT * FROM delta.`/tmp/delta/people10m`")) == [1, 2]
+        DeltaTable.forName(spark.newSession(), "crew_sql")
+    # UPDATE by name and by path, DELETE with a predicate no row matches
+    sql("UPDATE crew_sql SET role = 'chef' WHERE role = 'cook';")
+    sql("UPDATE delta.`/tmp/delta/crew` SET role = 'captain' WHERE role = 'pilot';")
+    sql("DELETE FROM crew_sql WHERE hiredAt < '2001-01-01'")  # no hire dates: none match
+    rows = sql("SELECT id, role FROM crew_sql").collect()
+    assert sorted(map(tuple, rows)) == [(1, "chef"), (2, "captain")]
+    sql("DROP TABLE crew_sql")  # the name goes, the table stays
+    assert _ids(sql("SELECT * FROM delta.`/tmp/delta/crew`")) == [1, 2]
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
-        sql("SELECT * FROM people10m")
+        sql("SELECT * FROM crew_sql")
     # a name saveAsTable wrote, read by SQL; a temp view of the same name wins (Spark's).
     spark.range(3).write.format("delta").saveAsTable("events_sql")
     assert _ids(sql("SELECT * FROM events_sql")) == [0, 1, 2]
@@ -163,45 +179,47 @@ def test_tables_by_name_location_and_writes(spark, tmp_path: Path) -> None:
 
 
 def test_merge_examples_of_the_update_page(spark, tmp_path: Path) -> None:
+    """The update page's MERGE shapes: WHEN MATCHED / NOT MATCHED / NOT MATCHED BY SOURCE with a
+    condition, then UPDATE SET * / INSERT * / DELETE, then a subquery source into a path."""
     sql = _runner(spark, tmp_path)
     sql(
-        "CREATE OR REPLACE TABLE target (key INT, lastSeen DATE, status STRING) USING DELTA "
-        "LOCATION '/tmp/target'"
+        "CREATE OR REPLACE TABLE sensors (sensor_id INT, last_ping DATE, state STRING) "
+        "USING DELTA LOCATION '/tmp/sensors'"
     )
     sql(
-        "INSERT INTO target VALUES (1, DATE'2020-01-01', 'active'), "
-        "(2, current_date(), 'active'), (3, DATE'2020-01-01', 'active')"
+        "INSERT INTO sensors VALUES (1, DATE'2021-03-01', 'online'), "
+        "(2, current_date(), 'online'), (3, DATE'2021-03-01', 'online')"
     )
     spark.createDataFrame(
-        [(1, dt.date(2024, 5, 1)), (4, dt.date(2024, 5, 2))], "key INT, timestamp DATE"
-    ).createOrReplaceTempView("source")
+        [(1, dt.date(2025, 2, 1)), (4, dt.date(2025, 2, 2))], "sensor_id INT, ping_day DATE"
+    ).createOrReplaceTempView("pings")
     sql(
-        """MERGE INTO target
-        USING source
-        ON source.key = target.key
+        """MERGE INTO sensors
+        USING pings
+        ON pings.sensor_id = sensors.sensor_id
         WHEN MATCHED THEN
-          UPDATE SET target.lastSeen = source.timestamp
+          UPDATE SET sensors.last_ping = pings.ping_day
         WHEN NOT MATCHED THEN
-          INSERT (key, lastSeen, status) VALUES (source.key,  source.timestamp, 'active')
-        WHEN NOT MATCHED BY SOURCE AND target.lastSeen >= (current_date() - INTERVAL '5' DAY)
+          INSERT (sensor_id, last_ping, state) VALUES (pings.sensor_id, pings.ping_day, 'online')
+        WHEN NOT MATCHED BY SOURCE AND sensors.last_ping >= (current_date() - INTERVAL '3' DAY)
         THEN
-          UPDATE SET target.status = 'inactive'"""
+          UPDATE SET sensors.state = 'silent'"""
     )
-    rows = {r.key: (r.lastSeen, r.status) for r in sql("SELECT * FROM target").collect()}
+    rows = {r.sensor_id: (r.last_ping, r.state) for r in sql("SELECT * FROM sensors").collect()}
     assert rows == {
-        1: (dt.date(2024, 5, 1), "active"),
-        2: (rows[2][0], "inactive"),
-        3: (dt.date(2020, 1, 1), "active"),
-        4: (dt.date(2024, 5, 2), "active"),
+        1: (dt.date(2025, 2, 1), "online"),  # matched: its ping day
+        2: (rows[2][0], "silent"),  # not in the source, pinged recently
+        3: (dt.date(2021, 3, 1), "online"),  # not in the source, too old for the condition
+        4: (dt.date(2025, 2, 2), "online"),  # not in the target: inserted
     }
     spark.createDataFrame(
-        [(1, dt.date(2024, 6, 1), "x"), (9, dt.date(2024, 6, 2), "y")],
-        "key INT, lastSeen DATE, status STRING",
-    ).createOrReplaceTempView("source")
+        [(1, dt.date(2025, 3, 1), "repair"), (9, dt.date(2025, 3, 2), "new")],
+        "sensor_id INT, last_ping DATE, state STRING",
+    ).createOrReplaceTempView("sensor_feed")
     sql(
-        """MERGE INTO target
-        USING source
-        ON source.key = target.key
+        """MERGE INTO sensors
+        USING sensor_feed
+        ON sensor_feed.sensor_id = sensors.sensor_id
         WHEN MATCHED
           UPDATE SET *
         WHEN NOT MATCHED
@@ -209,50 +227,53 @@ def test_merge_examples_of_the_update_page(spark, tmp_path: Path) -> None:
         WHEN NOT MATCHED BY SOURCE
           DELETE"""
     )
-    assert {r.key: r.status for r in sql("SELECT * FROM target").collect()} == {1: "x", 9: "y"}
+    states = {r.sensor_id: r.state for r in sql("SELECT * FROM sensors").collect()}
+    assert states == {1: "repair", 9: "new"}
     # a subquery source with an alias, a path target
     sql(
-        "MERGE INTO delta.`/tmp/target` t USING (SELECT 9 AS key, 'z' AS status) AS s "
-        "ON t.key = s.key WHEN MATCHED AND s.status <> t.status THEN UPDATE SET status = s.status"
+        "MERGE INTO delta.`/tmp/sensors` t USING (SELECT 9 AS sensor_id, 'online' AS state) AS s "
+        "ON t.sensor_id = s.sensor_id WHEN MATCHED AND s.state <> t.state "
+        "THEN UPDATE SET state = s.state"
     )
-    assert {r.key: r.status for r in sql("SELECT * FROM target").collect()} == {1: "x", 9: "z"}
+    states = {r.sensor_id: r.state for r in sql("SELECT * FROM sensors").collect()}
+    assert states == {1: "repair", 9: "online"}
 
 
 def test_utility_statements(spark, tmp_path: Path) -> None:
     sql = _runner(spark, tmp_path)
     spark.range(4).selectExpr("id", "id % 2 AS part").write.format("parquet").partitionBy(
         "part"
-    ).save(f"{tmp_path}/events")
-    sql("CONVERT TO DELTA parquet.`/data/events` PARTITIONED BY (part int)")
-    sql("INSERT INTO delta.`/data/events/` VALUES (10, 0)")
-    sql("INSERT INTO delta.`/data/events/` VALUES (11, 1)")
-    history = sql("DESCRIBE HISTORY '/data/events/'          -- get the full history of the table")
+    ).save(f"{tmp_path}/clicks")
+    sql("CONVERT TO DELTA parquet.`/data/clicks` PARTITIONED BY (part int)")
+    sql("INSERT INTO delta.`/data/clicks/` VALUES (10, 0)")
+    sql("INSERT INTO delta.`/data/clicks/` VALUES (11, 1)")
+    history = sql("DESCRIBE HISTORY '/data/clicks/'  -- every commit, newest first")
     assert [r.version for r in history.collect()] == [2, 1, 0]
-    last = sql("DESCRIBE HISTORY delta.`/data/events/` LIMIT 1").collect()
+    last = sql("DESCRIBE HISTORY delta.`/data/clicks/` LIMIT 1").collect()
     assert [r.version for r in last] == [2]
-    detail = sql("DESCRIBE DETAIL '/data/events/'").first()
+    detail = sql("DESCRIBE DETAIL '/data/clicks/'").first()
     assert detail.format == "delta" and detail.partitionColumns == ["part"]
-    optimized = sql("OPTIMIZE delta.`/data/events` WHERE part = 0").first()
-    assert optimized.path.endswith("events") and int(optimized.metrics["numFilesRemoved"]) > 1
-    restored = sql("RESTORE TABLE delta.`/data/events/` TO VERSION AS OF 1").first()
+    optimized = sql("OPTIMIZE delta.`/data/clicks` WHERE part = 0").first()
+    assert optimized.path.endswith("clicks") and int(optimized.metrics["numFilesRemoved"]) > 1
+    restored = sql("RESTORE TABLE delta.`/data/clicks/` TO VERSION AS OF 1").first()
     assert restored.num_removed_files >= 1
-    assert _ids(sql("SELECT id FROM delta.`/data/events`")) == [0, 1, 2, 3, 10]
+    assert _ids(sql("SELECT id FROM delta.`/data/clicks`")) == [0, 1, 2, 3, 10]
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
-        listed = sql("VACUUM delta.`/data/events/` RETAIN 0 HOURS DRY RUN").collect()
+        listed = sql("VACUUM delta.`/data/clicks/` RETAIN 0 HOURS DRY RUN").collect()
         assert listed and all(r.path.startswith("file:") for r in listed)
-        assert sql("VACUUM delta.`/data/events/` RETAIN 0 HOURS").columns == ["path"]
+        assert sql("VACUUM delta.`/data/clicks/` RETAIN 0 HOURS").columns == ["path"]
     finally:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
-    assert _ids(sql("SELECT id FROM delta.`/data/events`")) == [0, 1, 2, 3, 10]
-    sql("GENERATE symlink_format_manifest FOR TABLE delta.`/data/events`")
-    assert list((tmp_path / "events" / "_symlink_format_manifest").rglob("manifest"))
-    sql("ALTER TABLE delta.`/data/events` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
-    assert DeltaTable.forPath(spark, f"{tmp_path}/events").detail().first().properties == {
+    assert _ids(sql("SELECT id FROM delta.`/data/clicks`")) == [0, 1, 2, 3, 10]
+    sql("GENERATE symlink_format_manifest FOR TABLE delta.`/data/clicks`")
+    assert list((tmp_path / "clicks" / "_symlink_format_manifest").rglob("manifest"))
+    sql("ALTER TABLE delta.`/data/clicks` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
+    assert DeltaTable.forPath(spark, f"{tmp_path}/clicks").detail().first().properties == {
         "delta.appendOnly": "true"
     }
     with pytest.raises(LakefeedError) as refused:
-        sql("DROP TABLE delta.`/data/events`")
+        sql("DROP TABLE delta.`/data/clicks`")
     assert code_of(refused.value) == "DELTA_SQL_UNSUPPORTED_BY_LAKEFEED"
 
 

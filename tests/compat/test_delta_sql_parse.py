@@ -132,8 +132,8 @@ def test_insert_update_delete() -> None:
     assert (
         update.assignments == {"x.a": "1", "b": "concat(b, ',')"} and update.condition == "x.c == 2"
     )
-    delete = parse("DELETE FROM delta.`/p` WHERE birthDate < '1955-01-01'")
-    assert isinstance(delete, Delete) and delete.condition == "birthDate < '1955-01-01'"
+    delete = parse("DELETE FROM delta.`/p` WHERE shipped < '2020-02-02'")
+    assert isinstance(delete, Delete) and delete.condition == "shipped < '2020-02-02'"
     assert delete.reads == []
 
 
@@ -157,15 +157,15 @@ def test_merge_clauses() -> None:
 
 
 def test_utility_statements() -> None:
-    history = parse("DESCRIBE HISTORY '/data/events/' LIMIT 1")
+    history = parse("DESCRIBE HISTORY '/data/clicks/' LIMIT 1")
     assert isinstance(history, DescribeHistory) and history.limit == 1
-    assert history.target.path == "/data/events/"
-    vacuum = parse("VACUUM delta.`/data/events/` RETAIN 100 HOURS DRY RUN")
+    assert history.target.path == "/data/clicks/"
+    vacuum = parse("VACUUM delta.`/data/clicks/` RETAIN 100 HOURS DRY RUN")
     assert isinstance(vacuum, Vacuum) and (vacuum.hours, vacuum.dry_run) == (100.0, True)
     optimize = parse("OPTIMIZE events WHERE date = '2024-01-01' ZORDER BY (a, `b`)")
     assert isinstance(optimize, Optimize)
     assert (optimize.where, optimize.zorder) == ("date = '2024-01-01'", ["a", "b"])
-    restore = parse("RESTORE TABLE db.target_table TO VERSION AS OF 3")
+    restore = parse("RESTORE TABLE db.orders_archive TO VERSION AS OF 3")
     assert isinstance(restore, Restore) and restore.version == 3
     restore = parse("RESTORE delta.`/p` TIMESTAMP AS OF '2024-01-01'")
     assert isinstance(restore, Restore) and restore.timestamp == "2024-01-01"

@@ -224,40 +224,40 @@ import dlt
 from pyspark.sql.functions import col, expr
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-ORDERS = [("c1", "Ann", "2026-01-05 10:00:00", 1), ("c2", None, "2026-01-06 11:00:00", 2)]
+SCANS = [("p1", "Ann", "2026-01-05 10:00:00", 1), ("p2", None, "2026-01-06 11:00:00", 2)]
 
 
 @dlt.table(
-    comment="Raw data on sales",
+    comment="Parcels as the depot scanned them",
     schema='''
-        customer_id STRING NOT NULL COMMENT 'who bought',
-        customer_name STRING,
-        order_datetime STRING,
-        order_number LONG,
-        order_day_of_week INT GENERATED ALWAYS AS (dayofweek(order_datetime)),
-        CONSTRAINT pk PRIMARY KEY (customer_id),
-        CONSTRAINT positive_order CHECK (order_number > 0)
+        parcel_id STRING NOT NULL COMMENT 'tracking code',
+        sender STRING,
+        scanned_at STRING,
+        weight_g LONG,
+        scan_weekday INT GENERATED ALWAYS AS (dayofweek(scanned_at)),
+        CONSTRAINT pk PRIMARY KEY (parcel_id),
+        CONSTRAINT positive_weight CHECK (weight_g > 0)
     ''',
-    partition_cols=["order_day_of_week"],
+    partition_cols=["scan_weekday"],
 )
-def sales():
-    rows = spark.createDataFrame(ORDERS, "customer_id STRING, customer_name STRING, "
-                                 "order_datetime STRING, order_number INT")
+def parcels():
+    rows = spark.createDataFrame(SCANS, "parcel_id STRING, sender STRING, "
+                                 "scanned_at STRING, weight_g INT")
     return rows
 
 
-@dlt.table(schema=StructType([StructField("customer_id", StringType()),
-                              StructField("orders", LongType()),
+@dlt.table(schema=StructType([StructField("parcel_id", StringType()),
+                              StructField("scans", LongType()),
                               StructField("note", StringType())]))
-def per_customer():
+def per_parcel():
     # reads the generated column the schema declares; leaves `note` out (NULL)
-    return (dlt.read("sales").groupBy("customer_id").count()
-            .select("customer_id", col("count").alias("orders")))
+    return (dlt.read("parcels").groupBy("parcel_id").count()
+            .select("parcel_id", col("count").alias("scans")))
 
 
-@dlt.table(schema="customer_id STRING")
+@dlt.table(schema="parcel_id STRING")
 def too_wide():
-    return dlt.read("sales").select("customer_id", "order_day_of_week")
+    return dlt.read("parcels").select("parcel_id", "scan_weekday")
 """
 
 
@@ -272,36 +272,36 @@ def test_a_declared_schema_shapes_the_table(spark, tmp_path: Path) -> None:
     with pytest.raises(PipelineError) as refused:
         PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
     message = " ".join(refused.value.problems)
-    assert "[SCHEMA_MISMATCH]" in message and "order_day_of_week" in message, message
-    assert not (lakehouse.root / "tables" / "sales").exists()
+    assert "[SCHEMA_MISMATCH]" in message and "scan_weekday" in message, message
+    assert not (lakehouse.root / "tables" / "parcels").exists()
 
-    fixed = SCHEMA_PIPELINE.replace('"customer_id", "order_day_of_week"', '"customer_id"')
+    fixed = SCHEMA_PIPELINE.replace('"parcel_id", "scan_weekday"', '"parcel_id"')
     folder = write(tmp_path / "q", {"pipeline.py": fixed})
     result = PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now"))
     assert result.run().ok
-    sales = DeltaTable(str(lakehouse.table_path("sales")))
-    fields = {f.name: f for f in sales.schema().fields}
+    parcels = DeltaTable(str(lakehouse.table_path("parcels")))
+    fields = {f.name: f for f in parcels.schema().fields}
     assert list(fields) == [
-        "customer_id",
-        "customer_name",
-        "order_datetime",
-        "order_number",
-        "order_day_of_week",
+        "parcel_id",
+        "sender",
+        "scanned_at",
+        "weight_g",
+        "scan_weekday",
     ]
-    assert not fields["customer_id"].nullable and fields["customer_id"].metadata["comment"] == (
-        "who bought"
+    assert not fields["parcel_id"].nullable and fields["parcel_id"].metadata["comment"] == (
+        "tracking code"
     )
-    assert str(fields["order_number"].type) == 'PrimitiveType("long")'
-    generated = fields["order_day_of_week"].metadata["delta.generationExpression"]
-    assert generated == "dayofweek(order_datetime)"
-    assert sales.metadata().partition_columns == ["order_day_of_week"]
-    assert sales.metadata().configuration["delta.constraints.positive_order"] == "order_number > 0"
-    rows = sorted(table(lakehouse, "sales").to_pylist(), key=lambda r: r["customer_id"])
-    assert [(r["customer_id"], r["order_day_of_week"]) for r in rows] == [("c1", 2), ("c2", 3)]
-    per_customer = sorted(table(lakehouse, "per_customer").to_pylist(), key=str)
-    assert per_customer == [
-        {"customer_id": "c1", "orders": 1, "note": None},
-        {"customer_id": "c2", "orders": 1, "note": None},
+    assert str(fields["weight_g"].type) == 'PrimitiveType("long")'
+    generated = fields["scan_weekday"].metadata["delta.generationExpression"]
+    assert generated == "dayofweek(scanned_at)"
+    assert parcels.metadata().partition_columns == ["scan_weekday"]
+    assert parcels.metadata().configuration["delta.constraints.positive_weight"] == "weight_g > 0"
+    rows = sorted(table(lakehouse, "parcels").to_pylist(), key=lambda r: r["parcel_id"])
+    assert [(r["parcel_id"], r["scan_weekday"]) for r in rows] == [("p1", 2), ("p2", 3)]
+    per_parcel = sorted(table(lakehouse, "per_parcel").to_pylist(), key=str)
+    assert per_parcel == [
+        {"parcel_id": "p1", "scans": 1, "note": None},
+        {"parcel_id": "p2", "scans": 1, "note": None},
     ]
 
 

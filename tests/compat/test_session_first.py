@@ -42,29 +42,36 @@ for region in REGIONS:
         )
 """
 
-# Databricks' documented AUTO CDC example with Column arguments (the corpus's copy).
+# AUTO CDC with Column arguments in the form DLT documents (the corpus's example).
 DLT_CDC = (Path(__file__).parent / "corpus" / "dlt_auto_cdc" / "cdc.py").read_text()
-# The documented source rows (userId, name, city, operation, sequenceNum) ...
-USERS = [
-    (124, "Raul", "Oaxaca", "INSERT", 1),
-    (123, "Isabel", "Monterrey", "INSERT", 1),
-    (125, "Mercedes", "Tijuana", "INSERT", 2),
-    (126, "Lily", "Cancun", "INSERT", 2),
-    (123, None, None, "DELETE", 6),
-    (125, "Mercedes", "Guadalajara", "UPDATE", 6),
-    (125, "Mercedes", "Mexicali", "UPDATE", 5),
-    (123, "Isabel", "Chihuahua", "UPDATE", 5),
+# This suite's change feed: (account_id, holder, plan, op, change_seq), two rows arriving
+# after a newer change of their key (10 at 6 after 8, 9 at 5 after its delete at 7).
+CHANGES_SCHEMA = "account_id BIGINT, holder STRING, plan STRING, op STRING, change_seq BIGINT"
+CHANGES = [
+    (7, "Ines", "basic", "INSERT", 1),
+    (8, "Tomas", "pro", "INSERT", 1),
+    (9, "Wen", "basic", "INSERT", 2),
+    (10, "Kofi", "team", "INSERT", 3),
+    (8, "Tomas", "team", "UPDATE", 4),
+    (9, None, None, "DELETE", 7),
+    (10, "Kofi", "pro", "UPDATE", 8),
+    (9, "Wen", "pro", "UPDATE", 5),
+    (10, "Kofi", "basic", "UPDATE", 6),
 ]
-# ... and the documented result tables.
-SCD1 = [(124, "Raul", "Oaxaca"), (125, "Mercedes", "Guadalajara"), (126, "Lily", "Cancun")]
+# Worked out by hand from CHANGES. SCD1: each key's change with the highest change_seq, a
+# delete removing the key (9).
+SCD1 = [(7, "Ines", "basic"), (8, "Tomas", "team"), (10, "Kofi", "pro")]
+# SCD2: per key, one row per change in change_seq order, open from its change_seq
+# (__START_AT) until the key's next change or delete (__END_AT; None while current).
 SCD2 = [
-    (123, "Isabel", "Monterrey", 1, 5),
-    (123, "Isabel", "Chihuahua", 5, 6),
-    (124, "Raul", "Oaxaca", 1, None),
-    (125, "Mercedes", "Tijuana", 2, 5),
-    (125, "Mercedes", "Mexicali", 5, 6),
-    (125, "Mercedes", "Guadalajara", 6, None),
-    (126, "Lily", "Cancun", 2, None),
+    (7, "Ines", "basic", 1, None),
+    (8, "Tomas", "pro", 1, 4),
+    (8, "Tomas", "team", 4, None),
+    (9, "Wen", "basic", 2, 5),
+    (9, "Wen", "pro", 5, 7),
+    (10, "Kofi", "team", 3, 6),
+    (10, "Kofi", "basic", 6, 8),
+    (10, "Kofi", "pro", 8, None),
 ]
 
 
@@ -121,21 +128,16 @@ def test_an_sdp_project_using_spark_at_module_level_runs_from_the_cli(
 
 
 @pytest.mark.spark
-def test_dlts_documented_auto_cdc_example_with_columns_gives_its_documented_tables(
-    tmp_path: Path,
-) -> None:
-    schema = pa.schema(
-        [
-            ("userId", pa.int64()),
-            ("name", pa.string()),
-            ("city", pa.string()),
-            ("operation", pa.string()),
-            ("sequenceNum", pa.int64()),
-        ]
-    )
-    source = tmp_path / "cdc_data_users"
+def test_auto_cdc_with_column_arguments_runs_from_the_cli(tmp_path: Path) -> None:
+    """DLT's documented AUTO CDC form, ``sequence_by=col(...)`` and ``expr(...)`` conditions
+    built while the file is imported, run by ``lakefeed run``: the SCD1 and SCD2 targets hold
+    what the change feed gives."""
+    fields = [field.split(" ") for field in CHANGES_SCHEMA.split(", ")]
+    types = {"BIGINT": pa.int64(), "STRING": pa.string()}
+    schema = pa.schema([(name, types[kind]) for name, kind in fields])
+    source = tmp_path / "account_changes"
     write_deltalake(str(source), pa.Table.from_pylist(
-        [dict(zip(schema.names, row, strict=True)) for row in USERS], schema=schema
+        [dict(zip(schema.names, row, strict=True)) for row in CHANGES], schema=schema
     ))  # fmt: skip
     pipeline = write(tmp_path / "pipeline", {"cdc.py": DLT_CDC})
     lakehouse = Lakehouse.at(tmp_path / "lh")
@@ -149,11 +151,12 @@ def test_dlts_documented_auto_cdc_example_with_columns_gives_its_documented_tabl
         "--lakehouse",
         str(lakehouse.root),
         "--conf",
-        f"cdc.users={source}",
+        f"accounts.changes_path={source}",
     )
-    assert _rows(lakehouse.table_path("target_scd1"), ["userId", "name", "city"]) == SCD1
-    columns = ["userId", "name", "city", "__START_AT", "__END_AT"]
-    assert _rows(lakehouse.table_path("target_scd2"), columns) == sorted(SCD2)
+    current = ["account_id", "holder", "plan"]
+    assert _rows(lakehouse.table_path("accounts_current"), current) == sorted(SCD1)
+    history = [*current, "__START_AT", "__END_AT"]
+    assert _rows(lakehouse.table_path("accounts_history"), history) == sorted(SCD2)
 
 
 def test_what_starts_the_session_is_found_without_running_the_pipeline(tmp_path: Path) -> None:
@@ -204,7 +207,7 @@ def test_spark_at_import_without_any_session_is_a_coded_refusal(tmp_path: Path) 
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert "[LAKEFEED:PIPELINE_NO_SESSION]" in done.stdout, done.stdout + done.stderr
-    line = DLT_CDC.splitlines().index('  sequence_by = col("sequenceNum"),') + 1
+    line = DLT_CDC.splitlines().index('    sequence_by=col("change_seq"),') + 1
     assert f"cdc.py:{line}:" in done.stdout, done.stdout
     assert "spark=lakefeed.spark_session()" in done.stdout
 

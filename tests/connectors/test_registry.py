@@ -64,14 +64,15 @@ def test_session_settings_come_from_the_connectors() -> None:
 
 
 def test_delta_spark_session_settings_go_when_delta_spark_is_absent() -> None:
-    """docs.delta.io's session setup names delta-spark's extension and catalog: without its jar
-    (none supports Spark 4.3) they would break the session, so lakefeed drops them."""
+    """The session setup docs.delta.io documents names delta-spark's extension and catalog:
+    without its jar (none supports Spark 4.3) they would break the session, so lakefeed drops
+    them."""
     docs = {
-        "spark.app.name": "MyApp",
+        "spark.app.name": "registry-test",
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     }
-    assert registry.without_foreign_conf(docs) == {"spark.app.name": "MyApp"}
+    assert registry.without_foreign_conf(docs) == {"spark.app.name": "registry-test"}
     mine = {"spark.sql.extensions": "com.example.Ext, io.delta.sql.DeltaSparkSessionExtension"}
     assert registry.without_foreign_conf(mine) == {"spark.sql.extensions": "com.example.Ext"}
     jar = {**docs, "spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0"}

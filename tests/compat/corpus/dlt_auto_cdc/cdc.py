@@ -1,35 +1,36 @@
-# Databricks' documented AUTO CDC example, "SCD type 1 and SCD type 2 processing with CDF
-# source data": https://docs.databricks.com/aws/en/dlt/cdc (Python), as written but for the
-# source (a Delta folder from spark.conf instead of the catalog table cdc_data.users) and the
-# two targets' names, which share one pipeline here.
+# AUTO CDC with Column arguments, in the form Databricks documents it (Lakeflow "AUTO CDC APIs",
+# SCD type 1 and type 2 from a change feed, Python), written for this suite with its own names:
+# one view of account changes feeds a current-state (SCD1) and a history (SCD2) target.
 import dlt
 from pyspark.sql.functions import col, expr
 
-@dlt.view
-def users():
-  return spark.readStream.format("delta").load(spark.conf.get("cdc.users"))
 
-dlt.create_streaming_table("target_scd1")
+@dlt.view
+def account_changes():
+    return spark.readStream.format("delta").load(spark.conf.get("accounts.changes_path"))
+
+
+dlt.create_streaming_table("accounts_current")
 
 dlt.create_auto_cdc_flow(
-  target = "target_scd1",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  apply_as_truncates = expr("operation = 'TRUNCATE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = 1
+    target="accounts_current",
+    source="account_changes",
+    keys=["account_id"],
+    sequence_by=col("change_seq"),
+    apply_as_deletes=expr("op = 'DELETE'"),
+    apply_as_truncates=expr("op = 'TRUNCATE'"),
+    except_column_list=["op", "change_seq"],
+    stored_as_scd_type=1,
 )
 
-dlt.create_streaming_table("target_scd2")
+dlt.create_streaming_table("accounts_history")
 
 dlt.create_auto_cdc_flow(
-  target = "target_scd2",
-  source = "users",
-  keys = ["userId"],
-  sequence_by = col("sequenceNum"),
-  apply_as_deletes = expr("operation = 'DELETE'"),
-  except_column_list = ["operation", "sequenceNum"],
-  stored_as_scd_type = "2"
+    target="accounts_history",
+    source="account_changes",
+    keys=["account_id"],
+    sequence_by=col("change_seq"),
+    apply_as_deletes=expr("op = 'DELETE'"),
+    except_column_list=["op", "change_seq"],
+    stored_as_scd_type="2",
 )

@@ -1,50 +1,45 @@
-# Databricks' AUTO CDC FROM SNAPSHOT, as its reference writes the two ways to use it:
-# https://docs.databricks.com/aws/en/dlt-ref/dlt-python-ref-apply-changes-from-snapshot
-# https://docs.databricks.com/aws/en/dlt/cdc  ("periodic" and "historical" snapshot ingestion)
-import os
+# AUTO CDC FROM SNAPSHOT in the two forms Databricks documents (Python reference of
+# create_auto_cdc_from_snapshot_flow: a periodic snapshot of a table or view, and historical
+# snapshots handed over by a function), written for this suite with its own names and data.
+from pathlib import Path
 
 import dlt
 
 
-# Periodic snapshots: a table or view of the pipeline, read whole on each update.
-@dlt.view(name="source")
-def source():
-    return spark.read.table("mycatalog_myschema_mytable")
+# Periodic: a view of a catalog table, taken whole at each update.
+@dlt.view(name="stock_levels")
+def stock_levels_view():
+    return spark.read.table("warehouse_stock")
 
 
-dlt.create_streaming_table("target_periodic")
+dlt.create_streaming_table("stock_now")
 
 dlt.create_auto_cdc_from_snapshot_flow(
-    target="target_periodic",
-    source="source",
-    keys=["key"],
+    target="stock_now",
+    source="stock_levels",
+    keys=["sku"],
     stored_as_scd_type=1,
 )
 
-# Historical snapshots: a function giving the next snapshot and its version, None when done.
-snapshot_dir = spark.conf.get("mypipeline.snapshot_dir")
+# Historical: numbered price lists in a folder named by a pipeline parameter.
+price_lists = Path(spark.conf.get("prices.snapshot_dir"))
 
 
-def exist(file_name):
-    return os.path.exists(file_name)
-
-
-def next_snapshot_and_version(latest_snapshot_version):
-    latest_snapshot_version = latest_snapshot_version or 0
-    next_version = latest_snapshot_version + 1
-    file_name = snapshot_dir + "/snapshot_" + str(next_version) + ".json"
-    if exist(file_name):
-        return (spark.read.schema("key INT, value STRING").json(file_name), next_version)
-    else:
-        # No snapshot available
+def next_price_list(last_version):
+    """The price list after ``last_version`` (None before the first) with its number, or None
+    when the folder has no newer one."""
+    version = (last_version or 0) + 1
+    listing = price_lists / f"prices_v{version}.json"
+    if not listing.exists():
         return None
+    return spark.read.schema("sku INT, price DOUBLE").json(str(listing)), version
 
 
-dlt.create_streaming_table("target_historical")
+dlt.create_streaming_table("price_history")
 
 dlt.create_auto_cdc_from_snapshot_flow(
-    target="target_historical",
-    source=next_snapshot_and_version,
-    keys=["key"],
+    target="price_history",
+    source=next_price_list,
+    keys=["sku"],
     stored_as_scd_type=2,
 )

@@ -1,10 +1,15 @@
-# A streaming table over format("kafka") with Spark's options, the form the SDP guide documents
-# (https://spark.apache.org/docs/latest/declarative-pipelines-programming-guide.html, "Loading Data from Streaming Source"), written for this test.
+# A streaming table over format("kafka") with Spark's Kafka options, the form pyspark's
+# Declarative Pipelines guide documents ("Loading Data from Streaming Source"); written for this
+# suite with its own names (the test maps the broker and topic to its own).
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame
 
 
 @dp.table
-def raw_orders() -> DataFrame:
-    reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", "localhost:9092")
-    return reader.option("subscribe", "orders").load()
+def pos_events_raw() -> DataFrame:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", "kafka.example:9092")
+        .option("subscribe", "pos_events")
+        .load()
+    )

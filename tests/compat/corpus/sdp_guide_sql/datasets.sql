@@ -1,7 +1,7 @@
--- A materialized view, a streaming table and a temporary view in the SQL forms the SDP guide
--- documents (https://spark.apache.org/docs/latest/declarative-pipelines-programming-guide.html), written for this test.
-CREATE MATERIALIZED VIEW rides_mv AS SELECT * FROM samples.nyctaxi.trips;
+-- A materialized view, a streaming table (STREAM keyword) and a temporary view, in the SQL forms
+-- pyspark's Declarative Pipelines guide documents; written for this suite with its own names.
+CREATE MATERIALIZED VIEW arrivals_mv AS SELECT * FROM harbour.logistics.arrivals;
 
-CREATE STREAMING TABLE rides_st AS SELECT * FROM STREAM samples.nyctaxi.trips;
+CREATE STREAMING TABLE arrivals_st AS SELECT * FROM STREAM harbour.logistics.arrivals;
 
-CREATE TEMPORARY VIEW rides_tv AS SELECT * FROM samples.nyctaxi.trips;
+CREATE TEMPORARY VIEW arrivals_tv AS SELECT * FROM harbour.logistics.arrivals;

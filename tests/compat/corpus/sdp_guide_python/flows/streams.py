@@ -1,27 +1,28 @@
-# A streaming table, a batch source and two append flows into one target, in the forms the SDP
-# guide documents (https://spark.apache.org/docs/latest/declarative-pipelines-programming-guide.html), written for this test.
+# A streaming table, a materialized view over a batch file read, and two append flows into one
+# streaming table, in the forms pyspark's Declarative Pipelines guide documents; written for
+# this suite with its own names.
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame
 
 
 @dp.table
-def rides_st() -> DataFrame:
-    return spark.readStream.table("samples.nyctaxi.trips")
+def arrivals_st() -> DataFrame:
+    return spark.readStream.table("harbour.logistics.arrivals")
 
 
 @dp.materialized_view
-def orders_mv() -> DataFrame:
-    return spark.read.format("json").load("/datasets/retail-org/sales_orders")
+def manifests_mv() -> DataFrame:
+    return spark.read.format("json").load("/landing/harbour/manifests")
 
 
-dp.create_streaming_table("all_customers")
+dp.create_streaming_table("all_vessels")
 
 
-@dp.append_flow(target="all_customers")
-def from_west() -> DataFrame:
-    return spark.readStream.table("customers_us_west")
+@dp.append_flow(target="all_vessels")
+def from_pier_a() -> DataFrame:
+    return spark.readStream.table("vessels_pier_a")
 
 
-@dp.append_flow(target="all_customers")
-def from_east() -> DataFrame:
-    return spark.readStream.table("customers_us_east")
+@dp.append_flow(target="all_vessels")
+def from_pier_b() -> DataFrame:
+    return spark.readStream.table("vessels_pier_b")

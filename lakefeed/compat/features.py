@@ -405,7 +405,7 @@ FEATURES: tuple[Feature, ...] = (
         _SDP_SQL,
     ),
     Feature(
-        "sdp", "SQL CREATE FLOW ... INSERT INTO", "", "supported", "INSERT INTO ONCE too", _SDP_SQL
+        "sdp", "SQL CREATE FLOW ... INSERT INTO", "", "supported", "INSERT ONCE INTO too", _SDP_SQL
     ),
     Feature(
         "sdp",

@@ -145,7 +145,8 @@ class Run:
         chosen = parser.parse_args(argv).results
         headline = _headline_command(parser, names, argv)
         folder = chosen if chosen is not None else (RESULTS if headline else None)
-        why = "" if folder else f"its arguments are not {', '.join(names)}'s (see --results)"
+        files = ", ".join(f"bench/results/{name}.json" for name in names)
+        why = "" if folder else f"the arguments differ from the command of {files} (--results DIR)"
         return cls(
             folder=folder,
             why=why,

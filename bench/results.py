@@ -146,7 +146,7 @@ class Run:
         headline = _headline_command(parser, names, argv)
         folder = chosen if chosen is not None else (RESULTS if headline else None)
         files = ", ".join(f"bench/results/{name}.json" for name in names)
-        why = "" if folder else f"the arguments differ from the command of {files} (--results DIR)"
+        why = "" if folder else f"no file of {files} records these arguments (--results DIR)"
         return cls(
             folder=folder,
             why=why,

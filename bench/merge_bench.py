@@ -24,7 +24,9 @@ of its execute (planning and the commit), lakefeed's own work in foreachBatch, a
 micro-batch overhead (query start, planning, offset and commit logs). The two MERGE results
 are checked equal.
 
-    .venv/bin/python bench/merge_bench.py --rows 10000000 --changed 0.01 --batches 5
+    .venv/bin/python -m bench.merge_bench --rows 10000000 --changed 0.01 --batches 5
+
+That run writes bench/results/merge.json (the performance page's row); see bench/results.py.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +46,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from bench.results import Run, add_option, count
 
 APP_ID = "merge-bench"
 SCHEMA = pa.schema(
@@ -285,7 +290,7 @@ def breakdown(title: str, wall: float, phases: Phases) -> None:
         print(f"  {'rest':<34} {rest:7.2f} s  {rest / wall:5.0%}")
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args() -> tuple[argparse.Namespace, Run]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000, help="target rows")
     parser.add_argument("--changed", type=float, default=0.01, help="share of keys per batch")
@@ -295,14 +300,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="200k rows, 2 batches, no warm-up (smoke)"
     )
+    add_option(parser)
     args = parser.parse_args()
+    run = Run.begin(parser, ["merge"], sys.argv[1:])
     if args.quick:
         args.rows, args.batches = 200_000, 2
-    return args
+    return args, run
 
 
 def main() -> None:
-    args = parse_args()
+    args, run = parse_args()
     from lakefeed.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
@@ -362,6 +369,15 @@ def main() -> None:
         print(f"append/delta-rs merge = {rate['append'] / rate['delta-rs']:.2f}x (no target)")
         breakdown("lakefeed", lf_wall, probe.phases)
         breakdown("delta-rs", rs_wall, rs_phases)
+        run.record(
+            "merge",
+            benchmark="Streaming upserts",
+            workload=f"{count(args.rows)}-row target, {args.batches} batches of {count(size)} keys",
+            baseline="delta-rs MERGE, no Spark",
+            order=70,
+            ratio=round(ratio, 2),
+            target=0.8,
+        )
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,9 @@ from nexmark/nexmark's README ("Benchmark Results", Flink 1.13, 8 workers × 8 c
 events, blackhole sink): a published figure on other hardware, not a same-run ratio.
 
     .venv/bin/python -m bench.nexmark.run --events 2000000 --chart docs/nexmark.png
+
+A run with bench/results/nexmark.json's arguments rewrites that file (the performance page's
+row: the range of the queries' ratios to Flink's figures; see bench/results.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.nexmark import generate as gen
+from bench.results import Run, add_option, count
 from bench.ysb.harness import (
     ROOT,
     LegRun,
@@ -38,7 +42,9 @@ GOLD = {q: f"nexmark_{q}" for q in FLINK_PER_CORE}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    run = Run.begin(parser, ["nexmark"], sys.argv[1:] if argv is None else argv)
     exit_on_sigterm()
     spec = gen.NexmarkSpec(args.events, rate=args.event_rate)
     bronze = _prepare(spec, args.out / "bronze", args.files)
@@ -68,10 +74,28 @@ def main(argv: list[str] | None = None) -> int:
     _print_summary(summary)
     if args.chart:
         _chart(summary, args.chart)
+    _record(run, results, spec.events)
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 
-def _args(argv: list[str] | None) -> argparse.Namespace:
+def _record(run: Run, results: dict[str, Any], events: int) -> None:
+    """The page's row: the range of the queries' ratios to Flink's published figures."""
+    ratios = [r["ratio_to_flink_per_core"] for r in results.values() if r["ok"]]
+    if not ratios:
+        print("result nexmark: not written: no query ran correctly")
+        return
+    run.record(
+        "nexmark",
+        benchmark=f"Nexmark {', '.join(results)}",
+        workload=f"{count(events)} events",
+        baseline="Flink's published per-core figures",
+        order=130,
+        shown=f"{min(ratios):.2f}–{max(ratios):.2f}x",
+        target_text="orientation only",
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=2_000_000)
     p.add_argument("--event-rate", type=int, default=50_000, help="events per second of event time")
@@ -84,7 +108,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chart", type=Path, default=None)
     p.add_argument("--together", action="store_true", help="all queries in one run (smoke test)")
     p.add_argument("--timeout", type=float, default=900)
-    return p.parse_args(argv)
+    add_option(p)
+    return p
 
 
 def _prepare(spec: gen.NexmarkSpec, bronze: Path, files: int) -> Path:

@@ -160,3 +160,20 @@ def test_the_tests_run_on_the_java_the_docs_name(spark) -> None:  # noqa: ANN001
     java = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["lakefeed"]["java"]
     running = spark._jvm.java.lang.System.getProperty("java.specification.version")
     assert running == java["tested"]
+
+
+def test_validate_json_page_names_every_key_of_the_document() -> None:
+    """reference/validate-json.md is written by hand: each key ``to_dict`` puts in the document,
+    at the top, in a dataset and in a flow, has a row in that part of the page (a key added to
+    the code without a row fails here)."""
+    from lakefeed.pipeline.kinds import DatasetKind
+    from lakefeed.runtime.results import DatasetInfo, FlowInfo, SinkInfo, ValidationResult
+
+    sink = DatasetInfo("out", DatasetKind.SINK, "f.py:1", sink=SinkInfo("kafka", "Kafka topic t"))
+    flow = FlowInfo("out", DatasetKind.SINK, "append", True, False, False)
+    document = ValidationResult("p", datasets=(sink,), flows=(flow,)).to_dict()
+    page = (DOCS / "reference" / "validate-json.md").read_text()
+    top, datasets, flows = re.split(r"^A (?:dataset|flow):$", page, flags=re.M)
+    parts = ((top, document), (datasets, document["datasets"][0]), (flows, document["flows"][0]))
+    missing = [key for text, keys in parts for key in keys if f"`{key}`" not in text]
+    assert missing == []

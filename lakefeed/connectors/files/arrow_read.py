@@ -58,6 +58,7 @@ class ArrowFiles:
         self._plan = plan
         self._description = description
         self._narrowed: ReadPlan | None = None  # decided at the first batch, when it runs
+        self._columns: list[Column] = []  # the stream's columns over the read ones, made once
 
     def plan(self) -> ReadPlan:
         if self._narrowed is None:
@@ -84,17 +85,16 @@ class ArrowFiles:
         # A local relation: the planned source marks it as the stream's data.
         listing = DataFrame(jspark.createDataset(texts, strings).toDF(), self._spark)
         rows = listing.mapInArrow(read_tasks(plan), plan.kept)
-        return rows.select(*map(_column(plan), plan.output.fields))
+        if not self._columns:  # each costs Py4J round trips: a batch reuses them
+            self._columns = [_column(plan, field) for field in plan.output.fields]
+        return rows.select(*self._columns)
 
 
-def _column(plan: ReadPlan) -> Callable[[StructField], Column]:
-    def column(field: StructField) -> Column:
-        name = field.name
-        return (
-            F.col(f"`{name}`") if plan.wants(name) else F.lit(None).cast(field.dataType).alias(name)
-        )
-
-    return column
+def _column(plan: ReadPlan, field: StructField) -> Column:
+    """``field`` as read, or a typed null when the flow does not read it (Spark prunes it)."""
+    if plan.wants(field.name):
+        return F.col(f"`{field.name}`")
+    return F.lit(None).cast(field.dataType).alias(field.name)
 
 
 def read_tasks(plan: ReadPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -254,6 +254,8 @@ def _case_variants(data: bytes, names: tuple[str, ...]) -> bool:
     """Whether ``data`` may hold a key that differs from one of ``names`` only in case (a
     cheap over-approximation: the same text in a value counts too)."""
     lowered = data.lower()
+    if lowered == data:
+        return False  # no capital letter at all: one pass, where counting costs one per name
     for name in names:
         quoted = json.dumps(name).encode()
         if lowered.count(quoted.lower()) != data.count(quoted):

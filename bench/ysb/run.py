@@ -41,7 +41,10 @@ from bench.ysb.harness import (
 )
 
 PIPELINE = ROOT / "bench" / "ysb" / "pipeline.py"
-LEGS = ("lakefeed", "pyspark", "flink", "lakefeed-kafka", "arrow")
+LEGS = ("lakefeed", "lakefeed-arrow", "pyspark", "flink", "lakefeed-kafka", "arrow")
+"""``lakefeed-arrow``: the same pipeline with ``lakefeed.reader=arrow`` (lakefeed's Arrow reader
+parsing only the columns the flow reads and dropping rows its filter drops, see
+``lakefeed/connectors/files/arrow_read.py``)."""
 ALL_WINDOWS = ("flink", "arrow")  # legs that emit every window (Spark's last ones stay open)
 TOPIC = "ad-events"
 CAMPAIGNS = "campaigns/campaigns.json"
@@ -103,7 +106,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--legs", default=",".join(LEGS), help=f"comma list of {LEGS}")
     p.add_argument(
         "--reader",
-        choices=("spark", "python"),
+        choices=("spark", "python", "arrow"),
         default=None,
         help="force the lakefeed leg's cloudFiles reader (option lakefeed.reader; default: "
         "none, lakefeed chooses as it does for a user)",
@@ -202,7 +205,7 @@ def _argv(
         if flink_python is None:
             return None
         return [str(flink_python), str(ROOT / "bench" / "ysb" / "flink_job.py"), *files, *common]
-    if leg in ("lakefeed", "lakefeed-kafka"):
+    if leg in ("lakefeed", "lakefeed-arrow", "lakefeed-kafka"):
         table = ["--pipeline", str(PIPELINE), "--table", "ysb_window_counts"]
         spark = ["--master", args.master] if args.master else []
         for item in args.spark_conf:
@@ -221,7 +224,9 @@ def _ysb_env(
         env.update(YSB_BOOTSTRAP=str(bootstrap), YSB_TOPIC=TOPIC, YSB_MAX_OFFSETS=str(per_batch))
     else:
         env.update(YSB_INPUT=str(inputs / "events"), YSB_MAX_FILES=str(args.max_files))
-        if args.reader is not None:
+        if leg == "lakefeed-arrow":
+            env.update(YSB_READER="arrow")
+        elif args.reader is not None:
             env.update(YSB_READER=args.reader)
     return env
 
@@ -313,18 +318,20 @@ def _summarise(
 def _ratios(per_leg: dict[str, Any]) -> dict[str, float]:
     """lakefeed over each baseline and the physical limit, on medians; also on streaming time
     for PySpark."""
-    lakefeed = per_leg.get("lakefeed", {})
     ratios = {}
-    for other, key in (
-        ("pyspark", "median_events_per_s"),
-        ("flink", "median_events_per_s"),
-        ("arrow", "median_events_per_s"),
-        ("pyspark", "median_stream_events_per_s"),
+    for leg, other, key in (
+        ("lakefeed", "pyspark", "median_events_per_s"),
+        ("lakefeed", "flink", "median_events_per_s"),
+        ("lakefeed", "arrow", "median_events_per_s"),
+        ("lakefeed", "pyspark", "median_stream_events_per_s"),
+        ("lakefeed-arrow", "pyspark", "median_events_per_s"),
+        ("lakefeed-arrow", "arrow", "median_events_per_s"),
+        ("lakefeed-arrow", "lakefeed", "median_events_per_s"),
     ):
-        mine, theirs = lakefeed.get(key), per_leg.get(other, {}).get(key)
+        mine, theirs = per_leg.get(leg, {}).get(key), per_leg.get(other, {}).get(key)
         if mine and theirs and mine == mine and theirs == theirs:  # skip NaN (no good run)
             suffix = ", streaming time only" if key.startswith("median_stream") else ""
-            ratios[f"lakefeed/{other}{suffix}"] = mine / theirs
+            ratios[f"{leg}/{other}{suffix}"] = mine / theirs
     return ratios
 
 

@@ -6,8 +6,9 @@ nothing:
 
 - ``YSB_CAMPAIGNS``: the ad → campaign JSON file;
 - ``YSB_INPUT`` + ``YSB_MAX_FILES``: the landing folder and files per micro-batch, and
-  optionally ``YSB_READER`` to force ``lakefeed.reader`` (``spark`` or ``python``); unset, the
-  stream gets lakefeed's defaults as a user does (Spark's JSON reader, ``_metadata`` kept), or
+  optionally ``YSB_READER`` to force ``lakefeed.reader`` (``spark``, ``python`` or ``arrow``);
+  unset, the stream gets lakefeed's defaults as a user does (Spark's JSON reader, ``_metadata``
+  kept), or
 - ``YSB_BOOTSTRAP`` + ``YSB_TOPIC`` + ``YSB_MAX_OFFSETS``: the Kafka topic.
 """
 

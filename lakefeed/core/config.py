@@ -205,8 +205,9 @@ RETENTION_CHECK = _add(
 READER = _add(
     "lakefeed.reader",
     Kind.OPTION,
-    "`spark` or `python`",
-    "on `delta` and `cloudFiles` sources: which reader reads the files",
+    "`spark` or `python`; on `cloudFiles` also `arrow`",
+    "on `delta` and `cloudFiles` sources: which reader reads the files (`arrow`: lakefeed's "
+    "Arrow reader parsing only the columns the flow reads, pushed-down filters applied)",
     default="`spark` where lakefeed's JVM planner loads",
 )
 WRITER = _add(

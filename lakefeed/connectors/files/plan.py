@@ -16,6 +16,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from lakefeed.connectors.files.options import FileSourceOptions
+from lakefeed.connectors.files.pushdown import NONE, Pushdown
 from lakefeed.connectors.files.schemas import output_schema
 
 
@@ -29,6 +30,9 @@ class ReadPlan:
     rescue_column: str | None
     include_metadata: bool
     schema_location: str
+    pushdown: Pushdown = NONE
+    """The columns the flow reads and the row filters it applies (lakefeed's Arrow reader in a
+    planned stream, see :mod:`~lakefeed.connectors.files.pushdown`); nothing narrowed else."""
 
     @cached_property
     def output(self) -> StructType:
@@ -53,3 +57,41 @@ class ReadPlan:
 
     def arrow_type(self, name: str) -> pa.DataType:
         return self.arrow_schema.field(name).type
+
+    def wants(self, name: str) -> bool:
+        """Whether the flow reads output column ``name``."""
+        return self.pushdown.columns is None or name in self.pushdown.columns
+
+    @cached_property
+    def kept(self) -> StructType:
+        """The output columns a batch carries: those the flow reads."""
+        return StructType([f for f in self.output.fields if self.wants(f.name)])
+
+    @cached_property
+    def kept_arrow(self) -> pa.Schema:
+        return to_arrow_schema(self.kept, timezone="UTC")
+
+    @property
+    def parse_all(self) -> bool:
+        """Whether every field of a record must be parsed: to rescue unknown or mistyped
+        values into a rescued-data column the flow reads, or to find new columns for schema
+        evolution. Else fields the flow does not read are skipped unparsed."""
+        return (
+            self.pushdown.columns is None
+            or (self.rescue_column is not None and self.wants(self.rescue_column))
+            or self.evolution_mode in ("addNewColumns", "failOnNewColumns")
+        )
+
+    @cached_property
+    def parsed(self) -> tuple[str, ...]:
+        """The data columns read from files."""
+        return tuple(n for n in self.fields if self.parse_all or self.wants(n))
+
+    def parses(self, name: str) -> bool:
+        """Whether a file's field ``name`` is read: a parsed column or a variant of one in
+        case (which, as ever, is rescued or fails the batch, never silently dropped)."""
+        return self.parse_all or name.lower() in self._parsed_lower
+
+    @cached_property
+    def _parsed_lower(self) -> set[str]:
+        return {name.lower() for name in self.parsed}

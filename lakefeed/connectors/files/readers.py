@@ -56,6 +56,7 @@ from lakefeed.connectors.files.errors import (
 )
 from lakefeed.connectors.files.filelog import FileEntry, skipped_dir, write_json
 from lakefeed.connectors.files.plan import ReadPlan
+from lakefeed.connectors.files.pushdown import Predicate
 from lakefeed.connectors.files.schemas import (
     METADATA_COLUMN,
     SchemaStore,
@@ -225,22 +226,41 @@ def _decode_json(data: bytes, plan: ReadPlan) -> Decoded:
 
 
 def _json_fast(data: bytes, plan: ReadPlan) -> Decoded | None:
-    """pyarrow's reader, when the whole file fits the schema exactly; else None."""
-    wanted = pa.schema([plan.arrow_schema.field(name) for name in plan.fields])
+    """pyarrow's reader, when the whole file fits the schema exactly; else None. Fields the
+    flow does not read are skipped unparsed (:attr:`ReadPlan.parse_all`)."""
+    names = plan.parsed
+    wanted = pa.schema([plan.arrow_schema.field(name) for name in names])
+    skip_others = not plan.parse_all
+    if skip_others and _case_variants(data, names):
+        return None  # pyarrow would drop a variant in case silently: the slow path rescues it
     try:
         table = pajson.read_json(
             io.BytesIO(data),
             parse_options=pajson.ParseOptions(
-                explicit_schema=wanted, unexpected_field_behavior="error"
+                explicit_schema=wanted,
+                unexpected_field_behavior="ignore" if skip_others else "error",
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if not all(table.schema.field(n).type == wanted.field(n).type for n in plan.fields):
+    if not all(table.schema.field(n).type == wanted.field(n).type for n in names):
         return None
     decoded = Decoded(table.num_rows, rescued=[None] * table.num_rows)
-    decoded.columns = {name: table.column(name).combine_chunks() for name in plan.fields}
+    decoded.columns = {name: table.column(name).combine_chunks() for name in names}
     return decoded
+
+
+def _case_variants(data: bytes, names: tuple[str, ...]) -> bool:
+    """Whether ``data`` may hold a key that differs from one of ``names`` only in case (a
+    cheap over-approximation: the same text in a value counts too)."""
+    lowered = data.lower()
+    if lowered == data:
+        return False  # no capital letter at all: one pass, where counting costs one per name
+    for name in names:
+        quoted = json.dumps(name).encode()
+        if lowered.count(quoted.lower()) != data.count(quoted):
+            return True
+    return False
 
 
 def _decode_records(records: list[tuple[Any, bytes]], plan: ReadPlan) -> Decoded:
@@ -256,7 +276,7 @@ def _decode_records(records: list[tuple[Any, bytes]], plan: ReadPlan) -> Decoded
             bad[CORRUPT_RECORD] = raw.decode("utf-8", "replace") if raw else json.dumps(record)
         rows.append(row)
         decoded.rescued.append(bad or None)
-    for name in plan.fields:
+    for name in plan.parsed:
         decoded.columns[name] = pa.array([r.get(name) for r in rows], plan.arrow_type(name))
     return decoded
 
@@ -264,6 +284,8 @@ def _decode_records(records: list[tuple[Any, bytes]], plan: ReadPlan) -> Decoded
 def _place(
     key: str, value: Any, plan: ReadPlan, row: dict[str, Any], bad: dict[str, Any], out: Decoded
 ) -> None:
+    if not plan.parses(key):
+        return
     target = plan.fields.get(key)
     if target is None:
         if key.lower() in plan.lower_names:
@@ -298,6 +320,7 @@ def _decode_csv(data: bytes, plan: ReadPlan) -> Decoded:
             invalid_row_handler=keep_broken,
         ),
         convert_options=pacsv.ConvertOptions(
+            include_columns=[n for n in names if plan.parses(n)] or None,
             column_types={n: pa.string() for n in names},
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
@@ -332,13 +355,22 @@ def _new_column_type(column: pa.Array, plan: ReadPlan) -> DataType:
 
 def _decode_parquet(path: str, plan: ReadPlan) -> Decoded:
     fs, inner = storage.filesystem(path)
-    return _decode_table(pq.read_table(inner, filesystem=fs), plan)
+    if plan.parse_all:
+        return _decode_table(pq.read_table(inner, filesystem=fs), plan)
+    file = pq.ParquetFile(inner, filesystem=fs)
+    columns = [n for n in file.schema_arrow.names if plan.parses(n)]
+    table = file.read(columns=columns)
+    if not columns:  # no column read, but the rows are still the flow's
+        table = pa.table({"_": pa.nulls(file.metadata.num_rows)}).drop_columns(["_"])
+    return _decode_table(table, plan)
 
 
 def _decode_table(table: pa.Table, plan: ReadPlan) -> Decoded:
     """Columns of a CSV or Parquet table matched by name and cast; misfits rescued per row."""
     decoded = Decoded(table.num_rows, rescued=[None] * table.num_rows)
     for name in table.column_names:
+        if not plan.parses(name):
+            continue
         column = table.column(name).combine_chunks()
         if name in plan.fields:
             array, bad = cast_with_rescue(column, plan.arrow_type(name))
@@ -427,7 +459,7 @@ def to_batches(entry: FileEntry, decoded: Decoded, plan: ReadPlan) -> Iterator[p
                 "(and add that STRING column to a user-given schema) to keep them"
             )
     arrays: list[pa.Array] = []
-    for f in plan.output.fields:
+    for f in plan.kept.fields:
         if f.name in plan.fields:
             arrays.append(decoded.columns.get(f.name, pa.nulls(rows, plan.arrow_type(f.name))))
         elif f.name == plan.rescue_column:
@@ -435,9 +467,42 @@ def to_batches(entry: FileEntry, decoded: Decoded, plan: ReadPlan) -> Iterator[p
             arrays.append(pa.array(texts, pa.string()))
         elif f.name == METADATA_COLUMN:
             arrays.append(_metadata(entry, rows, plan.arrow_type(METADATA_COLUMN)))
-    batch = pa.RecordBatch.from_arrays(arrays, schema=plan.arrow_schema)
-    for offset in range(0, rows, MAX_BATCH_ROWS):
+    batch = _kept_rows(pa.RecordBatch.from_arrays(arrays, schema=plan.kept_arrow), plan)
+    for offset in range(0, batch.num_rows, MAX_BATCH_ROWS):
         yield batch.slice(offset, MAX_BATCH_ROWS)
+
+
+def _kept_rows(batch: pa.RecordBatch, plan: ReadPlan) -> pa.RecordBatch:
+    """The rows of ``batch`` that pass the flow's pushed filters (all without any)."""
+    mask = None
+    for predicate in plan.pushdown.filters:
+        test = predicate_mask(batch.column(predicate.column), predicate)
+        mask = test if mask is None else pc.and_kleene(mask, test)
+    return batch if mask is None else batch.filter(mask)  # a null test drops, as in Spark
+
+
+def predicate_mask(column: pa.Array, predicate: Predicate) -> pa.Array:
+    """Where ``column`` satisfies ``predicate`` (null where Spark's comparison is null)."""
+    op, value = predicate.op, predicate.value
+    if op == "null":
+        return pc.is_null(column)
+    if op == "notnull":
+        return pc.is_valid(column)
+    if op == "in":
+        # null for a null value, as Spark's IN; false for a miss (both drop the row)
+        return pc.if_else(pc.is_valid(column), pc.is_in(column, pa.array(value, column.type)), None)
+    if op == "startswith":
+        return pc.starts_with(column, value)
+    return _COMPARE[op](column, pa.scalar(value, column.type))
+
+
+_COMPARE = {
+    "eq": pc.equal,
+    "lt": pc.less,
+    "le": pc.less_equal,
+    "gt": pc.greater,
+    "ge": pc.greater_equal,
+}
 
 
 def read_entry(entry: FileEntry, plan: ReadPlan) -> Iterator[pa.RecordBatch]:

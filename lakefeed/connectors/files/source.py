@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lakefeed.connectors import packing
-from lakefeed.connectors.files import spark_read
+from lakefeed.connectors.files import arrow_read, spark_read
 from lakefeed.connectors.files.cleanup import clean_committed
 from lakefeed.connectors.files.filelog import (
     LOG_END_OPTION,
@@ -97,14 +97,15 @@ def cap_end(
 class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{"sourceId", "index"}``: an index into the stream's discovered-file log."""
 
-    def __init__(self, opts: FileSourceOptions, plan: ReadPlan):
+    def __init__(self, opts: FileSourceOptions, plan: ReadPlan, arrow: str | None = None):
         self.opts = opts
         self.plan = plan
+        self.arrow = arrow  # in a planned stream: its description, read by the Arrow reader
         self._log: FileLog | None = None
         self._lock: IO[str] | None = None
         self._target: int | None = None
         self._done: int | None = None  # committed index, loaded from the state folder once
-        self._spark_files: spark_read.SparkFiles | None = None  # the driver's, made on first use
+        self._spark_files: spark_read.SparkFiles | arrow_read.ArrowFiles | None = None  # first use
 
     def __getstate__(self) -> dict[str, Any]:
         # Tasks need only the options and the plan, never the log or the lock.
@@ -207,12 +208,20 @@ class CloudFilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def spark_batch(
         self, spark: SparkSession, start: dict[str, Any], end: dict[str, Any]
     ) -> DataFrame | None:
-        """The files of (start, end] parsed by Spark's reader (``lakefeed.reader=spark``)."""
+        """The files of (start, end] parsed by Spark's reader, or by the Arrow reader in
+        tasks when the stream was planned for it (``lakefeed.reader=arrow``)."""
         entries = self.filelog.entries(self._index(start), self._index(end))
         if not entries:
             return None
+        if self.arrow is not None:
+            if self._spark_files is None:
+                self._spark_files = arrow_read.ArrowFiles(spark, self.plan, self.arrow)
+            assert isinstance(self._spark_files, arrow_read.ArrowFiles)
+            parts = plan_partitions(entries, slots=packing.default_slots())
+            return self._spark_files.frame([part.entries for part in parts])
         if self._spark_files is None:
             self._spark_files = spark_read.SparkFiles(spark, self.plan)
+        assert isinstance(self._spark_files, spark_read.SparkFiles)
         return self._spark_files.frame([e.path for e in entries])
 
     def stop(self) -> None:
@@ -319,10 +328,12 @@ class CloudFilesDataSource(DataSource):
             return self.opts.rescued_data_column or DEFAULT_RESCUE_COLUMN
         return self.opts.rescued_data_column
 
-    def streamReader(self, schema: StructType) -> CloudFilesStreamReader:
+    def streamReader(self, schema: StructType, arrow: str | None = None) -> CloudFilesStreamReader:
+        """The stream's reader; ``arrow``: the description of a planned stream whose batches
+        the Arrow reader parses (see :mod:`~lakefeed.connectors.files.arrow_read`)."""
         if self.opts.clean_source == "MOVE":
             _check_move_destination(self.opts)
-        return CloudFilesStreamReader(self.opts, self._plan(schema))
+        return CloudFilesStreamReader(self.opts, self._plan(schema), arrow)
 
     def reader(self, schema: StructType) -> CloudFilesBatchReader:
         log_end = {k.lower(): v for k, v in self.options.items()}.get(LOG_END_OPTION.lower())
@@ -390,11 +401,10 @@ def planned_stream(
     _chosen(options, choice)
     if choice.reader == "python":
         return None
+    description = f"CloudFilesSource[{source.opts.path}]"
+    arrow = description if choice.reader == "arrow" else None
     return bridge.planned_stream(
-        spark,
-        lambda: source.streamReader(schema),
-        schema,
-        description=f"CloudFilesSource[{source.opts.path}]",
+        spark, lambda: source.streamReader(schema, arrow), schema, description=description
     )
 
 

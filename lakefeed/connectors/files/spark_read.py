@@ -37,8 +37,16 @@ class ReaderChoice:
     why: str
 
     def __str__(self) -> str:
-        name = "Spark's reader" if self.reader == "spark" else "lakefeed's reader"
-        return f"{name} ({self.why})"
+        return f"{_NAMES[self.reader]} ({self.why})"
+
+
+_NAMES = {
+    "spark": "Spark's reader",
+    "python": "lakefeed's reader",
+    "arrow": "lakefeed's Arrow reader, parsing only what the flow uses",
+}
+CHOICES = tuple(_NAMES)
+"""Values of ``lakefeed.reader`` on a cloudFiles stream."""
 
 
 def refusal(plan: ReadPlan) -> str | None:
@@ -63,11 +71,13 @@ def ahead(
     it cannot reach the landing folder (``reaches_files``: an ``s3://`` folder in a session
     without S3A, which cannot be added to a running session); None: :func:`choose` decides
     from the stream's plan."""
-    wanted = Options(options).choice(READER_OPTION, ("spark", "python"))
+    wanted = Options(options).choice(READER_OPTION, CHOICES)
     if wanted == "python":
         return ReaderChoice("python", f"{READER_OPTION}=python")
     if not spark_available:
         return ReaderChoice("python", "this session cannot plan streams (Spark Connect or no jar)")
+    if wanted == "arrow":
+        return None  # reads through its own storage clients, S3A or not
     if not reaches_files:
         why = "the landing folder is on S3 and this session has no S3A connector"
         if wanted == "spark":
@@ -95,8 +105,9 @@ def reaches(spark: SparkSession, options: Mapping[str, str]) -> bool:
 def choose(plan: ReadPlan, options: Mapping[str, str]) -> ReaderChoice:
     """Spark's reader unless the stream needs something only lakefeed's reader does. An explicit
     ``lakefeed.reader=spark`` is kept even then: the caller refuses it with :func:`refusal`."""
-    if Options(options).choice(READER_OPTION, ("spark", "python")) == "spark":
-        return ReaderChoice("spark", f"{READER_OPTION}=spark")
+    wanted = Options(options).choice(READER_OPTION, CHOICES)
+    if wanted in ("spark", "arrow"):
+        return ReaderChoice(wanted, f"{READER_OPTION}={wanted}")
     reason = refusal(plan)
     if reason is not None:
         return ReaderChoice("python", reason)

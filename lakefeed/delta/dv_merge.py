@@ -151,7 +151,7 @@ def _named_column(side: str, name: str) -> exp.Column:
     return exp.column(exp.to_identifier(f"{side}{_SEP}{name}", quoted=True))
 
 
-def named(side: str, rows: pa.Table) -> pa.Table:
+def _named(side: str, rows: pa.Table) -> pa.Table:
     """``rows`` with each column named for ``side`` (as :class:`_Sql` renames them)."""
     return rows.rename_columns([f"{side}{_SEP}{name}" for name in rows.column_names])
 
@@ -465,7 +465,7 @@ def _plan(
     prunes = [] if by_source else _prunes(tree, keys, source)
     reachable = live if prunes is not None else {}
     target = _target(table, root, reachable, prunes or [], schema)
-    ours, theirs = named(TARGET, target.rows), named(SOURCE, source)
+    ours, theirs = _named(TARGET, target.rows), _named(SOURCE, source)
     left, right = _pairs(ours, theirs, keys)
     joined = _side_by_side(ours.take(pa.array(left)), theirs.take(pa.array(right)))
     kept = _true(tree.transform(_null_safe), joined)

@@ -140,7 +140,7 @@ def reads(
 
 def streamed(spark, root: Path, work: Path) -> tuple[int, int]:
     """(count, sum of ids) of a stream of the table's snapshot (untimed: the answer check;
-    the progress' numInputRows counts rows before the vectors apply)."""
+    the progress' numInputRows counts the deleted positions too)."""
     totals: list[tuple[int, int]] = []
 
     def fold(frame, _batch: int) -> None:

@@ -335,3 +335,26 @@ def _retried(change) -> int:
         except ConflictError:
             time.sleep(0.05)
     raise AssertionError("a change never committed")
+
+
+def test_an_auto_cdc_shaped_merge_marks_rows(tmp_path: Path) -> None:
+    """The clauses AUTO CDC's target MERGE writes (lakefeed/cdc/apply.py): backticked names,
+    ``<=>`` keys, an action column only the source has."""
+    changes = SOURCE.append_column(
+        "__action", pa.array(["DELETE", "UPSERT", "UPSERT", "UPSERT", "DELETE"])
+    )
+    values = {f"`{c}`": f"source.`{c}`" for c in SCHEMA.names}
+    clauses = [
+        Clause(M.MATCHED_DELETE, "source.`__action` = 'DELETE'"),
+        Clause(M.MATCHED_UPDATE, values=values),
+        Clause(M.INSERT, "source.`__action` = 'UPSERT'", values),
+    ]
+    condition = "target.`id` <=> source.`id`"
+    with_dv = make(str(tmp_path / "dv"), True)
+    without = make(str(tmp_path / "cow"), False)
+    for root in (with_dv, without):
+        merger.merge(root, changes, condition, clauses)
+    assert kernel_rows(with_dv) == kernel_rows(without)
+    assert any(a.get("add", {}).get("deletionVector") for a in last_commit(with_dv))
+    ids = [row[0] for row in kernel_rows(with_dv)]
+    assert 3 not in ids and 40 in ids and None not in ids  # <=>: the null key matched, deleted

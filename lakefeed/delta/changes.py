@@ -1,16 +1,18 @@
 """Delta's Change Data Feed: ``option("readChangeFeed", "true")`` in batch and streaming reads.
 
-With the table property ``delta.enableChangeDataFeed = true``, delta-rs records row changes:
-MERGE, UPDATE and DELETE write ``_change_data`` files (``update_preimage`` /
-``update_postimage`` / ``delete`` / ``insert`` rows), and a commit without them (an append by
-lakefeed's or delta-rs's writer, an overwrite) is read as ``insert`` for the files it adds and
-``delete`` for the files it removes — Delta's rule. Reads go through delta-rs's ``load_cdf``,
-which resolves versions, timestamps and the per-commit files, and streams Arrow batches; an
-executor task of the Python data source calls it and hands the batches to Spark (nothing is
-collected on the driver), with the table's columns plus ``_change_type``, ``_commit_version``
-(long) and ``_commit_timestamp`` (timestamp, UTC) as Delta documents. A batch read is refused
-in the caller's process when its options or range are wrong (:func:`check`), and its end is
-pinned to the latest version at planning time.
+With the table property ``delta.enableChangeDataFeed = true``, delta-rs and lakefeed's
+deletion-vector writes (:mod:`~lakefeed.delta.dv_write`) record row changes: MERGE, UPDATE
+and DELETE write ``_change_data`` files (``update_preimage`` / ``update_postimage`` /
+``delete`` / ``insert`` rows), and a commit without them (an append by lakefeed's or
+delta-rs's writer, an overwrite) is read as ``insert`` for the files it adds and ``delete`` for
+the files it removes — Delta's rule. Reads go through delta-rs's ``load_cdf``
+(:mod:`~lakefeed.delta.change_rows` on a table with deletion vectors, whose files
+``load_cdf`` would read whole), which resolves versions, timestamps and the per-commit files,
+and streams Arrow batches; an executor task of the Python data source calls it and hands the
+batches to Spark (nothing is collected on the driver), with the table's columns plus
+``_change_type``, ``_commit_version`` (long) and ``_commit_timestamp`` (timestamp, UTC) as
+Delta documents. A batch read is refused in the caller's process when its options or range
+are wrong (:func:`check`), and its end is pinned to the latest version at planning time.
 
 Options, as Delta's: ``startingVersion`` or ``startingTimestamp`` (one is required in batch),
 ``endingVersion`` / ``endingTimestamp`` (default: the latest version). A range touching a
@@ -25,11 +27,13 @@ Without a starting version the stream begins, as Delta's, with the table's curre
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -42,9 +46,11 @@ from pyspark.sql.types import StructType
 
 from lakefeed.core import storage
 from lakefeed.core.options import Options
-from lakefeed.delta import log
+from lakefeed.delta import change_rows, log, pruning
 from lakefeed.delta.errors import ChangeFeedError
+from lakefeed.delta.files import read_file
 from lakefeed.delta.options import register_settings, table_root
+from lakefeed.delta.schema import table_arrow_schema
 from lakefeed.delta.spark_read import spark_schema as table_schema
 
 OPTION = "readChangeFeed"
@@ -101,8 +107,10 @@ def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
     """delta-rs's change rows for ``arguments``; its refusals become :class:`ChangeFeedError`."""
     try:
         table = log.open_table(root)
-        # delta-rs's load_cdf is not checked here against deleted rows or mapped columns.
-        log.check_readable(table, root, log.PLAIN_PARQUET, "lakefeed's change data feed")
+        # Neither delta-rs's load_cdf nor change_rows maps column names.
+        log.check_readable(table, root, _FEED_READS, "lakefeed's change data feed")
+        if "deletionVectors" in log.needed_features(table.protocol()):
+            return _vector_feed(table, root, arguments)
         return pa.RecordBatchReader.from_stream(table.load_cdf(**arguments))
     except RsDeltaError as error:
         raise ChangeFeedError(
@@ -110,6 +118,37 @@ def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
             fix="set the table property delta.enableChangeDataFeed=true before the changes "
             "you read, and start at or after the version that set it",
         ) from error
+
+
+_FEED_READS = log.PLAIN_PARQUET | {"deletionVectors"}
+
+
+def _vector_feed(
+    table: DeltaTable, root: str, arguments: Mapping[str, Any]
+) -> pa.RecordBatchReader:
+    """The change rows of a table with deletion vectors (:mod:`.change_rows`): delta-rs's
+    ``load_cdf`` would read its files whole."""
+    first, last = _version_range(root, arguments)
+    schema = table_arrow_schema(table.schema())
+    for field in CHANGE_COLUMNS:
+        schema = schema.append(field)
+    if first > last:
+        return pa.RecordBatchReader.from_batches(schema, iter([]))
+    rows = change_rows.rows(table, root, first, last, CHANGE_COLUMNS)
+    return pa.RecordBatchReader.from_batches(schema, rows)
+
+
+def _version_range(root: str, arguments: Mapping[str, Any]) -> tuple[int, int]:
+    """``load_cdf``'s arguments as the first and last version to read."""
+    first = arguments.get("starting_version") or 0
+    if arguments.get("starting_timestamp"):
+        first = log.version_at_timestamp(root, log.parse_timestamp(arguments["starting_timestamp"]))
+    last = arguments.get("ending_version")
+    if arguments.get("ending_timestamp"):
+        end = log.parse_timestamp(arguments["ending_timestamp"])
+        last = log.version_at_timestamp(root, end + dt.timedelta(milliseconds=1)) - 1
+    latest = log.latest_version(root) or 0
+    return int(first), latest if last is None else min(int(last), latest)
 
 
 def _conformed(
@@ -241,7 +280,9 @@ class ChangeFeedStreamReader(
 def _snapshot(root: str, version: int) -> pa.Table:
     """The rows of ``version`` as that version's inserts."""
     table = log.rs_table(root, version)
-    rows = pa.table(table.to_pyarrow_table())
+    schema = table_arrow_schema(table.schema())
+    batches = (b for f in pruning.snapshot_files(table, root) for b in read_file(root, f, schema))
+    rows = pa.Table.from_batches(list(batches), schema)  # deletion vectors applied
     stamp = next((int(e["timestamp"]) for e in table.history() if int(e["version"]) == version), 0)
     count = rows.num_rows
     rows = rows.append_column("_change_type", pa.array(["insert"] * count, pa.string()))

@@ -1,7 +1,8 @@
 """DELETE and UPDATE with deletion vectors (merge-on-read), as delta-spark does on a table
 with ``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector,
-the data files stay (an UPDATE writes the rows' new versions into new files). OPTIMIZE's purge
-and VACUUM's cleanup of vector files are here too. Spark-free.
+the data files stay (an UPDATE writes the rows' new versions into new files). MERGE
+(:mod:`.dv_merge`) commits through :func:`commit_change` here too. OPTIMIZE's purge and
+VACUUM's cleanup of vector files are here as well. Spark-free.
 
 Per file the matching rows' positions (:mod:`.predicates`) join the file's existing deletion
 vector (a union: a row deleted before stays deleted); all new vectors of one change go into
@@ -10,6 +11,13 @@ version byte, then per vector its size, its ``RoaringBitmapArray`` and its CRC-3
 ``u``, the UUID in Z85, no prefix). The commit removes each touched logical file with its old
 descriptor and adds it back with the new one and its ``numRecords``; a file left with no row
 is removed outright. delta-rs cannot commit a ``deletionVector``: :mod:`.log_writer` does.
+
+With ``delta.enableChangeDataFeed=true`` the commit carries the change rows as delta-spark's
+DML writes them: ``_change_data/[partition folders/]cdc-<uuid>.parquet`` files of the table's
+data columns plus ``_change_type`` (``delete``, ``update_preimage``, ``update_postimage``,
+``insert``), one ``cdc`` action each; a change feed reader then reads those rows and not the
+re-added files (whose deletion vectors alone would say which rows went, not what became of
+them).
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
 the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
@@ -33,19 +41,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyroaring import BitMap64
+from sqlglot import expressions as exp
 
 from lakefeed.core import storage
 from lakefeed.delta import constraints, dv, files, log, log_writer, predicates, pruning, replay
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
+CHANGE_FEED = "delta.enableChangeDataFeed"
+CHANGE_DATA = "_change_data"
+CHANGE_TYPE = "_change_type"
 FORMAT_VERSION = b"\x01"
 """The first byte of a deletion vector file."""
+
+Marks = tuple[str, int, str | None]
+"""A change's ``txn``: app id, version, source offsets."""
 
 
 @dataclass(frozen=True)
 class Marked:
-    """A live file of the table and the rows it deletes once the DELETE commits."""
+    """A live file of the table and the rows it deletes once the change commits."""
 
     add: dict[str, Any]  # the file's add action as the log holds it
     rows: BitMap64  # every deleted row: its old vector's and the new ones
@@ -57,6 +72,20 @@ class Marked:
         return self.changed.num_rows
 
 
+@dataclass(frozen=True)
+class Change:
+    """What one change commits: the files it marks, the new files' rows and its change feed
+    rows by kind (``delete``, ``update_preimage``, ...), written only where the feed is on."""
+
+    operation: str
+    parameters: dict[str, str]
+    metrics: dict[str, Any]  # lakefeed's (snake_case) metrics, returned to the caller
+    log_metrics: dict[str, str]  # the commitInfo's operationMetrics
+    marked: list[Marked]
+    new_rows: pa.Table | None
+    feed: dict[str, pa.Table]
+
+
 def enabled(table: DeltaTable) -> bool:
     """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: the feature is
     supported and ``delta.enableDeletionVectors`` is ``true``)."""
@@ -66,8 +95,13 @@ def enabled(table: DeltaTable) -> bool:
     return str(table.metadata().configuration.get(ENABLE, "")).lower() == "true"
 
 
+def feed_on(table: DeltaTable) -> bool:
+    """Whether the table records its row changes (``delta.enableChangeDataFeed``)."""
+    return str(table.metadata().configuration.get(CHANGE_FEED, "")).lower() == "true"
+
+
 def delete(
-    table: DeltaTable, root: str, predicate: str | None, txn: tuple[str, int, str | None] | None
+    table: DeltaTable, root: str, predicate: str | None, txn: Marks | None
 ) -> dict[str, Any] | None:
     """DELETE the rows matching ``predicate`` with deletion vectors, one commit (with
     ``txn``: app id, version, source offsets); its metrics, or None where it does not apply
@@ -80,13 +114,13 @@ def update(
     root: str,
     updates: Mapping[str, str],
     predicate: str | None,
-    txn: tuple[str, int, str | None] | None,
+    txn: Marks | None,
 ) -> dict[str, Any] | None:
     """UPDATE as delta-spark does with deletion vectors: the matching rows are marked deleted
     and their new versions (``updates``: column -> SQL) go into new files, one commit; its
     metrics, or None where it does not apply (also: a table with CHECK constraints,
     invariants or NOT NULL columns, which delta-rs's UPDATE checks)."""
-    if _guarded(table):
+    if guarded(table):
         return None
     return _change(table, root, "UPDATE", predicate, dict(updates), txn)
 
@@ -97,120 +131,226 @@ def _change(
     operation: str,
     predicate: str | None,
     updates: dict[str, str] | None,
-    txn: tuple[str, int, str | None] | None,
+    txn: Marks | None,
 ) -> dict[str, Any] | None:
-    if not predicate or not _applies(table, root):
+    if not predicate or not applies(table, root):
         return None
     version = table.version()
-    live = log_writer.live_files(root, version)
-    if live is None or not log_writer.same_files(table, live):
+    live = planned_files(table, root)
+    if live is None:
         return None
     schema = table_arrow_schema(table.schema())
     try:
-        marked = _marked(table, root, predicates.parse(predicate), live)
-        rewritten = [_updated(m.changed, updates, schema) for m in marked] if updates else []
+        whole = bool(updates) or feed_on(table)
+        marked = _marked(table, root, predicates.parse(predicate), live, whole)
+        rewritten = [updated(m.changed, updates, schema) for m in marked] if updates else []
     except predicates.Untranslatable:
         return None
-    partitions = list(table.metadata().partition_columns)
-    batches = (batch for rows in rewritten for batch in rows.to_batches())
-    written = files.write_batches(root, batches, partitions, "", schema) if rewritten else []
-    metrics = _metrics(operation, marked, written)
-    if marked:
-        try:
-            _commit(root, version, operation, predicate, marked, written, txn, metrics)
-        except BaseException:
-            files.remove_files(root, written)
-            raise
-        table.update_incremental()
-    return metrics
+    before = concat([m.changed for m in marked], schema)
+    if updates:
+        after: pa.Table | None = concat(rewritten, schema)
+        feed = {"update_preimage": before, "update_postimage": after}
+    else:
+        after, feed = None, {"delete": before}
+    metrics, log_metrics = _dml_metrics(marked, updates is None)
+    change = Change(
+        operation, {"predicate": json.dumps([predicate])}, metrics, log_metrics, marked, after, feed
+    )
+    if not marked:
+        return {**metrics, "num_added_files": 0}
+    return commit_change(table, root, version, change, txn)
 
 
-def _guarded(table: DeltaTable) -> bool:
+def planned_files(table: DeltaTable, root: str) -> dict[str, dict[str, Any]] | None:
+    """The live files' add actions at the handle's version, when the log replay here finds the
+    files delta-rs's snapshot has (else the change is left to delta-rs)."""
+    live = log_writer.live_files(root, table.version())
+    if live is None or not log_writer.same_files(table, live):
+        return None
+    return live
+
+
+def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """``tables`` as one table of ``schema`` (an empty one without any)."""
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _dml_metrics(marked: list[Marked], deletes: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """A DELETE's or UPDATE's metrics: lakefeed's, and its commitInfo's operationMetrics."""
+    emptied = sum(1 for m in marked if len(m.rows) >= m.records)
+    rows = sum(m.newly for m in marked)
+    metrics = {
+        "num_removed_files": emptied,
+        "num_deleted_rows" if deletes else "num_updated_rows": rows,
+        "num_copied_rows": 0,
+        "num_deletion_vectors_added": len(marked) - emptied,
+    }
+    log_metrics = {
+        "numDeletedRows" if deletes else "numUpdatedRows": str(rows),
+        "numRemovedFiles": str(emptied),
+        "numDeletionVectorsAdded": str(len(marked) - emptied),
+        "numCopiedRows": "0",
+    }
+    return metrics, log_metrics
+
+
+def guarded(table: DeltaTable) -> bool:
     """Whether the table checks rows as they are written (left to delta-rs's UPDATE)."""
     schema = table.schema()
     checks = constraints.of_table(table.metadata().configuration, schema)
     return bool(checks) or not all(field.nullable for field in schema.fields)
 
 
-def _updated(rows: pa.Table, updates: dict[str, str], schema: pa.Schema) -> pa.Table:
+def updated(rows: pa.Table, updates: Mapping[str, str], schema: pa.Schema) -> pa.Table:
     """``rows`` with the columns ``updates`` names set to their SQL values, cast to the
     column's type (a value that does not cast is :class:`predicates.Untranslatable`)."""
     for column, text in updates.items():
         if column not in schema.names:
             raise predicates.Untranslatable(f"no column {column!r}")
         value = predicates.evaluate(predicates.parse(text), rows)
-        dtype = schema.field(column).type
-        try:
-            values = pa.repeat(value, rows.num_rows) if isinstance(value, pa.Scalar) else value
-            values = pc.cast(values, dtype)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
-            raise predicates.Untranslatable(str(error)) from None
-        rows = rows.set_column(schema.get_field_index(column), column, values)
+        rows = rows.set_column(
+            schema.get_field_index(column), column, cast(value, rows.num_rows, schema.field(column))
+        )
     return rows
 
 
-def _applies(table: DeltaTable, root: str) -> bool:
+def cast(value: Any, count: int, field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    """An evaluated SQL value (a scalar is repeated ``count`` times) as ``field``'s type."""
+    try:
+        values = pa.repeat(value, count) if isinstance(value, pa.Scalar) else value
+        return pc.cast(values, field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise predicates.Untranslatable(str(error)) from None
+
+
+def applies(table: DeltaTable, root: str) -> bool:
+    """Whether a change of ``table`` may write deletion vectors here (the module doc)."""
     if storage.is_object_store(root) or not enabled(table):
         return False
     return not log.table_mapping(table).active
 
 
 def _marked(
-    table: DeltaTable, root: str, tree: Any, live: dict[str, dict[str, Any]]
+    table: DeltaTable, root: str, tree: Any, live: dict[str, dict[str, Any]], whole: bool
 ) -> list[Marked]:
     """The files the change touches, with their new deleted rows; files whose partition
-    values or statistics rule the predicate out are not read."""
+    values or statistics rule the predicate out are not read, and of the others only the
+    predicate's columns, unless the changed rows are needed ``whole`` (an UPDATE writes them
+    anew, the change feed records them): then a file with matches is read again in full."""
     schema = table_arrow_schema(table.schema())
-    actions = pa.table(table.get_add_actions(flatten=True))
-    physical = log.table_mapping(table).physical_names()
-    maybe = {f.path for f in pruning.select_files(actions, predicates.conjuncts(tree), physical)}
+    named = {column.name for column in tree.find_all(exp.Column)}
+    narrow = pa.schema([field for field in schema if field.name in named])
     marked = []
-    for path, add in live.items():
-        if path not in maybe:
-            continue
-        data = log.DataFile(path, int(add["size"]), dict(add.get("partitionValues") or {}))
-        rows = pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
+    for add, rows, old in candidate_rows(table, root, live, predicates.conjuncts(tree), narrow):
         hits = np.flatnonzero(predicates.matches(tree, rows).to_numpy(zero_copy_only=False))
-        descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
-        old = BitMap64() if descriptor is None else dv.deleted_rows(root, descriptor)
-        new = BitMap64(hits.astype(np.uint64)) - old
-        if new:
-            taken = rows.take(pa.array(np.fromiter(new, dtype=np.int64, count=len(new))))
-            marked.append(Marked(add, old | new, rows.num_rows, taken))
+        if whole and len(hits):
+            rows = file_rows(root, add, schema)
+        mark = mark_rows(add, rows, old, hits)
+        if mark is not None:
+            marked.append(mark)
     return marked
 
 
-def _metrics(
-    operation: str, marked: list[Marked], written: list[files.WrittenFile]
+def candidate_rows(
+    table: DeltaTable,
+    root: str,
+    live: dict[str, dict[str, Any]],
+    conjuncts: list[tuple[str, str, Any]],
+    schema: pa.Schema,
+) -> Iterator[tuple[dict[str, Any], pa.Table, BitMap64]]:
+    """Each live file that ``conjuncts`` (pruning's predicates) do not rule out: its add, all
+    rows of its data file (deleted ones too: positions are row numbers) and its deleted rows."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    physical = log.table_mapping(table).physical_names()
+    maybe = {f.path for f in pruning.select_files(actions, conjuncts, physical)}
+    for path, add in live.items():
+        if path not in maybe:
+            continue
+        descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
+        old = BitMap64() if descriptor is None else dv.deleted_rows(root, descriptor)
+        yield add, file_rows(root, add, schema), old
+
+
+def file_rows(root: str, add: dict[str, Any], schema: pa.Schema) -> pa.Table:
+    """Every row of the data file of ``add`` (deleted ones too), as ``schema``'s columns."""
+    data = log.DataFile(add["path"], int(add["size"]), dict(add.get("partitionValues") or {}))
+    return pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
+
+
+def mark_rows(
+    add: dict[str, Any], rows: pa.Table, old: BitMap64, hits: np.ndarray
+) -> Marked | None:
+    """The file of ``add`` (all its ``rows``, ``old`` deleted already) with the rows at
+    ``hits`` deleted too, or None when they were all deleted already."""
+    new = BitMap64(np.asarray(hits).astype(np.uint64)) - old
+    if not new:
+        return None
+    taken = rows.take(pa.array(np.fromiter(new, dtype=np.int64, count=len(new))))
+    return Marked(add, old | new, rows.num_rows, taken)
+
+
+def commit_change(
+    table: DeltaTable, root: str, version: int, change: Change, txn: Marks | None
 ) -> dict[str, Any]:
-    emptied = sum(1 for m in marked if len(m.rows) >= m.records)
-    changed = "num_deleted_rows" if operation == "DELETE" else "num_updated_rows"
-    return {
-        "num_added_files": len(written),
-        "num_removed_files": emptied,
-        changed: sum(m.newly for m in marked),
-        "num_copied_rows": 0,
-        "num_deletion_vectors_added": len(marked) - emptied,
-    }
+    """Write the change's new rows, its change feed files (where the feed is on) and its
+    deletion vectors, and commit them on ``version``; what it wrote goes when the commit fails.
+    The change's metrics with ``num_added_files``."""
+    schema = table_arrow_schema(table.schema())
+    partitions = list(table.metadata().partition_columns)
+    rows = change.new_rows
+    written = []
+    if rows is not None and rows.num_rows:
+        written = files.write_batches(root, iter(rows.to_batches()), partitions, "", schema)
+    feed: list[files.WrittenFile] = []
+    try:
+        if feed_on(table):
+            feed = _write_feed(root, change.feed, partitions, schema)
+        _commit(root, version, change, written, feed, txn)
+    except BaseException:
+        files.remove_files(root, written)
+        files.remove_files(storage.join(root, CHANGE_DATA), feed)
+        raise
+    finally:
+        table.update_incremental()
+    return {**change.metrics, "num_added_files": len(written)}
+
+
+def _write_feed(
+    root: str, feed: dict[str, pa.Table], partitions: list[str], schema: pa.Schema
+) -> list[files.WrittenFile]:
+    """The change rows as ``_change_data`` files (paths relative to that folder)."""
+    with_type = schema.append(pa.field(CHANGE_TYPE, pa.string()))
+    batches = (
+        batch
+        for kind, rows in feed.items()
+        if rows.num_rows
+        for batch in rows.append_column(
+            CHANGE_TYPE, pa.array([kind] * rows.num_rows, pa.string())
+        ).to_batches()
+    )
+    return files.write_batches(
+        storage.join(root, CHANGE_DATA), batches, partitions, "cdc-", with_type
+    )
 
 
 def _commit(
     root: str,
     version: int,
-    operation: str,
-    predicate: str,
-    marked: list[Marked],
+    change: Change,
     written: list[files.WrittenFile],
-    txn: tuple[str, int, str | None] | None,
-    metrics: dict[str, Any],
+    feed: list[files.WrittenFile],
+    txn: Marks | None,
 ) -> int:
-    """Write the deletion vectors and commit them with the ``written`` files; the DV file
-    goes when the commit fails."""
+    """Write the deletion vectors and commit them with the ``written`` and ``feed`` files;
+    the DV file goes when the commit fails."""
     now = files.now_ms()
+    marked = change.marked
     kept = [m for m in marked if len(m.rows) < m.records]
     location, descriptors = _write_vectors(root, kept)
-    info = _commit_info(now, version, operation, predicate, txn, metrics)
-    actions: list[dict[str, Any]] = [info]
+    log_metrics = {**change.log_metrics, "numAddedFiles": str(len(written))}
+    if feed:
+        log_metrics["numAddedChangeFiles"] = str(len(feed))
+    actions: list[dict[str, Any]] = [_commit_info(now, version, change, log_metrics, txn)]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:
@@ -218,6 +358,7 @@ def _commit(
     for mark, descriptor in zip(kept, descriptors, strict=True):
         actions.append({"add": _re_add(mark, descriptor)})
     actions += [{"add": {**_new_add(f), "dataChange": True}} for f in written]
+    actions += [{"cdc": _cdc(f)} for f in feed]
     touched = {m.add["path"] for m in marked}
     try:
         return log_writer.commit_actions(root, version, actions, touched, txn[0] if txn else None)
@@ -225,6 +366,16 @@ def _commit(
         if location is not None:
             storage.remove(location)
         raise
+
+
+def _cdc(written: files.WrittenFile) -> dict[str, Any]:
+    """The ``cdc`` action of a change data file (PROTOCOL.md "Add CDC File")."""
+    return {
+        "path": quote(f"{CHANGE_DATA}/{written.path}", safe="/="),
+        "partitionValues": written.partition_values,
+        "size": written.size,
+        "dataChange": False,
+    }
 
 
 def _write_vectors(root: str, kept: list[Marked]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -252,32 +403,18 @@ def _write_vectors(root: str, kept: list[Marked]) -> tuple[str | None, list[dict
 
 
 def _commit_info(
-    now: int,
-    version: int,
-    operation: str,
-    predicate: str,
-    txn: tuple[str, int, str | None] | None,
-    metrics: dict[str, Any],
+    now: int, version: int, change: Change, log_metrics: dict[str, str], txn: Marks | None
 ) -> dict[str, Any]:
     offsets = {replay.OFFSETS: txn[2]} if txn is not None and txn[2] else {}
-    changed = "num_deleted_rows" if operation == "DELETE" else "num_updated_rows"
     return {
         "commitInfo": {
             "timestamp": now,
-            "operation": operation,
-            "operationParameters": {"predicate": json.dumps([predicate])},
+            "operation": change.operation,
+            "operationParameters": change.parameters,
             "readVersion": version,
             "isolationLevel": "WriteSerializable",
             "isBlindAppend": False,
-            "operationMetrics": {
-                "numDeletedRows" if operation == "DELETE" else "numUpdatedRows": str(
-                    metrics[changed]
-                ),
-                "numRemovedFiles": str(metrics["num_removed_files"]),
-                "numDeletionVectorsAdded": str(metrics["num_deletion_vectors_added"]),
-                "numAddedFiles": str(metrics["num_added_files"]),
-                "numCopiedRows": "0",
-            },
+            "operationMetrics": log_metrics,
             "engineInfo": "lakefeed",
             "engineInfo_lakefeed": "lakefeed",
             **offsets,
@@ -335,8 +472,8 @@ def purge(
     if storage.is_object_store(root) or log.table_mapping(table).active:
         return 0
     version = table.version()
-    live = log_writer.live_files(root, version)
-    if live is None or not log_writer.same_files(table, live):
+    live = planned_files(table, root)
+    if live is None:
         return 0
     chosen = [add for add in live.values() if _purgeable(add, partition_filters)]
     if not chosen:

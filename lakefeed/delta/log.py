@@ -32,7 +32,7 @@ _UNSUPPORTED = re.compile(r"Feature '([^']+)' is not supported")
 """delta-rs's refusal to open a table with a feature it does not know."""
 READ = {
     "deletionVectors": "inline and on-disk; batch, stream and time travel, in Spark's Parquet "
-    "scan (`_metadata.row_index`) and in the Python reader; not the change data feed",
+    "scan (`_metadata.row_index`) and in the Python reader; the change data feed too",
     "columnMapping": "modes `name` and `id` (nested fields too); a stream stops on a "
     "rename or drop (`DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`)",
     "timestampNtz": "as Spark's `TIMESTAMP_NTZ`",

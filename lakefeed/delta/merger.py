@@ -15,48 +15,46 @@ row matched by several source rows fails the MERGE when an update or delete clau
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.table import TableMerger
 
+from lakefeed.delta import dv_merge
+from lakefeed.delta.clauses import (
+    BY_SOURCE_DELETE,
+    BY_SOURCE_UPDATE,
+    INSERT,
+    INSERT_ALL,
+    MATCHED_DELETE,
+    MATCHED_UPDATE,
+    MATCHED_UPDATE_ALL,
+    Clause,
+)
 from lakefeed.delta.errors import DeltaOperationError
 from lakefeed.delta.operations import Txn, change
 
-MATCHED_UPDATE = "when_matched_update"
-MATCHED_UPDATE_ALL = "when_matched_update_all"
-MATCHED_DELETE = "when_matched_delete"
-INSERT = "when_not_matched_insert"
-INSERT_ALL = "when_not_matched_insert_all"
-BY_SOURCE_UPDATE = "when_not_matched_by_source_update"
-BY_SOURCE_DELETE = "when_not_matched_by_source_delete"
-_WITH_VALUES = frozenset({MATCHED_UPDATE, INSERT, BY_SOURCE_UPDATE})
+__all__ = [
+    "BY_SOURCE_DELETE",
+    "BY_SOURCE_UPDATE",
+    "DEFAULT_SOURCE_ALIAS",
+    "DEFAULT_TARGET_ALIAS",
+    "INSERT",
+    "INSERT_ALL",
+    "MATCHED_DELETE",
+    "MATCHED_UPDATE",
+    "MATCHED_UPDATE_ALL",
+    "Clause",
+    "Source",
+    "merge",
+]
 
 DEFAULT_TARGET_ALIAS = "target"
 DEFAULT_SOURCE_ALIAS = "source"
 
 Source: TypeAlias = pa.Table | Callable[[], pa.Table]
 """The source rows, or a function collecting them (called only when the MERGE runs)."""
-
-
-@dataclass(frozen=True)
-class Clause:
-    """One ``WHEN`` clause: its kind (delta-rs's merger method), an optional condition, and the
-    column -> SQL values of an update or insert (``*_ALL`` kinds take the source's columns)."""
-
-    kind: str
-    predicate: str | None = None
-    values: Mapping[str, str] | None = None
-
-    def add_to(self, merger: TableMerger) -> TableMerger:
-        if self.kind in _WITH_VALUES:
-            return getattr(merger, self.kind)(
-                updates=dict(self.values or {}), predicate=self.predicate
-            )
-        return getattr(merger, self.kind)(predicate=self.predicate)
 
 
 def merge(
@@ -70,8 +68,10 @@ def merge(
     merge_schema: bool = False,
     txn: Txn | None = None,
 ) -> dict[str, Any] | None:
-    """MERGE ``source`` into the table at ``root`` on ``predicate`` (see the module doc);
-    delta-rs's metrics, or None when ``txn`` is already committed."""
+    """MERGE ``source`` into the table at ``root`` on ``predicate`` (see the module doc):
+    with deletion vectors where the table enables them (:mod:`.dv_merge`), else delta-rs's
+    copy-on-write MERGE; the metrics (delta-rs's names), or None when ``txn`` is already
+    committed."""
     if not clauses:
         raise DeltaOperationError(
             "a MERGE needs at least one whenMatched/whenNotMatched clause",
@@ -79,8 +79,15 @@ def merge(
         )
 
     def run(table: DeltaTable, commit: dict[str, Any]) -> dict[str, Any]:
+        rows = source if isinstance(source, pa.Table) else source()
+        sides = dv_merge.Sides(target_alias, source_alias)
+        marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+        if not merge_schema:
+            marked = dv_merge.merge(table, root, rows, predicate, clauses, sides, marks)
+            if marked is not None:
+                return marked
         merger = table.merge(
-            source if isinstance(source, pa.Table) else source(),
+            rows,
             predicate,
             source_alias=source_alias,
             target_alias=target_alias,

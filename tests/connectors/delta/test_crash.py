@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +12,7 @@ from tests.support.crash import (
     ahead_of_spark,
     kill_soon_after_progress,
     read_runs,
-    run_with_kills,
+    run_driver_with_kills,
 )
 from tests.support.delta import commit_count, unreferenced_files
 
@@ -37,9 +36,9 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
         lambda: commit_count(tmp_path / "dst"), seed=11, within=1.0, spare={1}
     )
 
-    driver = Path(__file__).with_name("crash_driver.py")
-    report = run_with_kills(
-        [sys.executable, str(driver), str(tmp_path)],
+    report = run_driver_with_kills(
+        Path(__file__).with_name("crash_driver.py"),
+        tmp_path,
         workdir=tmp_path,
         kills=5,
         kill_when=kill_when,
@@ -47,7 +46,6 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
         min_delay=240,
         max_delay=240,
         final_timeout=900,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
     # 4 kills by the harness + 1 by the sink's hook right after a Delta commit.
     assert report.kills == 4 and report.runs == 6

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakefeed.core.storage import AnyPath
+from tests.support.delta import commit_count
 
 # Crash drivers are short-lived JVMs started again and again: C1-only JIT and the serial GC start
 # Spark's driver about twice as fast on 2 busy cores (hot loops run ~30% slower, which these small
@@ -116,6 +117,27 @@ def run_driver_with_kills(
         kill_when=kill_when,
         env={"PYTHONPATH": str(REPO), **(env or {})},
         **timing,
+    )
+
+
+def run_delta_driver_with_kills(driver: Path, work: Path, *, kills: int, seed: int) -> CrashReport:
+    """``driver`` (given ``work``) streaming into the Delta table ``work/dst``, ``kills`` runs
+    before its last: run 1 kills itself right after a Delta commit, before Spark's commit log
+    has the batch (the driver's hook, ``LAKEFEED_CRASH_RUN=1``), the others are killed at a
+    random moment up to a second after a commit of the table (see :func:`run_with_kills`)."""
+    kill_when = kill_soon_after_progress(
+        lambda: commit_count(work / "dst"), seed=seed, within=1.0, spare={1}
+    )
+    return run_driver_with_kills(
+        driver,
+        work,
+        workdir=work,
+        kills=kills,
+        kill_when=kill_when,
+        # Upper bounds only: kill_when kills soon after progress; a loaded machine starts slowly.
+        min_delay=240,
+        max_delay=240,
+        final_timeout=900,
     )
 
 

@@ -26,7 +26,6 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 
-from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError
 from lakefeed.delta import (
     constraints,
@@ -47,7 +46,6 @@ from lakefeed.delta.errors import (
     UNSUPPORTED,
     DeltaOperationError,
 )
-from lakefeed.delta.files import now_ms
 from lakefeed.delta.schema import (
     SchemaMismatchError,
     as_nullable,
@@ -75,35 +73,20 @@ def commit_metadata(
 ) -> int:
     """Commit ``schema`` (Delta's JSON form) as the table's new schema, with ``configuration``
     and ``partition_columns`` when given (else the table's) and ``protocol`` when it changes;
-    the version committed. ``table``: the version the change was computed from."""
+    the version committed. ``table``: the version the change was computed from; a commit made
+    since is a conflict (the change is computed from a schema)."""
     features.check_writable(table, root, operation)
     meta = table.metadata()
-    version = table.version() + 1
-    actions: list[dict[str, Any]] = [
-        {
-            "commitInfo": {
-                "timestamp": now_ms(),
-                "operation": operation,
-                "operationParameters": parameters,
-                "readVersion": version - 1,
-                "isBlindAppend": False,
-                "engineInfo": "lakefeed",
-            }
-        }
-    ]
+    actions = [log_writer.commit_info(operation, parameters)]
     if protocol is not None:
         actions.append({"protocol": protocol})
     config = dict(meta.configuration) if configuration is None else configuration
     columns = meta.partition_columns if partition_columns is None else partition_columns
     schema_string = json.dumps(schema, separators=(",", ":"))
     actions.append(log_writer.metadata_action(table, schema_string, config, list(columns)))
-    text = "\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n"
-    if not storage.create_exclusive(log.commit_path(root, version), text.encode()):
-        raise ConflictError(
-            f"{operation} on {root} conflicted with another commit of version {version}",
-            fix="retry: the change is computed again from the table's newest version",
-        )
-    post_commit.run(root, config, version, version - 1, lambda: log.rs_table(root))
+    read = table.version()
+    version = log_writer.commit_actions(root, read, actions, set(), None, rebase=False)
+    post_commit.run(root, config, version, read, lambda: log.rs_table(root))
     return version
 
 

@@ -31,46 +31,24 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakefeed.core import storage
-from lakefeed.core.errors import register_code
 from lakefeed.delta import log, operations, post_commit, properties, tblprops
+from lakefeed.delta.errors import (
+    ALL_COLUMNS_PARTITION,
+    DUPLICATE_COLUMNS,
+    GENERATED_AGGREGATE,
+    GENERATED_EXPRESSION,
+    GENERATED_NON_DETERMINISTIC,
+    GENERATED_REFERENCE,
+    GENERATED_TYPE_MISMATCH,
+    GENERATED_UDF,
+    NO_SCHEMA,
+    UNSUPPORTED,
+    DeltaOperationError,
+    SchemaMismatchError,
+)
 from lakefeed.delta.errors import PARTITION_NOT_FOUND as BAD_COLUMN
-from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
 from lakefeed.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.upgrade import check_properties
-
-NO_SCHEMA = register_code("DELTA_SCHEMA_NOT_PROVIDED", DeltaOperationError)
-ALL_COLUMNS = register_code("DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaOperationError)
-DUPLICATE = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
-BAD_EXPRESSION = register_code(
-    "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
-    DeltaOperationError,
-    "A generated column's expression uses what Delta cannot compute from its row alone "
-    "(a subquery, a window, ...).",
-)
-BAD_REFERENCE = register_code(
-    "DELTA_INVALID_GENERATED_COLUMN_REFERENCES",
-    DeltaOperationError,
-    "A generated column's expression names a column the table lacks, or another generated column.",
-)
-UDF = register_code(
-    "DELTA_UDF_IN_GENERATED_COLUMN",
-    DeltaOperationError,
-    "A generated column's expression calls a user-defined function, which a writer checking "
-    "the column could not run.",
-)
-NON_DETERMINISTIC = register_code(
-    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
-    DeltaOperationError,
-    "A generated column's expression is non-deterministic (rand(), current_timestamp(), ...): "
-    "a written value could not be checked.",
-)
-AGGREGATE = register_code(
-    "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
-    DeltaOperationError,
-    "A generated column's expression aggregates (sum, count, ...): a generated value comes "
-    "from its own row.",
-)
-TYPE_MISMATCH = register_code("DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError)
 
 IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
@@ -148,11 +126,11 @@ def check_new(
         raise DeltaOperationError(
             f"found duplicate column(s) in {display}: {', '.join(twice)}",
             fix="give each column once (names compare without case)",
-            code=DUPLICATE,
+            code=DUPLICATE_COLUMNS,
         )
     for column in partition_by:
         if column.lower() not in names:
-            raise DeltaOperationError(
+            raise SchemaMismatchError(
                 f"partition column {column!r} not found in schema {names}",
                 fix="partition by columns of the table",
                 code=BAD_COLUMN,
@@ -161,7 +139,7 @@ def check_new(
         raise DeltaOperationError(
             "cannot use all columns for partition columns",
             fix="keep at least one column out of partitionedBy",
-            code=ALL_COLUMNS,
+            code=ALL_COLUMNS_PARTITION,
         )
     _refuse_unsupported(columns, clustered_by)
     _check_generated(spark, columns)
@@ -219,7 +197,7 @@ def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:
                 f"generated column {field.name!r} is {field.dataType.simpleString()} but its "
                 f"expression {expression!r} gives {found.simpleString()}",
                 fix=f"cast it: CAST({expression} AS {field.dataType.simpleString().upper()})",
-                code=TYPE_MISMATCH,
+                code=GENERATED_TYPE_MISMATCH,
             )
 
 
@@ -241,7 +219,7 @@ def _analysed(plain: DataFrame, name: str, expression: str) -> Any:
             ),
             fix="use Spark SQL over columns that are not generated themselves, e.g. "
             "CAST(eventTime AS DATE)",
-            code=BAD_REFERENCE if unresolved else BAD_EXPRESSION,
+            code=GENERATED_REFERENCE if unresolved else GENERATED_EXPRESSION,
         ) from None
     return projected
 
@@ -286,18 +264,20 @@ def _refused_part(projected: Any) -> tuple[str, str] | None:
 
 def _refusal(node: Any, kinds: dict[str, Any]) -> tuple[str, str] | None:
     if kinds["udf"].isInstance(node):
-        return UDF, f"found {node.sql()}. A generated column cannot use a user-defined function"
+        return GENERATED_UDF, (
+            f"found {node.sql()}. A generated column cannot use a user-defined function"
+        )
     if not node.deterministic():
-        return NON_DETERMINISTIC, (
+        return GENERATED_NON_DETERMINISTIC, (
             f"found {node.sql()}. A generated column cannot use a non deterministic expression"
         )
     if kinds["aggregate"].isInstance(node):
         return (
-            AGGREGATE,
+            GENERATED_AGGREGATE,
             f"found {node.sql()}. A generated column cannot use an aggregate expression",
         )
     if any(kind.isInstance(node) for kind in kinds["unsupported"]):
-        return BAD_EXPRESSION, f"{node.sql()} cannot be used in a generated column"
+        return GENERATED_EXPRESSION, f"{node.sql()} cannot be used in a generated column"
     return None
 
 

@@ -16,6 +16,7 @@ from lakefeed.core.errors import (
     ConflictError,
     DataLossRiskError,
     DeltaError,
+    OptionError,
     register_code,
 )
 
@@ -62,6 +63,12 @@ class SchemaMismatchError(DeltaError, ValueError):
     code = "DELTA_SCHEMA_MISMATCH"
 
 
+class DeltaOptionError(OptionError):
+    """An option of ``format("delta")`` that is missing, malformed or contradicts another."""
+
+    code = "DELTA_OPTION"
+
+
 # commits
 NOT_NULL = register_code("DELTA_NOT_NULL_CONSTRAINT_VIOLATED", SchemaMismatchError)
 MISSING_NOT_NULL = register_code("DELTA_MISSING_NOT_NULL_COLUMN_VALUE", SchemaMismatchError)
@@ -73,6 +80,7 @@ NEW_VIOLATION = register_code("DELTA_NEW_CHECK_CONSTRAINT_VIOLATION", DeltaError
 PYTHON_SINK = register_code("DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER", SchemaMismatchError)
 MISSING_INPUT = register_code("DELTA_GENERATED_COLUMN_INPUT_MISSING", SchemaMismatchError)
 # reading the log, the files and the table's history
+VERSION_NOT_FOUND = register_code("DELTA_VERSION_NOT_FOUND", DeltaOptionError)
 DV_CORRUPT = register_code("DELTA_DELETION_VECTOR_CORRUPT", DeletionVectorError)
 OTHER_TABLE = register_code("DELTA_SOURCE_OTHER_TABLE", DeltaSourceError)
 READER_FEATURE = register_code("DELTA_UNSUPPORTED_READER_FEATURE", DeltaSourceError)
@@ -84,6 +92,50 @@ FEATURE_UNSUPPORTED = register_code("DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED", Del
 REPLACE_WHERE_MISMATCH = register_code("DELTA_REPLACE_WHERE_MISMATCH", DeltaError)
 UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
 BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaError)
+# creating a table (create.py): its columns, partitioning and generated columns
+NO_SCHEMA = register_code("DELTA_SCHEMA_NOT_PROVIDED", DeltaOperationError)
+ALL_COLUMNS_PARTITION = register_code(
+    "DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION", DeltaOperationError
+)
+DUPLICATE_COLUMNS = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperationError)
+GENERATED_EXPRESSION = register_code(
+    "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression uses what Delta cannot compute from its row alone "
+    "(a subquery, a window, ...).",
+)
+GENERATED_REFERENCE = register_code(
+    "DELTA_INVALID_GENERATED_COLUMN_REFERENCES",
+    DeltaOperationError,
+    "A generated column's expression names a column the table lacks, or another generated column.",
+)
+GENERATED_UDF = register_code(
+    "DELTA_UDF_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression calls a user-defined function, which a writer checking "
+    "the column could not run.",
+)
+GENERATED_NON_DETERMINISTIC = register_code(
+    "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression is non-deterministic (rand(), current_timestamp(), ...): "
+    "a written value could not be checked.",
+)
+GENERATED_AGGREGATE = register_code(
+    "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
+    DeltaOperationError,
+    "A generated column's expression aggregates (sum, count, ...): a generated value comes "
+    "from its own row.",
+)
+GENERATED_TYPE_MISMATCH = register_code(
+    "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError
+)
+# CHECK constraints added and dropped (operations.py)
+CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaOperationError)
+CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaOperationError)
+# protocol versions (upgrade.py)
+PROTOCOL_DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
+PROTOCOL_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
 # schema changes under column mapping (alter.py)
 RENAME_UNSUPPORTED = register_code(
     "DELTA_UNSUPPORTED_RENAME_COLUMN",

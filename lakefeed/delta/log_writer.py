@@ -1,11 +1,15 @@
 """Commits lakefeed writes itself, and the log replay they plan on, Spark-free.
 
-delta-rs's Python API cannot commit an ``add`` or ``remove`` with a ``deletionVector`` (nor
-set properties without damaging a reader-3 protocol, :mod:`.tblprops`), and does not hand out
-the deletion vectors of a snapshot's files. So :mod:`.dv_write` and :mod:`.tblprops` write
-``_delta_log/<version>.json`` here: created exclusively (a local file system's atomic create;
-callers keep to local tables), and a commit that lost the race is checked against the winners
-with Delta's WriteSerializable rules (:func:`_check_winner`) before it takes the next version.
+delta-rs's Python API cannot commit an ``add`` or ``remove`` with a ``deletionVector``, nor a
+schema change under column mapping, nor set properties without damaging a reader-3 protocol
+(:mod:`.tblprops`), and does not hand out the deletion vectors of a snapshot's files. So
+:mod:`.dv_write`, :mod:`.alter` and :mod:`.tblprops` write ``_delta_log/<version>.json``
+through one function here, :func:`commit_actions`: every such commit carries one
+``commitInfo`` shape (:func:`commit_info`, completed there with the engine, the read version,
+the time and, where the table has them on, the in-commit timestamp), and is created exclusively
+(a local file system's atomic create; callers keep to local tables). A commit that lost the
+race is checked against the winners with Delta's WriteSerializable rules (:func:`_check_winner`)
+before it takes the next version.
 :func:`replay_log` reads the ``add`` and ``remove`` actions as the log writes them: the newest
 checkpoint (classic, multi-part, v2 with sidecars), then the JSON commits after it.
 """
@@ -13,7 +17,7 @@ checkpoint (classic, multi-part, v2 with sidecars), then the JSON commits after 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +26,35 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError
-from lakefeed.delta import log
+from lakefeed.delta import files, log
+
+ENGINE = "lakefeed"
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+"""The property that turns in-commit timestamps on (PROTOCOL.md, "In-Commit Timestamps")."""
+
+
+def commit_info(
+    operation: str,
+    parameters: Mapping[str, Any],
+    *,
+    blind_append: bool = False,
+    metrics: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The ``commitInfo`` action of a commit lakefeed writes itself: ``operation`` (as
+    delta-spark names it, e.g. ``DELETE``, ``SET TBLPROPERTIES``) with its
+    ``operationParameters`` and ``operationMetrics`` (values as text, as Delta writes them),
+    whether it only adds files (``isBlindAppend``: concurrent writers need not conflict with
+    it), and ``extra`` keys (a stream batch's source offsets, an ``isolationLevel``).
+    :func:`commit_actions` adds the rest of the shape."""
+    info: dict[str, Any] = {
+        "operation": operation,
+        "operationParameters": dict(parameters),
+        "isBlindAppend": blind_append,
+    }
+    if metrics is not None:
+        info["operationMetrics"] = {key: str(value) for key, value in metrics.items()}
+    return {"commitInfo": {**info, **extra}}
 
 
 def commit_actions(
@@ -31,17 +63,83 @@ def commit_actions(
     actions: list[dict[str, Any]],
     touched: set[str],
     app_id: str | None,
+    *,
+    rebase: bool = True,
 ) -> int:
-    """Commit ``actions`` made on ``read_version``: the first free version after it whose
-    earlier commits do not conflict (:func:`_check_winner`); that version."""
-    payload = "".join(
-        json.dumps(action, separators=(",", ":")) + "\n" for action in actions
-    ).encode()
+    """Commit ``actions`` (one ``commitInfo``, then any ``protocol``, ``metaData``, ``txn``,
+    ``remove`` and ``add``) made on ``read_version``, put-if-absent; the version committed.
+
+    The commit takes the first free version after ``read_version`` whose earlier commits do
+    not conflict with it (:func:`_check_winner`: ``touched`` are the files it removes,
+    ``app_id`` its ``txn``'s). With ``rebase=False`` any commit in between is a conflict: a
+    change computed from the table's newest schema must be computed again."""
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
+    if info is None or len([a for a in actions if "commitInfo" in a]) != 1:
+        raise ValueError("a Delta commit carries exactly one commitInfo action")
+    others = [action for action in actions if "commitInfo" not in action]
+    previous = log.commit_actions(root, read_version) if read_version >= 0 else None
     version = read_version + 1
-    while not storage.create_exclusive(log.commit_path(root, version), payload):
-        _check_winner(root, version, touched, app_id)
+    while True:
+        full = _complete(info, read_version, others, previous)
+        if storage.create_exclusive(log.commit_path(root, version), _payload([full, *others])):
+            return version
+        if not rebase:
+            raise ConflictError(
+                f"{info.get('operation', 'the change')} on {root} conflicted with another "
+                f"commit of version {version}",
+                fix="retry: the change is computed again from the table's newest version",
+            )
+        previous = _check_winner(root, version, touched, app_id)
         version += 1
-    return version
+
+
+def _complete(
+    info: dict[str, Any],
+    read_version: int,
+    others: list[dict[str, Any]],
+    previous: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """``info`` with the keys every commit of lakefeed's carries: when (and, with in-commit
+    timestamps on, the ``inCommitTimestamp``: later than the previous commit's, as the
+    protocol requires), the version it read, the engine. Keys ``info`` has are kept."""
+    now = files.now_ms()
+    stamp: dict[str, Any] = {}
+    if _in_commit_timestamps(others, previous):
+        before = _info(previous).get("inCommitTimestamp")
+        stamp["inCommitTimestamp"] = now if before is None else max(now, int(before) + 1)
+    shape = {
+        **stamp,
+        "timestamp": now,
+        "readVersion": read_version,
+        "isolationLevel": "WriteSerializable",
+        "isBlindAppend": False,
+        "engineInfo": ENGINE,
+        "engineInfo_lakefeed": ENGINE,
+    }
+    return {"commitInfo": {**shape, **info, **stamp}}
+
+
+def _in_commit_timestamps(
+    others: list[dict[str, Any]], previous: list[dict[str, Any]] | None
+) -> bool:
+    """Whether the table has in-commit timestamps on after this commit: as this commit's
+    ``metaData`` sets them, else as the previous commit's did, else whether the previous
+    commit carries one (every commit does while they are on)."""
+    for actions in (others, previous or []):
+        meta = next((a["metaData"] for a in actions if "metaData" in a), None)
+        if meta is not None:
+            setting = (meta.get("configuration") or {}).get(IN_COMMIT_TIMESTAMPS, "false")
+            return str(setting).lower() == "true"
+    return "inCommitTimestamp" in _info(previous)
+
+
+def _info(actions: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return next((a["commitInfo"] for a in actions or [] if "commitInfo" in a), {})
+
+
+def _payload(actions: list[dict[str, Any]]) -> bytes:
+    """A commit file: one action a line, ``commitInfo`` first (in-commit timestamps need it)."""
+    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
 
 def metadata_action(
@@ -67,14 +165,17 @@ def metadata_action(
     }
 
 
-def _check_winner(root: str, version: int, touched: set[str], app_id: str | None) -> None:
+def _check_winner(
+    root: str, version: int, touched: set[str], app_id: str | None
+) -> list[dict[str, Any]]:
     """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
     against the commit at ``version`` that won: a concurrent change of the protocol or the
     metadata, a removal of a file this change touched (two deletes of one file would lose one
     of them), files added by a commit that read the table (they may hold rows this change
-    should have seen), or the same ``txn`` app id all fail it; blind appends do not."""
+    should have seen), or the same ``txn`` app id all fail it; blind appends do not. The
+    winner's actions, when none conflicts."""
     actions = log.commit_actions(root, version) or []
-    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    info = _info(actions)
     blind = bool(info.get("isBlindAppend", _appends_only(info, actions)))
     for action in actions:
         why = _conflict(action, touched, app_id, blind)
@@ -84,6 +185,7 @@ def _check_winner(root: str, version: int, touched: set[str], app_id: str | None
                 f"({info.get('operation', 'unknown')}): {why}",
                 fix="retry: the change is planned again on the new version",
             )
+    return actions
 
 
 def _appends_only(info: dict[str, Any], actions: list[dict[str, Any]]) -> bool:

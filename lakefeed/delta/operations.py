@@ -24,7 +24,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.exceptions import DeltaError as RsDeltaError
 from deltalake.transaction import CommitProperties, Transaction
 
-from lakefeed.core.errors import ConflictError, DeltaError, register_code
+from lakefeed.core.errors import ConflictError, DeltaError
 from lakefeed.delta import (
     commit,
     constraints,
@@ -36,14 +36,13 @@ from lakefeed.delta import (
     replay,
 )
 from lakefeed.delta.errors import (
+    CONSTRAINT_EXISTS,
+    CONSTRAINT_MISSING,
     NEW_VIOLATION,
     DeltaOperationError,
     translate_merge_error,
     unsupported,
 )
-
-CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaError)
-CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaError)
 
 Call = Callable[[DeltaTable, dict[str, Any]], Mapping[str, Any]]
 """One delta-rs operation on an open table, given :func:`commit_args`; its metrics."""

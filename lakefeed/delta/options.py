@@ -14,21 +14,13 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlparse
 
 from lakefeed.core import storage
-from lakefeed.core.errors import OptionError, register_code
 from lakefeed.core.options import Options
 from lakefeed.delta import log
+from lakefeed.delta.errors import VERSION_NOT_FOUND, DeltaOptionError
 from lakefeed.spark import offset_log
 
 PARTITION_OPTION = "partitionBy"
 
-
-class DeltaOptionError(OptionError):
-    """An option of ``format("delta")`` that is missing, malformed or contradicts another."""
-
-    code = "DELTA_OPTION"
-
-
-VERSION_NOT_FOUND = register_code("DELTA_VERSION_NOT_FOUND", DeltaOptionError)
 
 CHECKPOINT_NEEDED = (
     "a streaming write to Delta needs a checkpoint: set "

@@ -27,7 +27,7 @@ from lakefeed.core.options import Options
 from lakefeed.delta import generated, log, post_commit
 from lakefeed.delta.commit import WriteSpec
 from lakefeed.delta.errors import REPLACE_WHERE_MISMATCH as MISMATCH
-from lakefeed.delta.errors import UNSUPPORTED
+from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
 
 _REFUSED = {
     "replaceUsing": "replaceWhere with a predicate on the key columns, or DeltaTable.merge",
@@ -42,7 +42,7 @@ def predicate(options: Mapping[str, str], mode: str, session_mode: str | None) -
     opts = Options(options)
     for name, instead in _REFUSED.items():
         if opts.get(name) is not None:
-            raise DeltaError(
+            raise DeltaOperationError(
                 f"the write option {name} (Delta 4.3's selective overwrite) is not supported "
                 "by lakefeed's Delta",
                 fix=f"use {instead}",
@@ -50,7 +50,7 @@ def predicate(options: Mapping[str, str], mode: str, session_mode: str | None) -
             )
     dynamic = opts.get("partitionOverwriteMode") or session_mode
     if mode == "overwrite" and str(dynamic).lower() == "dynamic":
-        raise DeltaError(
+        raise DeltaOperationError(
             "dynamic partition overwrite (partitionOverwriteMode=dynamic) is not supported by "
             "lakefeed's Delta; the write would replace the whole table",
             fix="overwrite the partitions with .option('replaceWhere', '<partition predicate>')",
@@ -85,10 +85,9 @@ def replace_where(
             post_commithook_properties=post_commit.NO_HOOKS,
         )
     except RsDeltaError as exc:
-        raise DeltaError(
+        raise DeltaOperationError(
             f"the replaceWhere write into {spec.root} failed in delta-rs: {exc}",
             fix="use SQL that DataFusion also knows in replaceWhere (comparisons, AND/OR, IN)",
-            code="DELTA_OPERATION",
         ) from None
     table = log.rs_table(spec.root)
     configuration = table.metadata().configuration

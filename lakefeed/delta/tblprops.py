@@ -21,7 +21,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from lakefeed.delta import files, log_writer
+from lakefeed.delta import log_writer
 from lakefeed.delta.upgrade import LEGACY_WRITER, MAX_READER, MAX_WRITER
 
 ENABLE_DV = "delta.enableDeletionVectors"
@@ -54,7 +54,8 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     """Commit ``changed`` into the properties of ``table`` (at ``root``); the new version."""
     metadata = table.metadata()
     configuration = {**metadata.configuration, **changed}
-    actions: list[dict[str, Any]] = [_commit_info(changed)]
+    properties = {"properties": json.dumps(dict(changed))}
+    actions = [log_writer.commit_info("SET TBLPROPERTIES", properties, blind_append=True)]
     protocol = _protocol(table, changed)
     if protocol is not None:
         actions.append({"protocol": protocol})
@@ -65,19 +66,6 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     version = log_writer.commit_actions(root, table.version(), actions, set(), None)
     table.update_incremental()
     return version
-
-
-def _commit_info(changed: Mapping[str, str]) -> dict[str, Any]:
-    return {
-        "commitInfo": {
-            "timestamp": files.now_ms(),
-            "operation": "SET TBLPROPERTIES",
-            "operationParameters": {"properties": json.dumps(dict(changed))},
-            "isBlindAppend": True,
-            "engineInfo": "lakefeed",
-            "engineInfo_lakefeed": "lakefeed",
-        }
-    }
 
 
 def _protocol(table: DeltaTable, changed: Mapping[str, str]) -> dict[str, Any] | None:

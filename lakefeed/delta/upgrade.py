@@ -16,8 +16,12 @@ from typing import NoReturn
 
 from deltalake import DeltaTable as RsTable
 
-from lakefeed.core.errors import register_code
-from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
+from lakefeed.delta.errors import (
+    PROTOCOL_DOWNGRADE,
+    PROTOCOL_VERSION,
+    UNSUPPORTED,
+    DeltaOperationError,
+)
 from lakefeed.delta.operations import commit_properties, run
 from lakefeed.delta.properties import (
     FEATURES,
@@ -25,9 +29,6 @@ from lakefeed.delta.properties import (
     check_protocol,
     refuse_feature,
 )
-
-DOWNGRADE = register_code("DELTA_INVALID_PROTOCOL_DOWNGRADE", DeltaOperationError)
-BAD_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOperationError)
 
 MAX_READER, MAX_WRITER = 3, 7
 # The features each legacy writer version implies (PROTOCOL.md), kept when the table moves to
@@ -53,14 +54,14 @@ def upgrade(table: RsTable, root: str, reader: int, writer: int) -> None:
             f"protocol version cannot be downgraded from ({protocol.min_reader_version}, "
             f"{protocol.min_writer_version}) to ({reader}, {writer})",
             fix="give versions at least the table's current ones (DeltaTable.detail() shows them)",
-            code=DOWNGRADE,
+            code=PROTOCOL_DOWNGRADE,
         )
     if not 1 <= reader <= MAX_READER or not 2 <= writer <= MAX_WRITER:
         raise DeltaOperationError(
             f"protocol ({reader}, {writer}) is not one Delta defines: reader versions go up to "
             f"{MAX_READER}, writer versions from 2 up to {MAX_WRITER}",
             fix="use reader 1-3 and writer 2-7",
-            code=BAD_VERSION,
+            code=PROTOCOL_VERSION,
         )
     if reader == MAX_READER or writer > MAX_LEGACY_WRITER:
         raise DeltaOperationError(

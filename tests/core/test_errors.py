@@ -9,22 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed.connectors.delta.adapters import DeltaTableExistsError
-from lakefeed.connectors.files.globs import GlobError
-from lakefeed.connectors.files.options import OptionError as FilesOptionError
-from lakefeed.connectors.files.readers import (
+from lakefeed.connectors.delta.errors import DeltaTableExistsError
+from lakefeed.connectors.files.errors import (
     BadRecordsError,
+    GlobError,
     NewColumnsError,
     SchemaEvolvedError,
     UnreadableFileError,
 )
-from lakefeed.connectors.generator.iot import GeneratorOptionError
-from lakefeed.connectors.kafka.client import DataLossError, KafkaSourceError, KafkaUnavailableError
-from lakefeed.connectors.kafka.options import KafkaOptionError
-from lakefeed.connectors.kafka.produce import KafkaSinkError
+from lakefeed.connectors.files.errors import OptionError as FilesOptionError
+from lakefeed.connectors.generator.errors import GeneratorOptionError
+from lakefeed.connectors.kafka.errors import (
+    DataLossError,
+    KafkaOptionError,
+    KafkaSinkError,
+    KafkaSourceError,
+    KafkaUnavailableError,
+)
 from lakefeed.core import errors
-from lakefeed.delta.log import DeltaSourceError
-from lakefeed.delta.schema import SchemaMismatchError
+from lakefeed.delta.errors import DeltaOptionError, DeltaSourceError, SchemaMismatchError
 from lakefeed.observe.tables import TableViewError
 from lakefeed.pipeline.graph import PipelineError
 
@@ -34,6 +37,7 @@ CLASSES = [
     (DeltaSourceError, "DELTA_SOURCE", RuntimeError, True),
     (SchemaMismatchError, "DELTA_SCHEMA_MISMATCH", ValueError, True),
     (DeltaTableExistsError, "DELTA_TABLE_EXISTS", FileExistsError, True),
+    (DeltaOptionError, "DELTA_OPTION", ValueError, True),
     (KafkaSourceError, "KAFKA_SOURCE", RuntimeError, True),
     (KafkaUnavailableError, "KAFKA_UNAVAILABLE", KafkaSourceError, False),
     (DataLossError, "KAFKA_DATA_LOSS", RuntimeError, True),
@@ -95,10 +99,6 @@ def test_a_code_registered_twice_fails_at_import(tmp_path: Path) -> None:
     assert errors.registered()["DELTA_PARTITION_COLUMN_NOT_FOUND"] is SchemaMismatchError
 
 
-# Areas whose codes still sit beside the code raising them (issue 30 moves them next).
-NOT_YET_MOVED = ("lakefeed/delta/", "lakefeed/connectors/")
-
-
 def _declarations(tree: ast.Module) -> list[int]:
     """Lines that declare a code: a ``register_code`` call, or a class body's ``code = "..."``."""
     calls = [
@@ -122,11 +122,9 @@ def test_codes_are_declared_in_their_areas_errors_module() -> None:
     that raises one imports it from there."""
     root = Path(__file__).resolve().parents[2]
     found = [
-        f"{relative}:{line}"
+        f"{path.relative_to(root)}:{line}"
         for path in sorted((root / "lakefeed").rglob("*.py"))
-        if path.name != "errors.py"
-        and not (relative := path.relative_to(root).as_posix()).startswith(NOT_YET_MOVED)
-        and "examples" not in relative.split("/")
+        if path.name != "errors.py" and "examples" not in path.relative_to(root).parts
         for line in _declarations(ast.parse(path.read_text()))
     ]
     assert found == []

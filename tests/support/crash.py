@@ -13,16 +13,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakefeed.core.storage import AnyPath
+from tests.support.delta import commit_count
 
 # Crash drivers are short-lived JVMs started again and again: C1-only JIT and the serial GC start
 # Spark's driver about twice as fast on 2 busy cores (hot loops run ~30% slower, which these small
 # runs hardly feel). An exported SPARK_SUBMIT_OPTS wins (set it empty for the JVM's defaults).
 DRIVER_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -95,6 +97,50 @@ def run_with_kills(
     return report
 
 
+def run_driver_with_kills(
+    driver: Path,
+    *args: str | Path,
+    workdir: Path,
+    kills: int,
+    kill_when: Callable[[int], bool] | None = None,
+    env: Mapping[str, str] | None = None,
+    **timing: float,
+) -> CrashReport:
+    """The Python script ``driver`` run with ``args`` by this interpreter and killed as
+    :func:`run_with_kills` says (``timing``: its ``min_delay``, ``max_delay``, ``seed`` and
+    ``final_timeout``). The repository is on the driver's ``PYTHONPATH``: drivers beside their
+    tests import ``tests.support``; ``env`` adds to it (an object store's endpoint and keys)."""
+    return run_with_kills(
+        [sys.executable, str(driver), *map(str, args)],
+        workdir=workdir,
+        kills=kills,
+        kill_when=kill_when,
+        env={"PYTHONPATH": str(REPO), **(env or {})},
+        **timing,
+    )
+
+
+def run_delta_driver_with_kills(driver: Path, work: Path, *, kills: int, seed: int) -> CrashReport:
+    """``driver`` (given ``work``) streaming into the Delta table ``work/dst``, ``kills`` runs
+    before its last: run 1 kills itself right after a Delta commit, before Spark's commit log
+    has the batch (the driver's hook, ``LAKEFEED_CRASH_RUN=1``), the others are killed at a
+    random moment up to a second after a commit of the table (see :func:`run_with_kills`)."""
+    kill_when = kill_soon_after_progress(
+        lambda: commit_count(work / "dst"), seed=seed, within=1.0, spare={1}
+    )
+    return run_driver_with_kills(
+        driver,
+        work,
+        workdir=work,
+        kills=kills,
+        kill_when=kill_when,
+        # Upper bounds only: kill_when kills soon after progress; a loaded machine starts slowly.
+        min_delay=240,
+        max_delay=240,
+        final_timeout=900,
+    )
+
+
 def write_cli_driver(
     path: Path, args: Sequence[str], *, continuous: bool = True, restarts: int | None = 30
 ) -> Path:
@@ -135,8 +181,8 @@ def run_cli_with_kills(
     """``lakefeed <args>`` (:func:`write_cli_driver`, in ``workdir``) killed ``kills`` times
     as ``kill_when`` says, then run to its end (see :func:`run_with_kills`)."""
     driver = write_cli_driver(workdir / "driver.py", args, continuous=continuous, restarts=restarts)
-    return run_with_kills(
-        [sys.executable, str(driver)],
+    return run_driver_with_kills(
+        driver,
         workdir=workdir,
         kills=kills,
         kill_when=kill_when,

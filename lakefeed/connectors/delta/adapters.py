@@ -24,7 +24,8 @@ from pyspark.sql.streaming import StreamingQuery
 from lakefeed.connectors.base import start_query
 from lakefeed.connectors.delta import CONNECTOR
 from lakefeed.connectors.delta.datasource import check_stream_write, write_spec
-from lakefeed.core.errors import DeltaError, OptionError
+from lakefeed.connectors.delta.errors import DeltaTableExistsError
+from lakefeed.core.errors import OptionError
 from lakefeed.core.options import Options
 from lakefeed.delta import generated, log, replace
 from lakefeed.delta.options import PARTITION_OPTION, register_settings, table_root, txn_option
@@ -41,12 +42,6 @@ from lakefeed.delta.spark_write import (
 from lakefeed.spark.foreach_batch import stop_aware
 
 _ERROR_MODES = {"error", "errorifexists", "default"}
-
-
-class DeltaTableExistsError(DeltaError, FileExistsError):
-    """``save()`` in the default mode found a Delta table already there (Spark's behaviour)."""
-
-    code = "DELTA_TABLE_EXISTS"
 
 
 def read_stream(spark: SparkSession, path: str, **options: str) -> DataFrame:

@@ -20,12 +20,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefeed.core.errors import CheckpointError, register_code
+from lakefeed.connectors.delta.errors import INCOMPATIBLE_SCHEMA
+from lakefeed.core.errors import CheckpointError
 from lakefeed.delta import log, pruning
 from lakefeed.delta.log import Commit, DataFile, DeltaSourceError
 from lakefeed.delta.mapping import ColumnMapping
-
-INCOMPATIBLE_SCHEMA = register_code("DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE", DeltaSourceError)
 
 SOURCE_VERSION = 1
 

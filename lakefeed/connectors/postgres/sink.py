@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakefeed.core.errors import ConfigError, DataLossRiskError, UnavailableError, register_code
+from lakefeed.connectors.postgres.errors import BAD_TARGET, DUPLICATE_KEYS, UNAVAILABLE
+from lakefeed.core.errors import ConfigError, DataLossRiskError, UnavailableError
 from lakefeed.core.redact import redact_text
 from lakefeed.delta.errors import CHECKPOINT_BEHIND
 from lakefeed.spark import offset_log
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 COMMITS_TABLE = "lakefeed_sink_commits"
 """Per query (``app_id``): the last batch applied and its source offsets hash. Created next to
 the target when missing (and given the hash column when an older version created it)."""
-
-UNAVAILABLE = register_code("POSTGRES_UNAVAILABLE", UnavailableError)
-BAD_TARGET = register_code("POSTGRES_TARGET", ConfigError)
-DUPLICATE_KEYS = register_code("POSTGRES_DUPLICATE_KEYS", ConfigError)
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 

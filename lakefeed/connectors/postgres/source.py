@@ -22,12 +22,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from lakefeed.connectors.postgres.errors import BAD_OPTION
 from lakefeed.connectors.postgres.sink import check_name, connect
-from lakefeed.core.errors import OptionError, register_code
+from lakefeed.core.errors import OptionError
 from lakefeed.core.options import Options
 
 FORMAT = "lakefeed_postgres"
-BAD_OPTION = register_code("POSTGRES_OPTION", OptionError)
 
 # PostgreSQL type name (``pg_type.typname``) -> Arrow type; anything else is read as text.
 _TYPES: dict[str, pa.DataType] = {

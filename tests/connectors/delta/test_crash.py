@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.crash import (
-    ahead_of_spark,
-    kill_soon_after_progress,
-    read_runs,
-    run_with_kills,
-)
-from tests.support.delta import commit_count, unreferenced_files
+from tests.support.crash import ahead_of_spark, read_runs, run_delta_driver_with_kills
+from tests.support.delta import unreferenced_files
 
 COMMITS = 20
 ROWS = 200
@@ -33,22 +27,8 @@ def test_stream_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -
             mode="append",
         )
     # Run 1 is spared: the sink's test hook kills it right after a Delta commit.
-    kill_when = kill_soon_after_progress(
-        lambda: commit_count(tmp_path / "dst"), seed=11, within=1.0, spare={1}
-    )
-
     driver = Path(__file__).with_name("crash_driver.py")
-    report = run_with_kills(
-        [sys.executable, str(driver), str(tmp_path)],
-        workdir=tmp_path,
-        kills=5,
-        kill_when=kill_when,
-        # Upper bounds only: kill_when kills soon after progress; a loaded machine starts slowly.
-        min_delay=240,
-        max_delay=240,
-        final_timeout=900,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
-    )
+    report = run_delta_driver_with_kills(driver, tmp_path, kills=5, seed=11)
     # 4 kills by the harness + 1 by the sink's hook right after a Delta commit.
     assert report.kills == 4 and report.runs == 6
     runs = read_runs(tmp_path, artifacts / "delta_crash_runs.json")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -10,13 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.crash import (
-    ahead_of_spark,
-    kill_soon_after_progress,
-    read_runs,
-    run_with_kills,
-)
-from tests.support.delta import commit_count
+from tests.support.crash import ahead_of_spark, read_runs, run_delta_driver_with_kills
 
 COMMITS = 16
 ROWS = 100
@@ -45,20 +38,8 @@ def _source(root: Path) -> dict[int, tuple[str, int]]:
 def test_foreach_batch_merge_survives_sigkill_exactly_once(tmp_path: Path, artifacts: Path) -> None:
     expected = _source(tmp_path / "src")
     # Run 1 is spared: the driver kills itself right after its first MERGE commit.
-    kill_when = kill_soon_after_progress(
-        lambda: commit_count(tmp_path / "dst"), seed=5, within=1.0, spare={1}
-    )
     driver = Path(__file__).with_name("merge_crash_driver.py")
-    report = run_with_kills(
-        [sys.executable, str(driver), str(tmp_path)],
-        workdir=tmp_path,
-        kills=4,
-        kill_when=kill_when,
-        min_delay=240,
-        max_delay=240,
-        final_timeout=900,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
-    )
+    report = run_delta_driver_with_kills(driver, tmp_path, kills=4, seed=5)
     assert report.kills == 3 and report.runs == 5
     runs = read_runs(tmp_path, artifacts / "merge_crash_runs.json")
     ahead = ahead_of_spark(runs)

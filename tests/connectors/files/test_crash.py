@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -11,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.connectors.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import kill_soon_after_progress, run_driver_with_kills
 from tests.support.delta import commit_count
 
 pytestmark = pytest.mark.crash
@@ -23,16 +22,16 @@ def test_each_file_exactly_once_across_kills(tmp_path: Path, reader: str, within
     commits = functools.partial(commit_count, tmp_path / "dst")
     kill_when = kill_soon_after_progress(commits, seed=5, within=within)
 
-    driver = Path(__file__).with_name("crash_driver.py")
-    report = run_with_kills(
-        [sys.executable, str(driver), str(tmp_path), reader],
+    report = run_driver_with_kills(
+        Path(__file__).with_name("crash_driver.py"),
+        tmp_path,
+        reader,
         workdir=tmp_path,
         kills=3,
         kill_when=kill_when,
         min_delay=120,
         max_delay=120,
         final_timeout=400,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
     # A run whose batches all end before its kill moment exits 0 by itself; it still landed its
     # files, so the exactly-once checks below hold the same; at least one run must be killed.

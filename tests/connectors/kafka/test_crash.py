@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from tests.connectors.kafka.broker import Tansu
-from tests.support.crash import run_with_kills
+from tests.support.crash import run_driver_with_kills
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _version(table: Path) -> int:
@@ -39,14 +37,17 @@ def test_kill_9_mid_stream_then_restart_writes_each_message_once(
         start = marks.setdefault(kill, version)
         return version >= start + 1
 
-    report = run_with_kills(
-        [sys.executable, str(DRIVER), broker.bootstrap, topic, str(table), str(checkpoint)],
+    report = run_driver_with_kills(
+        DRIVER,
+        broker.bootstrap,
+        topic,
+        table,
+        checkpoint,
         workdir=tmp_path,
         kills=3,
         kill_when=committed_more,
         min_delay=90.0,
         max_delay=120.0,
-        env={"PYTHONPATH": str(REPO)},
         final_timeout=300.0,
     )
     assert report.kills >= 2, report

@@ -8,7 +8,6 @@ Read back with ``isolation.level=read_committed``, as the sink's consumers must.
 from __future__ import annotations
 
 import shutil
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,10 @@ from lakefeed.connectors.kafka.sink import sink_options, stream_writer
 from lakefeed.core.errors import DataLossRiskError, code_of
 from tests.connectors.kafka.broker import Broker, on_both_brokers
 from tests.connectors.kafka.spark_support import run_to_end
-from tests.support.crash import run_with_kills
+from tests.support.crash import run_driver_with_kills, spark_commits
 
 EOS = {"lakefeed.deliveryGuarantee": "exactly-once"}
 DRIVER = Path(__file__).with_name("crash_driver.py")
-REPO = Path(__file__).resolve().parents[3]
 VALUE = StructType([StructField("value", StringType())])
 
 
@@ -309,23 +307,22 @@ def test_kill_9_mid_stream_then_restart_produces_each_row_once(
     total = 1_500
     broker.produce(source, [f"m{i}" for i in range(total)], keys=[str(i) for i in range(total)])
     checkpoint = tmp_path / "cp"
-
-    def commits() -> int:
-        folder = checkpoint / "commits"
-        return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0
-
     # Killed as soon as a batch's commit is logged: mid-stream, between two transactions.
     # (tansu does not hide aborted transactions from read_committed readers, so a kill inside
     # a transaction would show its rows here; Apache Kafka hides them. The replay of a batch
     # whose transaction committed is forced in test_stream_then_replayed_batch_is_skipped.)
-    report = run_with_kills(
-        [sys.executable, str(DRIVER), broker.bootstrap, source, target, str(checkpoint), "kafka"],
+    report = run_driver_with_kills(
+        DRIVER,
+        broker.bootstrap,
+        source,
+        target,
+        checkpoint,
+        "kafka",
         workdir=tmp_path,
         kills=1,
-        kill_when=lambda _index: commits() >= 1,
+        kill_when=lambda _index: spark_commits(checkpoint) >= 1,
         min_delay=60.0,
         max_delay=60.0,
-        env={"PYTHONPATH": str(REPO)},
         final_timeout=240.0,  # its Spark start and first batch took ~90 s on a busy 2-core box
     )
     assert report.kills == 1, report

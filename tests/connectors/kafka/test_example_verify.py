@@ -3,7 +3,6 @@ stream committed per partition, not what was produced since, also after a kill -
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -17,8 +16,8 @@ from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import set_config
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.connectors.kafka.broker import Tansu
-from tests.support.crash import run_with_kills
-from tests.support.verify import assert_verify_passes, commits, conf_args, write_cli_driver
+from tests.support.crash import run_cli_with_kills
+from tests.support.verify import assert_verify_passes, commits, conf_args
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "kafka_ingest"
 
@@ -62,11 +61,10 @@ def test_kill9_mid_stream_restart_then_verify_passes(spark, broker: Tansu, tmp_p
         "kafka.maxOffsetsPerTrigger": "500",
     }
     args = ["run", str(EXAMPLE), "--lakehouse", str(lakehouse.root), "--master", "local[2]"]
-    driver = write_cli_driver(tmp_path / "driver.py", [*args, *conf_args(conf)])
     bronze = lakehouse.checkpoint_path("bronze_kafka")
-    report = run_with_kills(
-        [sys.executable, str(driver)],
-        workdir=tmp_path,
+    report = run_cli_with_kills(
+        tmp_path,
+        [*args, *conf_args(conf)],
         kills=1,
         kill_when=lambda _: commits(bronze) >= 2,  # mid-topic: 1000 of 3000 offsets in
         min_delay=240,

@@ -3,7 +3,6 @@ restarted (the driver runs ``lf.run`` on a pipeline with ``lf.create_sink``)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import psycopg
@@ -11,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import kill_soon_after_progress, run_driver_with_kills
 
 COMMITS = 8
 ROWS = 50
@@ -35,15 +34,16 @@ def test_postgres_sink_survives_sigkill_exactly_once(postgres, tmp_path: Path) -
         ids = list(range(c * ROWS, (c + 1) * ROWS))
         table = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]})
         write_deltalake(str(tmp_path / "src"), table, mode="append")
-    report = run_with_kills(
-        [sys.executable, str(Path(__file__).with_name("crash_driver.py")), str(tmp_path), url],
+    report = run_driver_with_kills(
+        Path(__file__).with_name("crash_driver.py"),
+        tmp_path,
+        url,
         workdir=tmp_path,
         kills=4,
         kill_when=kill_soon_after_progress(lambda: _count(url), seed=3, within=1.0, spare={1}),
         min_delay=180,
         max_delay=180,
         final_timeout=600,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
     assert report.kills == 3 and report.runs == 5
     with psycopg.connect(url) as conn:

@@ -30,12 +30,12 @@ from lakefeed.connectors.files.source import claim_skipped, skipped_files
 from lakefeed.core import storage
 from lakefeed.runtime.connections import check_connections
 from tests.connectors.files.crash_driver import FILES_PER_RUN, ROWS_PER_FILE
-from tests.support.crash import kill_soon_after_progress, run_with_kills
+from tests.support.crash import kill_soon_after_progress, run_driver_with_kills
 from tests.support.delta import commit_count
 from tests.support.s3 import MotoServer
 
 ROOT = Path(__file__).resolve().parents[3]
-DRIVER = ROOT / "tests" / "files" / "crash_driver.py"
+DRIVER = ROOT / "tests" / "connectors" / "files" / "crash_driver.py"
 
 
 def _land(uri: str, rows: list[dict]) -> None:
@@ -160,14 +160,16 @@ def test_spark_reader_on_s3_picks_up_files_landing_between_runs(
     moto: MotoServer, s3_env: dict[str, str], tmp_path: Path
 ) -> None:
     root = f"s3://{moto.bucket()}/files"
-    report = run_with_kills(  # two runs, neither killed: the second lands 6 more files
-        [sys.executable, str(DRIVER), root, "spark"],
+    report = run_driver_with_kills(  # two runs, neither killed: the second lands 6 more files
+        DRIVER,
+        root,
+        "spark",
         workdir=tmp_path,
         kills=1,
         kill_when=lambda _: False,
         min_delay=600,
         max_delay=600,
-        env={**moto.env(), "PYTHONPATH": str(ROOT)},
+        env=moto.env(),
         final_timeout=400,
     )
     assert report.kills == 0 and report.finished_early == 1 and report.runs == 2
@@ -182,14 +184,16 @@ def test_python_reader_on_s3_each_file_once_across_kills(
 ) -> None:
     root = f"s3://{moto.bucket()}/files"
     commits = functools.partial(commit_count, storage.as_path(f"{root}/dst"))
-    report = run_with_kills(
-        [sys.executable, str(DRIVER), root, "python"],
+    report = run_driver_with_kills(
+        DRIVER,
+        root,
+        "python",
         workdir=tmp_path,
         kills=2,
         kill_when=kill_soon_after_progress(commits, seed=3, within=1.0),
         min_delay=180,
         max_delay=180,
-        env={**moto.env(), "PYTHONPATH": str(ROOT)},
+        env=moto.env(),
         final_timeout=400,
     )
     # a run whose batches all end before its kill moment exits 0 by itself (files landed alike)
@@ -247,11 +251,14 @@ def test_file_ingest_pipeline_on_s3_evolves_and_verifies(
         storage.write_bytes(f"{landing}/{name}", storage.read_bytes(f"{bucket}/wave1/{name}"))
     driver = tmp_path / "driver.py"
     driver.write_text(PIPELINE_DRIVER.format(example=str(ROOT / "examples" / "file_ingest")))
-    report = run_with_kills(
-        [sys.executable, str(driver), lakehouse, landing, f"{bucket}/wave2"],
+    report = run_driver_with_kills(
+        driver,
+        lakehouse,
+        landing,
+        f"{bucket}/wave2",
         workdir=tmp_path,
         kills=0,
-        env={**moto.env(), "PYTHONPATH": str(ROOT)},
+        env=moto.env(),
         final_timeout=600,
     )
     log = report.logs[-1]  # the driver exits 0 only when verify found every table equal

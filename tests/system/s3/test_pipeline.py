@@ -5,7 +5,6 @@ table with a batch recompute and exits 1 on any difference). One run serves ever
 from __future__ import annotations
 
 import json
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.observe.server import start_server
 from lakefeed.runtime.event_log import read_events
 from tests.pipeline.support import IOT, IOT_CONF
-from tests.support.crash import CrashReport, run_with_kills
+from tests.support.crash import CrashReport, run_driver_with_kills
 from tests.support.net import free_port
 from tests.support.s3 import MotoServer
 
@@ -61,8 +60,8 @@ def outcome(moto: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Outco
     with pytest.MonkeyPatch.context() as patch:
         for key, value in moto.env().items():  # the kill condition reads the checkpoint on S3
             patch.setenv(key, value)
-        report = run_with_kills(
-            [sys.executable, str(driver)],
+        report = run_driver_with_kills(
+            driver,
             workdir=workdir,
             kills=1,
             # mid-stream: bronze has committed a batch of its three

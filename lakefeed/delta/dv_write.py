@@ -350,7 +350,7 @@ def _commit(
     log_metrics = {**change.log_metrics, "numAddedFiles": str(len(written))}
     if feed:
         log_metrics["numAddedChangeFiles"] = str(len(feed))
-    actions: list[dict[str, Any]] = [_commit_info(now, version, change, log_metrics, txn)]
+    actions: list[dict[str, Any]] = [_commit_info(now, change, log_metrics, txn)]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:
@@ -403,23 +403,16 @@ def _write_vectors(root: str, kept: list[Marked]) -> tuple[str | None, list[dict
 
 
 def _commit_info(
-    now: int, version: int, change: Change, log_metrics: dict[str, str], txn: Marks | None
+    now: int, change: Change, log_metrics: dict[str, str], txn: Marks | None
 ) -> dict[str, Any]:
-    offsets = {replay.OFFSETS: txn[2]} if txn is not None and txn[2] else {}
-    return {
-        "commitInfo": {
-            "timestamp": now,
-            "operation": change.operation,
-            "operationParameters": change.parameters,
-            "readVersion": version,
-            "isolationLevel": "WriteSerializable",
-            "isBlindAppend": False,
-            "operationMetrics": log_metrics,
-            "engineInfo": "lakefeed",
-            "engineInfo_lakefeed": "lakefeed",
-            **offsets,
-        }
-    }
+    """The change's ``commitInfo`` (a stream batch's also records its source offsets), at the
+    time its removes carry; :func:`log_writer.commit_actions` completes the shape."""
+    info = log_writer.commit_info(
+        change.operation, change.parameters, metrics=log_metrics, timestamp=now
+    )
+    if txn is not None and txn[2]:
+        info["commitInfo"][replay.OFFSETS] = txn[2]
+    return info
 
 
 def _remove(add: dict[str, Any], now: int) -> dict[str, Any]:
@@ -482,7 +475,7 @@ def purge(
     partitions = list(table.metadata().partition_columns)
     written = files.write_batches(root, _kept_rows(root, chosen, schema), partitions, "", schema)
     now = files.now_ms()
-    actions: list[dict[str, Any]] = [_purge_info(now, version, len(chosen))]
+    actions: list[dict[str, Any]] = [_purge_info(now, len(chosen))]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     actions += [{"remove": {**_remove(add, now), "dataChange": False}} for add in chosen]
@@ -520,20 +513,16 @@ def _kept_rows(
         yield from files.read_file(root, data, schema)
 
 
-def _purge_info(now: int, version: int, count: int) -> dict[str, Any]:
-    return {
-        "commitInfo": {
-            "timestamp": now,
-            "operation": "OPTIMIZE",
-            "operationParameters": {"predicate": "[]", "deletionVectors": "purge"},
-            "readVersion": version,
-            "isolationLevel": "SnapshotIsolation",
-            "isBlindAppend": False,
-            "operationMetrics": {"numDeletionVectorsRemoved": str(count)},
-            "engineInfo": "lakefeed",
-            "engineInfo_lakefeed": "lakefeed",
-        }
-    }
+def _purge_info(now: int, count: int) -> dict[str, Any]:
+    """OPTIMIZE's ``commitInfo`` for files rewritten without their vectors (delta-spark's
+    purge: snapshot isolation, as compaction changes no rows)."""
+    return log_writer.commit_info(
+        "OPTIMIZE",
+        {"predicate": "[]", "deletionVectors": "purge"},
+        metrics={"numDeletionVectorsRemoved": count},
+        timestamp=now,
+        isolationLevel="SnapshotIsolation",
+    )
 
 
 def _new_add(written: files.WrittenFile) -> dict[str, Any]:

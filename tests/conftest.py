@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakefeed.runtime import state_memory
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -121,9 +119,8 @@ def session_as_found() -> Iterator[None]:
     """Each test leaves the shared session as it found it, so no test slows or changes the
     ones after it: a streaming query left running takes a core from every later test; a
     pipeline spec's ``configuration`` (e.g. 1000 shuffle partitions) stays in the session's
-    confs and in ``lf.config`` (which later runs without ``conf=`` apply again); stopped
-    stateful queries keep their RocksDB stores loaded. Module fixtures have run before this
-    fixture, so what they set holds for their module."""
+    confs and in ``lf.config`` (which later runs without ``conf=`` apply again). Module
+    fixtures have run before this fixture, so what they set holds for their module."""
     session = _SESSION
     queries = {query.id for query in session.streams.active} if session else set()
     confs = session.conf.getAll if session else {}
@@ -135,7 +132,6 @@ def session_as_found() -> Iterator[None]:
     for query in session.streams.active:
         if query.id not in queries:
             query.stop()
-    state_memory.release(session)  # closes nothing while a query is active
     now = session.conf.getAll
     for key in now.keys() - confs.keys():
         session.conf.unset(key)

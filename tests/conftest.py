@@ -8,8 +8,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Python workers must import pyarrow, deltalake, ...: run them with this interpreter.
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -100,8 +104,52 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
             "spark.sql.streaming.minBatchesToRetain": "20",
         },
     )
+    global _SESSION
+    _SESSION = session
     yield session
+    _SESSION = None
     session.stop()
+
+
+_SESSION: SparkSession | None = None  # the shared session, once the ``spark`` fixture started it
+
+
+@pytest.fixture(autouse=True)
+def session_as_found() -> Iterator[None]:
+    """Each test leaves the shared session as it found it, so no test slows or changes the
+    ones after it: a streaming query left running takes a core from every later test; a
+    pipeline spec's ``configuration`` (e.g. 1000 shuffle partitions) stays in the session's
+    confs and in ``lf.config`` (which later runs without ``conf=`` apply again). Module
+    fixtures have run before this fixture, so what they set holds for their module."""
+    session = _SESSION
+    queries = {query.id for query in session.streams.active} if session else set()
+    confs = session.conf.getAll if session else {}
+    pipeline_conf = _pipeline_conf()
+    yield
+    _restore_pipeline_conf(pipeline_conf)
+    if session is None or _SESSION is None:
+        return
+    for query in session.streams.active:
+        if query.id not in queries:
+            query.stop()
+    now = session.conf.getAll
+    for key in now.keys() - confs.keys():
+        session.conf.unset(key)
+    for key, value in confs.items():
+        if now.get(key) != value:
+            session.conf.set(key, value)
+
+
+def _pipeline_conf() -> dict[str, str] | None:
+    """``lf.config``'s values (None before anything imported it: it then holds none)."""
+    api = sys.modules.get("lakefeed.pipeline.api")  # imports pyspark: not imported for this
+    return None if api is None else {key: api.config(key) for key in api.config_keys()}
+
+
+def _restore_pipeline_conf(before: dict[str, str] | None) -> None:
+    api = sys.modules.get("lakefeed.pipeline.api")
+    if api is not None:
+        api.set_config(before or {})
 
 
 def _install_surfaces() -> None:

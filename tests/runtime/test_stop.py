@@ -39,9 +39,9 @@ def test_stop_waits_for_the_batch_end_not_an_idle_moment(tmp_path: Path) -> None
     for batch_end, stops_after in ((None, 0.3), (0.2, 0.2)):
         query = _BusyQuery()
         listener.onQueryProgress(_progress(3))
+        started = time.monotonic()  # before the timer starts: it may fire a hair early otherwise
         if batch_end is not None:
             threading.Timer(batch_end, listener.onQueryProgress, [_progress(4)]).start()
-        started = time.monotonic()
         deadline = started + (30 if batch_end else 0.3)
         graceful_stop(query, deadline, lambda t: listener.wait_batch_end("r", 3, t))  # type: ignore[arg-type]
         assert not query.isActive

@@ -103,9 +103,11 @@ def open_pipeline(
     master: str | None = None,
 ) -> tuple[Pipeline, Lakehouse, SparkSession]:
     """The session first (``spark``, else one started for the pipeline), then the pipeline's
-    code imported once on it, and its lakehouse."""
-    if conf is not None:
-        set_config(conf)
+    code imported once on it, and its lakehouse. Files are loaded with ``conf`` alone (then
+    their spec's configuration): what an earlier pipeline of the process set never carries
+    over; a loaded :class:`Pipeline` keeps the configuration it was loaded with unless given."""
+    if conf is not None or not isinstance(pipeline, Pipeline):
+        set_config(conf or {})
     found = pipeline if isinstance(pipeline, Pipeline) else find(pipeline)
     house = lakehouse_for(lakehouse, found)
     session = spark or _session(master, found, house)

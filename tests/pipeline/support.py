@@ -31,5 +31,6 @@ def load(paths: list[Path], conf: dict[str, str] | None = None) -> Pipeline:
 def write(folder: Path, files: dict[str, str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     return folder

@@ -242,6 +242,7 @@ def run(
             result = entry.run(
                 list(target.paths),
                 lakehouse=lakehouse,
+                conf=_conf(target.conf),
                 mode=mode,
                 spark=spark,
                 trigger_interval=trigger_interval,
@@ -319,6 +320,7 @@ def validate(
         result = entry.validate(
             paths,
             lakehouse=lakehouse,
+            conf=_conf(target.conf),
             spark=target.spark(found, lakehouse),
             check_connections=check_connections,
         )
@@ -382,6 +384,7 @@ def verify(target: Target, no_run: bool) -> None:
         result = entry.verify(
             list(target.paths),
             lakehouse=lakehouse,
+            conf=_conf(target.conf),
             spark=target.spark(found, lakehouse),
             run_first=not no_run,
         )

@@ -75,7 +75,8 @@ class PipelineTest:
         self.root = Path(root)
         self.lakehouse = Lakehouse.at(self.root / "lakehouse")
         # The session first: the pipeline's files may use Spark at import, as in DLT and SDP.
-        name = entry.find(pipeline, conf).name
+        # ``conf`` alone is its configuration: nothing an earlier pipeline set carries over.
+        name = entry.find(pipeline, conf or {}).name
         self.spark = spark or spark_session(app_name=f"lakefeed-test-{name}")
         self.pipeline: Pipeline = entry.load(pipeline, spark=self.spark)
         self._feeds: dict[str, _Feed] = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lakefeed.core.errors import ConfigError
+from lakefeed.pipeline.api import config, set_config
 from lakefeed.testing import PipelineTest
 
 IOT = Path(__file__).resolve().parents[2] / "examples" / "iot"
@@ -56,3 +57,14 @@ def test_feeding_an_unknown_flow_is_refused(spark, tmp_path: Path) -> None:
     pipe = PipelineTest(IOT, tmp_path, spark=spark)
     with pytest.raises(ConfigError, match="no flow 'bronze'"):
         pipe.feed("bronze", [])
+
+
+def test_a_pipeline_under_test_has_only_its_own_configuration(spark, tmp_path: Path) -> None:
+    """What an earlier pipeline of the process set (``conf=``, a spec's ``configuration``)
+    never reaches it: here a state-memory share that alone would refuse the IoT example."""
+    set_config({"lakefeed.state.writeBufferRatio": "0.3"})
+    pipe = PipelineTest(IOT, tmp_path, spark=spark)
+    assert config("lakefeed.state.writeBufferRatio") is None
+    pipe.feed("bronze_readings", [_reading(0, "a", 0)])
+    pipe.step()
+    assert len(pipe.rows("bronze_readings")) == 1

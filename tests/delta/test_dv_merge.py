@@ -9,7 +9,6 @@ delta-rs rewrites the files); both must read the same through delta-rs's kernel 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from lakefeed.delta.clauses import Clause
 from lakefeed.delta.errors import MergeMultipleMatchesError
 from lakefeed.delta.operations import Txn
 from lakefeed.delta.schema import table_arrow_schema
+from tests.delta.test_dv_concurrency import _retried, _wait_for
 
 pytestmark = pytest.mark.compat  # MERGE INTO and the DeltaTable builder on the test session
 
@@ -317,24 +317,6 @@ def _merge_commit(root: str) -> list[dict[str, Any]]:
         if any(a.get("commitInfo", {}).get("operation") == "MERGE" for a in actions):
             return actions
     return []
-
-
-def _wait_for(root: str, version: int, query) -> None:
-    deadline = time.monotonic() + 120
-    while log.latest_version(root) < version:
-        assert query.isActive, query.exception()
-        assert time.monotonic() < deadline, "the stream stalled"
-        time.sleep(0.2)
-
-
-def _retried(change) -> int:
-    for attempt in range(50):
-        try:
-            change()
-            return attempt
-        except ConflictError:
-            time.sleep(0.05)
-    raise AssertionError("a change never committed")
 
 
 def test_an_auto_cdc_shaped_merge_marks_rows(tmp_path: Path) -> None:

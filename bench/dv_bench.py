@@ -16,18 +16,18 @@ delta-rs, one with ``delta.enableDeletionVectors=true`` and one without. Then, i
 
 Answers are checked: both DELETEs remove the same number of rows; both tables then hold the same
 count and sum of ids through delta-rs's kernel reader (``QueryBuilder``) and through Spark;
-each streaming leg reads that many rows. Read legs are the best of ``--repeats``. With
-``--record`` the ratios go into ``bench/results/dv_*.json`` (docs' performance page).
+each streaming leg reads that many rows. Read legs are the best of ``--repeats``. The run
+with the arguments ``bench/results/dv_*.json`` record rewrites them (docs' performance page;
+see bench/results.py); any other writes them only with ``--results DIR``.
 
-    .venv/bin/python -m bench.dv_bench --rows 10000000 --files 20 --repeats 3 --record
+    .venv/bin/python -m bench.dv_bench --rows 10000000 --files 20 --repeats 2
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import shutil
-import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from bench.results import Result, record
+from bench.results import Run, add_option
 from lakefeed.delta import create, operations
 from lakefeed.session import spark_session
 
@@ -164,9 +164,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--record", action="store_true", help="write bench/results/dv_*.json")
-    parser.add_argument("--machine", default="2 cores, shared with other jobs")
+    add_option(parser)
     args = parser.parse_args()
+    run = Run.begin(parser, list(RESULTS), sys.argv[1:])
 
     work = Path(tempfile.mkdtemp(prefix="dv-bench-"))
     try:
@@ -186,52 +186,31 @@ def main() -> None:
         "stream": best["stream-plain"] / best["stream-dv"],
     }
     print("ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
-    if args.record:
-        _record(args, ratios)
+    _record(run, args, ratios)
 
 
-def _record(args: argparse.Namespace, ratios: dict[str, float]) -> None:
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+_WITHOUT = "the same rows without vectors"
+RESULTS = {  # each leg's performance-page row: its file, its ratio's key, the row's fields
+    "dv_delete": ("delete", "DELETE with deletion vectors", "delta-rs copy-on-write DELETE", 10),
+    "dv_batch_read": ("batch", "Batch read with deletion vectors", _WITHOUT, 0.8),
+    "dv_stream_read": ("stream", "Streaming read with deletion vectors", _WITHOUT, 0.8),
+}
+
+
+def _record(run: Run, args: argparse.Namespace, ratios: dict[str, float]) -> None:
+    """Each leg's row (provenance from ``run``; written only as bench/results.py says)."""
     size = f"{args.rows / 1e6:g}M-row table, {args.files} files"
-    command = (
-        f".venv/bin/python -m bench.dv_bench --rows {args.rows} --files {args.files} "
-        f"--repeats {args.repeats} --record"
-    )
-    shared = {"date": now, "machine": args.machine, "command": command, "commit": commit or None}
-    results = {
-        "dv_delete": Result(
-            benchmark="DELETE with deletion vectors",
-            workload=f"0.1% of a {size}",
-            baseline="delta-rs copy-on-write DELETE",
-            order=72,
-            ratio=round(ratios["delete"], 2),
-            target=10,
-            **shared,
-        ),
-        "dv_batch_read": Result(
-            benchmark="Batch read with deletion vectors",
-            workload=f"{size}, every file with a vector → noop",
-            baseline="the same rows without vectors",
-            order=74,
-            ratio=round(ratios["batch"], 2),
-            target=0.8,
-            **shared,
-        ),
-        "dv_stream_read": Result(
-            benchmark="Streaming read with deletion vectors",
-            workload=f"{size}, every file with a vector → noop",
-            baseline="the same rows without vectors",
-            order=76,
-            ratio=round(ratios["stream"], 2),
-            target=0.8,
-            **shared,
-        ),
-    }
-    for name, result in results.items():
-        print("recorded", record(result, name))
+    for order, (name, (key, benchmark, baseline, target)) in enumerate(RESULTS.items()):
+        reads = f"{size}, every file with a vector → noop"
+        run.record(
+            name,
+            benchmark=benchmark,
+            workload=f"0.1% of a {size}" if key == "delete" else reads,
+            baseline=baseline,
+            order=72 + 2 * order,
+            ratio=round(ratios[key], 2),
+            target=target,
+        )
 
 
 if __name__ == "__main__":

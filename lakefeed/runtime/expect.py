@@ -80,6 +80,12 @@ def flag_columns(rules: list[Expectation]) -> list[str]:
     return [flag(i) for i in range(len(rules))] + [KEPT] if rules else []
 
 
+def checked_rows(df: DataFrame, rules: list[Expectation], table: str) -> DataFrame:
+    """Every row, fail rules enforced and counts observed, without the flag columns: what an
+    AUTO CDC flow applies (its target keeps no quarantine)."""
+    return with_flags(df, rules, table).drop(*flag_columns(rules))
+
+
 def kept_rows(df: DataFrame, rules: list[Expectation]) -> DataFrame:
     if not rules:
         return df

@@ -182,8 +182,7 @@ def compare_cdc(
                 note = errors.get(flow) or "; ".join(errors.values()) or "could not evaluate"
                 return TableComparison(name, 0, 0, 0, 0, 0, note=note, verified=False)
             # What the stream applies: its rows checked against the table's rules.
-            rules = dataset.expectations
-            checked = expect.with_flags(changes, rules, name).drop(*expect.flag_columns(rules))
+            checked = expect.checked_rows(changes, dataset.expectations, name)
             ApplyChanges(appended.cdc, target, state, None, f"verify-{flow}")(checked, 0)
         batch = delta.read(spark, target).select(*stream.columns)
         return _compare(name, _comparable(stream), _comparable(batch), False, None)

@@ -103,8 +103,7 @@ class BatchWrites:
         run = self.run
         assert dataset.cdc_state is not None  # a table with AUTO CDC flows keeps their state
         target, side = run.table(dataset.name), run.table(dataset.cdc_state)
-        checked = expect.with_flags(frame, dataset.expectations, dataset.name)
-        rows = checked.drop(*expect.flag_columns(dataset.expectations))
+        rows = expect.checked_rows(frame, dataset.expectations, dataset.name)
         apply = ApplyChanges(cdc, target, side, None, f"lakefeed-once-{flow}")
         conf = run.pipeline.spark_conf_of(flow)
         with flow_conf(run.spark, conf, flow), flow_pool(run.spark, flow):

@@ -75,7 +75,7 @@ def commit_metadata(
     and ``partition_columns`` when given (else the table's) and ``protocol`` when it changes;
     the version committed. ``table``: the version the change was computed from; a commit made
     since is a conflict (the change is computed from a schema)."""
-    features.check_writable(table, root, operation)
+    features.check_writable(table, root, operation, own_commit=True)
     meta = table.metadata()
     actions = [log_writer.commit_info(operation, parameters)]
     if protocol is not None:

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -29,7 +30,16 @@ from deltalake.transaction import (
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, DeltaError
-from lakefeed.delta import alter, constraints, features, log, mapping, post_commit, replay
+from lakefeed.delta import (
+    alter,
+    constraints,
+    features,
+    log,
+    log_append,
+    mapping,
+    post_commit,
+    replay,
+)
 from lakefeed.delta.errors import (
     CONSTRAINTS_CHANGED,
     FEATURE_UNSUPPORTED,
@@ -237,12 +247,15 @@ def commit_files(
             raise DeltaError(f"the Delta table {spec.root} vanished while it was created")
     if txn is not None and opened.committed(txn, spec.source_offsets):
         return CommitResult(None, skipped=True)
-    features.check_writable(table, spec.root, spec.operation)
+    features.check_writable(table, spec.root, spec.operation, own_commit=True)
+    own = features.needs_own_commit(table)
     check_constraints_known(spec, table)
     alter.check_columns(table, spec.columns, data_schema.names, spec.root)
     current = table_arrow_schema(table.schema())
     mapped = log.table_mapping(table).active
     if spec.mode == "overwrite" and spec.overwrite_schema:
+        if own:
+            _refuse_own("an overwriteSchema write", spec.root, table)
         schema = as_nullable(data_schema)
     else:
         check_required_columns(current, data_schema, spec.root)
@@ -251,6 +264,9 @@ def commit_files(
         schema = merge_schema(current, data_schema, merge=spec.merge_schema, path=spec.root)
         if len(schema) > len(current) and mapped:
             alter.add_columns(spec.root, table, spec.evolved, schema.names[len(current) :])
+            table.update_incremental()
+        elif len(schema) > len(current) and own:
+            _add_columns(spec.root, table, list(schema)[len(current) :])
             table.update_incremental()
         elif len(schema) > len(current):
             # delta-rs keeps the old metadata on a data commit: add the columns first (a crash
@@ -262,6 +278,8 @@ def commit_files(
             table.update_incremental()
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
+    if own:
+        return _commit_own(spec, table, files, txn, metadata, opened)
     actions, mode = list[AddAction | RemoveAction](_actions(files)), spec.mode
     if mapped and mode == "overwrite":
         # delta-rs's overwrite writes the metadata again from an Arrow schema, which breaks
@@ -294,6 +312,50 @@ def commit_files(
                 raise  # its batch committed meanwhile (a zombie): the conflict stands
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
+
+
+def _commit_own(
+    spec: WriteSpec,
+    table: DeltaTable,
+    files: Sequence[WrittenFile],
+    txn: tuple[str, int] | None,
+    metadata: dict | None,
+    opened: Snapshot,
+) -> CommitResult:
+    """Commit ``files`` through lakefeed's own log writer (:mod:`.log_append`): the table has
+    a writer feature delta-rs refuses and lakefeed honours (:data:`features.OWN_COMMIT`)."""
+    overwrite = spec.mode == "overwrite"
+    info = {
+        **log_append.info(spec.operation, overwrite, spec.partition_by),
+        **(metadata or {}),
+        **spec.commit_info(),
+    }
+    before = table.version()
+    version = log_append.commit(spec.root, before, files, overwrite, txn, info)
+    opened.note_commit(txn)
+    return _after(spec.root, version, opened, table.metadata().configuration, before)
+
+
+def _add_columns(root: str, table: DeltaTable, added: list[pa.Field]) -> None:
+    """A ``mergeSchema`` write's new columns committed through lakefeed's own log writer, before
+    its data commit (as delta-rs's add_columns would, which the table's features refuse)."""
+    schema = json.loads(table.schema().to_json())
+    schema["fields"] += json.loads(DeltaSchema.from_arrow(pa.schema(added)).to_json())["fields"]
+    names = json.dumps([field.name for field in added])
+    alter.commit_metadata(root, table, "ADD COLUMNS", {"columns": names}, schema)
+
+
+def _refuse_own(what: str, root: str, table: DeltaTable) -> NoReturn:
+    """Refuse what lakefeed's own commits do not do on a table that needs them."""
+    names = ", ".join(sorted(features.writer_features(table) & features.OWN_COMMIT))
+    raise DeltaError(
+        f"{what} into the Delta table {root} is refused: the table needs the writer "
+        f"feature(s) {names}, which lakefeed honours in appends and overwrites that keep the "
+        "schema, not here; nothing was written",
+        fix="overwrite without overwriteSchema (mergeSchema adds columns), or write with "
+        "delta-spark",
+        code=FEATURE_UNSUPPORTED,
+    )
 
 
 def _removes(table: DeltaTable, root: str) -> list[AddAction | RemoveAction]:

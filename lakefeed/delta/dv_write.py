@@ -354,10 +354,10 @@ def _commit(
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:
-        actions.append({"remove": _remove(mark.add, now)})
+        actions.append({"remove": log_writer.remove_action(mark.add, now)})
     for mark, descriptor in zip(kept, descriptors, strict=True):
         actions.append({"add": _re_add(mark, descriptor)})
-    actions += [{"add": {**_new_add(f), "dataChange": True}} for f in written]
+    actions += [{"add": log_writer.add_action(f, data_change=True)} for f in written]
     actions += [{"cdc": _cdc(f)} for f in feed]
     touched = {m.add["path"] for m in marked}
     try:
@@ -415,22 +415,6 @@ def _commit_info(
     return info
 
 
-def _remove(add: dict[str, Any], now: int) -> dict[str, Any]:
-    """The ``remove`` of a logical file: its path and its deletion vector (PROTOCOL.md)."""
-    remove = {
-        "path": add["path"],
-        "deletionTimestamp": now,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": add.get("partitionValues") or {},
-        "size": add["size"],
-    }
-    for key in ("deletionVector", "tags", "baseRowId", "defaultRowCommitVersion"):
-        if add.get(key) is not None:
-            remove[key] = add[key]
-    return remove
-
-
 def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
     """The file added back with its new deletion vector; its statistics keep ``numRecords``
     (the data file's rows, as the protocol requires) and are no longer tight bounds."""
@@ -478,8 +462,10 @@ def purge(
     actions: list[dict[str, Any]] = [_purge_info(now, len(chosen))]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
-    actions += [{"remove": {**_remove(add, now), "dataChange": False}} for add in chosen]
-    actions += [{"add": _new_add(f)} for f in written]
+    actions += [
+        {"remove": {**log_writer.remove_action(add, now), "dataChange": False}} for add in chosen
+    ]
+    actions += [{"add": log_writer.add_action(f, data_change=False)} for f in written]
     try:
         log_writer.commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
     except BaseException:
@@ -523,18 +509,6 @@ def _purge_info(now: int, count: int) -> dict[str, Any]:
         timestamp=now,
         isolationLevel="SnapshotIsolation",
     )
-
-
-def _new_add(written: files.WrittenFile) -> dict[str, Any]:
-    """A rewritten file's add (its path URL-encoded, as the log holds paths)."""
-    return {
-        "path": quote(written.path, safe="/="),
-        "partitionValues": written.partition_values,
-        "size": written.size,
-        "modificationTime": written.modification_time,
-        "dataChange": False,
-        "stats": written.stats,
-    }
 
 
 # -- vacuum ---------------------------------------------------------------------------------

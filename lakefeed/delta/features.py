@@ -9,6 +9,15 @@ write asks :func:`check_writable` before anything is written and is refused with
 ``DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED`` naming the feature; a refusal delta-rs still raises
 (a feature added while the write ran) is translated to the same code (:func:`translate_rs`).
 
+Three writer features delta-spark and Databricks turn on for clustered and managed tables ask
+little of a writer that writes its own commits (:data:`OWN_COMMIT`): keep the table's domain
+metadata (a commit without ``domainMetadata`` actions keeps it), write an ``inCommitTimestamp``
+(:func:`lakefeed.delta.log_writer.commit_actions` does) and statistics of the clustering columns
+(lakefeed's files carry them for every top-level column). On local storage lakefeed's appends,
+overwrites and stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and
+MERGE (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may,
+asks with ``own_commit=True``; one that goes to delta-rs, without.
+
 Reader-writer features (deletion vectors, column mapping, timestampNtz, V2 checkpoints, type
 widening, variant) are judged by the read path's check, which every write makes first.
 """
@@ -19,12 +28,46 @@ import re
 
 from deltalake import DeltaTable
 
+from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError
 from lakefeed.delta import log
 from lakefeed.delta.errors import FEATURE_UNSUPPORTED as UNSUPPORTED
 
-WRITABLE = {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
-"""Writer-only features lakefeed's writes honour (each checked: appended to, deleted from)."""
+WRITTEN = {
+    "appendOnly": "kept on every write path",
+    "invariants": "every write path checks the rows",
+    "checkConstraints": "every write path checks the rows (`DELTA_VIOLATE_CONSTRAINT_WITH_VALUES`)",
+    "changeDataFeed": "every write path; DELETE, UPDATE and MERGE write `_change_data` files",
+    "generatedColumns": "writes compute the columns; UPDATE and MERGE are refused on such tables",
+}
+"""Writer-only features every lakefeed write honours (each checked: appended to, deleted
+from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
+_OWN = (
+    "on local storage, appends, overwrites, stream batches and deletion-vector DELETE, UPDATE "
+    "and MERGE commit through lakefeed; "
+)
+OWN_WRITTEN = {
+    "domainMetadata": _OWN + "the table's domains are kept",
+    "clustering": _OWN + "new files carry statistics of the clustering columns (they are not "
+    "clustered)",
+    "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
+    "one's",
+}
+"""Writer-only features lakefeed honours in the commits it writes itself (local storage only:
+its exclusive create is a local file system's; the module doc says what each asks). Other
+writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a change the
+deletion-vector paths do not take) go to delta-rs, and are refused first."""
+REFUSED = {
+    "identityColumns": "lakefeed's writers do not assign identity values",
+    "rowTracking": "lakefeed's writers do not assign row ids",
+    "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
+    "icebergCompatV1": "lakefeed's writers do not keep Iceberg metadata",
+    "icebergCompatV2": "lakefeed's writers do not keep Iceberg metadata",
+}
+"""Writer-only features refused before anything is written (so is any feature not listed
+here or above), with why: the page renders them too."""
+WRITABLE = frozenset(WRITTEN)
+OWN_COMMIT = frozenset(OWN_WRITTEN)
 READER_WRITER = {
     "deletionVectors",
     "columnMapping",
@@ -52,18 +95,33 @@ _LEGACY = {6: "identityColumns"}
 _RS_REFUSAL = re.compile(r"Unsupported table features required: \[([^\]]*)\]")
 
 
-def unwritable(table: DeltaTable) -> list[str]:
-    """The table's writer features lakefeed cannot honour, in Delta's names."""
+def writer_features(table: DeltaTable) -> set[str]:
+    """The table's writer features, in Delta's names (legacy versions that imply one too)."""
     protocol = table.protocol()
     features = set(protocol.writer_features or [])
     if protocol.min_writer_version in _LEGACY and protocol.writer_features is None:
         features.add(_LEGACY[protocol.min_writer_version])
-    return sorted(features - WRITABLE - READER_WRITER)
+    return features
 
 
-def check_writable(table: DeltaTable, root: str, operation: str) -> None:
-    """Refuse a write (``operation``) into a table with a writer feature lakefeed lacks."""
-    missing = unwritable(table)
+def unwritable(table: DeltaTable, own_commit: bool = False, root: str = "") -> list[str]:
+    """The table's writer features lakefeed cannot honour, in Delta's names: with
+    ``own_commit``, for a write that commits itself into the table at ``root``."""
+    honoured = WRITABLE | READER_WRITER
+    if own_commit and not storage.is_object_store(root):
+        honoured = honoured | OWN_COMMIT
+    return sorted(writer_features(table) - honoured)
+
+
+def needs_own_commit(table: DeltaTable) -> bool:
+    """Whether a write into ``table`` must commit itself: delta-rs refuses a feature it has."""
+    return bool(writer_features(table) & OWN_COMMIT)
+
+
+def check_writable(table: DeltaTable, root: str, operation: str, own_commit: bool = False) -> None:
+    """Refuse a write (``operation``) into a table with a writer feature lakefeed lacks;
+    ``own_commit``: the write commits itself where the table needs it (the module doc)."""
+    missing = unwritable(table, own_commit, root)
     if missing:
         raise _refusal(", ".join(missing), root, operation)
 
@@ -72,6 +130,17 @@ def translate_rs(error: BaseException, root: str, operation: str) -> DeltaError 
     """delta-rs's "Unsupported table features required" as the coded refusal; else None."""
     found = _RS_REFUSAL.search(str(error))
     return _refusal(found.group(1), root, operation) if found else None
+
+
+def feature_table() -> str:
+    """The Markdown table of the writer-only features (docs/delta-compatibility.md holds it;
+    a test keeps them equal)."""
+    rows = [f"| `{name}` | written: {what} |" for name, what in sorted(WRITTEN.items())]
+    rows += [f"| `{name}` | written: {what} |" for name, what in sorted(OWN_WRITTEN.items())]
+    rows += [
+        f"| `{name}` | refused (`{UNSUPPORTED}`): {why} |" for name, why in sorted(REFUSED.items())
+    ]
+    return "\n".join(["| Writer feature | Written |", "| --- | --- |", *rows])
 
 
 def _refusal(names: str, root: str, operation: str) -> DeltaError:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -65,13 +66,15 @@ def commit_actions(
     app_id: str | None,
     *,
     rebase: bool = True,
+    blind: bool = False,
 ) -> int:
     """Commit ``actions`` (one ``commitInfo``, then any ``protocol``, ``metaData``, ``txn``,
     ``remove`` and ``add``) made on ``read_version``, put-if-absent; the version committed.
 
     The commit takes the first free version after ``read_version`` whose earlier commits do
     not conflict with it (:func:`_check_winner`: ``touched`` are the files it removes,
-    ``app_id`` its ``txn``'s). With ``rebase=False`` any commit in between is a conflict: a
+    ``app_id`` its ``txn``'s; a ``blind`` change read no rows, so rows others added since do
+    not conflict with it). With ``rebase=False`` any commit in between is a conflict: a
     change computed from the table's newest schema must be computed again."""
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
     if info is None or len([a for a in actions if "commitInfo" in a]) != 1:
@@ -89,7 +92,7 @@ def commit_actions(
                 f"commit of version {version}",
                 fix="retry: the change is computed again from the table's newest version",
             )
-        previous = _check_winner(root, version, touched, app_id)
+        previous = _check_winner(root, version, touched, app_id, blind)
         version += 1
 
 
@@ -166,19 +169,19 @@ def metadata_action(
 
 
 def _check_winner(
-    root: str, version: int, touched: set[str], app_id: str | None
+    root: str, version: int, touched: set[str], app_id: str | None, blind: bool = False
 ) -> list[dict[str, Any]]:
     """Delta's conflict rules (WriteSerializable) for a change that removes ``touched``
     against the commit at ``version`` that won: a concurrent change of the protocol or the
     metadata, a removal of a file this change touched (two deletes of one file would lose one
     of them), files added by a commit that read the table (they may hold rows this change
-    should have seen), or the same ``txn`` app id all fail it; blind appends do not. The
-    winner's actions, when none conflicts."""
+    should have seen, unless this change is ``blind``), or the same ``txn`` app id all fail
+    it; blind appends do not. The winner's actions, when none conflicts."""
     actions = log.commit_actions(root, version) or []
     info = _info(actions)
-    blind = bool(info.get("isBlindAppend", _appends_only(info, actions)))
+    harmless = blind or bool(info.get("isBlindAppend", _appends_only(info, actions)))
     for action in actions:
-        why = _conflict(action, touched, app_id, blind)
+        why = _conflict(action, touched, app_id, harmless)
         if why:
             raise ConflictError(
                 f"the change of {root} conflicted with the commit at version {version} "
@@ -195,16 +198,47 @@ def _appends_only(info: dict[str, Any], actions: list[dict[str, Any]]) -> bool:
     return writes and not any("remove" in action for action in actions)
 
 
-def _conflict(action: dict[str, Any], touched: set[str], app_id: str | None, blind: bool) -> str:
+def _conflict(
+    action: dict[str, Any], touched: set[str], app_id: str | None, harmless_adds: bool
+) -> str:
     if "metaData" in action or "protocol" in action:
         return "it changed the table's metadata or protocol"
     if "remove" in action and action["remove"]["path"] in touched:
         return f"it removed {action['remove']['path']}, which this change rewrites"
-    if "add" in action and action["add"].get("dataChange", True) and not blind:
+    if "add" in action and action["add"].get("dataChange", True) and not harmless_adds:
         return "it added rows after reading the table"
     if "txn" in action and app_id is not None and action["txn"].get("appId") == app_id:
         return f"it committed a transaction of the same application ({app_id})"
     return ""
+
+
+def add_action(written: files.WrittenFile, data_change: bool) -> dict[str, Any]:
+    """The ``add`` of a file lakefeed wrote (its path URL-encoded, as the log holds paths);
+    ``data_change``: False for a file that only rewrites rows the table has."""
+    return {
+        "path": quote(written.path, safe="/="),
+        "partitionValues": written.partition_values,
+        "size": written.size,
+        "modificationTime": written.modification_time,
+        "dataChange": data_change,
+        "stats": written.stats,
+    }
+
+
+def remove_action(add: dict[str, Any], now: int) -> dict[str, Any]:
+    """The ``remove`` of a logical file: its path and its deletion vector (PROTOCOL.md)."""
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": now,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues") or {},
+        "size": add["size"],
+    }
+    for key in ("deletionVector", "tags", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    return remove
 
 
 # -- the live files with their deletion vectors -------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.delta import dv_merge
+from lakefeed.delta import dv_merge, operations
 from lakefeed.delta.clauses import (
     BY_SOURCE_DELETE,
     BY_SOURCE_UPDATE,
@@ -86,6 +86,7 @@ def merge(
             marked = dv_merge.merge(table, root, rows, predicate, clauses, sides, marks)
             if marked is not None:
                 return marked
+        operations.rs_fallback(table, root, "MERGE")
         merger = table.merge(
             rows,
             predicate,

@@ -32,6 +32,8 @@ from lakefeed.delta import (
     features,
     generated,
     log,
+    log_append,
+    log_writer,
     post_commit,
     replay,
 )
@@ -44,6 +46,9 @@ from lakefeed.delta.errors import (
     unsupported,
 )
 
+OWN_COMMITS = ("DELETE", "UPDATE", "MERGE")
+"""Changes whose deletion-vector paths commit themselves (:mod:`.dv_write`, :mod:`.dv_merge`):
+they may go into tables only lakefeed's own commits write (:mod:`.features`)."""
 Call = Callable[[DeltaTable, dict[str, Any]], Mapping[str, Any]]
 """One delta-rs operation on an open table, given :func:`commit_args`; its metrics."""
 
@@ -128,7 +133,7 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     if operation == "OPTIMIZE":  # delta-rs refuses it under column mapping (1.6.6)
         readable = readable - {"columnMapping"}
     log.check_readable(table, root, readable, f"lakefeed's {operation}")
-    features.check_writable(table, root, operation)
+    features.check_writable(table, root, operation, own_commit=operation in OWN_COMMITS)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)
     if txn is not None and txn.done(table, root):
@@ -137,13 +142,33 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     args = commit_args(txn)
     result = run(operation, root, lambda: call(table, args))
     if txn is not None and table.version() == before:  # delta-rs commits no empty change
-        properties = args["commit_properties"]
-        run(operation, root, lambda: commit.record_txn(table, properties))
+        _record_txn(table, root, operation, txn, args["commit_properties"])
     # delta-rs's operations leave their handle at the version they committed
     if table.version() > before:
         configuration = table.metadata().configuration
         post_commit.run(root, configuration, table.version(), before, lambda: table)
     return dict(result)
+
+
+def _record_txn(
+    table: DeltaTable, root: str, operation: str, txn: Txn, properties: CommitProperties
+) -> None:
+    """A change that changed nothing still records its ``txn`` (:func:`commit.record_txn`);
+    through lakefeed's own log writer where the table needs it (:mod:`.features`)."""
+    if not features.needs_own_commit(table):
+        run(operation, root, lambda: commit.record_txn(table, properties))
+        return
+    info = log_writer.commit_info(operation, {})["commitInfo"]
+    if txn.offsets:
+        info[replay.OFFSETS] = txn.offsets
+    log_append.commit(root, table.version(), [], False, (txn.app_id, txn.version), info)
+    table.update_incremental()
+
+
+def rs_fallback(table: DeltaTable, root: str, operation: str) -> None:
+    """Before delta-rs runs a change lakefeed's own commits did not take: refuse a table whose
+    writer features delta-rs would refuse at its commit, after writing its files."""
+    features.check_writable(table, root, operation)
 
 
 def _refuse_generated(operation: str, table: DeltaTable) -> None:
@@ -174,6 +199,7 @@ def update(
         marked = dv_write.update(table, root, values, predicate, marks)
         if marked is not None:
             return marked
+        rs_fallback(table, root, "UPDATE")
         return table.update(updates=values, predicate=predicate, **args)
 
     return change(root, "UPDATE", call, txn)
@@ -188,7 +214,10 @@ def delete(
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         marked = dv_write.delete(table, root, predicate, marks)
-        return table.delete(predicate, **args) if marked is None else marked
+        if marked is not None:
+            return marked
+        rs_fallback(table, root, "DELETE")
+        return table.delete(predicate, **args)
 
     return change(root, "DELETE", call, txn)
 

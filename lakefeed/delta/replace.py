@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError
 from lakefeed.core.options import Options
-from lakefeed.delta import generated, log, post_commit
+from lakefeed.delta import features, generated, log, post_commit
 from lakefeed.delta.commit import WriteSpec
 from lakefeed.delta.errors import REPLACE_WHERE_MISMATCH as MISMATCH
 from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
@@ -67,6 +67,8 @@ def replace_where(
     txn: tuple[str, int] | None,
 ) -> None:
     """Replace the rows of ``spec.root`` matching ``where`` by ``frame``'s rows, one commit."""
+    # delta-rs commits it: a table only lakefeed's own commits write is refused first
+    features.check_writable(log.rs_table(spec.root), spec.root, "replaceWhere")
     frame = generated.apply(frame, spec.generated)
     _check_rows(frame, where, spec.root)
     before = log.latest_version(spec.root)

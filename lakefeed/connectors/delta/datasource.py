@@ -171,7 +171,7 @@ def write_spec(
         source_offsets=opts.get(replay.OFFSETS),
     )
     if table is not None:
-        features.check_writable(table, root, operation)
+        features.check_writable(table, root, operation, own_commit=True)
     if table is not None and not spec.overwrite_schema:
         # Refuse a bad schema now, not after every task has written its files. The writer
         # knows nothing of deleted rows (appends and overwrites leave them to delta-rs); it writes

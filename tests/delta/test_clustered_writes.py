@@ -1,0 +1,222 @@
+"""Writes into tables with the writer features delta-spark and Databricks turn on for clustered
+and managed tables (issue 33): ``domainMetadata``, ``clustering``, ``inCommitTimestamp``.
+delta-rs refuses to commit there; lakefeed commits its appends, stream batches, overwrites and
+deletion-vector DELETE/UPDATE/MERGE itself, keeping the clustering domain, writing an in-commit
+timestamp per commit and statistics of the clustering columns. Tables are made at test time as
+delta-spark writes them (:mod:`tests.delta.foreign`); rows are checked with delta-rs's kernel
+reader (``QueryBuilder``) and lakefeed's readers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+
+from lakefeed.compat.delta_spark import DeltaTable
+from lakefeed.connectors import delta
+from lakefeed.core.errors import code_of
+from lakefeed.delta import commit, features, files, log
+from tests.delta.foreign import START_MS, TableMaker
+from tests.delta.test_foreign_tables import _sorted, _spark_rows, expected, python_read
+
+pytestmark = pytest.mark.compat
+
+SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64())])
+CLUSTERING = "delta.clustering"
+OWN = ["domainMetadata", "clustering", "inCommitTimestamp"]
+REFUSED = "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
+APP = "5eed0033-0000-4000-8000-000000000033"
+
+
+@dataclass
+class _Stamped(TableMaker):
+    """delta-spark's commits with in-commit timestamps on: ``inCommitTimestamp`` first in
+    every ``commitInfo``."""
+
+    def commit(self, operation: str, actions: list[dict]) -> int:
+        version = super().commit(operation, actions)
+        target = Path(log.commit_path(str(self.root), version))
+        lines = [json.loads(line) for line in target.read_text().splitlines()]
+        lines[0]["commitInfo"] = {
+            "inCommitTimestamp": START_MS + version * 60_000,
+            **lines[0]["commitInfo"],
+        }
+        target.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return version
+
+
+def _rows(start: int, count: int) -> pa.Table:
+    regions = ["eu", "us", "apac"]
+    return pa.table(
+        {
+            "id": list(range(start, start + count)),
+            "region": [regions[i % 3] for i in range(start, start + count)],
+            "amount": [i * 1.5 for i in range(start, start + count)],
+        },
+        schema=SCHEMA,
+    )
+
+
+def make_clustered(root: Path, mode: str | None = None, dvs: bool = True) -> str:
+    """A table clustered by ``region`` as delta-spark creates it (``CLUSTER BY (region)``,
+    in-commit timestamps and deletion vectors on), then one append: two commits."""
+    readers = (["deletionVectors"] if dvs else []) + (["columnMapping"] if mode else [])
+    config = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "0",
+        "delta.inCommitTimestampEnablementTimestamp": str(START_MS),
+    }
+    if dvs:
+        config["delta.enableDeletionVectors"] = "true"
+    maker = _Stamped(root, SCHEMA, [], config, readers, readers + OWN, (3, 7), mode, seed=33)
+    domain = {"clusteringColumns": [[maker.mapping.name("region")]]}
+    adds = [maker.add(_rows(0, 6))]
+    actions = [{"protocol": maker.protocol()}, {"metaData": maker.metadata()}]
+    actions.append(
+        {
+            "domainMetadata": {
+                "domain": CLUSTERING,
+                "configuration": json.dumps(domain),
+                "removed": False,
+            }
+        }
+    )
+    maker.commit("CREATE TABLE", actions + [{"add": a} for a in adds])
+    maker.append(_rows(6, 3))
+    return str(root)
+
+
+def _log(root: str) -> list[list[dict]]:
+    """Every commit's actions, oldest first."""
+    newest = log.latest_version(root) or 0
+    return [log.commit_actions(root, version) or [] for version in range(newest + 1)]
+
+
+def _check_log(root: str, domain_physical: str = "region") -> None:
+    """The clustering domain is as delta-spark wrote it (no later commit touches it), every
+    commit has an in-commit timestamp later than the one before, and every file lakefeed added
+    has statistics of the clustering column."""
+    commits = _log(root)
+    domains = [a["domainMetadata"] for c in commits for a in c if "domainMetadata" in a]
+    assert len(domains) == 1
+    assert json.loads(domains[0]["configuration"]) == {"clusteringColumns": [[domain_physical]]}
+    stamps = [next(a["commitInfo"] for a in c if "commitInfo" in a) for c in commits]
+    times = [info["inCommitTimestamp"] for info in stamps]
+    assert times == sorted(set(times)), times
+    assert all("commitInfo" in c[0] for c in commits)  # ICT: commitInfo first
+    for actions in commits[2:]:
+        for add in (a["add"] for a in actions if "add" in a):
+            stats = json.loads(add["stats"])
+            assert domain_physical in stats["minValues"], add
+
+
+def test_a_batch_append_commits_through_lakefeed(spark, tmp_path: Path) -> None:
+    root = make_clustered(tmp_path / "t")
+    before = expected(root)
+    spark.createDataFrame(_rows(9, 4).to_pandas()).write.format("delta").mode("append").save(root)
+    after = expected(root)
+    assert len(after) == len(before) + 4
+    assert _spark_rows(spark.read.format("delta").load(root)) == after
+    assert _sorted(python_read(root)) == after
+    info = next(a["commitInfo"] for a in _log(root)[-1] if "commitInfo" in a)
+    assert info["operation"] == "WRITE" and info["isBlindAppend"] is True
+    _check_log(root)
+
+
+def test_a_stream_appends_exactly_once(tmp_path: Path) -> None:
+    """A stream batch's commit carries its ``txn``: the batch replayed after a kill (a new
+    process: a fresh snapshot) is skipped and the files the replay wrote are removed."""
+    from lakefeed.delta import snapshot
+
+    root = make_clustered(tmp_path / "t")
+    spec = commit.WriteSpec(root, "append", (), operation="STREAMING UPDATE")
+    rows = _rows(20, 5).to_batches()[0]
+    for batch_id in (0, 1):
+        written = files.write_batches(
+            root, iter([rows]), (), files.stream_file_prefix(APP, batch_id) + "00000-"
+        )
+        result = commit.commit_stream_batch(spec, written, rows.schema, APP, batch_id)
+        assert not result.skipped
+    snapshot._streams.clear()  # the driver was killed: the replay opens the table afresh
+    again = files.write_batches(root, iter([rows]), (), files.stream_file_prefix(APP, 1) + "00000-")
+    replayed = commit.commit_stream_batch(spec, again, rows.schema, APP, 1)
+    assert replayed.skipped and replayed.removed_orphans == len(again)
+    assert len(expected(root)) == 9 + 10
+    assert RsTable(root).transaction_version(APP) == 1
+    txns = [a["txn"] for c in _log(root) for a in c if "txn" in a]
+    assert [t["version"] for t in txns] == [0, 1]
+    _check_log(root)
+
+
+def test_a_streaming_query_and_a_pipeline_style_overwrite(spark, tmp_path: Path) -> None:
+    root = make_clustered(tmp_path / "t", mode="name")
+    domain = next(a["domainMetadata"] for a in _log(root)[0] if "domainMetadata" in a)
+    physical = json.loads(domain["configuration"])["clusteringColumns"][0][0]
+    assert physical != "region"  # column mapping: the domain names the physical column
+    landing = tmp_path / "landing"
+    spark.createDataFrame(_rows(30, 4).to_pandas()).write.parquet(str(landing))
+    stream = spark.readStream.schema("id long, region string, amount double").parquet(str(landing))
+    query = delta.write_stream(stream, root, str(tmp_path / "cp"))
+    query.processAllAvailable()
+    query.stop()
+    assert len(expected(root)) == 9 + 4
+    assert _spark_rows(spark.read.format("delta").load(root)) == expected(root)
+    spark.read.format("delta").load(root).where("id >= 30").write.format("delta").mode(
+        "overwrite"
+    ).save(root)
+    assert [r[0] for r in expected(root)] == [30, 31, 32, 33]
+    assert _spark_rows(spark.read.format("delta").load(root)) == expected(root)
+    _check_log(root, physical)
+
+
+def test_delete_update_merge_with_deletion_vectors(spark, tmp_path: Path) -> None:
+    root = make_clustered(tmp_path / "t")
+    api = DeltaTable.forPath(spark, root)
+    api.delete("id = 1")
+    api.update("id = 2", {"amount": "-1.0"})
+    source = spark.createDataFrame(
+        [(3, "eu", 9.0), (99, "us", 1.0)], "id long, region string, amount double"
+    )
+    (
+        api.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    rows = {r[0]: r for r in expected(root)}
+    assert 1 not in rows and rows[2][2] == -1.0 and rows[3][2] == 9.0 and 99 in rows
+    assert len(rows) == 9
+    assert _spark_rows(spark.read.format("delta").load(root)) == expected(root)
+    assert any("deletionVector" in a.get("add", {}) for c in _log(root) for a in c)
+    _check_log(root)
+
+
+def test_what_lakefeed_cannot_honour_stays_refused(spark, tmp_path: Path) -> None:
+    """Without deletion vectors a DELETE would go to delta-rs: refused, coded, nothing
+    written; so are an overwriteSchema write, object storage and identity columns."""
+    root = make_clustered(tmp_path / "t", dvs=False)
+    version = log.latest_version(root)
+    with pytest.raises(Exception) as error:
+        DeltaTable.forPath(spark, root).delete("id = 1")
+    assert code_of(error.value) == REFUSED and "clustering" in str(error.value)
+    frame = spark.createDataFrame(_rows(0, 1).to_pandas())
+    with pytest.raises(Exception) as error:
+        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(root)
+    assert code_of(error.value) == REFUSED
+    assert log.latest_version(root) == version
+    table = log.rs_table(root)
+    assert features.unwritable(table, own_commit=True, root=root) == []
+    assert features.unwritable(table, own_commit=True, root="s3://bucket/t") == sorted(OWN)
+    assert features.unwritable(table) == sorted(OWN)
+
+
+def test_the_compatibility_page_lists_the_writer_features_of_the_code() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "delta-compatibility.md").read_text()
+    start = page.index("<!-- writer-features")
+    table = page[page.index("\n", start) + 1 : page.index("<!-- /writer-features -->")]
+    assert table.strip() == features.feature_table()

@@ -73,7 +73,7 @@ def _refuse(what: str, given: Mapping[str, Any], fix: str) -> None:
 
 
 _STORAGE_FIX = (
-    "remove it: partition_cols partitions a table (lakefeed cannot write clustered tables); "
+    "remove it: name clustering columns with cluster_by=[...] (lakefeed cannot choose them); "
     "row filters are a Unity Catalog feature, so filter in the query instead"
 )
 
@@ -100,17 +100,14 @@ def table(
     def register(fn: F) -> F:
         _refuse(
             f"@dlt.table {name or fn.__name__!r}",
-            {
-                "cluster_by": cluster_by,
-                "cluster_by_auto": cluster_by_auto,
-                "row_filter": row_filter,
-            },
+            {"cluster_by_auto": cluster_by_auto, "row_filter": row_filter},
             _STORAGE_FIX,
         )
         api.table(
             name=name,
             comment=comment,
             partition_cols=partition_cols,
+            cluster_by=cluster_by,
             table_properties=dict(table_properties or {}),
             spark_conf=spark_conf,
         )(fn)
@@ -151,17 +148,14 @@ def create_streaming_table(
     """DLT's ``dlt.create_streaming_table``: a target for ``@dlt.append_flow`` flows."""
     _refuse(
         f"dlt.create_streaming_table({name!r})",
-        {
-            "cluster_by": cluster_by,
-            "cluster_by_auto": cluster_by_auto,
-            "row_filter": row_filter,
-        },
+        {"cluster_by_auto": cluster_by_auto, "row_filter": row_filter},
         _STORAGE_FIX,
     )
     api.create_streaming_table(
         name,
         comment=comment,
         partition_cols=partition_cols,
+        cluster_by=cluster_by,
         table_properties=dict(table_properties or {}),
         expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop,

@@ -49,7 +49,12 @@ _CDC = f"{FIRST}::test_auto_cdc_with_column_arguments_runs_from_the_cli"
 _SNAPSHOT = f"{CORPUS}::test_dlt_auto_cdc_from_snapshot"
 _SDP_PY = f"{CORPUS}::test_sdp_guide_python"
 _SDP_SQL = f"{CORPUS}::test_sdp_guide_sql"
-_CLUSTER = "lakefeed cannot write clustered tables yet: use partition_cols"
+_CLUSTERED = "tests/delta/test_clustered_tables.py::test_pipeline_tables_declared_clustered"
+_CLUSTER = (
+    "a clustered Delta table (writer features clustering, domainMetadata; the delta.clustering "
+    "domain); lakefeed does not cluster its files, and not with partition_cols"
+)
+_CLUSTER_AUTO = "lakefeed cannot choose clustering columns: name them with cluster_by"
 
 FEATURES: tuple[Feature, ...] = (
     *_ok("dlt", "table", "query_function comment table_properties", _DLT_PY),
@@ -109,16 +114,16 @@ FEATURES: tuple[Feature, ...] = (
         "absolute path or URI; never moved without a full refresh",
         f"{DLT_TESTS}::test_a_table_at_its_own_path",
     ),
+    Feature("dlt", "table", "cluster_by", "differs", _CLUSTER, _CLUSTERED),
     Feature(
         "dlt",
         "table",
-        "cluster_by",
+        "cluster_by_auto",
         "refused",
-        _CLUSTER,
+        _CLUSTER_AUTO,
         f"{DLT_TESTS}::test_what_lakefeed_cannot_honour_is_refused",
         "DLT_UNSUPPORTED",
     ),
-    Feature("dlt", "table", "cluster_by_auto", "refused", _CLUSTER, "", "DLT_UNSUPPORTED"),
     Feature(
         "dlt",
         "table",
@@ -145,6 +150,7 @@ FEATURES: tuple[Feature, ...] = (
         _DLT_PY,
         "also @dlt.table over batch reads",
     ),
+    Feature("dlt", "materialized_view", "cluster_by", "differs", _CLUSTER, _CLUSTERED),
     *_ok("dlt", "create_streaming_table", "name", _DLT_PY),
     Feature(
         "dlt",
@@ -205,15 +211,13 @@ FEATURES: tuple[Feature, ...] = (
         )
         for arg in ("expect_all", "expect_all_or_drop", "expect_all_or_fail")
     ],
-    Feature(
-        "dlt", "create_streaming_table", "cluster_by", "refused", _CLUSTER, "", "DLT_UNSUPPORTED"
-    ),
+    Feature("dlt", "create_streaming_table", "cluster_by", "differs", _CLUSTER, _CLUSTERED),
     Feature(
         "dlt",
         "create_streaming_table",
         "cluster_by_auto",
         "refused",
-        _CLUSTER,
+        _CLUSTER_AUTO,
         "",
         "DLT_UNSUPPORTED",
     ),
@@ -362,10 +366,9 @@ FEATURES: tuple[Feature, ...] = (
         "sdp",
         "table",
         "cluster_by",
-        "refused",
+        "differs",
         _CLUSTER,
-        f"{SDP_TESTS}::test_what_lakefeed_cannot_honour_is_refused_at_load",
-        "SDP_UNSUPPORTED",
+        "tests/delta/test_clustered_tables.py::test_sdp_tables_take_cluster_by",
     ),
     Feature("sdp", "table", "format", "refused", "every table is Delta", "", "SDP_UNSUPPORTED"),
     *_ok("sdp", "materialized_view", "name", _SDP_PY),
@@ -419,9 +422,17 @@ FEATURES: tuple[Feature, ...] = (
         "sdp",
         "SQL CLUSTER BY",
         "",
-        "refused",
+        "differs",
         _CLUSTER.replace("partition_cols", "PARTITIONED BY"),
-        f"{SDP_TESTS}::test_a_clustered_sql_table_is_refused_with_the_alternative",
+        _CLUSTERED,
+    ),
+    Feature(
+        "sdp",
+        "SQL CLUSTER BY AUTO",
+        "",
+        "refused",
+        _CLUSTER_AUTO.replace("with cluster_by", "as CLUSTER BY (col, ...)"),
+        f"{SDP_TESTS}::test_a_sql_table_clustered_automatically_is_refused_with_the_alternative",
         "CLUSTERING_UNSUPPORTED",
     ),
     Feature(

@@ -91,6 +91,7 @@ class LakefeedRegistry(GraphElementRegistry):
                 func=_no_query(output.name),
                 comment=output.comment,
                 partition_cols=list(getattr(output, "partition_cols", None) or []),
+                cluster_by=list(getattr(output, "cluster_by", None) or []),
                 table_properties=api.stringify(getattr(output, "table_properties", None) or {}),
                 source=where,
                 declared=kind is DatasetKind.STREAMING_TABLE,
@@ -168,10 +169,7 @@ def _no_query(name: str) -> Callable[[], DataFrame]:
 
 
 def _check_table(output: Output, where: str) -> None:
-    unsupported = {
-        "cluster_by": getattr(output, "cluster_by", None),
-        "format": getattr(output, "format", None) not in (None, "delta") or None,
-    }
+    unsupported = {"format": getattr(output, "format", None) not in (None, "delta") or None}
     used = sorted(key for key, value in unsupported.items() if value)
     if used:
         _refuse(

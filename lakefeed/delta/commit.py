@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -32,10 +32,12 @@ from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, DeltaError
 from lakefeed.delta import (
     alter,
+    clustering,
     constraints,
     features,
     log,
     log_append,
+    log_writer,
     mapping,
     post_commit,
     replay,
@@ -254,8 +256,6 @@ def commit_files(
     current = table_arrow_schema(table.schema())
     mapped = log.table_mapping(table).active
     if spec.mode == "overwrite" and spec.overwrite_schema:
-        if own:
-            _refuse_own("an overwriteSchema write", spec.root, table)
         schema = as_nullable(data_schema)
     else:
         check_required_columns(current, data_schema, spec.root)
@@ -279,7 +279,10 @@ def commit_files(
     if spec.mode == "append" and not files and schema.names == current.names and txn is None:
         return CommitResult(table.version())
     if own:
-        return _commit_own(spec, table, files, txn, metadata, opened)
+        # under column mapping the table's schema stays (alter.for_write refused a new one)
+        replaced = not mapped and not schema.equals(current, check_metadata=False)
+        new_schema = schema if spec.overwrite_schema and replaced else None
+        return _commit_own(spec, table, files, txn, metadata, opened, new_schema)
     actions, mode = list[AddAction | RemoveAction](_actions(files)), spec.mode
     if mapped and mode == "overwrite":
         # delta-rs's overwrite writes the metadata again from an Arrow schema, which breaks
@@ -321,9 +324,11 @@ def _commit_own(
     txn: tuple[str, int] | None,
     metadata: dict | None,
     opened: Snapshot,
+    new_schema: pa.Schema | None,
 ) -> CommitResult:
     """Commit ``files`` through lakefeed's own log writer (:mod:`.log_append`): the table has
-    a writer feature delta-rs refuses and lakefeed honours (:data:`features.OWN_COMMIT`)."""
+    a writer feature delta-rs refuses and lakefeed honours (:data:`features.OWN_COMMIT`).
+    ``new_schema``: an ``overwriteSchema`` write's, committed with the files."""
     overwrite = spec.mode == "overwrite"
     info = {
         **log_append.info(spec.operation, overwrite, spec.partition_by),
@@ -331,7 +336,8 @@ def _commit_own(
         **spec.commit_info(),
     }
     before = table.version()
-    version = log_append.commit(spec.root, before, files, overwrite, txn, info)
+    changes = [] if new_schema is None else [_replaced_schema(spec, table, new_schema)]
+    version = log_append.commit(spec.root, before, files, overwrite, txn, info, changes)
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
 
@@ -345,17 +351,13 @@ def _add_columns(root: str, table: DeltaTable, added: list[pa.Field]) -> None:
     alter.commit_metadata(root, table, "ADD COLUMNS", {"columns": names}, schema)
 
 
-def _refuse_own(what: str, root: str, table: DeltaTable) -> NoReturn:
-    """Refuse what lakefeed's own commits do not do on a table that needs them."""
-    names = ", ".join(sorted(features.writer_features(table) & features.OWN_COMMIT))
-    raise DeltaError(
-        f"{what} into the Delta table {root} is refused: the table needs the writer "
-        f"feature(s) {names}, which lakefeed honours in appends and overwrites that keep the "
-        "schema, not here; nothing was written",
-        fix="overwrite without overwriteSchema (mergeSchema adds columns), or write with "
-        "delta-spark",
-        code=FEATURE_UNSUPPORTED,
-    )
+def _replaced_schema(spec: WriteSpec, table: DeltaTable, schema: pa.Schema) -> dict[str, Any]:
+    """The ``metaData`` action of an ``overwriteSchema`` write (the table's properties kept);
+    a clustered table keeps its clustering columns."""
+    clustering.kept_in(spec.root, table, schema)
+    text = DeltaSchema.from_arrow(schema).to_json()
+    configuration = dict(table.metadata().configuration)
+    return log_writer.metadata_action(table, text, configuration, list(spec.partition_by))
 
 
 def _removes(table: DeltaTable, root: str) -> list[AddAction | RemoveAction]:

@@ -8,11 +8,12 @@ storage credentials, endpoints), lakefeed's commitInfo and lakefeed's post-commi
 constraint is then added as ``ALTER TABLE ADD CONSTRAINT`` adds it (Delta takes none through
 TBLPROPERTIES). :func:`check_new` refuses, before anything is written, the columns and properties
 lakefeed's writers could not honour, as delta-spark's checks name them (duplicate columns, bad
-partition columns, identity columns, liquid clustering, generated columns that are not
-deterministic expressions over the other columns — analysed by Spark).
+partition columns, identity columns, clustering columns (:mod:`.clustering`), generated
+columns that are not deterministic expressions over the other columns — analysed by Spark).
+A table clustered by ``cluster_by`` gets its clustering in a last commit.
 
     from lakefeed.delta import create
-    schema = create.check_new(spark, "events", fields, ["day"], None, {})
+    schema = create.check_new(spark, "events", fields, ["day"], {})
     create.create(root, schema, partition_by=["day"], constraints={"positive": "id > 0"})
 """
 
@@ -28,10 +29,10 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from lakefeed.core import storage
-from lakefeed.delta import log, operations, post_commit, properties, tblprops
+from lakefeed.delta import clustering, log, operations, post_commit, properties, tblprops
 from lakefeed.delta.errors import (
     ALL_COLUMNS_PARTITION,
     DUPLICATE_COLUMNS,
@@ -64,10 +65,14 @@ def create(
     configuration: Mapping[str, str] | None = None,
     constraints: Mapping[str, str] | None = None,
     replace: bool = False,
+    cluster_by: Sequence[str] = (),
 ) -> None:
     """Create the table at ``root`` (or, with ``replace``, replace the one there: one commit
     with the new metadata that removes every file, history kept); see the module doc. A Spark
     schema keeps its field metadata (comments, generation expressions) and nullability."""
+    if cluster_by:
+        spark_schema = from_arrow_schema(schema) if isinstance(schema, pa.Schema) else schema
+        clustering.check_new(root, spark_schema.fields, partition_by, cluster_by)
     rs_schema = (
         DeltaSchema.from_arrow(schema)
         if isinstance(schema, pa.Schema)
@@ -96,6 +101,8 @@ def create(
     post_commit.run(root, settings, before + 1, before, lambda: log.rs_table(root))
     for name, expression in (constraints or {}).items():
         operations.add_constraint(root, name, expression)
+    if cluster_by:  # the last commit: delta-rs, which commits the others, refuses one after
+        clustering.cluster(root, cluster_by)
 
 
 def nullable(struct: T.StructType) -> pa.Schema:
@@ -109,7 +116,6 @@ def check_new(
     display: str,
     columns: list[T.StructField],
     partition_by: Sequence[str],
-    clustered_by: list[str] | None,
     configuration: Mapping[str, str],
 ) -> T.StructType:
     """The columns of new table ``display`` as a schema, after refusing what lakefeed cannot
@@ -141,16 +147,16 @@ def check_new(
             fix="keep at least one column out of partitionedBy",
             code=ALL_COLUMNS_PARTITION,
         )
-    _refuse_unsupported(columns, clustered_by)
+    _refuse_identity(columns)
     _check_generated(spark, columns)
     properties.check(display, configuration)
     check_properties(display, configuration)
     return T.StructType(columns)
 
 
-def _refuse_unsupported(columns: list[T.StructField], clustered_by: list[str] | None) -> None:
-    """Identity columns and clustering: Delta's writers must honour them on every write, and
-    lakefeed's writers would not, so the table is not created at all."""
+def _refuse_identity(columns: list[T.StructField]) -> None:
+    """Identity columns: Delta's writers must assign them on every write, and lakefeed's
+    writers would not, so the table is not created at all."""
     for field in columns:
         if IDENTITY_START in field.metadata:
             raise DeltaOperationError(
@@ -160,13 +166,6 @@ def _refuse_unsupported(columns: list[T.StructField], clustered_by: list[str] | 
                 "(e.g. monotonically_increasing_id() or a key from the source)",
                 code=UNSUPPORTED,
             )
-    if clustered_by is not None:
-        raise DeltaOperationError(
-            f"liquid clustering (clusterBy {clustered_by}) is not supported: delta-rs cannot "
-            "cluster a table's files",
-            fix="use partitionedBy(...) for coarse columns, or optimize().executeZOrderBy(...)",
-            code=UNSUPPORTED,
-        )
 
 
 def _check_generated(spark: SparkSession, columns: list[T.StructField]) -> None:

@@ -144,9 +144,18 @@ def feature_table() -> str:
 
 
 def _refusal(names: str, root: str, operation: str) -> DeltaError:
+    own = OWN_COMMIT & {name.strip() for name in names.split(",")}
+    where = (
+        f" ({', '.join(sorted(own))}: lakefeed writes those itself only on local storage, in "
+        "appends, overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
+        "(delta.enableDeletionVectors=true, no column mapping), which this is not)"
+        if own
+        else ""
+    )
     return DeltaError(
         f"{operation} on the Delta table {root} is refused: the table needs the writer "
-        f"feature(s) {names}, which lakefeed (over delta-rs) cannot honour; nothing was written",
+        f"feature(s) {names}, which lakefeed (over delta-rs) cannot honour here{where}; "
+        "nothing was written",
         fix="write to this table with an engine that supports the feature (e.g. delta-spark), "
         "or copy its rows into a table without it",
         code=UNSUPPORTED,

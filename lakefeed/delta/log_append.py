@@ -28,10 +28,11 @@ def commit(
     overwrite: bool,
     txn: tuple[str, int] | None,
     info: Mapping[str, Any],
+    changes: Sequence[dict[str, Any]] = (),
 ) -> int:
     """Commit ``written`` (with ``txn``) on ``read_version``, replacing every live file when
     ``overwrite``; ``info``: the write's ``commitInfo`` (operation, parameters, lakefeed's own
-    keys). The version committed."""
+    keys); ``changes``: a ``metaData`` action it makes. The version committed."""
     now = files.now_ms()
     removes = _removes(root, read_version, now) if overwrite else []
     rows = sum(json.loads(f.stats).get("numRecords", 0) for f in written)
@@ -46,6 +47,7 @@ def commit(
     actions: list[dict[str, Any]] = [
         {"commitInfo": {**info, "isBlindAppend": not overwrite, "operationMetrics": shown}}
     ]
+    actions += changes
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     actions += [{"remove": remove} for remove in removes]

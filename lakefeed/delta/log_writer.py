@@ -301,11 +301,30 @@ def _checkpoint(names: Iterable[str], version: int) -> tuple[int, list[str]]:
     return -1, []
 
 
+def domain(root: str, version: int, name: str) -> str | None:
+    """The ``configuration`` of domain ``name`` (``domainMetadata``) at ``version``; None
+    when the table has none (or it was removed)."""
+    names = storage.list_names(storage.join(root, log.LOG_DIR))
+    since, parts = _checkpoint(names, version)
+    found: dict[str, Any] | None = None
+    rows = [row for part in parts for row in _checkpoint_rows(root, part)]
+    for at in range(since + 1, version + 1):
+        rows += log.commit_actions(root, at) or []
+    for row in rows:
+        action = row.get("domainMetadata")
+        if action and action.get("domain") == name:
+            found = action
+    return None if found is None or found.get("removed") else found["configuration"]
+
+
+def _checkpoint_rows(root: str, name: str) -> list[dict[str, Any]]:
+    location = storage.join(root, log.LOG_DIR, name)
+    return _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
+
+
 def _checkpoint_actions(root: str, parts: list[str]) -> Iterable[tuple[str, dict[str, Any]]]:
     for name in parts:
-        location = storage.join(root, log.LOG_DIR, name)
-        rows = _json_rows(location) if name.endswith(".json") else _parquet_rows(location)
-        for row in rows:
+        for row in _checkpoint_rows(root, name):
             yield from _file_actions(row)
             if row.get("sidecar"):
                 sidecar = storage.join(root, log.LOG_DIR, "_sidecars", row["sidecar"]["path"])
@@ -327,7 +346,8 @@ def _json_rows(location: str) -> list[dict[str, Any]]:
 def _parquet_rows(location: str) -> list[dict[str, Any]]:
     fs, path = storage.filesystem(location)
     table = pq.read_table(path, filesystem=fs)
-    wanted = [name for name in ("add", "remove", "sidecar") if name in table.column_names]
+    kinds = ("add", "remove", "sidecar", "domainMetadata")
+    wanted = [name for name in kinds if name in table.column_names]
     return table.select(wanted).to_pylist()
 
 

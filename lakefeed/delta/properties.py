@@ -105,7 +105,7 @@ FEATURES = {
 REFUSED = {
     "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
     "identityColumns": "delta-rs cannot write to a table with this feature",
-    "domainMetadata": "delta-rs cannot write to a table with this feature",
+    "domainMetadata": "lakefeed adds it only with liquid clustering (clusterBy, CLUSTER BY)",
     "v2Checkpoint": "delta-rs writes no V2 checkpoints",
 }
 # Properties that turn a feature on (Delta: setting them adds the feature to the protocol).

@@ -56,6 +56,8 @@ class Dataset:
     func: Callable[[], DataFrame]
     comment: str | None = None
     partition_cols: list[str] = field(default_factory=list)
+    # Liquid clustering columns (lakefeed.delta.clustering): never with partition_cols.
+    cluster_by: list[str] = field(default_factory=list)
     table_properties: dict[str, str] = field(default_factory=dict)
     expectations: list[Expectation] = field(default_factory=list)
     output_mode: str | None = None
@@ -424,6 +426,7 @@ def _declare(kind: DatasetKind, func: F | None, **kwargs: Any) -> Any:
             func=fn,
             comment=kwargs.get("comment"),
             partition_cols=list(kwargs.get("partition_cols") or []),
+            cluster_by=list(kwargs.get("cluster_by") or []),
             table_properties=_stringify(kwargs.get("table_properties") or {}),
             expectations=list(reversed(_pending(fn))),
             output_mode=output_mode,
@@ -449,6 +452,7 @@ def table(
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
     keys: list[str] | None = None,
@@ -462,6 +466,7 @@ def table(
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     output_mode: str | None = None,
     keys: list[str] | None = None,
@@ -474,7 +479,8 @@ def table(
     watermark); set it only to insist. With ``keys`` the table is upserted: each micro-batch's
     rows (an aggregate's changed groups: update mode) are MERGEd on those columns, exactly once.
     ``comment`` and ``table_properties`` are written to the Delta table (its description and
-    ``metaData.configuration``), as ``COMMENT`` and ``TBLPROPERTIES`` are in SQL.
+    ``metaData.configuration``), as ``COMMENT`` and ``TBLPROPERTIES`` are in SQL; ``cluster_by``
+    makes it a clustered table, as ``CLUSTER BY (...)`` (never with ``partition_cols``).
     ``late_rows="keep"`` writes the rows the flow's watermark makes too late (which its stateful
     operator would drop, and Spark counts as ``numRowsDroppedByWatermark``) to ``<name>_late``,
     exactly once, instead of losing them. ``spark_conf`` (Spark SQL settings, e.g.
@@ -486,6 +492,7 @@ def table(
         name=name,
         comment=comment,
         partition_cols=partition_cols,
+        cluster_by=cluster_by,
         table_properties=table_properties,
         output_mode=output_mode,
         keys=keys,
@@ -504,6 +511,7 @@ def materialized_view(
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     spark_conf: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
@@ -514,6 +522,7 @@ def materialized_view(
     name: str | None = None,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     spark_conf: Mapping[str, Any] | None = None,
 ) -> F | Callable[[F], F]:
@@ -525,6 +534,7 @@ def materialized_view(
         name=name,
         comment=comment,
         partition_cols=partition_cols,
+        cluster_by=cluster_by,
         table_properties=table_properties,
         spark_conf=spark_conf,
     )
@@ -548,6 +558,7 @@ def create_streaming_table(
     *,
     comment: str | None = None,
     partition_cols: list[str] | None = None,
+    cluster_by: list[str] | None = None,
     table_properties: dict[str, str] | None = None,
     expect_all: Mapping[str, str] | None = None,
     expect_all_or_drop: Mapping[str, str] | None = None,
@@ -579,6 +590,7 @@ def create_streaming_table(
             func=no_query,
             comment=comment,
             partition_cols=list(partition_cols or []),
+            cluster_by=list(cluster_by or []),
             table_properties=_stringify(table_properties or {}),
             expectations=rules,
             source=caller(),

@@ -92,5 +92,6 @@ TABLE_PATH_MOVED = register_code(
 CLUSTERING_UNSUPPORTED = register_code(
     "CLUSTERING_UNSUPPORTED",
     PipelineDefinitionError,
-    "a table declared clustered (CLUSTER BY, cluster_by=): lakefeed cannot write clustered tables",
+    "a table declared CLUSTER BY AUTO / cluster_by_auto=True: lakefeed cannot choose clustering "
+    "columns (name them: CLUSTER BY (col, ...), cluster_by=[...])",
 )

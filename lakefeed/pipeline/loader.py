@@ -227,6 +227,7 @@ def sql_dataset(flow: SqlFlow) -> Dataset:
         func=_no_query(flow.name) if flow.declared else lambda: run_sql_flow(flow),
         comment=flow.comment,
         partition_cols=flow.partition_cols,
+        cluster_by=flow.cluster_by,
         table_properties=flow.table_properties,
         expectations=flow.expectations,
         source=flow.source,

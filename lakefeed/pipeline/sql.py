@@ -77,7 +77,8 @@ _VIOLATION = re.compile(
 )
 _PARTITIONED = re.compile(r"PARTITIONED\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"COMMENT\s+'(?P<text>(?:[^']|'')*)'\s*", re.IGNORECASE)
-_CLUSTER = re.compile(r"CLUSTER\s+BY\b", re.IGNORECASE)
+_CLUSTER = re.compile(r"CLUSTER\s+BY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
+_CLUSTER_AUTO = re.compile(r"CLUSTER\s+BY\s+AUTO\b", re.IGNORECASE)
 _TBLPROPS = re.compile(r"TBLPROPERTIES\s*\((?P<props>[^)]*)\)\s*", re.IGNORECASE)
 
 
@@ -93,6 +94,7 @@ class SqlFlow:
     batch_reads: list[str] = field(default_factory=list)
     expectations: list[Expectation] = field(default_factory=list)
     partition_cols: list[str] = field(default_factory=list)
+    cluster_by: list[str] = field(default_factory=list)
     comment: str | None = None
     table_properties: dict[str, str] = field(default_factory=dict)
     path: str = "<sql>"  # the file, and the file's line where the query after AS starts
@@ -268,14 +270,16 @@ def _parse_constraints(body: str, flow: SqlFlow, where: str) -> None:
 
 def _parse_clauses(rest: str, flow: SqlFlow) -> str:
     while True:
-        if _CLUSTER.match(rest):
-            raise PipelineError([str(_clustered(flow))])
-        for pattern in (_PARTITIONED, _COMMENT, _TBLPROPS):
+        if _CLUSTER_AUTO.match(rest):
+            raise PipelineError([str(_clustered_auto(flow))])
+        for pattern in (_PARTITIONED, _CLUSTER, _COMMENT, _TBLPROPS):
             match = pattern.match(rest)
             if match is None:
                 continue
             if pattern is _PARTITIONED:
-                flow.partition_cols = [c.strip() for c in match.group("cols").split(",") if c]
+                flow.partition_cols = _columns(match.group("cols"))
+            elif pattern is _CLUSTER:
+                flow.cluster_by = _columns(match.group("cols"))
             elif pattern is _COMMENT:
                 flow.comment = match.group("text").replace("''", "'")
             else:
@@ -286,12 +290,15 @@ def _parse_clauses(rest: str, flow: SqlFlow) -> str:
             return rest
 
 
-def _clustered(flow: SqlFlow) -> PipelineDefinitionError:
+def _columns(text: str) -> list[str]:
+    return [column.strip() for column in text.split(",") if column.strip()]
+
+
+def _clustered_auto(flow: SqlFlow) -> PipelineDefinitionError:
     return PipelineDefinitionError(
-        f"{flow.source}: {flow.name!r} is declared CLUSTER BY: lakefeed cannot write clustered "
-        "Delta tables (delta-rs refuses commits to them)",
-        fix="use PARTITIONED BY (col, ...) on a low-cardinality column, or leave the table "
-        "unclustered",
+        f"{flow.source}: {flow.name!r} is declared CLUSTER BY AUTO: automatic liquid clustering "
+        "picks its columns with Databricks' predictive optimization, which lakefeed does not have",
+        fix="name the columns: CLUSTER BY (col, ...)",
         code=CLUSTERING_UNSUPPORTED,
     )
 

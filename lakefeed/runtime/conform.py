@@ -80,7 +80,6 @@ def create_declared(path: str, dataset: Dataset) -> None:
         f"delta.`{path}`",
         list(struct(dataset.schema).fields),
         dataset.partition_cols,
-        None,
         dataset.table_properties,
     )
     create.create(
@@ -90,4 +89,5 @@ def create_declared(path: str, dataset: Dataset) -> None:
         description=dataset.comment or None,
         configuration=dataset.table_properties,
         constraints=dataset.schema.checks(),
+        cluster_by=dataset.cluster_by,
     )

@@ -85,6 +85,14 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
             "dropDuplicates (the rows they would drop are the late ones; a stream-stream join's "
             "depend on its time bounds): remove late_rows, or add the watermark"
         )
+    merged = dataset.keys or dataset.cdc_state
+    deletion_vectors = dataset.table_properties.get("delta.enableDeletionVectors", "")
+    if dataset.cluster_by and merged and deletion_vectors.lower() != "true":
+        choice.problems.append(
+            f"{dataset.name!r}: a clustered table updated by MERGE (keys, AUTO CDC) needs "
+            "table_properties={'delta.enableDeletionVectors': 'true'}: lakefeed commits MERGEs "
+            "into clustered tables itself only with deletion vectors"
+        )
     for what, names in (("partition column", dataset.partition_cols), ("key", dataset.keys)):
         for column in names:
             if column not in frame.columns:

@@ -169,7 +169,7 @@ def test_docs_partitioned_create_and_column_builder(spark, home) -> None:
     assert code_of(no_type.value) == "DELTA_COLUMN_BUILDER_MISSING_DATA_TYPE"
 
 
-def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> None:
+def test_generated_identity_and_misuse_are_refused(spark, home) -> None:
     def refused(builder) -> str | None:
         with pytest.raises(Exception) as error:
             builder.execute()
@@ -182,7 +182,8 @@ def test_generated_identity_clustering_and_misuse_are_refused(spark, home) -> No
     )
     assert refused(identity) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     clustered = DeltaTable.create(spark).tableName("c").addColumn("a", "INT").clusterBy("a")
-    assert refused(clustered) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    clustered = clustered.addColumn("b", "INT").partitionedBy("b")
+    assert refused(clustered) == "DELTA_CLUSTER_BY_WITH_PARTITIONED_BY"
     assert not home.table_path("c").exists()
     not_sql = DeltaTable.create(spark).tableName("g").addColumn("a", "INT")
     not_sql = not_sql.addColumn("b", "INT", generatedAlwaysAs="a +* 1")

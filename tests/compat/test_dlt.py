@@ -132,9 +132,9 @@ def test_the_loader_knows_no_surface_but_the_ones_it_is_given(tmp_path: Path) ->
             "once not supported",
         ),
         (
-            '@dlt.table(row_filter="ROW FILTER f ON (x)", cluster_by=["x"])\n'
+            '@dlt.table(row_filter="ROW FILTER f ON (x)", cluster_by_auto=True)\n'
             "def t():\n    return None",
-            "cluster_by, row_filter not supported",
+            "cluster_by_auto, row_filter not supported",
         ),
     ],
 )

@@ -64,7 +64,6 @@ def test_every_supported_row_names_a_test_that_exists(feature) -> None:
 
 
 REFUSAL_VALUES: dict[str, Any] = {
-    "cluster_by": ["x"],
     "cluster_by_auto": True,
     "row_filter": "ROW FILTER f ON (x)",
     "once": True,

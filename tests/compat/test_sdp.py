@@ -98,7 +98,7 @@ def test_a_spec_folder_runs_as_spark_pipelines_would(spark, tmp_path: Path) -> N
     ("text", "refused"),
     [
         (
-            "@dp.table(cluster_by=['id'])\ndef t():\n    return None\n",
+            "@dp.table(format='parquet')\ndef t():\n    return None\n",
             "'t' (",
         ),
     ],
@@ -167,11 +167,13 @@ def pyspark_home() -> str:
     return str(Path(pyspark.__file__).parent)
 
 
-def test_a_clustered_sql_table_is_refused_with_the_alternative(tmp_path: Path) -> None:
-    sql = "CREATE OR REFRESH STREAMING TABLE t\nCLUSTER BY (id)\nAS SELECT * FROM STREAM s;\n"
+def test_a_sql_table_clustered_automatically_is_refused_with_the_alternative(
+    tmp_path: Path,
+) -> None:
+    sql = "CREATE OR REFRESH STREAMING TABLE t\nCLUSTER BY AUTO\nAS SELECT * FROM STREAM s;\n"
     folder = write(tmp_path / "p", {"t.sql": sql})
     with pytest.raises(PipelineError) as error:
         load([folder])
     (problem,) = error.value.problems
-    assert "[LAKEFEED:CLUSTERING_UNSUPPORTED]" in problem and "PARTITIONED BY" in problem
+    assert "[LAKEFEED:CLUSTERING_UNSUPPORTED]" in problem and "CLUSTER BY (col" in problem
     assert f"{folder / 't.sql'}:1" in problem

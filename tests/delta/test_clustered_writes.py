@@ -198,17 +198,29 @@ def test_delete_update_merge_with_deletion_vectors(spark, tmp_path: Path) -> Non
 
 def test_what_lakefeed_cannot_honour_stays_refused(spark, tmp_path: Path) -> None:
     """Without deletion vectors a DELETE would go to delta-rs: refused, coded, nothing
-    written; so are an overwriteSchema write, object storage and identity columns."""
+    written; so is object storage. An overwriteSchema write keeps the clustering columns."""
     root = make_clustered(tmp_path / "t", dvs=False)
     version = log.latest_version(root)
     with pytest.raises(Exception) as error:
         DeltaTable.forPath(spark, root).delete("id = 1")
     assert code_of(error.value) == REFUSED and "clustering" in str(error.value)
     frame = spark.createDataFrame(_rows(0, 1).to_pandas())
+    schema_overwrite = (
+        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    )
     with pytest.raises(Exception) as error:
-        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(root)
-    assert code_of(error.value) == REFUSED
+        frame.drop("region").write.format("delta").mode("overwrite").option(
+            "overwriteSchema", "true"
+        ).save(root)
+    assert code_of(error.value) == "DELTA_COLUMN_NOT_FOUND"
     assert log.latest_version(root) == version
+    schema_overwrite.save(root)  # same columns: an overwrite through lakefeed
+    frame.withColumn("extra", frame.id * 2).write.format("delta").mode("overwrite").option(
+        "overwriteSchema", "true"
+    ).save(root)
+    assert expected(root) == [(0, "eu", 0.0, 0)]
+    assert log.rs_table(root).schema().fields[-1].name == "extra"
+    _check_log(root)
     table = log.rs_table(root)
     assert features.unwritable(table, own_commit=True, root=root) == []
     assert features.unwritable(table, own_commit=True, root="s3://bucket/t") == sorted(OWN)

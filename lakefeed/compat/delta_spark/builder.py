@@ -18,7 +18,9 @@ Generated columns (``generatedAlwaysAs="CAST(eventTime AS DATE)"``) are recorded
 Spark analyses each expression over the other columns and finds the column's type: every lakefeed
 write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's writers cannot honour is
 refused at ``execute()`` with a coded error naming what to do instead: identity columns (lakefeed's
-writers do not assign them) and liquid clustering (delta-rs cannot cluster).
+writers do not assign them). ``clusterBy`` makes a clustered table
+(:mod:`lakefeed.delta.clustering`), never with ``partitionedBy`` (Delta's
+``DELTA_CLUSTER_BY_WITH_PARTITIONED_BY``).
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ class DeltaTableBuilder:
         return self
 
     def clusterBy(self, *cols: str | list[str] | tuple[str, ...]) -> DeltaTableBuilder:
-        """Liquid clustering: refused at ``execute()`` (delta-rs cannot cluster files)."""
+        """Liquid clustering by these columns (checked at ``execute()``, as Delta does)."""
         self._clustered_by = _names(cols, "Clustering column must be str.")
         return self
 
@@ -234,6 +236,7 @@ class DeltaTableBuilder:
             description=self._comment,
             configuration=self._properties,
             replace=exists,
+            cluster_by=self._clustered_by or (),
         )
         return DeltaTable.forPath(self._spark, path)
 
@@ -287,7 +290,6 @@ class DeltaTableBuilder:
             self._display(),
             self._columns,
             self._partitioned_by,
-            self._clustered_by,
             self._properties,
         )
 

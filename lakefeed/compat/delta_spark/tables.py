@@ -44,7 +44,7 @@ from lakefeed.connectors.delta.adapters import read as delta_read
 from lakefeed.core import config, storage
 from lakefeed.core.flow_context import current_flow
 from lakefeed.core.lakehouse import Lakehouse
-from lakefeed.delta import log, manifest, operations
+from lakefeed.delta import clustering, log, manifest, operations
 from lakefeed.delta import table as housekeeping
 from lakefeed.delta.errors import (
     DeltaOperationError,
@@ -434,7 +434,7 @@ class DeltaTable:
             _utc(metadata.created_time),
             history[0]["timestamp"] if history else None,
             list(metadata.partition_columns),
-            [],
+            clustering.columns_of(self._path, table),
             info.files,
             info.size_bytes,
             _table_properties(metadata.configuration),

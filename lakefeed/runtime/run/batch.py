@@ -14,7 +14,6 @@ from lakefeed.delta import table as delta_table
 from lakefeed.pipeline.api import Dataset
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.runtime import expect
-from lakefeed.runtime.conform import create_declared
 from lakefeed.runtime.listener import expectation_event
 from lakefeed.runtime.pools import flow_pool
 from lakefeed.runtime.query_start import flow_conf
@@ -51,10 +50,12 @@ class BatchWrites:
         checked.persist()
         try:
             with flow_conf(run.spark, run.pipeline.spark_conf_of(flow), flow):
-                if dataset.schema is not None and not delta_table.exists(target):
-                    create_declared(target, dataset)
-                keep = dataset.schema is not None  # the declared schema stays the table's
                 rows = expect.kept_rows(checked, rules)
+                if (dataset.schema is not None or dataset.cluster_by) and not delta_table.exists(
+                    target
+                ):  # a declared schema or clustering: the table is made before its rows
+                    create_if_missing(run.lakehouse, dataset, rows)
+                keep = dataset.schema is not None  # the declared schema stays the table's
                 _save(rows, target, dataset.partition_cols, once, keep_schema=keep)
                 delta_table.describe(target, dataset.comment, dataset.table_properties)
                 if dataset.quarantine:

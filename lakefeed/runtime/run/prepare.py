@@ -132,4 +132,5 @@ def create_if_missing(lakehouse: Lakehouse, dataset: Dataset, frame: DataFrame) 
         partition_by=dataset.partition_cols,
         description=dataset.comment,
         configuration=dataset.table_properties,
+        cluster_by=dataset.cluster_by,
     )

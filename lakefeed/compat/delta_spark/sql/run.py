@@ -270,7 +270,7 @@ class _Runner:
         self, statement: CreateTable, builder: Any, path: str, exists: bool
     ) -> None:
         """``CREATE ... AS SELECT``: one write of the rows (table version 0 holds them, as in
-        Delta); with TBLPROPERTIES or COMMENT the table is created first (two commits)."""
+        Delta); with TBLPROPERTIES, COMMENT or CLUSTER BY the table is created first."""
         if exists and statement.mode == "createIfNotExists":
             return
         if statement.columns:
@@ -281,7 +281,7 @@ class _Runner:
         assert statement.query is not None
         frame = self.query(statement.query)
         writer = frame.write.format("delta").partitionBy(*statement.partitioned_by)
-        if statement.properties or statement.comment:
+        if statement.properties or statement.comment or statement.clustered_by:
             builder.addColumns(frame.schema).execute()
             writer.mode("append").save(path)
         else:

@@ -337,7 +337,8 @@ def _commit_own(
     }
     before = table.version()
     changes = [] if new_schema is None else [_replaced_schema(spec, table, new_schema)]
-    version = log_append.commit(spec.root, before, files, overwrite, txn, info, changes)
+    row_ids = features.tracks_rows(table)
+    version = log_append.commit(spec.root, before, files, overwrite, txn, info, changes, row_ids)
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
 

@@ -44,7 +44,17 @@ from pyroaring import BitMap64
 from sqlglot import expressions as exp
 
 from lakefeed.core import storage
-from lakefeed.delta import constraints, dv, files, log, log_writer, predicates, pruning, replay
+from lakefeed.delta import (
+    constraints,
+    dv,
+    features,
+    files,
+    log,
+    log_writer,
+    predicates,
+    pruning,
+    replay,
+)
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
@@ -305,7 +315,7 @@ def commit_change(
     try:
         if feed_on(table):
             feed = _write_feed(root, change.feed, partitions, schema)
-        _commit(root, version, change, written, feed, txn)
+        _commit(root, version, change, written, feed, txn, features.tracks_rows(table))
     except BaseException:
         files.remove_files(root, written)
         files.remove_files(storage.join(root, CHANGE_DATA), feed)
@@ -340,9 +350,10 @@ def _commit(
     written: list[files.WrittenFile],
     feed: list[files.WrittenFile],
     txn: Marks | None,
+    row_ids: bool,
 ) -> int:
-    """Write the deletion vectors and commit them with the ``written`` and ``feed`` files;
-    the DV file goes when the commit fails."""
+    """Write the deletion vectors and commit them with the ``written`` and ``feed`` files
+    (``row_ids``: the table tracks rows); the DV file goes when the commit fails."""
     now = files.now_ms()
     marked = change.marked
     kept = [m for m in marked if len(m.rows) < m.records]
@@ -361,7 +372,8 @@ def _commit(
     actions += [{"cdc": _cdc(f)} for f in feed]
     touched = {m.add["path"] for m in marked}
     try:
-        return log_writer.commit_actions(root, version, actions, touched, txn[0] if txn else None)
+        app_id = txn[0] if txn else None
+        return log_writer.commit_actions(root, version, actions, touched, app_id, row_ids=row_ids)
     except BaseException:
         if location is not None:
             storage.remove(location)

@@ -52,6 +52,9 @@ OWN_WRITTEN = {
     "clustered)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
+    "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
+    "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
+    "MERGE, which would move rows without their ids, are refused",
 }
 """Writer-only features lakefeed honours in the commits it writes itself (local storage only:
 its exclusive create is a local file system's; the module doc says what each asks). Other
@@ -59,13 +62,13 @@ writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a 
 deletion-vector paths do not take) go to delta-rs, and are refused first."""
 REFUSED = {
     "identityColumns": "lakefeed's writers do not assign identity values",
-    "rowTracking": "lakefeed's writers do not assign row ids",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
     "icebergCompatV1": "lakefeed's writers do not keep Iceberg metadata",
     "icebergCompatV2": "lakefeed's writers do not keep Iceberg metadata",
 }
 """Writer-only features refused before anything is written (so is any feature not listed
 here or above), with why: the page renders them too."""
+ROW_TRACKING_ON = "delta.enableRowTracking"
 WRITABLE = frozenset(WRITTEN)
 OWN_COMMIT = frozenset(OWN_WRITTEN)
 READER_WRITER = {
@@ -111,6 +114,27 @@ def unwritable(table: DeltaTable, own_commit: bool = False, root: str = "") -> l
     if own_commit and not storage.is_object_store(root):
         honoured = honoured | OWN_COMMIT
     return sorted(writer_features(table) - honoured)
+
+
+def tracks_rows(table: DeltaTable) -> bool:
+    """Whether the files a commit adds to ``table`` need row ids (PROTOCOL.md "Row Tracking":
+    the feature is supported)."""
+    return "rowTracking" in writer_features(table)
+
+
+def check_row_moves(table: DeltaTable, root: str, operation: str) -> None:
+    """Refuse a change that moves rows to new files (UPDATE, MERGE) where row tracking is on:
+    their rows must keep their ids, in columns lakefeed does not write."""
+    enabled = str(table.metadata().configuration.get(ROW_TRACKING_ON, "")).lower() == "true"
+    if tracks_rows(table) and enabled:
+        raise DeltaError(
+            f"{operation} on the Delta table {root} is refused: it has row tracking on "
+            f"({ROW_TRACKING_ON}=true), and the rows {operation} writes anew must keep their row "
+            "ids, which lakefeed does not materialize; nothing was written",
+            fix="run it with delta-spark, or DELETE the rows and append their new versions "
+            "(they get new row ids)",
+            code=UNSUPPORTED,
+        )
 
 
 def needs_own_commit(table: DeltaTable) -> bool:

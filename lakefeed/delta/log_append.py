@@ -29,10 +29,12 @@ def commit(
     txn: tuple[str, int] | None,
     info: Mapping[str, Any],
     changes: Sequence[dict[str, Any]] = (),
+    row_ids: bool = False,
 ) -> int:
     """Commit ``written`` (with ``txn``) on ``read_version``, replacing every live file when
     ``overwrite``; ``info``: the write's ``commitInfo`` (operation, parameters, lakefeed's own
-    keys); ``changes``: a ``metaData`` action it makes. The version committed."""
+    keys); ``changes``: a ``metaData`` action it makes; ``row_ids``: the table tracks rows
+    (:func:`.log_writer.commit_actions`). The version committed."""
     now = files.now_ms()
     removes = _removes(root, read_version, now) if overwrite else []
     rows = sum(json.loads(f.stats).get("numRecords", 0) for f in written)
@@ -55,7 +57,7 @@ def commit(
     touched = {remove["path"] for remove in removes}
     app_id = txn[0] if txn is not None else None
     return log_writer.commit_actions(
-        root, read_version, actions, touched, app_id, blind=not overwrite
+        root, read_version, actions, touched, app_id, blind=not overwrite, row_ids=row_ids
     )
 
 

@@ -30,6 +30,9 @@ from lakefeed.core.errors import ConflictError
 from lakefeed.delta import files, log
 
 ENGINE = "lakefeed"
+ROW_TRACKING = "delta.rowTracking"
+"""The domain holding a row-tracking table's ``rowIdHighWaterMark`` (PROTOCOL.md "Row
+Tracking")."""
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 """The property that turns in-commit timestamps on (PROTOCOL.md, "In-Commit Timestamps")."""
 
@@ -67,6 +70,7 @@ def commit_actions(
     *,
     rebase: bool = True,
     blind: bool = False,
+    row_ids: bool = False,
 ) -> int:
     """Commit ``actions`` (one ``commitInfo``, then any ``protocol``, ``metaData``, ``txn``,
     ``remove`` and ``add``) made on ``read_version``, put-if-absent; the version committed.
@@ -74,8 +78,10 @@ def commit_actions(
     The commit takes the first free version after ``read_version`` whose earlier commits do
     not conflict with it (:func:`_check_winner`: ``touched`` are the files it removes,
     ``app_id`` its ``txn``'s; a ``blind`` change read no rows, so rows others added since do
-    not conflict with it). With ``rebase=False`` any commit in between is a conflict: a
-    change computed from the table's newest schema must be computed again."""
+    not conflict with it). ``row_ids``: the table has row tracking, so the files it adds get
+    fresh row ids at the version taken (:func:`_with_row_ids`). With ``rebase=False`` any
+    commit in between is a conflict: a change computed from the table's newest schema must be
+    computed again."""
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
     if info is None or len([a for a in actions if "commitInfo" in a]) != 1:
         raise ValueError("a Delta commit carries exactly one commitInfo action")
@@ -84,7 +90,8 @@ def commit_actions(
     version = read_version + 1
     while True:
         full = _complete(info, read_version, others, previous)
-        if storage.create_exclusive(log.commit_path(root, version), _payload([full, *others])):
+        body = _with_row_ids(root, version, others) if row_ids else others
+        if storage.create_exclusive(log.commit_path(root, version), _payload([full, *body])):
             return version
         if not rebase:
             raise ConflictError(
@@ -94,6 +101,36 @@ def commit_actions(
             )
         previous = _check_winner(root, version, touched, app_id, blind)
         version += 1
+
+
+def _with_row_ids(root: str, version: int, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``actions`` committed as ``version`` of a row-tracking table: each ``add`` without a
+    ``baseRowId`` (a new file; a file added back with a deletion vector keeps its own) gets
+    the ids after the table's high water mark and ``defaultRowCommitVersion`` = ``version``,
+    and the ``delta.rowTracking`` domain gets the new mark (PROTOCOL.md "Row Tracking")."""
+    found = domain(root, version - 1, ROW_TRACKING) if version > 0 else None
+    mark = int(json.loads(found)["rowIdHighWaterMark"]) if found else -1
+    out, assigned = [], False
+    for action in actions:
+        add = action.get("add")
+        if add is not None and add.get("baseRowId") is None:
+            base = mark + 1
+            mark += int(json.loads(add["stats"])["numRecords"])
+            action = {"add": {**add, "baseRowId": base, "defaultRowCommitVersion": version}}
+            assigned = True
+        out.append(action)
+    if assigned:
+        configuration = json.dumps({"rowIdHighWaterMark": mark}, separators=(",", ":"))
+        out.append(
+            {
+                "domainMetadata": {
+                    "domain": ROW_TRACKING,
+                    "configuration": configuration,
+                    "removed": False,
+                }
+            }
+        )
+    return out
 
 
 def _complete(

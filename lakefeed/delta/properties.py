@@ -103,7 +103,8 @@ FEATURES = {
     "columnMapping": TableFeatures.ColumnMapping,
 }
 REFUSED = {
-    "rowTracking": "lakefeed's writers do not assign row ids to the files they commit",
+    "rowTracking": "lakefeed writes into tables that have it, but does not turn it on (the "
+    "files already there would need row ids)",
     "identityColumns": "delta-rs cannot write to a table with this feature",
     "domainMetadata": "lakefeed adds it only with liquid clustering (clusterBy, CLUSTER BY)",
     "v2Checkpoint": "delta-rs writes no V2 checkpoints",

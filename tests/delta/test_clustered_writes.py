@@ -19,7 +19,7 @@ from deltalake import DeltaTable as RsTable
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.connectors import delta
 from lakefeed.core.errors import code_of
-from lakefeed.delta import commit, features, files, log
+from lakefeed.delta import commit, features, files, log, log_writer
 from tests.delta.foreign import START_MS, TableMaker
 from tests.delta.test_foreign_tables import _sorted, _spark_rows, expected, python_read
 
@@ -28,6 +28,8 @@ pytestmark = pytest.mark.compat
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64())])
 CLUSTERING = "delta.clustering"
 OWN = ["domainMetadata", "clustering", "inCommitTimestamp"]
+ROW_TRACKING_ON = "delta.enableRowTracking"
+ROW_DOMAIN = "delta.rowTracking"
 REFUSED = "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
 APP = "5eed0033-0000-4000-8000-000000000033"
 
@@ -61,10 +63,14 @@ def _rows(start: int, count: int) -> pa.Table:
     )
 
 
-def make_clustered(root: Path, mode: str | None = None, dvs: bool = True) -> str:
+def make_clustered(
+    root: Path, mode: str | None = None, dvs: bool = True, row_tracking: bool = False
+) -> str:
     """A table clustered by ``region`` as delta-spark creates it (``CLUSTER BY (region)``,
-    in-commit timestamps and deletion vectors on), then one append: two commits."""
+    in-commit timestamps and deletion vectors on; ``row_tracking`` too), then one append:
+    two commits."""
     readers = (["deletionVectors"] if dvs else []) + (["columnMapping"] if mode else [])
+    tracking = ["rowTracking"] if row_tracking else []
     config = {
         "delta.enableInCommitTimestamps": "true",
         "delta.inCommitTimestampEnablementVersion": "0",
@@ -72,7 +78,12 @@ def make_clustered(root: Path, mode: str | None = None, dvs: bool = True) -> str
     }
     if dvs:
         config["delta.enableDeletionVectors"] = "true"
-    maker = _Stamped(root, SCHEMA, [], config, readers, readers + OWN, (3, 7), mode, seed=33)
+    if row_tracking:
+        config[ROW_TRACKING_ON] = "true"
+        config["delta.rowTracking.materializedRowIdColumnName"] = "_row-id-col-33"
+        config["delta.rowTracking.materializedRowCommitVersionColumnName"] = "_row-cv-col-33"
+    writers = readers + OWN + tracking
+    maker = _Stamped(root, SCHEMA, [], config, readers, writers, (3, 7), mode, seed=33)
     domain = {"clusteringColumns": [[maker.mapping.name("region")]]}
     adds = [maker.add(_rows(0, 6))]
     actions = [{"protocol": maker.protocol()}, {"metaData": maker.metadata()}]
@@ -85,9 +96,22 @@ def make_clustered(root: Path, mode: str | None = None, dvs: bool = True) -> str
             }
         }
     )
+    if row_tracking:
+        adds[0].update(baseRowId=0, defaultRowCommitVersion=0)
+        actions.append(_high_water_mark(5))
     maker.commit("CREATE TABLE", actions + [{"add": a} for a in adds])
-    maker.append(_rows(6, 3))
+    if not row_tracking:
+        maker.append(_rows(6, 3))
+        return str(root)
+    add = {**maker.add(_rows(6, 3)), "baseRowId": 6, "defaultRowCommitVersion": 1}
+    maker.commit("WRITE", [{"add": add}, _high_water_mark(8)])
     return str(root)
+
+
+def _high_water_mark(mark: int) -> dict:
+    configuration = json.dumps({"rowIdHighWaterMark": mark})
+    action = {"domain": ROW_DOMAIN, "configuration": configuration, "removed": False}
+    return {"domainMetadata": action}
 
 
 def _log(root: str) -> list[list[dict]]:
@@ -102,6 +126,7 @@ def _check_log(root: str, domain_physical: str = "region") -> None:
     has statistics of the clustering column."""
     commits = _log(root)
     domains = [a["domainMetadata"] for c in commits for a in c if "domainMetadata" in a]
+    domains = [d for d in domains if d["domain"] == CLUSTERING]
     assert len(domains) == 1
     assert json.loads(domains[0]["configuration"]) == {"clusteringColumns": [[domain_physical]]}
     stamps = [next(a["commitInfo"] for a in c if "commitInfo" in a) for c in commits]
@@ -225,6 +250,50 @@ def test_what_lakefeed_cannot_honour_stays_refused(spark, tmp_path: Path) -> Non
     assert features.unwritable(table, own_commit=True, root=root) == []
     assert features.unwritable(table, own_commit=True, root="s3://bucket/t") == sorted(OWN)
     assert features.unwritable(table) == sorted(OWN)
+
+
+def _check_row_ids(root: str) -> None:
+    """Every live file has row ids of its own (no two overlap), the high water mark covers
+    them, and a file's default row commit version is at most the version that added it."""
+    version = log.latest_version(root)
+    assert version is not None
+    live = log_writer.live_files(root, version)
+    assert live is not None
+    commits = _log(root)
+    spans = []
+    for add in live.values():
+        records = json.loads(add["stats"])["numRecords"]
+        spans.append((add["baseRowId"], add["baseRowId"] + records - 1))
+        paths = [{a["add"]["path"] for a in c if "add" in a} for c in commits]
+        first = next(v for v, added in enumerate(paths) if add["path"] in added)
+        assert add["defaultRowCommitVersion"] == first
+    spans.sort()
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+    mark = json.loads(log_writer.domain(root, version, ROW_DOMAIN) or "{}")["rowIdHighWaterMark"]
+    assert mark >= spans[-1][1]
+
+
+def test_row_tracking_tables_get_fresh_row_ids(spark, tmp_path: Path) -> None:
+    """Appends, a stream batch and a deletion-vector DELETE into a table with row tracking:
+    new files get row ids after the high water mark, a file added back with a deletion
+    vector keeps its own; UPDATE, which would move rows without their ids, is refused."""
+    root = make_clustered(tmp_path / "t", row_tracking=True)
+    spark.createDataFrame(_rows(9, 4).to_pandas()).write.format("delta").mode("append").save(root)
+    rows = _rows(20, 2).to_batches()[0]
+    spec = commit.WriteSpec(root, "append", (), operation="STREAMING UPDATE")
+    prefix = files.stream_file_prefix(APP, 0) + "00000-"
+    written = files.write_batches(root, iter([rows]), (), prefix)
+    commit.commit_stream_batch(spec, written, rows.schema, APP, 0)
+    DeltaTable.forPath(spark, root).delete("id = 1")
+    _check_row_ids(root)
+    newest = log.latest_version(root) or 0
+    found = json.loads(log_writer.domain(root, newest, ROW_DOMAIN) or "{}")
+    assert found == {"rowIdHighWaterMark": 8 + 4 + 2}
+    assert len(expected(root)) == 9 + 4 + 2 - 1
+    with pytest.raises(Exception) as error:
+        DeltaTable.forPath(spark, root).update("id = 2", {"amount": "0.0"})
+    assert code_of(error.value) == REFUSED and log.latest_version(root) == newest
+    _check_log(root)
 
 
 def test_the_compatibility_page_lists_the_writer_features_of_the_code() -> None:

@@ -233,10 +233,15 @@ class _Walk:
 
     def changes(self, call: exp.Func) -> TableRef:
         """``table_changes('name', start[, end])`` / ``table_changes_by_path('/p', ...)``: its
-        literal arguments, read from the text at the call's name."""
+        literal arguments, read from the text at the call's name (the n-th call of this
+        function, counted apart from the other one's, as :meth:`files` counts)."""
         name = _function_name(call)
         heads = [t for t in self.toks if t.upper == name]
-        taken = sum(1 for r in self.found.reads if r.changes is not None)
+        taken = sum(
+            1
+            for r in self.found.reads
+            if r.changes is not None and self.toks[self.at[r.start]].upper == name
+        )
         head = heads[taken] if taken < len(heads) else None
         literals = [a for a in call.expressions if isinstance(a, exp.Literal)]
         if head is None or len(literals) != len(call.expressions) or not 2 <= len(literals) <= 3:

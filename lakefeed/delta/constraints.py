@@ -31,7 +31,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake import Schema as DeltaSchema
 
 from lakefeed.core.errors import DeltaError
-from lakefeed.delta.errors import VIOLATION
+from lakefeed.delta.errors import NOT_NULL, VIOLATION
 from lakefeed.delta.schema import SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -164,6 +164,23 @@ def check_arrow(batch: pa.RecordBatch | pa.Table, checks: Checks, root: str) -> 
                 raise violated(name, expression, found.to_pylist()[0] if inputs else {}, root)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_rows(rows: pa.Table, table: pa.Schema, checks: Checks, root: str) -> None:
+    """Fail on rows a change writes (``rows``, the table's columns by logical name) that leave
+    a NOT NULL column of ``table`` null (Delta's ``DELTA_NOT_NULL_CONSTRAINT_VIOLATED``) or
+    break a check (:func:`check_arrow`): what the deletion-vector DML checks before it writes
+    anything, as delta-spark checks the rows its MERGE and UPDATE write."""
+    for field in table:
+        if not field.nullable and rows.column(field.name).null_count:
+            raise SchemaMismatchError(
+                f"NOT NULL constraint violated for column: {field.name}.\n"
+                f"(writing the Delta table {root})",
+                fix=f"give {field.name!r} a value in every row the change writes, or make "
+                "the column nullable",
+                code=NOT_NULL,
+            )
+    check_arrow(rows, checks, root)
 
 
 def rs_violation(error: BaseException) -> bool:

@@ -247,19 +247,6 @@ def test_rename_and_drop_need_column_mapping(spark, tmp_path: Path) -> None:
     assert log.latest_version(str(root)) == 0
 
 
-def test_optimize_of_a_column_mapped_table_is_refused_before_writing(
-    copy: Callable[[str], str],
-) -> None:
-    from lakefeed.delta import operations
-
-    root = copy(MODES["name"])
-    with pytest.raises(log.DeltaSourceError) as refused:
-        operations.optimize(root)
-    assert refused.value.code == log.READER_FEATURE
-    assert "columnMapping" in str(refused.value)
-    assert log.latest_version(root) == 0
-
-
 def test_a_stream_reading_the_table_stops_on_a_rename(copy: Callable[[str], str]) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 

@@ -17,8 +17,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.core import storage
-from lakefeed.core.errors import code_of
-from lakefeed.delta import create, dv_write, log, merger, operations
+from lakefeed.core.errors import ConflictError, code_of
+from lakefeed.delta import create, dv_write, log, merger, operations, rewrite
 from lakefeed.delta import table as tables
 from lakefeed.delta.clauses import Clause
 from tests.delta.foreign import make_dv_table, make_mapped_table
@@ -184,6 +184,20 @@ def test_optimize_keeps_nested_physical_names_and_field_ids(tmp_path: Path) -> N
     assert _sorted(python_read(str(root))) == before
     assert len(DeltaTable(str(root)).file_uris()) == 1
     _check_files(str(root), version)
+
+
+def test_a_delete_during_a_compaction_fails_it_and_holds(tmp_path: Path) -> None:
+    """The compaction planned before a concurrent DELETE marked one of its files must not
+    commit that file's rows without the new vector (that would bring the row back)."""
+    root = _made(tmp_path, "t", "name")
+    table = log.open_table(root)
+    operations.delete(root, "col1 = 12")
+    with pytest.raises(ConflictError):
+        rewrite.compact(table, root, None, None)
+    assert not [row for row in expected(root) if row[1] == 12]
+    assert operations.optimize(root) is not None
+    assert not [row for row in expected(root) if row[1] == 12]
+    assert _sorted(python_read(root)) == expected(root)
 
 
 def test_z_order_of_a_column_mapped_table_is_refused_before_writing(tmp_path: Path) -> None:

@@ -64,10 +64,15 @@ def purge(
 
 
 def compact(
-    table: DeltaTable, root: str, partition_filters: Filters, txn: dv_write.Marks | None
+    table: DeltaTable,
+    root: str,
+    partition_filters: Filters,
+    txn: dv_write.Marks | None,
+    target_size: int | None = None,
 ) -> dict[str, Any] | None:
     """Compact the small files of a column-mapped table (the module doc) in the partitions
-    ``partition_filters`` select; delta-rs's OPTIMIZE metric names, or None where this cannot
+    ``partition_filters`` select, into files of up to ``target_size`` bytes (auto compaction's
+    own; else the table's); delta-rs's OPTIMIZE metric names, or None where this cannot
     rewrite files (nothing written)."""
     version = table.version()
     live = _live(table, root)
@@ -75,7 +80,8 @@ def compact(
         return None
     columns = log.table_mapping(table)
     selected = [a for a in live if _selected(a, columns, partition_filters)]
-    target = int(table.metadata().configuration.get(TARGET_FILE_SIZE) or DEFAULT_TARGET_SIZE)
+    configured = table.metadata().configuration.get(TARGET_FILE_SIZE)
+    target = target_size or int(configured or DEFAULT_TARGET_SIZE)
     groups = _by_partition(selected)
     bins = [b for group in groups.values() for b in _bins(group, target)]
     chosen = [b for b in bins if len(b) > 1 or any(_purgeable(a) for a in b)]
@@ -99,11 +105,12 @@ def _live(table: DeltaTable, root: str) -> list[dict[str, Any]] | None:
 
 
 def _selected(add: dict[str, Any], columns: ColumnMapping, partition_filters: Filters) -> bool:
-    """Whether the file's partition (its values by logical name) passes the filters."""
+    """Whether the file's partition (its values by logical name) passes the filters (``""``
+    names the null partition, as in delta-rs's filters)."""
     values = columns.logical_partition_values(add.get("partitionValues") or {})
     for column, op, value in partition_filters or []:
         wanted = {str(v) for v in value} if op in ("in", "not in") else {str(value)}
-        if (values.get(column) in wanted) != (op in ("=", "in")):
+        if ((values.get(column) or "") in wanted) != (op in ("=", "in")):
             return False
     return True
 

@@ -21,6 +21,7 @@ from lakefeed.core.errors import ConflictError, code_of
 from lakefeed.delta import create, dv_write, log, merger, operations, rewrite
 from lakefeed.delta import table as tables
 from lakefeed.delta.clauses import Clause
+from lakefeed.runtime import compaction
 from tests.delta.foreign import make_dv_table, make_mapped_table
 from tests.delta.test_column_mapping_writes import _check_files
 from tests.delta.test_dv_merge import SCHEMA, SOURCE, make
@@ -198,6 +199,17 @@ def test_a_delete_during_a_compaction_fails_it_and_holds(tmp_path: Path) -> None
     assert operations.optimize(root) is not None
     assert not [row for row in expected(root) if row[1] == 12]
     assert _sorted(python_read(root)) == expected(root)
+
+
+def test_auto_compaction_compacts_a_column_mapped_table(tmp_path: Path) -> None:
+    root = _made(tmp_path, "t", "id")
+    tables.describe(root, None, {"delta.autoOptimize.autoCompact": "true"})
+    before, version = expected(root), log.latest_version(root)
+    files_before = len(DeltaTable(root).file_uris())
+    assert compaction.compact_if_needed(root, compaction.Policy(min_files=2)) > 0
+    assert len(DeltaTable(root).file_uris()) < files_before
+    assert expected(root) == before and _sorted(python_read(root)) == before
+    _check_files(root, version)
 
 
 def test_z_order_of_a_column_mapped_table_is_refused_before_writing(tmp_path: Path) -> None:

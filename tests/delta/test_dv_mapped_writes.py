@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, code_of
-from lakefeed.delta import create, dv_write, log, merger, operations, rewrite
+from lakefeed.delta import constraints, create, dv_write, log, merger, operations, rewrite
 from lakefeed.delta import table as tables
 from lakefeed.delta.clauses import Clause
 from lakefeed.runtime import compaction
@@ -150,6 +150,16 @@ def test_merge_into_a_not_null_column_fails_before_writing(tmp_path: Path) -> No
     merger.merge(root, source, "t.id = s.key", clauses, source_alias="s", target_alias="t")
     assert any(a["add"].get("deletionVector") for a in _actions(root, version + 1) if "add" in a)
     assert expected(root) == [(1, "a"), (2, "B"), (3, "c")]
+
+
+def test_not_null_fields_of_structs_are_checked_where_the_struct_is_present() -> None:
+    inner = pa.struct([pa.field("x", pa.int64(), nullable=False)])
+    schema = pa.schema([pa.field("s", inner)])
+    constraints.check_rows(pa.table({"s": [{"x": 1}, None]}, schema=schema), schema, (), "/t")
+    with pytest.raises(Exception) as violated:
+        constraints.check_rows(pa.table({"s": [{"x": 1}, {"x": None}]}, schema), schema, (), "/t")
+    assert code_of(violated.value) == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+    assert "column: s.x." in str(violated.value)
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])

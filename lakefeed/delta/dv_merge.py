@@ -481,15 +481,23 @@ def _plan(
     outcome = _Outcome([], [], [], [])
     base = target.rows.take(pa.array(left))
     _collect(outcome, _apply(sql, matched, joined, left, base, schema), by_source=False)
-    unmatched_source = np.setdiff1d(np.arange(source.num_rows), right)
+    unmatched_source = _others(source.num_rows, right)
     inserts = [c for c in clauses if c.kind in NOT_MATCHED]
     picked = theirs.take(pa.array(unmatched_source))
     _collect(outcome, _apply(sql, inserts, picked, unmatched_source, None, schema), False)
-    unmatched_target = np.setdiff1d(np.arange(target.rows.num_rows), left)
+    unmatched_target = _others(target.rows.num_rows, left)
     picked = ours.take(pa.array(unmatched_target))
     base = target.rows.take(pa.array(unmatched_target))
     _collect(outcome, _apply(sql, by_source, picked, unmatched_target, base, schema), True)
     return _Plan(target, source.num_rows, outcome, schema)
+
+
+def _others(count: int, taken: np.ndarray) -> np.ndarray:
+    """The indices below ``count`` not in ``taken``, in order (a mask: ``np.setdiff1d`` sorts
+    and hashes the whole range, seconds for a million target rows)."""
+    free = np.ones(count, dtype=bool)
+    free[taken] = False
+    return np.flatnonzero(free)
 
 
 def _side_by_side(target: pa.Table, source: pa.Table) -> pa.Table:

@@ -13,11 +13,11 @@ descriptor and adds it back with the new one and its ``numRecords``; a file left
 is removed outright. delta-rs cannot commit a ``deletionVector``: :mod:`.log_writer` does.
 
 Under column mapping (``name`` or ``id``) files are read by physical name or field id and the
-new files store physical names and field ids, their statistics and partition values keyed by
-physical name; SQL names the logical columns. The rows a change writes (an UPDATE's or MERGE's
-new versions, a MERGE's inserts) are checked before any file is written: NOT NULL columns,
-CHECK constraints and invariants (:func:`.constraints.check_rows`, Delta's error classes with
-the row's values).
+new files (change data files too) store physical names and field ids, their statistics and
+partition values keyed by physical name; SQL names the logical columns. The rows a change
+writes (an UPDATE's or MERGE's new versions, a MERGE's inserts) are checked before any file is
+written: NOT NULL columns, CHECK constraints and invariants (:func:`.constraints.check_rows`,
+Delta's error classes with the row's values).
 
 With ``delta.enableChangeDataFeed=true`` the commit carries the change rows as delta-spark's
 DML writes them: ``_change_data/[partition folders/]cdc-<uuid>.parquet`` files of the table's
@@ -28,10 +28,8 @@ them).
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
 the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
-predicate or value :mod:`.predicates` cannot evaluate, column mapping together with the change
-data feed (lakefeed's change feed reader reads ``_change_data`` files by logical name), object
-storage (its exclusive create is a check then a PUT, not atomic), or a log the replay does not
-know.
+predicate or value :mod:`.predicates` cannot evaluate, object storage (its exclusive create is
+a check then a PUT, not atomic), or a log the replay does not know.
 """
 
 from __future__ import annotations
@@ -236,9 +234,7 @@ def cast(value: Any, count: int, field: pa.Field) -> pa.Array | pa.ChunkedArray:
 
 def applies(table: DeltaTable, root: str) -> bool:
     """Whether a change of ``table`` may write deletion vectors here (the module doc)."""
-    if storage.is_object_store(root) or not enabled(table):
-        return False
-    return not (log.table_mapping(table).active and feed_on(table))
+    return not storage.is_object_store(root) and enabled(table)
 
 
 def _marked(
@@ -300,19 +296,25 @@ def file_rows(
 
 
 def write_rows(
-    root: str, table: DeltaTable, batches: Iterator[pa.RecordBatch], prefix: str = ""
+    root: str, table: DeltaTable, batches: Iterator[pa.RecordBatch], feed: bool = False
 ) -> list[files.WrittenFile]:
-    """Write rows of the table's columns (logical names) as new data files of ``table``: under
-    column mapping with physical names and field ids, partitioned by the physical names."""
+    """Write rows of the table's columns (logical names) as new data files of ``table``, or
+    with ``feed`` as change data files (``_change_data/cdc-*``, paths relative to that folder;
+    the rows carry ``_change_type`` last): under column mapping with physical names and field
+    ids, partitioned by the physical names, as delta-spark writes both."""
     schema = table_arrow_schema(table.schema())
+    extra = [pa.field(CHANGE_TYPE, pa.string())] if feed else []
+    folder, prefix = (storage.join(root, CHANGE_DATA), "cdc-") if feed else (root, "")
     columns = log.table_mapping(table)
     partitions = list(table.metadata().partition_columns)
     if not columns.active:
-        return files.write_batches(root, batches, partitions, prefix, schema)
-    physical = mapping.physical_schema(columns, schema)
+        return files.write_batches(
+            folder, batches, partitions, prefix, pa.schema([*schema, *extra])
+        )
+    physical = pa.schema([*mapping.physical_schema(columns, schema), *extra])
     names = columns.physical_names()
     stored = (mapping.to_physical(batch, physical) for batch in batches)
-    return files.write_batches(root, stored, [names[p] for p in partitions], prefix, physical)
+    return files.write_batches(folder, stored, [names[p] for p in partitions], prefix, physical)
 
 
 def mark_rows(
@@ -334,7 +336,6 @@ def commit_change(
     deletion vectors, and commit them on ``version``; what it wrote goes when the commit fails.
     The change's metrics with ``num_added_files``."""
     schema = table_arrow_schema(table.schema())
-    partitions = list(table.metadata().partition_columns)
     rows = change.new_rows
     written = []
     if rows is not None and rows.num_rows:
@@ -344,7 +345,7 @@ def commit_change(
     feed: list[files.WrittenFile] = []
     try:
         if feed_on(table):
-            feed = _write_feed(root, change.feed, partitions, schema)
+            feed = _write_feed(root, table, change.feed)
         _commit(root, version, change, written, feed, txn)
     except BaseException:
         files.remove_files(root, written)
@@ -355,11 +356,8 @@ def commit_change(
     return {**change.metrics, "num_added_files": len(written)}
 
 
-def _write_feed(
-    root: str, feed: dict[str, pa.Table], partitions: list[str], schema: pa.Schema
-) -> list[files.WrittenFile]:
+def _write_feed(root: str, table: DeltaTable, feed: dict[str, pa.Table]) -> list[files.WrittenFile]:
     """The change rows as ``_change_data`` files (paths relative to that folder)."""
-    with_type = schema.append(pa.field(CHANGE_TYPE, pa.string()))
     batches = (
         batch
         for kind, rows in feed.items()
@@ -368,9 +366,7 @@ def _write_feed(
             CHANGE_TYPE, pa.array([kind] * rows.num_rows, pa.string())
         ).to_batches()
     )
-    return files.write_batches(
-        storage.join(root, CHANGE_DATA), batches, partitions, "cdc-", with_type
-    )
+    return write_rows(root, table, batches, feed=True)
 
 
 def _commit(

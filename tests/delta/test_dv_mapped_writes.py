@@ -13,12 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, code_of
-from lakefeed.delta import constraints, create, dv_write, log, merger, operations, rewrite
+from lakefeed.delta import (
+    constraints,
+    create,
+    dv_write,
+    files,
+    log,
+    mapping,
+    merger,
+    operations,
+    rewrite,
+)
 from lakefeed.delta import table as tables
 from lakefeed.delta.clauses import Clause
 from lakefeed.runtime import compaction
@@ -93,17 +104,37 @@ def test_delete_and_update_write_vectors_on_a_column_mapped_table(
     _check_files(root, version)
 
 
-def test_column_mapping_with_the_change_feed_still_rewrites(tmp_path: Path) -> None:
-    """The one fallback left for mapping: lakefeed's change feed reader reads ``_change_data``
-    files by logical name, so such tables keep delta-rs's copy-on-write DML."""
-    root = _made(tmp_path, "t", "name")
+def test_change_data_files_of_a_column_mapped_table_store_physical_names(tmp_path: Path) -> None:
+    """With the change data feed on, the ``_change_data`` files store physical names and
+    field ids (as delta-spark's and delta-rs's do), partition values keyed by physical name."""
+    root = _made(tmp_path, "t", "id")
     tables.describe(root, None, {dv_write.CHANGE_FEED: "true"})
-    assert not dv_write.applies(log.open_table(root), root)
     version = log.latest_version(root)
-    operations.delete(root, "col1 = 1")
-    assert not any(
-        a["add"].get("deletionVector") for a in _actions(root, version + 1) if "add" in a
-    )
+    operations.update(root, {"col2": "'u'"}, "col1 = 12")
+    actions = _actions(root, version + 1)
+    assert any(a["add"].get("deletionVector") for a in actions if "add" in a)
+    columns = log.table_mapping(log.open_table(root))
+    physical = {c.physical: c for c in columns.columns}
+    cdc = [a["cdc"] for a in actions if "cdc" in a]
+    assert cdc and all(set(c["partitionValues"]) <= set(physical) for c in cdc)
+    changes = []
+    for change in cdc:
+        data = pq.read_table(files.local_path(root, change["path"]))
+        for field in data.schema:
+            if field.name != dv_write.CHANGE_TYPE:
+                ident = str(physical[field.name].id).encode()
+                assert field.metadata[mapping.FIELD_ID] == ident
+        logical = columns.logical_partition_values(change["partitionValues"])
+        for row in data.to_pylist():
+            named = {physical[k].name if k in physical else k: v for k, v in row.items()}
+            changes.append(
+                (int(logical["part"]), named["col1"], named["col2"], named["_change_type"])
+            )
+    assert sorted(changes) == [
+        (2, 12, "row12", "update_preimage"),
+        (2, 12, "u", "update_postimage"),
+    ]
+    assert (2, 12, "u") in expected(root) and _sorted(python_read(root)) == expected(root)
 
 
 def _constrained(root: str) -> str:

@@ -44,7 +44,7 @@ from lakefeed.compat.errors import PysparkVersionError
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.connectors.delta.adapters import batch_write, stream_sink
-from lakefeed.core.flow_context import current_flow
+from lakefeed.core.flow_context import current_flow, outside_source, source_names, tapped
 from lakefeed.delta.options import PARTITION_OPTION
 from lakefeed.delta.schema import AUTO_MERGE
 from lakefeed.delta.spark_write import WRITER_OPTION
@@ -210,14 +210,24 @@ def _planned_reader(reader: Any) -> Callable[..., Any] | None:
     return connector.planned_stream if streaming else connector.planned_read
 
 
-def _loads_planned(reader: Any, arguments: dict[str, Any]) -> bool:
+def _loads_routed(reader: Any, arguments: dict[str, Any]) -> bool:
+    """A lakefeed format's, or any read while a test kit's tap stands in for sources."""
     path = arguments["path"]
-    return _planned_reader(reader) is not None and (path is None or isinstance(path, str))
+    claimed = _planned_reader(reader) is not None or tapped()
+    return claimed and (path is None or isinstance(path, str))
 
 
 def _load(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
+    """The read, handed to :func:`outside_source` (in a flow under test: maybe fed rows)."""
+    names = source_names(path, _every(self, path, options))
+    streaming = isinstance(self, DataStreamReader)
+    return outside_source(lambda: _read(original, self, path, schema, options), names, streaming)
+
+
+def _read(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
     planned = _planned_reader(self)
-    assert planned is not None  # _loads_planned said so
+    if planned is None:  # Spark's own format, routed here only for the tap
+        return original(self, path, None, schema, **options)
     flow = current_flow()
     if flow is not None:  # in a pipeline flow, as in DLT: e.g. cloudFiles.schemaLocation
         connector = _CONNECTORS[self._lakefeed_format]
@@ -365,7 +375,8 @@ def _read_table(original: Callable) -> Callable:
             location = _named_delta(self._spark, tableName)
             if log.is_delta_table(location):
                 return self.format("delta").load(location)
-        return original(self, tableName)
+        streaming = isinstance(self, DataStreamReader)
+        return outside_source(lambda: original(self, tableName), (tableName,), streaming)
 
     return table
 
@@ -438,7 +449,7 @@ def _reader_patches(cls: type) -> list[Patch]:
         Patch(
             cls,
             "load",
-            _routed(_load, _loads_planned),
+            _routed(_load, _loads_routed),
             "a lakefeed format is read by Spark's own readers",
         ),
     ]

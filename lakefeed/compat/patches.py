@@ -366,9 +366,10 @@ def _read_table(original: Callable) -> Callable:
         from lakefeed.delta import log  # deltalake, loaded by the first read by name
 
         # SDP's flows read the pipeline's datasets as spark.read.table(name) / readStream.table
-        if api.defined(tableName):  # with the reader's options (DLT's skipChangeCommits)
+        dataset = api.dataset_named(tableName)  # x, db.x, cat.db.x: the pipeline's database
+        if dataset is not None:  # with the reader's options (DLT's skipChangeCommits)
             streaming, options = isinstance(self, DataStreamReader), dict(_recorded(self))
-            return (api.read_stream if streaming else api.read)(tableName, **options)
+            return (api.read_stream if streaming else api.read)(dataset, **options)
         # A Delta table by name (no metastore), outside flows; Spark's tables and views win.
         named = "delta" in _CONNECTORS and current_flow() is None
         if named and not self._spark.catalog.tableExists(tableName):

@@ -481,9 +481,11 @@ _TABLE_WHY = "a Delta table's name is a folder; SDP flows read datasets by name"
 TABLE_READS: tuple[Patch, ...] = (
     Patch(DataFrameReader, "table", _read_table, _TABLE_WHY),
     Patch(DataStreamReader, "table", _read_table, _TABLE_WHY),
+    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
 )
-"""``read.table(name)`` / ``readStream.table(name)``: inside a flow, a dataset of the pipeline
-(SDP's way to read one, :func:`route_pipeline_reads`); elsewhere a Delta table by name."""
+"""``read.table(name)`` / ``readStream.table(name)`` / ``spark.table(name)``: inside a flow, a
+dataset of the pipeline (SDP's and DLT's way to read one, :func:`route_pipeline_reads`, also on
+a session without the compatibility layer); elsewhere a Delta table by name."""
 NAME_PATCHES: tuple[Patch, ...] = (
     Patch(
         DataFrameWriter,
@@ -498,7 +500,6 @@ NAME_PATCHES: tuple[Patch, ...] = (
         "a Delta table's name is a folder",
     ),
     *TABLE_READS,
-    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
     Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
 )
 """Delta tables by name (no metastore): written and read at the folder ``DeltaTable.forName``
@@ -555,8 +556,9 @@ def install(connectors: Iterable[Connector]) -> None:
 
 
 def route_pipeline_reads() -> None:
-    """Put in :data:`TABLE_READS`, so SDP's ``spark.read.table(name)`` reads the pipeline's
-    datasets while a flow is evaluated (idempotent; until :func:`uninstall`)."""
+    """Put in :data:`TABLE_READS`, so ``spark.read.table(name)`` (SDP's) and ``spark.table``
+    read the pipeline's datasets while a flow is evaluated (idempotent; until
+    :func:`uninstall`)."""
     check_version()
     for patch in TABLE_READS:
         _wrap(patch)

@@ -59,14 +59,16 @@ class TableRef:
 
 
 def dataset_name(ref: TableRef) -> str | None:
-    """The pipeline dataset ``ref`` may name: ``x``, ```x``` or ``LIVE.x`` (DLT's schema of
-    the pipeline's own datasets); None for anything else (``db.t``, a path, a call)."""
+    """The table name ``ref`` gives, which may be a pipeline dataset: ``x``, ```x```,
+    ``db.x``, ``cat.db.x`` (the pipeline tells by its database) or ``LIVE.x`` (DLT's schema of
+    the pipeline's own datasets, dropped); None for anything else (a path, a call)."""
     if ref.name is None or ref.changes is not None:
         return None
     parts = [t.value for t in tokens(ref.name) if t.kind in ("word", "quoted")]
     if len(parts) == 2 and parts[0].upper() == "LIVE":
         parts = parts[1:]
-    return parts[0] if len(parts) == 1 else None
+    plain = 1 <= len(parts) <= 3 and not any("." in p for p in parts)
+    return ".".join(parts) if plain else None
 
 
 @dataclass

@@ -308,7 +308,8 @@ def test_names_in_sparks_plan() -> None:
         ("FROM a, b", None),
         ("FROM STREAM(x) WHERE y", None),
         ("FROM STREAM(x) s", None),
-        ("FROM db.t", None),
+        ("FROM db.t", "db.t"),  # a dataset when db is the pipeline's database (names.py)
+        ("FROM `db`.t", "db.t"),
         ("", None),
     ],
 )

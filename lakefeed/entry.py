@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,23 +96,30 @@ def load(
     return load_pipeline(_paths(pipeline), spark=spark)
 
 
+@contextmanager
 def open_pipeline(
     pipeline: PipelineSource,
     lakehouse: Lakehouse | PathLike | None = None,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     master: str | None = None,
-) -> tuple[Pipeline, Lakehouse, SparkSession]:
+) -> Iterator[tuple[Pipeline, Lakehouse, SparkSession]]:
     """The session first (``spark``, else one started for the pipeline), then the pipeline's
     code imported once on it, and its lakehouse. Files are loaded with ``conf`` alone (then
     their spec's configuration): what an earlier pipeline of the process set never carries
-    over; a loaded :class:`Pipeline` keeps the configuration it was loaded with unless given."""
+    over; a loaded :class:`Pipeline` keeps the configuration it was loaded with unless given.
+    The Spark confs the pipeline sets on the session last until the block ends
+    (:func:`~lakefeed.spark.session.conf_restored`): a shared session is as it was after."""
     if conf is not None or not isinstance(pipeline, Pipeline):
         set_config(conf or {})
     found = pipeline if isinstance(pipeline, Pipeline) else find(pipeline)
     house = lakehouse_for(lakehouse, found)
     session = spark or _session(master, found, house)
-    return load(pipeline, spark=session), house, session
+    # deferred: the CLI imports this module at start; pyspark loads when a pipeline opens
+    from lakefeed.spark.session import conf_restored
+
+    with conf_restored(session):
+        yield load(pipeline, spark=session), house, session
 
 
 def run(
@@ -137,7 +145,6 @@ def run(
     # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.runner import PipelineRunner, RunOptions
 
-    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
     options = RunOptions(
         mode=mode,
         trigger_interval=trigger_interval,
@@ -146,7 +153,8 @@ def run(
         full_refresh_all=full_refresh_all,
         max_restarts=max_restarts,
     )
-    return PipelineRunner(loaded, house, session, options).run()
+    with open_pipeline(pipeline, lakehouse, conf, spark, master) as (loaded, house, session):
+        return PipelineRunner(loaded, house, session, options).run()
 
 
 def validate(
@@ -169,11 +177,14 @@ def validate(
     # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.validate import validate as check
 
-    try:
-        loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
-    except PipelineError as error:
-        return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
-    validation = check(loaded, house, session)
+    with ExitStack() as opened:
+        try:
+            loaded, house, session = opened.enter_context(
+                open_pipeline(pipeline, lakehouse, conf, spark, master)
+            )
+        except PipelineError as error:
+            return ValidationResult(pipeline=_name(pipeline), problems=tuple(error.problems))
+        validation = check(loaded, house, session)
     result = _validation_result(loaded, validation)
     if not check_connections:
         return result
@@ -202,8 +213,8 @@ def verify(
     # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.verify import verify as compare
 
-    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
-    tables = compare(loaded, house, session, run_first=run_first)
+    with open_pipeline(pipeline, lakehouse, conf, spark, master) as (loaded, house, session):
+        tables = compare(loaded, house, session, run_first=run_first)
     return VerifyResult(pipeline=loaded.name, tables=tuple(tables))
 
 
@@ -224,8 +235,8 @@ def plan(
     # deferred: the CLI imports this module at start; the runtime loads when a run does
     from lakefeed.runtime.upgrade import plan_upgrade
 
-    loaded, house, session = open_pipeline(pipeline, lakehouse, conf, spark, master)
-    return plan_upgrade(loaded, house, session)
+    with open_pipeline(pipeline, lakehouse, conf, spark, master) as (loaded, house, session):
+        return plan_upgrade(loaded, house, session)
 
 
 # -- helpers

@@ -4,7 +4,9 @@ machine's physical limit (the same query in pyarrow on all cores, ``arrow``).
 Generates the events once (JSON files, and a Kafka topic for the lakefeed Kafka leg), runs each
 implementation as its own process several times in rotating order, checks every output against
 reference window counts computed with numpy, prints events/s, the ratios lakefeed/PySpark and
-lakefeed/Flink, and writes ``results.json`` plus a PNG chart.
+lakefeed/Flink, and writes ``results.json`` plus a PNG chart. The performance page's YSB rows
+(``bench/results/ysb_*.json``) are written through :mod:`bench.results` (:mod:`bench.ysb.record`):
+a run with a row's stored arguments replaces it; any other run writes only with ``--results DIR``.
 
     .venv/bin/python -m bench.ysb.run --events 5000000 --repeats 3 --chart docs/ysb.png
 
@@ -26,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.results import add_option
 from bench.ysb import events as ev
 from bench.ysb.harness import (
     ROOT,
@@ -39,6 +42,7 @@ from bench.ysb.harness import (
     median,
     run_leg,
 )
+from bench.ysb.record import Recorder
 
 PIPELINE = ROOT / "bench" / "ysb" / "pipeline.py"
 LEGS = ("lakefeed", "lakefeed-arrow", "pyspark", "flink", "lakefeed-kafka", "arrow")
@@ -51,7 +55,10 @@ CAMPAIGNS = "campaigns/campaigns.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    args = parser.parse_args(given)
+    recorder = Recorder.begin(parser, given)
     exit_on_sigterm()
     out: Path = args.out
     spec = ev.EventSpec(args.events, rate=args.event_rate)
@@ -89,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = _summarise(runs, legs, spec, args)
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     _print_summary(summary)
+    recorder.write(summary, args)
     if args.chart:
         _chart(summary, args.chart)
     return 0 if all(not s["failures"] and s["correct"] for s in summary["legs"].values()) else 1
 
 
-def _args(argv: list[str] | None) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=5_000_000)
     p.add_argument("--event-rate", type=int, default=20_000, help="events per second of event time")
@@ -132,7 +140,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="each leg first runs the whole job once in the same process (JIT, workers), then "
         "the measured run: steady-state throughput instead of a cold start",
     )
-    return p.parse_args(argv)
+    add_option(p)
+    return p
 
 
 def prepare_files(gen: ev.Generator, folder: Path, files: int) -> Path:

@@ -44,7 +44,7 @@ from lakefeed.compat.errors import PysparkVersionError
 from lakefeed.connectors import registry
 from lakefeed.connectors.base import Connector
 from lakefeed.connectors.delta.adapters import batch_write, stream_sink
-from lakefeed.core.flow_context import current_flow
+from lakefeed.core.flow_context import current_flow, outside_source, source_names, tapped
 from lakefeed.delta.options import PARTITION_OPTION
 from lakefeed.delta.schema import AUTO_MERGE
 from lakefeed.delta.spark_write import WRITER_OPTION
@@ -210,14 +210,24 @@ def _planned_reader(reader: Any) -> Callable[..., Any] | None:
     return connector.planned_stream if streaming else connector.planned_read
 
 
-def _loads_planned(reader: Any, arguments: dict[str, Any]) -> bool:
+def _loads_routed(reader: Any, arguments: dict[str, Any]) -> bool:
+    """A lakefeed format's, or any read while a test kit's tap stands in for sources."""
     path = arguments["path"]
-    return _planned_reader(reader) is not None and (path is None or isinstance(path, str))
+    claimed = _planned_reader(reader) is not None or tapped()
+    return claimed and (path is None or isinstance(path, str))
 
 
 def _load(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
+    """The read, handed to :func:`outside_source` (in a flow under test: maybe fed rows)."""
+    names = source_names(path, _every(self, path, options))
+    streaming = isinstance(self, DataStreamReader)
+    return outside_source(lambda: _read(original, self, path, schema, options), names, streaming)
+
+
+def _read(original: Callable, self: Any, path: str | None, schema: Any, options: dict) -> Any:
     planned = _planned_reader(self)
-    assert planned is not None  # _loads_planned said so
+    if planned is None:  # Spark's own format, routed here only for the tap
+        return original(self, path, None, schema, **options)
     flow = current_flow()
     if flow is not None:  # in a pipeline flow, as in DLT: e.g. cloudFiles.schemaLocation
         connector = _CONNECTORS[self._lakefeed_format]
@@ -356,16 +366,18 @@ def _read_table(original: Callable) -> Callable:
         from lakefeed.delta import log  # deltalake, loaded by the first read by name
 
         # SDP's flows read the pipeline's datasets as spark.read.table(name) / readStream.table
-        if api.defined(tableName):  # with the reader's options (DLT's skipChangeCommits)
+        dataset = api.dataset_named(tableName)  # x, db.x, cat.db.x: the pipeline's database
+        if dataset is not None:  # with the reader's options (DLT's skipChangeCommits)
             streaming, options = isinstance(self, DataStreamReader), dict(_recorded(self))
-            return (api.read_stream if streaming else api.read)(tableName, **options)
+            return (api.read_stream if streaming else api.read)(dataset, **options)
         # A Delta table by name (no metastore), outside flows; Spark's tables and views win.
         named = "delta" in _CONNECTORS and current_flow() is None
         if named and not self._spark.catalog.tableExists(tableName):
             location = _named_delta(self._spark, tableName)
             if log.is_delta_table(location):
                 return self.format("delta").load(location)
-        return original(self, tableName)
+        streaming = isinstance(self, DataStreamReader)
+        return outside_source(lambda: original(self, tableName), (tableName,), streaming)
 
     return table
 
@@ -438,7 +450,7 @@ def _reader_patches(cls: type) -> list[Patch]:
         Patch(
             cls,
             "load",
-            _routed(_load, _loads_planned),
+            _routed(_load, _loads_routed),
             "a lakefeed format is read by Spark's own readers",
         ),
     ]
@@ -469,9 +481,11 @@ _TABLE_WHY = "a Delta table's name is a folder; SDP flows read datasets by name"
 TABLE_READS: tuple[Patch, ...] = (
     Patch(DataFrameReader, "table", _read_table, _TABLE_WHY),
     Patch(DataStreamReader, "table", _read_table, _TABLE_WHY),
+    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
 )
-"""``read.table(name)`` / ``readStream.table(name)``: inside a flow, a dataset of the pipeline
-(SDP's way to read one, :func:`route_pipeline_reads`); elsewhere a Delta table by name."""
+"""``read.table(name)`` / ``readStream.table(name)`` / ``spark.table(name)``: inside a flow, a
+dataset of the pipeline (SDP's and DLT's way to read one, :func:`route_pipeline_reads`, also on
+a session without the compatibility layer); elsewhere a Delta table by name."""
 NAME_PATCHES: tuple[Patch, ...] = (
     Patch(
         DataFrameWriter,
@@ -486,7 +500,6 @@ NAME_PATCHES: tuple[Patch, ...] = (
         "a Delta table's name is a folder",
     ),
     *TABLE_READS,
-    Patch(SparkSession, "table", _session_table, "spark.table(name) reads as read.table"),
     Patch(SparkSession, "sql", _session_sql, "Delta SQL: delta.`path`, DML, DESCRIBE HISTORY.."),
 )
 """Delta tables by name (no metastore): written and read at the folder ``DeltaTable.forName``
@@ -543,8 +556,9 @@ def install(connectors: Iterable[Connector]) -> None:
 
 
 def route_pipeline_reads() -> None:
-    """Put in :data:`TABLE_READS`, so SDP's ``spark.read.table(name)`` reads the pipeline's
-    datasets while a flow is evaluated (idempotent; until :func:`uninstall`)."""
+    """Put in :data:`TABLE_READS`, so ``spark.read.table(name)`` (SDP's) and ``spark.table``
+    read the pipeline's datasets while a flow is evaluated (idempotent; until
+    :func:`uninstall`)."""
     check_version()
     for patch in TABLE_READS:
         _wrap(patch)

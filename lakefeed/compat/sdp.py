@@ -62,13 +62,14 @@ class LakefeedRegistry(GraphElementRegistry):
 
     def register_output(self, output: Output) -> None:
         where = _where(output.source_code_location)
+        name = self._own(output.name, where)
         if isinstance(output, Sink):  # dp.create_sink: lakefeed's own sinks
             sink = LakefeedSink(output.format, api.stringify(output.options or {}))
             self.pipeline.add(
                 Dataset(
-                    output.name,
+                    name,
                     DatasetKind.SINK,
-                    _no_query(output.name),
+                    _no_query(name),
                     comment=output.comment,
                     source=where,
                     declared=True,
@@ -79,38 +80,39 @@ class LakefeedRegistry(GraphElementRegistry):
         kind = _KINDS.get(type(output))
         if kind is None:
             _refuse(
-                f"{type(output).__name__} {output.name!r} ({where})",
+                f"{type(output).__name__} {name!r} ({where})",
                 "declare a table, materialized view, temporary view or sink",
             )
         if kind is not DatasetKind.VIEW:
             _check_table(output, where)
         self.pipeline.add(
             Dataset(
-                name=output.name,
+                name=name,
                 kind=kind,
-                func=_no_query(output.name),
+                func=_no_query(name),
                 comment=output.comment,
                 partition_cols=list(getattr(output, "partition_cols", None) or []),
                 cluster_by=list(getattr(output, "cluster_by", None) or []),
                 table_properties=api.stringify(getattr(output, "table_properties", None) or {}),
                 source=where,
                 declared=kind is DatasetKind.STREAMING_TABLE,
-                schema=_declared(output),
+                schema=_declared(output, name),
             )
         )
 
     def register_flow(self, flow: Flow) -> None:
         where = _where(flow.source_code_location)
         conf = api.stringify(flow.spark_conf or {})
-        target = self.pipeline.datasets.get(flow.target)
-        own = target is not None and target.sink is None and flow.name == flow.target
+        name, target_name = self._own(flow.name, where), self._own(flow.target, where)
+        target = self.pipeline.datasets.get(target_name)
+        own = target is not None and target.sink is None and name == target_name
         if own and target is not None and _has_no_query(target):
             # The dataset's own query (@dp.table / materialized_view / temporary_view)
             target.func, target.declared, target.source = flow.func, False, where
             target.expectations = list(reversed(pending_expectations(flow.func)))
             target.spark_conf = conf
             return
-        appended = AppendFlow(flow.name, flow.target, flow.func, source=where, spark_conf=conf)
+        appended = AppendFlow(name, target_name, flow.func, source=where, spark_conf=conf)
         self.pipeline.add_flow(appended)
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
@@ -118,11 +120,13 @@ class LakefeedRegistry(GraphElementRegistry):
         an unnamed flow after its target; here flows and datasets share names, so such a flow
         gets lakefeed's default (``<target>_cdc``)."""
         where = _where(flow.source_code_location)
+        target = self._own(flow.target, where)
+        named = None if flow.name in (None, flow.target) else self._own(flow.name, where)
         cdc_flow = api.auto_cdc_flow(
             where,
-            flow.target,
-            None if flow.name in (None, flow.target) else flow.name,
-            source=flow.source,
+            target,
+            named,
+            source=self.pipeline.namespace.local(flow.source) or flow.source,
             keys=[_sql(c) for c in flow.keys],
             sequence_by=_sql(flow.sequence_by),
             apply_as_deletes=_sql(flow.apply_as_deletes),
@@ -136,6 +140,11 @@ class LakefeedRegistry(GraphElementRegistry):
         )
         cdc_flow.spark_conf = api.stringify(flow.spark_conf or {})
         self.pipeline.add_flow(cdc_flow)
+
+    def _own(self, name: str, where: str) -> str:
+        """A dataset or flow name as the pipeline keeps it: ``sales.orders`` in a pipeline of
+        database ``sales`` is ``orders``; another database's name is refused."""
+        return self.pipeline.namespace.own(name, where)
 
     def register_sql(self, sql_text: str, file_path: Any) -> None:
         for flow in parse_sql(sql_text, str(file_path)):
@@ -178,10 +187,10 @@ def _check_table(output: Output, where: str) -> None:
         )
 
 
-def _declared(output: Output) -> DeclaredSchema | None:
+def _declared(output: Output, name: str) -> DeclaredSchema | None:
     """SDP's ``schema=`` of a table (a DDL string or a StructType), None when not given."""
     given = getattr(output, "schema", None)
-    return None if given is None else DeclaredSchema.of(given, output.name)
+    return None if given is None else DeclaredSchema.of(given, name)
 
 
 def _refuse(what: str, fix: str) -> NoReturn:

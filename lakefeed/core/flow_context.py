@@ -10,7 +10,7 @@ they need not import the pipeline model that sits above them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -86,4 +86,55 @@ def active_resolver(what: str) -> Resolver:
 def read_source(fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
     """An outside source of Spark format ``fmt``, read as the flow being evaluated needs it
     (streaming in stream modes, batch in backfill; see ``lakefeed.source``)."""
-    return active_resolver("source").source(fmt, path, options)
+    resolver = active_resolver("source")
+    return outside_source(
+        lambda: resolver.source(fmt, path, options), source_names(path, options), None
+    )
+
+
+class SourceTap(Protocol):
+    """What may stand in for the outside sources a flow function reads (the test kit's fed
+    batches): ``read`` reads the real source; ``names`` are what identify it (a Kafka topic, a
+    path, a table name); ``streaming`` is whether the reader asked for a stream, None when the
+    resolver decides it."""
+
+    def __call__(
+        self, read: Callable[[], DataFrame], names: tuple[str, ...], streaming: bool | None
+    ) -> DataFrame: ...
+
+
+_TAP: ContextVar[SourceTap | None] = ContextVar("lakefeed_source_tap", default=None)
+
+
+def tapping(tap: SourceTap) -> AbstractContextManager[SourceTap]:
+    """Outside sources read in this block, whichever way the code reads them, go through
+    ``tap``."""
+    return bound(_TAP, tap)
+
+
+def tapped() -> bool:
+    """Whether a :class:`SourceTap` is in place (a reader must then hand it its reads)."""
+    return _TAP.get() is not None
+
+
+def outside_source(
+    read: Callable[[], DataFrame], names: tuple[str, ...], streaming: bool | None
+) -> DataFrame:
+    """An outside source a flow function reads — ``lakefeed.source`` and its kin, or Spark's
+    own reader in DLT/SDP code (``spark.readStream.format("kafka")...load()``) — as ``read``
+    reads it, unless a tap (:func:`tapping`) stands in for it. One entry for every way, so a
+    test feeds a pipeline file written for DLT or SDP as it is."""
+    tap = _TAP.get()
+    if tap is None:
+        return read()
+    with bound(_TAP, None):  # what the tap reads (the source, its stand-in) reads as it is
+        return tap(read, names, streaming)
+
+
+def source_names(path: str | None, options: Mapping[str, str]) -> tuple[str, ...]:
+    """What identifies an outside source to a person: its path or table name, its Kafka
+    topics (``subscribe`` lists them with commas) or topic pattern."""
+    given = {key.lower(): value for key, value in options.items()}
+    topics = given.get("subscribe", "").split(",")
+    named = [path, given.get("path"), *topics, given.get("subscribepattern")]
+    return tuple(dict.fromkeys(n.strip() for n in named if n and n.strip()))

@@ -27,11 +27,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake import Schema as DeltaSchema
 
 from lakefeed.core.errors import DeltaError
-from lakefeed.delta.errors import VIOLATION
+from lakefeed.delta.errors import NOT_NULL, VIOLATION
 from lakefeed.delta.schema import SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -164,6 +165,41 @@ def check_arrow(batch: pa.RecordBatch | pa.Table, checks: Checks, root: str) -> 
                 raise violated(name, expression, found.to_pylist()[0] if inputs else {}, root)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_rows(rows: pa.Table, table: pa.Schema, checks: Checks, root: str) -> None:
+    """Fail on rows a change writes (``rows``, the table's columns by logical name) that leave
+    a NOT NULL column of ``table`` null, a struct's NOT NULL field too where the struct is not
+    null (Delta's ``DELTA_NOT_NULL_CONSTRAINT_VIOLATED``), or break a check
+    (:func:`check_arrow`): what the deletion-vector DML checks before it writes anything, as
+    delta-spark checks the rows its MERGE and UPDATE write."""
+    for field in table:
+        path = _null_in_required(rows.column(field.name).combine_chunks(), field, field.name)
+        if path is not None:
+            raise SchemaMismatchError(
+                f"NOT NULL constraint violated for column: {path}.\n"
+                f"(writing the Delta table {root})",
+                fix=f"give {path!r} a value in every row the change writes, or make the column "
+                "nullable",
+                code=NOT_NULL,
+            )
+    check_arrow(rows, checks, root)
+
+
+def _null_in_required(values: pa.Array, field: pa.Field, path: str) -> str | None:
+    """The dotted name of the first NOT NULL field (``field`` or a struct field under it) that
+    ``values`` leave null where its parent is present; None when there is none."""
+    if not field.nullable and values.null_count:
+        return path
+    if not pa.types.is_struct(field.type):
+        return None
+    present = values.filter(values.is_valid()) if values.null_count else values
+    for index, child in enumerate(field.type):
+        inner = pc.struct_field(present, [index])
+        found = _null_in_required(inner, child, f"{path}.{child.name}")
+        if found is not None:
+            return found
+    return None
 
 
 def rs_violation(error: BaseException) -> bool:

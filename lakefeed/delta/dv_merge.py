@@ -19,6 +19,12 @@ names; SQL is evaluated by :mod:`.predicates`. Where that does not reach (no equ
 the sides, a function, a name that only matches another case, a value that does not cast) or
 :func:`.dv_write.applies` says no, :func:`merge` answers None and delta-rs's copy-on-write
 MERGE runs instead, with the same rows as result.
+
+Column-mapped tables (``name`` and ``id``) and tables with CHECK constraints, invariants or
+NOT NULL columns are merged here too: conditions and values name the logical columns, files
+are read and written by physical name and field id (:func:`.dv_write.write_rows`), and the rows
+the MERGE writes (updated and inserted) are checked before any file is written
+(:func:`.dv_write.commit_change`).
 """
 
 from __future__ import annotations
@@ -74,8 +80,7 @@ def merge(
 ) -> dict[str, Any] | None:
     """MERGE ``source`` into ``table`` with deletion vectors (the module doc); delta-rs's
     metric names with their values, or None where this does not apply (nothing written)."""
-    writes = any(c.kind not in DELETES for c in clauses)
-    if not dv_write.applies(table, root) or (writes and dv_write.guarded(table)):
+    if not dv_write.applies(table, root):
         return None
     live = dv_write.planned_files(table, root)
     if live is None:
@@ -308,8 +313,9 @@ def _values(
         if name not in schema.names:
             raise predicates.Untranslatable(f"no column {name!r}")
         value = predicates.evaluate(tree, rows)
-        column = dv_write.cast(value, rows.num_rows, schema.field(name))
-        out = out.set_column(schema.get_field_index(name), name, column)
+        field = schema.field(name)  # the table's field: its nullability kept for concat
+        column = dv_write.cast(value, rows.num_rows, field)
+        out = out.set_column(schema.get_field_index(name), field, column)
     return out
 
 
@@ -475,15 +481,23 @@ def _plan(
     outcome = _Outcome([], [], [], [])
     base = target.rows.take(pa.array(left))
     _collect(outcome, _apply(sql, matched, joined, left, base, schema), by_source=False)
-    unmatched_source = np.setdiff1d(np.arange(source.num_rows), right)
+    unmatched_source = _others(source.num_rows, right)
     inserts = [c for c in clauses if c.kind in NOT_MATCHED]
     picked = theirs.take(pa.array(unmatched_source))
     _collect(outcome, _apply(sql, inserts, picked, unmatched_source, None, schema), False)
-    unmatched_target = np.setdiff1d(np.arange(target.rows.num_rows), left)
+    unmatched_target = _others(target.rows.num_rows, left)
     picked = ours.take(pa.array(unmatched_target))
     base = target.rows.take(pa.array(unmatched_target))
     _collect(outcome, _apply(sql, by_source, picked, unmatched_target, base, schema), True)
     return _Plan(target, source.num_rows, outcome, schema)
+
+
+def _others(count: int, taken: np.ndarray) -> np.ndarray:
+    """The indices below ``count`` not in ``taken``, in order (a mask: ``np.setdiff1d`` sorts
+    and hashes the whole range, seconds for a million target rows)."""
+    free = np.ones(count, dtype=bool)
+    free[taken] = False
+    return np.flatnonzero(free)
 
 
 def _side_by_side(target: pa.Table, source: pa.Table) -> pa.Table:

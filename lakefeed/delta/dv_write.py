@@ -1,8 +1,8 @@
 """DELETE and UPDATE with deletion vectors (merge-on-read), as delta-spark does on a table
 with ``delta.enableDeletionVectors=true``: the matching rows are marked in a deletion vector,
 the data files stay (an UPDATE writes the rows' new versions into new files). MERGE
-(:mod:`.dv_merge`) commits through :func:`commit_change` here too. OPTIMIZE's purge and
-VACUUM's cleanup of vector files are here as well. Spark-free.
+(:mod:`.dv_merge`) commits through :func:`commit_change` here too. VACUUM's cleanup of vector
+files is here as well (OPTIMIZE's purge: :mod:`.rewrite`). Spark-free.
 
 Per file the matching rows' positions (:mod:`.predicates`) join the file's existing deletion
 vector (a union: a row deleted before stays deleted); all new vectors of one change go into
@@ -11,6 +11,13 @@ version byte, then per vector its size, its ``RoaringBitmapArray`` and its CRC-3
 ``u``, the UUID in Z85, no prefix). The commit removes each touched logical file with its old
 descriptor and adds it back with the new one and its ``numRecords``; a file left with no row
 is removed outright. delta-rs cannot commit a ``deletionVector``: :mod:`.log_writer` does.
+
+Under column mapping (``name`` or ``id``) files are read by physical name or field id and the
+new files (change data files too) store physical names and field ids, their statistics and
+partition values keyed by physical name; SQL names the logical columns. The rows a change
+writes (an UPDATE's or MERGE's new versions, a MERGE's inserts) are checked before any file is
+written: NOT NULL columns, CHECK constraints and invariants (:func:`.constraints.check_rows`,
+Delta's error classes with the row's values).
 
 With ``delta.enableChangeDataFeed=true`` the commit carries the change rows as delta-spark's
 DML writes them: ``_change_data/[partition folders/]cdc-<uuid>.parquet`` files of the table's
@@ -21,8 +28,8 @@ them).
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
 the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
-predicate or value :mod:`.predicates` cannot evaluate, column mapping, object storage (its
-exclusive create is a check then a PUT, not atomic), or a log the replay does not know.
+predicate or value :mod:`.predicates` cannot evaluate, object storage (its exclusive create is
+a check then a PUT, not atomic), or a log the replay does not know.
 """
 
 from __future__ import annotations
@@ -51,10 +58,12 @@ from lakefeed.delta import (
     files,
     log,
     log_writer,
+    mapping,
     predicates,
     pruning,
     replay,
 )
+from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableDeletionVectors"
@@ -128,10 +137,7 @@ def update(
 ) -> dict[str, Any] | None:
     """UPDATE as delta-spark does with deletion vectors: the matching rows are marked deleted
     and their new versions (``updates``: column -> SQL) go into new files, one commit; its
-    metrics, or None where it does not apply (also: a table with CHECK constraints,
-    invariants or NOT NULL columns, which delta-rs's UPDATE checks)."""
-    if guarded(table):
-        return None
+    metrics, or None where it does not apply."""
     return _change(table, root, "UPDATE", predicate, dict(updates), txn)
 
 
@@ -204,13 +210,6 @@ def _dml_metrics(marked: list[Marked], deletes: bool) -> tuple[dict[str, Any], d
     return metrics, log_metrics
 
 
-def guarded(table: DeltaTable) -> bool:
-    """Whether the table checks rows as they are written (left to delta-rs's UPDATE)."""
-    schema = table.schema()
-    checks = constraints.of_table(table.metadata().configuration, schema)
-    return bool(checks) or not all(field.nullable for field in schema.fields)
-
-
 def updated(rows: pa.Table, updates: Mapping[str, str], schema: pa.Schema) -> pa.Table:
     """``rows`` with the columns ``updates`` names set to their SQL values, cast to the
     column's type (a value that does not cast is :class:`predicates.Untranslatable`)."""
@@ -218,8 +217,9 @@ def updated(rows: pa.Table, updates: Mapping[str, str], schema: pa.Schema) -> pa
         if column not in schema.names:
             raise predicates.Untranslatable(f"no column {column!r}")
         value = predicates.evaluate(predicates.parse(text), rows)
+        field = schema.field(column)  # the table's field: its nullability kept for concat
         rows = rows.set_column(
-            schema.get_field_index(column), column, cast(value, rows.num_rows, schema.field(column))
+            schema.get_field_index(column), field, cast(value, rows.num_rows, field)
         )
     return rows
 
@@ -235,9 +235,7 @@ def cast(value: Any, count: int, field: pa.Field) -> pa.Array | pa.ChunkedArray:
 
 def applies(table: DeltaTable, root: str) -> bool:
     """Whether a change of ``table`` may write deletion vectors here (the module doc)."""
-    if storage.is_object_store(root) or not enabled(table):
-        return False
-    return not log.table_mapping(table).active
+    return not storage.is_object_store(root) and enabled(table)
 
 
 def _marked(
@@ -248,13 +246,14 @@ def _marked(
     predicate's columns, unless the changed rows are needed ``whole`` (an UPDATE writes them
     anew, the change feed records them): then a file with matches is read again in full."""
     schema = table_arrow_schema(table.schema())
+    columns = log.table_mapping(table)
     named = {column.name for column in tree.find_all(exp.Column)}
     narrow = pa.schema([field for field in schema if field.name in named])
     marked = []
     for add, rows, old in candidate_rows(table, root, live, predicates.conjuncts(tree), narrow):
         hits = np.flatnonzero(predicates.matches(tree, rows).to_numpy(zero_copy_only=False))
         if whole and len(hits):
-            rows = file_rows(root, add, schema)
+            rows = file_rows(root, add, schema, columns)
         mark = mark_rows(add, rows, old, hits)
         if mark is not None:
             marked.append(mark)
@@ -271,20 +270,52 @@ def candidate_rows(
     """Each live file that ``conjuncts`` (pruning's predicates) do not rule out: its add, all
     rows of its data file (deleted ones too: positions are row numbers) and its deleted rows."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    physical = log.table_mapping(table).physical_names()
-    maybe = {f.path for f in pruning.select_files(actions, conjuncts, physical)}
+    columns = log.table_mapping(table)
+    maybe = {f.path for f in pruning.select_files(actions, conjuncts, columns.physical_names())}
     for path, add in live.items():
         if path not in maybe:
             continue
         descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
         old = BitMap64() if descriptor is None else dv.deleted_rows(root, descriptor)
-        yield add, file_rows(root, add, schema), old
+        yield add, file_rows(root, add, schema, columns), old
 
 
-def file_rows(root: str, add: dict[str, Any], schema: pa.Schema) -> pa.Table:
+def data_file(add: dict[str, Any], columns: ColumnMapping, deleted: bool) -> log.DataFile:
+    """The data file of ``add`` as the reader takes it: partition values by logical name, its
+    deletion vector only when the ``deleted`` rows are to be left out."""
+    values = columns.logical_partition_values(add.get("partitionValues") or {})
+    vector = dv.Descriptor.from_json(add.get("deletionVector")) if deleted else None
+    return log.DataFile(add["path"], int(add["size"]), values, 0, vector)
+
+
+def file_rows(
+    root: str, add: dict[str, Any], schema: pa.Schema, columns: ColumnMapping
+) -> pa.Table:
     """Every row of the data file of ``add`` (deleted ones too), as ``schema``'s columns."""
-    data = log.DataFile(add["path"], int(add["size"]), dict(add.get("partitionValues") or {}))
-    return pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
+    batches = files.read_file(root, data_file(add, columns, False), schema, columns)
+    return pa.Table.from_batches(list(batches), schema)
+
+
+def write_rows(
+    root: str, table: DeltaTable, batches: Iterator[pa.RecordBatch], feed: bool = False
+) -> list[files.WrittenFile]:
+    """Write rows of the table's columns (logical names) as new data files of ``table``, or
+    with ``feed`` as change data files (``_change_data/cdc-*``, paths relative to that folder;
+    the rows carry ``_change_type`` last): under column mapping with physical names and field
+    ids, partitioned by the physical names, as delta-spark writes both."""
+    schema = table_arrow_schema(table.schema())
+    extra = [pa.field(CHANGE_TYPE, pa.string())] if feed else []
+    folder, prefix = (storage.join(root, CHANGE_DATA), "cdc-") if feed else (root, "")
+    columns = log.table_mapping(table)
+    partitions = list(table.metadata().partition_columns)
+    if not columns.active:
+        return files.write_batches(
+            folder, batches, partitions, prefix, pa.schema([*schema, *extra])
+        )
+    physical = pa.schema([*mapping.physical_schema(columns, schema), *extra])
+    names = columns.physical_names()
+    stored = (mapping.to_physical(batch, physical) for batch in batches)
+    return files.write_batches(folder, stored, [names[p] for p in partitions], prefix, physical)
 
 
 def mark_rows(
@@ -306,15 +337,16 @@ def commit_change(
     deletion vectors, and commit them on ``version``; what it wrote goes when the commit fails.
     The change's metrics with ``num_added_files``."""
     schema = table_arrow_schema(table.schema())
-    partitions = list(table.metadata().partition_columns)
     rows = change.new_rows
     written = []
     if rows is not None and rows.num_rows:
-        written = files.write_batches(root, iter(rows.to_batches()), partitions, "", schema)
+        checks = constraints.of_table(table.metadata().configuration, table.schema())
+        constraints.check_rows(rows, schema, checks, root)
+        written = write_rows(root, table, iter(rows.to_batches()))
     feed: list[files.WrittenFile] = []
     try:
         if feed_on(table):
-            feed = _write_feed(root, change.feed, partitions, schema)
+            feed = _write_feed(root, table, change.feed)
         _commit(root, version, change, written, feed, txn, features.tracks_rows(table))
     except BaseException:
         files.remove_files(root, written)
@@ -325,11 +357,8 @@ def commit_change(
     return {**change.metrics, "num_added_files": len(written)}
 
 
-def _write_feed(
-    root: str, feed: dict[str, pa.Table], partitions: list[str], schema: pa.Schema
-) -> list[files.WrittenFile]:
+def _write_feed(root: str, table: DeltaTable, feed: dict[str, pa.Table]) -> list[files.WrittenFile]:
     """The change rows as ``_change_data`` files (paths relative to that folder)."""
-    with_type = schema.append(pa.field(CHANGE_TYPE, pa.string()))
     batches = (
         batch
         for kind, rows in feed.items()
@@ -338,9 +367,7 @@ def _write_feed(
             CHANGE_TYPE, pa.array([kind] * rows.num_rows, pa.string())
         ).to_batches()
     )
-    return files.write_batches(
-        storage.join(root, CHANGE_DATA), batches, partitions, "cdc-", with_type
-    )
+    return write_rows(root, table, batches, feed=True)
 
 
 def _commit(
@@ -365,10 +392,10 @@ def _commit(
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:
-        actions.append({"remove": log_writer.remove_action(mark.add, now)})
+        actions.append({"remove": remove_action(mark.add, now)})
     for mark, descriptor in zip(kept, descriptors, strict=True):
         actions.append({"add": _re_add(mark, descriptor)})
-    actions += [{"add": log_writer.add_action(f, data_change=True)} for f in written]
+    actions += [{"add": {**new_add(f), "dataChange": True}} for f in written]
     actions += [{"cdc": _cdc(f)} for f in feed]
     touched = {m.add["path"] for m in marked}
     try:
@@ -427,6 +454,34 @@ def _commit_info(
     return info
 
 
+def remove_action(add: dict[str, Any], now: int) -> dict[str, Any]:
+    """The ``remove`` of a logical file: its path and its deletion vector (PROTOCOL.md)."""
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": now,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues") or {},
+        "size": add["size"],
+    }
+    for key in ("deletionVector", "tags", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    return remove
+
+
+def new_add(written: files.WrittenFile) -> dict[str, Any]:
+    """A rewritten file's add (its path URL-encoded, as the log holds paths)."""
+    return {
+        "path": quote(written.path, safe="/="),
+        "partitionValues": written.partition_values,
+        "size": written.size,
+        "modificationTime": written.modification_time,
+        "dataChange": False,
+        "stats": written.stats,
+    }
+
+
 def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
     """The file added back with its new deletion vector; its statistics keep ``numRecords``
     (the data file's rows, as the protocol requires) and are no longer tight bounds."""
@@ -440,87 +495,6 @@ def _re_add(mark: Marked, descriptor: dict[str, Any]) -> dict[str, Any]:
         "stats": json.dumps(stats),
         "deletionVector": descriptor,
     }
-
-
-# -- purging them (OPTIMIZE) ---------------------------------------------------------------
-
-MAX_DELETED_ROWS_RATIO = 0.05
-"""delta-spark's ``spark.databricks.delta.optimize.maxDeletedRowsRatio``: OPTIMIZE rewrites a
-file whose deletion vector deletes more of its rows than this, even alone in its partition."""
-
-
-def purge(
-    table: DeltaTable,
-    root: str,
-    partition_filters: list[tuple[str, str, Any]] | None,
-    txn: tuple[str, int, str | None] | None,
-) -> int:
-    """Rewrite the files (in the partitions ``partition_filters`` select) whose deletion vector
-    deletes more than :data:`MAX_DELETED_ROWS_RATIO` of their rows, without those rows: one
-    commit that changes no data (``dataChange=false``: streams skip it). How many it rewrote."""
-    if storage.is_object_store(root) or log.table_mapping(table).active:
-        return 0
-    version = table.version()
-    live = planned_files(table, root)
-    if live is None:
-        return 0
-    chosen = [add for add in live.values() if _purgeable(add, partition_filters)]
-    if not chosen:
-        return 0
-    schema = table_arrow_schema(table.schema())
-    partitions = list(table.metadata().partition_columns)
-    written = files.write_batches(root, _kept_rows(root, chosen, schema), partitions, "", schema)
-    now = files.now_ms()
-    actions: list[dict[str, Any]] = [_purge_info(now, len(chosen))]
-    if txn is not None:
-        actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
-    actions += [
-        {"remove": {**log_writer.remove_action(add, now), "dataChange": False}} for add in chosen
-    ]
-    actions += [{"add": log_writer.add_action(f, data_change=False)} for f in written]
-    try:
-        log_writer.commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
-    except BaseException:
-        files.remove_files(root, written)
-        raise
-    table.update_incremental()
-    return len(chosen)
-
-
-def _purgeable(add: dict[str, Any], partition_filters: list[tuple[str, str, Any]] | None) -> bool:
-    descriptor = add.get("deletionVector")
-    records = json.loads(add.get("stats") or "{}").get("numRecords")
-    if not descriptor or not records:
-        return False
-    values = add.get("partitionValues") or {}
-    for column, op, value in partition_filters or []:
-        wanted = {str(v) for v in value} if op in ("in", "not in") else {str(value)}
-        if (values.get(column) in wanted) != (op in ("=", "in")):
-            return False
-    return int(descriptor["cardinality"]) > MAX_DELETED_ROWS_RATIO * int(records)
-
-
-def _kept_rows(
-    root: str, chosen: list[dict[str, Any]], schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    for add in chosen:
-        deletes = dv.Descriptor.from_json(add["deletionVector"])
-        data = log.DataFile(
-            add["path"], int(add["size"]), dict(add.get("partitionValues") or {}), 0, deletes
-        )
-        yield from files.read_file(root, data, schema)
-
-
-def _purge_info(now: int, count: int) -> dict[str, Any]:
-    """OPTIMIZE's ``commitInfo`` for files rewritten without their vectors (delta-spark's
-    purge: snapshot isolation, as compaction changes no rows)."""
-    return log_writer.commit_info(
-        "OPTIMIZE",
-        {"predicate": "[]", "deletionVectors": "purge"},
-        metrics={"numDeletionVectorsRemoved": count},
-        timestamp=now,
-        isolationLevel="SnapshotIsolation",
-    )
 
 
 # -- vacuum ---------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ UNKNOWN_CONFIGURATION = register_code("DELTA_UNKNOWN_CONFIGURATION", ConfigError
 FEATURE_UNSUPPORTED = register_code("DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED", DeltaError)
 REPLACE_WHERE_MISMATCH = register_code("DELTA_REPLACE_WHERE_MISMATCH", DeltaError)
 UNSUPPORTED = register_code("DELTA_UNSUPPORTED_BY_LAKEFEED", DeltaOperationError)
-BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaError)
+BAD_FEATURE = register_code("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG", DeltaOperationError)
 # creating a table (create.py): its columns, partitioning and generated columns
 NO_SCHEMA = register_code("DELTA_SCHEMA_NOT_PROVIDED", DeltaOperationError)
 ALL_COLUMNS_PARTITION = register_code(

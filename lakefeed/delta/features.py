@@ -172,7 +172,7 @@ def _refusal(names: str, root: str, operation: str) -> DeltaError:
     where = (
         f" ({', '.join(sorted(own))}: lakefeed writes those itself only on local storage, in "
         "appends, overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
-        "(delta.enableDeletionVectors=true, no column mapping), which this is not)"
+        "(delta.enableDeletionVectors=true), which this is not)"
         if own
         else ""
     )

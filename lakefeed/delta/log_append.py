@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lakefeed.core.errors import DeltaError
-from lakefeed.delta import files, log_writer
+from lakefeed.delta import dv_write, files, log_writer
 from lakefeed.delta.errors import FEATURE_UNSUPPORTED
 
 
@@ -53,7 +53,7 @@ def commit(
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     actions += [{"remove": remove} for remove in removes]
-    actions += [{"add": log_writer.add_action(f, data_change=True)} for f in written]
+    actions += [{"add": {**dv_write.new_add(f), "dataChange": True}} for f in written]
     touched = {remove["path"] for remove in removes}
     app_id = txn[0] if txn is not None else None
     return log_writer.commit_actions(
@@ -85,4 +85,4 @@ def _removes(root: str, version: int, now: int) -> list[dict[str, Any]]:
             fix="overwrite the table with delta-spark, or restore its log",
             code=FEATURE_UNSUPPORTED,
         )
-    return [log_writer.remove_action(add, now) for add in live.values()]
+    return [dv_write.remove_action(add, now) for add in live.values()]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -247,35 +246,6 @@ def _conflict(
     if "txn" in action and app_id is not None and action["txn"].get("appId") == app_id:
         return f"it committed a transaction of the same application ({app_id})"
     return ""
-
-
-def add_action(written: files.WrittenFile, data_change: bool) -> dict[str, Any]:
-    """The ``add`` of a file lakefeed wrote (its path URL-encoded, as the log holds paths);
-    ``data_change``: False for a file that only rewrites rows the table has."""
-    return {
-        "path": quote(written.path, safe="/="),
-        "partitionValues": written.partition_values,
-        "size": written.size,
-        "modificationTime": written.modification_time,
-        "dataChange": data_change,
-        "stats": written.stats,
-    }
-
-
-def remove_action(add: dict[str, Any], now: int) -> dict[str, Any]:
-    """The ``remove`` of a logical file: its path and its deletion vector (PROTOCOL.md)."""
-    remove = {
-        "path": add["path"],
-        "deletionTimestamp": now,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": add.get("partitionValues") or {},
-        "size": add["size"],
-    }
-    for key in ("deletionVector", "tags", "baseRowId", "defaultRowCommitVersion"):
-        if add.get(key) is not None:
-            remove[key] = add[key]
-    return remove
 
 
 # -- the live files with their deletion vectors -------------------------------------------

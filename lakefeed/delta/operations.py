@@ -36,6 +36,7 @@ from lakefeed.delta import (
     log_writer,
     post_commit,
     replay,
+    rewrite,
 )
 from lakefeed.delta.errors import (
     CONSTRAINT_EXISTS,
@@ -129,10 +130,7 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     """One idempotent delta-rs change of the table at ``root``; its metrics, or None when its
     ``txn`` is already committed."""
     table = log.open_table(root)
-    readable = features.WRITES_KEEP
-    if operation == "OPTIMIZE":  # delta-rs refuses it under column mapping (1.6.6)
-        readable = readable - {"columnMapping"}
-    log.check_readable(table, root, readable, f"lakefeed's {operation}")
+    log.check_readable(table, root, features.WRITES_KEEP, f"lakefeed's {operation}")
     features.check_writable(table, root, operation, own_commit=operation in OWN_COMMITS)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)
@@ -231,19 +229,43 @@ def optimize(
 ) -> dict[str, Any] | None:
     """Compact small files (Z-ordered by ``z_order`` when given), in the partitions
     ``partition_filters`` select (all without); then rewrite the files whose deletion vectors
-    delete many of their rows without them, as delta-spark's OPTIMIZE (:func:`dv_write.purge`)."""
+    delete many of their rows without them, as delta-spark's OPTIMIZE (:func:`rewrite.purge`).
+    Under column mapping, which delta-rs's OPTIMIZE refuses, lakefeed compacts and purges in one
+    commit of its own (:func:`rewrite.compact`); Z-ordering is refused there."""
     marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        if log.table_mapping(table).active:
+            return _compact_mapped(table, root, partition_filters, z_order, marks)
         if z_order is None:
             done = table.optimize.compact(partition_filters=partition_filters, **args)
         else:
             done = table.optimize.z_order(z_order, partition_filters=partition_filters, **args)
         table.update_incremental()
-        purged = dv_write.purge(table, root, partition_filters, marks)
+        purged = rewrite.purge(table, root, partition_filters, marks)
         return {**done, "numDeletionVectorsPurged": purged}
 
     return change(root, "OPTIMIZE", call, txn)
+
+
+def _compact_mapped(
+    table: DeltaTable,
+    root: str,
+    partition_filters: list[tuple[str, str, Any]] | None,
+    z_order: list[str] | None,
+    marks: dv_write.Marks | None,
+) -> Mapping[str, Any]:
+    """OPTIMIZE of a column-mapped table by :func:`rewrite.compact`; refused (nothing written)
+    where that does not reach: Z-ordering, object storage, a log the replay does not know."""
+    done = None if z_order is not None else rewrite.compact(table, root, partition_filters, marks)
+    if done is None:
+        unsupported(
+            "OPTIMIZE" if z_order is None else "OPTIMIZE ... ZORDER BY",
+            f"the table {root} uses column mapping, which delta-rs's OPTIMIZE refuses; lakefeed "
+            "compacts such tables itself only without Z-ordering, on local or mounted storage",
+            "run OPTIMIZE without ZORDER BY, on a table outside object storage",
+        )
+    return done
 
 
 def restore(root: str, target: int | dt.datetime, txn: Txn | None = None) -> dict[str, Any] | None:

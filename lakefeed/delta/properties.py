@@ -20,8 +20,8 @@ from typing import NoReturn
 
 from deltalake import TableFeatures
 
-from lakefeed.core.errors import ConfigError, DeltaError
-from lakefeed.delta.errors import BAD_FEATURE, UNSUPPORTED
+from lakefeed.core.errors import ConfigError
+from lakefeed.delta.errors import BAD_FEATURE, UNSUPPORTED, DeltaOperationError
 from lakefeed.delta.errors import UNKNOWN_CONFIGURATION as UNKNOWN
 
 KNOWN = (
@@ -120,42 +120,39 @@ MAPPING_MODES = ("none", "name", "id")
 _VERSION_LIMITS = {"delta.minreaderversion": 2, "delta.minwriterversion": MAX_LEGACY_WRITER}
 
 
-def refuse_feature(name: str, context: str = "", error: type[DeltaError] = DeltaError) -> NoReturn:
-    """Refuse table feature ``name``: one lakefeed cannot keep working with, or none Delta has.
-    ``error``: the class raised (delta-spark's look-alike raises its own)."""
+def refuse_feature(name: str, context: str = "") -> NoReturn:
+    """Refuse table feature ``name``: one lakefeed cannot keep working with, or none Delta has."""
     if name in REFUSED:
-        raise error(
+        raise DeltaOperationError(
             f"{context}table feature {name!r} is not supported by lakefeed: {REFUSED[name]}",
             fix="leave the feature off; tables with it need Spark with delta-spark",
             code=UNSUPPORTED,
         )
-    raise error(
+    raise DeltaOperationError(
         f"unsupported table feature {name!r}",
         fix=f"use one of Delta's feature names lakefeed supports: {', '.join(FEATURES)}",
         code=BAD_FEATURE,
     )
 
 
-def check_protocol(
-    table: str, properties: Mapping[str, str], error: type[DeltaError] = DeltaError
-) -> None:
+def check_protocol(table: str, properties: Mapping[str, str]) -> None:
     """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
     record without acting on (``delta.feature.*``, versions above (2, 5))."""
     for key, value in properties.items():
         lower, setting = key.lower(), value.strip().lower()
         if lower == MAPPING_MODE and setting not in MAPPING_MODES:
-            raise error(
+            raise DeltaOperationError(
                 f"table {table!r}: {key}={value} is not a column mapping mode",
                 fix=f"use one of {', '.join(MAPPING_MODES)}",
                 code=UNSUPPORTED,
             )
         feature = _ENABLING.get(lower)
         if feature in REFUSED and setting not in ("false", "none"):
-            refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ", error)
+            refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ")
         if lower.startswith(FEATURE_PREFIX) or (
             lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
         ):
-            raise error(
+            raise DeltaOperationError(
                 f"table {table!r}: property {key}={value} is not supported by lakefeed here "
                 "(delta-rs would record it without changing the protocol as Delta does)",
                 fix="create the table without it, then call addFeatureSupport(name) or "

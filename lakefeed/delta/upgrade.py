@@ -11,9 +11,6 @@ delta-spark's ``upgradeTableProtocol`` / ``addFeatureSupport`` are a surface ove
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NoReturn
-
 from deltalake import DeltaTable as RsTable
 
 from lakefeed.delta.errors import (
@@ -84,7 +81,7 @@ def add_feature(table: RsTable, root: str, name: str) -> None:
     """Add support for the feature Delta calls ``name``; a legacy table moves to table features
     with the features its versions implied."""
     if name not in FEATURES:
-        _refuse_feature(name)
+        refuse_feature(name)
     protocol = table.protocol()
     implied = [
         feature
@@ -96,7 +93,7 @@ def add_feature(table: RsTable, root: str, name: str) -> None:
         implied.append("columnMapping")  # reader 2 is column mapping's version
     for feature in implied:
         if feature not in FEATURES:
-            _refuse_feature(
+            refuse_feature(
                 feature,
                 f"the table's protocol ({protocol.min_reader_version}, "
                 f"{protocol.min_writer_version}) implies {feature!r}, which table features "
@@ -112,11 +109,5 @@ def add_feature(table: RsTable, root: str, name: str) -> None:
     )
 
 
-def _refuse_feature(name: str, context: str = "") -> NoReturn:
-    refuse_feature(name, context, DeltaOperationError)
-
-
-def check_properties(table: str, properties: Mapping[str, str]) -> None:
-    """:func:`lakefeed.delta.properties.check_protocol`, refused with :class:`DeltaOperationError`
-    (what the table builder and ``DeltaTable`` raise)."""
-    check_protocol(table, properties, DeltaOperationError)
+check_properties = check_protocol
+"""The name the table builder, ``CREATE TABLE`` and delta-spark's surface check properties by."""

@@ -29,6 +29,7 @@ from lakefeed.core.scoped import bound
 from lakefeed.pipeline.expectations import Action, Expectation, quarantine_table
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.kinds import DatasetKind, choices
+from lakefeed.pipeline.names import Namespace
 from lakefeed.pipeline.sinks import FOREACH_BATCH, SINK_FLOW, Sink, problem
 from lakefeed.pipeline.table_schema import DeclaredSchema
 
@@ -143,9 +144,11 @@ class Pipeline:
         self.name = name
         self.datasets: dict[str, Dataset] = {}
         self.append_flows: dict[str, AppendFlow] = {}
-        # From a spark-pipeline.yml spec: Spark confs for the run, the default lakehouse.
+        # From a spark-pipeline.yml spec: Spark confs for the run, the default lakehouse, the
+        # catalog and database its datasets' names resolve in.
         self.configuration: dict[str, str] = {}
         self.storage: AnyPath | None = None
+        self.namespace = Namespace()
 
     def add_flow(self, flow: AppendFlow) -> AppendFlow:
         check_name(flow.name)
@@ -387,11 +390,12 @@ def source(kind: str, path: str | None = None, **options: Any) -> DataFrame:
     return read_source(source_format(kind), path, _stringify(options))
 
 
-def defined(name: str) -> bool:
-    """Whether the flow being evaluated reads ``name`` from its pipeline (False outside one)."""
+def dataset_named(name: str) -> str | None:
+    """The dataset of its pipeline the flow being evaluated reads as ``name`` (a table name,
+    maybe qualified with the pipeline's database); None when it names none, or outside a flow."""
     resolver = _RESOLVER.get()
-    known = getattr(resolver, "defines", None)
-    return known is not None and bool(known(name))
+    named = getattr(resolver, "dataset_named", None)
+    return None if named is None else named(name)
 
 
 def _stringify(options: Mapping[str, Any]) -> dict[str, str]:

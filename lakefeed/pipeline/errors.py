@@ -53,6 +53,7 @@ NO_SESSION = register_code("PIPELINE_NO_SESSION", ConfigError)
 FIXED_CONF = register_code("PIPELINE_CONF_FIXED", ConfigError)
 SPEC_INVALID = register_code("SPEC_INVALID", PipelineDefinitionError)
 SCHEMA_INVALID = register_code("SCHEMA_INVALID", PipelineDefinitionError)
+OTHER_DATABASE = register_code("PIPELINE_OTHER_DATABASE", PipelineDefinitionError)  # names.py
 # the checkpoint guard (guard.py)
 FOREIGN = register_code("CHECKPOINT_FOREIGN", GuardError)
 OTHER_FLOW = register_code("CHECKPOINT_OTHER_FLOW", GuardError)

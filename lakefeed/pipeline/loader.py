@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lakefeed.connectors.files import read_files
 from lakefeed.connectors.files.sql import sql_files_read
 from lakefeed.connectors.registry import active_spark
-from lakefeed.core.errors import ConfigError, DeltaError, LakefeedError
+from lakefeed.core.errors import ConfigError, DeltaError, LakefeedError, PipelineDefinitionError
 from lakefeed.core.explain import explain
 from lakefeed.delta import properties
 from lakefeed.pipeline.api import (
-    _RESOLVER,
     AppendFlow,
     Dataset,
     Pipeline,
@@ -40,6 +39,7 @@ from lakefeed.pipeline.api import (
     config,
     config_defaults,
     config_keys,
+    dataset_named,
     loading,
     read,
     read_stream,
@@ -151,6 +151,7 @@ def load_pipeline(
     pipeline = Pipeline(found.name)
     if found.spec is not None:
         pipeline.configuration, pipeline.storage = found.configuration, found.storage
+        pipeline.namespace = found.spec.namespace
         config_defaults(found.configuration)
     session = spark or _running_session()
     if session is not None:
@@ -202,7 +203,12 @@ def _spec(paths: list[str | Path]) -> PipelineSpec | None:
 
 
 def add_sql(pipeline: Pipeline, flow: SqlFlow) -> None:
-    """One SQL statement's dataset, append flow, AUTO CDC flow, or a dataset and its flow."""
+    """One SQL statement's dataset, append flow, AUTO CDC flow, or a dataset and its flow;
+    its name as the pipeline keeps it (``sales.orders`` in database ``sales``: ``orders``)."""
+    try:
+        flow.name = pipeline.namespace.own(flow.name, flow.source)
+    except PipelineDefinitionError as error:  # reported with the other files' problems
+        raise PipelineError([str(error)]) from error
     if flow.append:
         name = flow.flow_name or flow.name
         pipeline.add_flow(
@@ -288,18 +294,17 @@ def _spark_stream(spark: SparkSession, flow: SqlFlow, name: str):  # noqa: ANN20
 
 
 def _read_if_defined(name: str, streaming: bool):  # noqa: ANN202
-    """``FROM x`` / ``STREAM x`` is a pipeline read only when x is a dataset; else (None)
-    Spark's table."""
+    """``FROM x`` / ``STREAM x`` is a pipeline read only when x is a dataset (``x``, ``db.x``
+    in the pipeline's database); else (None) Spark's table."""
 
-    resolver = _RESOLVER.get()
-    known = getattr(resolver, "defines", None)
-    if known is not None and not known(name):
+    dataset = dataset_named(name)
+    if dataset is None:
         return None
-    return read_stream(name) if streaming else read(name)
+    return read_stream(dataset) if streaming else read(dataset)
 
 
 def _temp_view(df, flow: str, name: str, tag: str) -> str:  # noqa: ANN001
-    view = f"__lakefeed_{flow}_{tag}_{name}"
+    view = f"__lakefeed_{flow}_{tag}_{name.replace('.', '__')}"
     df.createOrReplaceTempView(view)
     return view
 

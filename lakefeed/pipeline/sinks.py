@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefeed.connectors.base import ConnectorSink
 from lakefeed.connectors.registry import find, sink_for, sink_names
-from lakefeed.core.errors import ConfigError, LakefeedError, PipelineDefinitionError
+from lakefeed.core.errors import ConfigError, LakefeedError, PipelineDefinitionError, registered
 from lakefeed.core.options import Options
 from lakefeed.core.redact import redact, redact_text
 from lakefeed.core.scoped import bound
@@ -44,8 +44,9 @@ SPARK = "spark"
 
 
 def problem(message: str, fix: str, code: str) -> str:
-    """A validation problem carrying its code and fix, as the error would print it."""
-    return str(LakefeedError(message, fix=fix, code=code))
+    """A validation problem carrying its code and fix, as the error ``code`` is registered to
+    would print it."""
+    return str(registered()[code](message, fix=fix, code=code))
 
 
 @dataclass(frozen=True)

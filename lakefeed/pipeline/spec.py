@@ -2,7 +2,8 @@
 reads it.
 
 A spec names the pipeline, its ``storage`` (the root of its checkpoints; lakefeed's lakehouse
-— checkpoints, tables, event log — when ``--lakehouse`` is not given),
+— checkpoints, tables, event log — when ``--lakehouse`` is not given), its default ``catalog``
+and ``database`` (``schema`` says the same; see :mod:`lakefeed.pipeline.names`),
 ``configuration`` (Spark confs, also what ``lf.config`` reads) and ``libraries``: globs,
 relative to the spec's folder, of its ``.py`` and ``.sql`` files (a file path or
 ``folder/**``, as pyspark allows). ``lakefeed run path/to/spark-pipeline.yml`` and
@@ -19,6 +20,7 @@ from typing import Any
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.core.storage import AnyPath, as_path, is_object_store
 from lakefeed.pipeline.errors import SPEC_INVALID as INVALID
+from lakefeed.pipeline.names import DEFAULT_CATALOG, DEFAULT_DATABASE, Namespace, name_parts
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 FIELDS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries"}
@@ -30,6 +32,7 @@ class PipelineSpec:
     storage: AnyPath  # a local folder or an object-store URI (s3://...)
     configuration: dict[str, str] = field(default_factory=dict)
     files: tuple[Path, ...] = ()
+    namespace: Namespace = Namespace()
 
 
 def find_spec(path: Path) -> Path | None:
@@ -64,7 +67,24 @@ def read_spec(path: Path) -> PipelineSpec:
         storage=as_path(storage),
         configuration=dict(configuration),
         files=tuple(f for entry in data.get("libraries") or [] for f in _files(path, entry)),
+        namespace=Namespace(
+            _identifier(path, data, "catalog") or DEFAULT_CATALOG,
+            _identifier(path, data, "database", "schema") or DEFAULT_DATABASE,
+        ),
     )
+
+
+def _identifier(path: Path, data: dict[str, Any], *keys: str) -> str | None:
+    """The first of ``keys`` the spec sets (``database``, else its synonym ``schema``, as
+    ``spark-pipelines`` reads them): one identifier."""
+    key = next((k for k in keys if data.get(k) is not None), None)
+    if key is None:
+        return None
+    value = str(data[key])
+    parts = name_parts(value)
+    if parts is None or len(parts) != 1:
+        raise _invalid(path, f"{key} {value!r} is not one name", f"write {key}: a plain name")
+    return parts[0]
 
 
 _FIELDS_FIX = f"a spec has the fields {', '.join(sorted(FIELDS))} (name and storage required)"

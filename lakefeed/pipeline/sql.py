@@ -65,7 +65,7 @@ _HEAD = re.compile(
     r"^\s*CREATE\s+(?:OR\s+REFRESH\s+|OR\s+REPLACE\s+)?"
     r"(?P<kind>STREAMING\s+(?:LIVE\s+)?TABLE|MATERIALIZED\s+VIEW|LIVE\s+TABLE|"
     r"(?:TEMPORARY\s+)?(?:LIVE\s+)?VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
-    r"(?:LIVE\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*",
+    r"(?:LIVE\.)?(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})\s*",
     re.IGNORECASE,
 )
 _AS = re.compile(r"\bAS\b", re.IGNORECASE)
@@ -198,13 +198,13 @@ def _append_flow(
 _INTO = re.compile(
     r"^\s*(?:APPLY\s+CHANGES|CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+AS\s+"
     r"(?:AUTO\s+CDC(?:\s+(?P<once>ONCE))?|APPLY\s+CHANGES))\s+INTO\s+"
-    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)",
+    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})",
     re.IGNORECASE,
 )
 _INSERT = re.compile(
     r"^\s*CREATE\s+FLOW\s+(?P<flow>[A-Za-z_]\w*)\s+(?:COMMENT\s+'(?P<comment>(?:[^']|'')*)'\s+)?"
     r"AS\s+INSERT\s+(?P<once_first>ONCE\s+)?INTO\s+(?P<once>ONCE\s+)?"
-    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*)"
+    r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})"
     r"(?:\s+BY\s+NAME)?(?=\s)",
     re.IGNORECASE,
 )
@@ -313,9 +313,9 @@ def _props(text: str) -> dict[str, str]:
 
 
 def _collect_reads(flow: SqlFlow, where: str) -> None:
-    """The datasets ``flow``'s query reads, as sqlglot's parser finds them: one-part names
-    and ``LIVE.x`` (``db.t`` is Spark's table, a CTE name no read at all); and its files
-    reads (``read_files`` / ``cloud_files``)."""
+    """The tables ``flow``'s query reads, as sqlglot's parser finds them (a CTE name is no
+    read at all): each a dataset when the pipeline defines it (``x``, ``LIVE.x``, ``db.x`` in
+    its database), else Spark's table; and its files reads (``read_files`` / ``cloud_files``)."""
     try:
         found = references(flow.query, "databricks")
     except SqlTextError as error:

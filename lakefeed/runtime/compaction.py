@@ -6,11 +6,13 @@ does after a write, a partition whose small files reach a count is compacted; he
 thread of a continuous run checks each table every ``interval`` seconds, so no micro-batch waits
 for it, and a triggered run checks each table once its flow has ended.
 
-Compaction is delta-rs's ``optimize.compact``: the small files are rewritten into bigger ones in
-one commit whose ``remove``/``add`` actions carry ``dataChange=false``. Readers see the same rows;
-Delta streams reading the table skip such commits (nothing new to read); the stream's own
-append (a blind append) and the compaction do not conflict, whichever commits first, so both
-commit. The replaced files stay on disk for readers of older versions until a vacuum.
+Compaction is delta-rs's ``optimize.compact`` (lakefeed's own under column mapping, which
+delta-rs refuses: :func:`lakefeed.delta.rewrite.compact`): the small files are rewritten into
+bigger ones in one commit whose ``remove``/``add`` actions carry ``dataChange=false``. Readers
+see the same rows; Delta streams reading the table skip such commits (nothing new to read); the
+stream's own append (a blind append) and the compaction do not conflict, whichever commits
+first, so both commit. The replaced files stay on disk for readers of older versions until a
+vacuum.
 
 Switches follow Delta and DLT (table properties, ``TBLPROPERTIES`` in SQL):
 
@@ -31,6 +33,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,9 +42,9 @@ from deltalake import DeltaTable
 from lakefeed.core.errors import ConfigError
 from lakefeed.core.logs import get_logger
 from lakefeed.core.options import parse_bytes
-from lakefeed.delta import manifest
+from lakefeed.delta import manifest, rewrite
 from lakefeed.delta.log import is_delta_table as log_exists
-from lakefeed.delta.log import rs_table
+from lakefeed.delta.log import rs_table, table_mapping
 
 log = get_logger(__name__)
 
@@ -126,13 +129,22 @@ def compact_if_needed(path: str, policy: Policy) -> int:
     removed = 0
     for filters in crowded_partitions(actions, columns, policy):
         before = table.version()
-        metrics = table.optimize.compact(
-            partition_filters=filters or None, target_size=policy.max_file_size
-        )
+        metrics = _compact(path, table, filters, policy)
         removed += int(metrics.get("numFilesRemoved", 0))
         table = rs_table(path)
         _refresh_manifests(path, table, before)
     return removed
+
+
+def _compact(path: str, table: DeltaTable, filters: list, policy: Policy) -> Mapping[str, Any]:
+    """One partition's compaction: delta-rs's, or lakefeed's own under column mapping (which
+    delta-rs's OPTIMIZE refuses); nothing where lakefeed's cannot run (object storage)."""
+    if table_mapping(table).active:
+        done = rewrite.compact(table, path, filters or None, None, policy.max_file_size)
+        return done or {}
+    return table.optimize.compact(
+        partition_filters=filters or None, target_size=policy.max_file_size
+    )
 
 
 def _refresh_manifests(path: str, table: DeltaTable, before: int) -> None:

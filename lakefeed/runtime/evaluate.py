@@ -63,8 +63,11 @@ class Evaluator:
     _stack: list[str] = field(default_factory=list)
     _late: Recompute | None = None  # verify of a late_rows="keep" flow: see _late_kept
 
-    def defines(self, name: str) -> bool:
-        return name in self.pipeline.datasets
+    def dataset_named(self, name: str) -> str | None:
+        """The pipeline's dataset ``name`` gives (``x``, ``db.x``, ``cat.db.x`` in the
+        pipeline's database), or None."""
+        local = self.pipeline.namespace.local(name)
+        return local if local in self.pipeline.datasets else None
 
     def evaluate(self, name: str) -> DataFrame | None:
         """The dataset's DataFrame, or None when it failed (see ``errors``)."""
@@ -102,6 +105,7 @@ class Evaluator:
     # -- Resolver protocol (called from lakefeed.read_stream/read/source)
 
     def read(self, name: str, streaming: bool, options: Mapping[str, str]) -> DataFrame:
+        name = self.dataset_named(name) or name  # db.x in the pipeline's database: x
         reader = self._stack[-1]
         if name not in self.reads[reader]:
             self.reads[reader].append(name)

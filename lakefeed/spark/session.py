@@ -21,10 +21,11 @@ environment variables); otherwise the session stays jar-free. S3 settings given 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ from lakefeed.core.scoped import bound
 from lakefeed.spark import cluster, connect, s3a
 from lakefeed.spark.home import compiled_spark_home
 from lakefeed.spark.jvm import jar_path
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -206,3 +209,28 @@ def active_spark(*extensions: SessionExtension) -> SparkSession:
     """
     running = _EVALUATING.get() or SparkSession.getActiveSession()
     return running or spark_session(extensions=extensions)
+
+
+@contextmanager
+def conf_restored(spark: SparkSession) -> Iterator[SparkSession]:
+    """The session's runtime confs, when the block ends, as they were when it began: what a
+    pipeline sets on it (its configuration, its state store settings, a ``spark.conf.set`` in
+    its code) belongs to that run, as DLT's per-pipeline configuration does, and never reaches
+    the next user of a shared session."""
+    before = spark.conf.getAll
+    try:
+        yield spark
+    finally:
+        try:
+            _restore(spark, before)
+        except Exception as error:  # a session stopped under the run: nothing left to restore
+            log.warning("Spark confs not restored after the run: %s", error)
+
+
+def _restore(spark: SparkSession, before: Mapping[str, str]) -> None:
+    after = spark.conf.getAll
+    for key in sorted(after.keys() - before.keys()):
+        spark.conf.unset(key)
+    for key, value in before.items():
+        if after.get(key) != value:
+            spark.conf.set(key, value)

@@ -59,14 +59,16 @@ class TableRef:
 
 
 def dataset_name(ref: TableRef) -> str | None:
-    """The pipeline dataset ``ref`` may name: ``x``, ```x``` or ``LIVE.x`` (DLT's schema of
-    the pipeline's own datasets); None for anything else (``db.t``, a path, a call)."""
+    """The table name ``ref`` gives, which may be a pipeline dataset: ``x``, ```x```,
+    ``db.x``, ``cat.db.x`` (the pipeline tells by its database) or ``LIVE.x`` (DLT's schema of
+    the pipeline's own datasets, dropped); None for anything else (a path, a call)."""
     if ref.name is None or ref.changes is not None:
         return None
     parts = [t.value for t in tokens(ref.name) if t.kind in ("word", "quoted")]
     if len(parts) == 2 and parts[0].upper() == "LIVE":
         parts = parts[1:]
-    return parts[0] if len(parts) == 1 else None
+    plain = 1 <= len(parts) <= 3 and not any("." in p for p in parts)
+    return ".".join(parts) if plain else None
 
 
 @dataclass
@@ -233,10 +235,15 @@ class _Walk:
 
     def changes(self, call: exp.Func) -> TableRef:
         """``table_changes('name', start[, end])`` / ``table_changes_by_path('/p', ...)``: its
-        literal arguments, read from the text at the call's name."""
+        literal arguments, read from the text at the call's name (the n-th call of this
+        function, counted apart from the other one's, as :meth:`files` counts)."""
         name = _function_name(call)
         heads = [t for t in self.toks if t.upper == name]
-        taken = sum(1 for r in self.found.reads if r.changes is not None)
+        taken = sum(
+            1
+            for r in self.found.reads
+            if r.changes is not None and self.toks[self.at[r.start]].upper == name
+        )
         head = heads[taken] if taken < len(heads) else None
         literals = [a for a in call.expressions if isinstance(a, exp.Literal)]
         if head is None or len(literals) != len(call.expressions) or not 2 <= len(literals) <= 3:

@@ -2,8 +2,9 @@
 
 Neither DLT nor Spark Declarative Pipelines lets a team test a pipeline locally; here a test
 loads the pipeline unchanged, replaces each flow's outside source (``lf.source``,
-``lf.read_kafka``, ``lf.read_files``) with rows it gives, steps the streams batch by batch and
-asserts what landed::
+``lf.read_kafka``, ``lf.read_files``, and in DLT/SDP files ``spark.readStream.format("kafka")``,
+``format("cloudFiles")`` or ``readStream.table`` of an outside table) with rows it gives, steps
+the streams batch by batch and asserts what landed::
 
     from lakefeed.testing import PipelineTest
 

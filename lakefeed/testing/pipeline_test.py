@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from pyspark.sql.types import StructType
 from lakefeed import entry
 from lakefeed.connectors import delta
 from lakefeed.core.errors import ConfigError
-from lakefeed.core.flow_context import Resolver, current_resolver, resolving
+from lakefeed.core.flow_context import tapping
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.pipeline.kinds import RunMode
@@ -29,9 +30,11 @@ Rows = Sequence[Mapping[str, Any]] | DataFrame
 
 @dataclass
 class _Feed:
-    """One flow's fed source: the batches waiting, and where they are committed."""
+    """One fed source of a flow: the batches waiting, and where they are committed."""
 
+    flow: str
     path: Path
+    source: str | None = None  # which of the flow's sources (topic, path, table); None: all
     pending: list[Rows] = field(default_factory=list)
     schema: StructType | None = None  # the replaced source's, learned when the flow evaluates
     committed: int = 0
@@ -40,25 +43,40 @@ class _Feed:
     def ready(self) -> bool:
         return self.committed > 0
 
+    def learn(self, original: DataFrame) -> DataFrame:
+        """Take the replaced source's schema, unless the test gave one."""
+        self.schema = self.schema or original.schema
+        return original
 
-class _FeedingResolver:
-    """Resolves ``lf.read*`` as the runtime does; an outside source becomes the fed table."""
+    def takes(self, names: tuple[str, ...]) -> bool:
+        return self.source is None or self.source in names
 
-    def __init__(self, inner: Resolver, feed: _Feed) -> None:
-        self.inner, self.feed = inner, feed
 
-    def read(self, name: str, streaming: bool, options: Mapping[str, str]) -> DataFrame:
-        return self.inner.read(name, streaming, options)
+@dataclass
+class _Tap:
+    """Stands in for a flow's outside sources, however its code reads them (``lf.source``,
+    ``lf.read_kafka``, or ``spark.readStream.format(...).load()`` / ``.table(...)`` in a DLT or
+    SDP file): a source a feed takes becomes that feed's table."""
 
-    def source(self, fmt: str, path: str | None, options: Mapping[str, str]) -> DataFrame:
-        original = self.inner.source(fmt, path, options)
-        self.feed.schema = self.feed.schema or original.schema
-        if not self.feed.ready:
-            return original  # validation before the first step: the real source's shape
-        spark = original.sparkSession
-        if original.isStreaming:  # one fed batch per micro-batch, in order
-            return delta.read_stream(spark, str(self.feed.path), maxFilesPerTrigger="1")
-        return delta.read(spark, str(self.feed.path))
+    spark: SparkSession
+    feeds: list[_Feed] = field(default_factory=list)
+
+    def __call__(
+        self, read: Callable[[], DataFrame], names: tuple[str, ...], streaming: bool | None
+    ) -> DataFrame:
+        takers = [f for f in self.feeds if f.takes(names)]
+        if not takers:
+            return read()
+        feed = max(takers, key=lambda f: f.source is not None)  # one fed by name first
+        if not feed.ready or feed.schema is None or streaming is None:
+            original = feed.learn(read())
+            if not feed.ready:
+                return original  # validation before the first step: the real source's shape
+            streaming = original.isStreaming
+        path = str(feed.path)
+        if streaming:  # one fed batch per micro-batch, in order
+            return delta.read_stream(self.spark, path, maxFilesPerTrigger="1")
+        return delta.read(self.spark, path)
 
 
 class PipelineTest:
@@ -80,26 +98,31 @@ class PipelineTest:
         self.spark = spark or spark_session(app_name=f"lakefeed-test-{name}")
         self.pipeline: Pipeline = entry.load(pipeline, spark=self.spark)
         self._feeds: dict[str, _Feed] = {}
+        self._taps: dict[str, _Tap] = {}
 
-    def feed(self, flow: str, rows: Rows, *, schema: StructType | None = None) -> None:
-        """One micro-batch for ``flow``'s outside source (the next ``step`` processes it)."""
-        dataset = self.pipeline.datasets.get(flow)
-        if dataset is None:
-            raise ConfigError(
-                f"the pipeline has no flow {flow!r}",
-                fix=f"feed one of {sorted(self.pipeline.datasets)}",
-            )
-        if flow not in self._feeds:
-            self._feeds[flow] = _Feed(self.root / "feeds" / flow, schema=schema)
-            dataset.func = _fed(dataset.func, self._feeds[flow])
-        self._feeds[flow].pending.append(rows)
+    def feed(
+        self,
+        flow: str,
+        rows: Rows,
+        *,
+        schema: StructType | None = None,
+        source: str | None = None,
+    ) -> None:
+        """One micro-batch for ``flow``'s outside source (the next ``step`` processes it);
+        ``source`` picks one of several by Kafka topic, path or table name."""
+        key = flow if source is None else f"{flow}[{source}]"
+        if key not in self._feeds:
+            folder = self.root / "feeds" / f"{len(self._feeds)}-{_folder(key)}"
+            self._feeds[key] = _Feed(flow, folder, source, schema=schema)
+            self._tap(flow).feeds.append(self._feeds[key])
+        self._feeds[key].pending.append(rows)
 
     def step(self) -> RunResult:
         """Process every fed batch (one micro-batch each, in order) in every flow, then stop."""
         if any(f.schema is None for f in self._feeds.values()):
             entry.validate(self.pipeline, lakehouse=self.lakehouse, spark=self.spark)
-        for flow, feed in self._feeds.items():
-            self._commit(flow, feed)
+        for feed in self._feeds.values():
+            self._commit(feed)
         result = entry.run(
             self.pipeline,
             lakehouse=self.lakehouse,
@@ -139,13 +162,27 @@ class PipelineTest:
                 total["failed"] += int(counts["failed"])
         return totals
 
-    def _commit(self, flow: str, feed: _Feed) -> None:
+    def _tap(self, flow: str) -> _Tap:
+        """The tap of ``flow`` (a dataset or an append flow), put around its function once."""
+        if flow not in self._taps:
+            target = self.pipeline.datasets.get(flow) or self.pipeline.append_flows.get(flow)
+            if target is None:
+                known = sorted([*self.pipeline.datasets, *self.pipeline.append_flows])
+                raise ConfigError(f"the pipeline has no flow {flow!r}", fix=f"feed one of {known}")
+            self._taps[flow] = _Tap(self.spark)
+            target.func = _fed(target.func, self._taps[flow])
+        return self._taps[flow]
+
+    def _commit(self, feed: _Feed) -> None:
         """Each pending batch as one Delta commit of one file: one micro-batch."""
         if feed.schema is None:
+            which = "no outside source" if feed.source is None else f"no source {feed.source!r}"
             raise ConfigError(
-                f"flow {flow!r} read no outside source (lf.source, lf.read_kafka, "
-                "lf.read_files), so there is nothing to feed",
-                fix="feed the flow that reads the outside source",
+                f"flow {feed.flow!r} read {which} (lf.source, lf.read_kafka, lf.read_files, "
+                "spark.readStream.format(...).load(), spark.readStream.table(...)), so there "
+                "is nothing to feed",
+                fix="feed the flow that reads the outside source; source= names it by Kafka "
+                "topic, path or table name",
             )
         arrow = pa.schema(
             [f.with_nullable(True) for f in to_arrow_schema(feed.schema, timezone="UTC")]
@@ -164,9 +201,14 @@ def _arrow(rows: Rows, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(complete, schema=schema)
 
 
-def _fed(func: Callable[[], DataFrame], feed: _Feed) -> Callable[[], DataFrame]:
+def _folder(key: str) -> str:
+    """A feed's key as a folder name: anything but letters, digits, ``-`` and ``_`` as ``_``."""
+    return re.sub(r"[^\w-]", "_", key)
+
+
+def _fed(func: Callable[[], DataFrame], tap: _Tap) -> Callable[[], DataFrame]:
     def fed() -> DataFrame:
-        with resolving(_FeedingResolver(current_resolver(), feed)):
+        with tapping(tap):
             return func()
 
     return fed

@@ -95,13 +95,9 @@ def test_column_mapping_clusters_by_physical_name(spark, tmp_path: Path) -> None
         == [(1, "eu"), (2, "us")]
         == _spark_rows(spark.read.format("delta").load(root))
     )
-    # lakefeed's deletion-vector DELETE does not take column-mapped tables yet: delta-rs's
-    # would, and cannot commit here, so the DELETE is refused before it writes
-    version = log.latest_version(root)
-    with pytest.raises(Exception) as error:
-        DeltaTable.forPath(spark, root).delete("id = 1")
-    assert code_of(error.value) == "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
-    assert "column mapping" in str(error.value) and log.latest_version(root) == version
+    DeltaTable.forPath(spark, root).delete("id = 1")  # deletion vectors, lakefeed's commit
+    assert expected(root) == [(2, "us")] == _spark_rows(spark.read.format("delta").load(root))
+    assert _clustered_by(root) == [[physical]]
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
 
+from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, code_of
 from lakefeed.delta import create, dv, files, log, log_writer, merger, operations
 from lakefeed.delta import table as tables
@@ -446,16 +447,22 @@ def test_update_marks_the_old_rows_and_writes_their_new_versions(root: str) -> N
     assert _sorted(python_read(root)) == want
 
 
-def test_update_of_a_table_with_a_check_constraint_rewrites_files(root: str) -> None:
-    """delta-rs's UPDATE checks the constraint; the deletion vector path leaves it to it."""
+def test_update_of_a_table_with_a_check_constraint_marks_rows_and_checks_them(root: str) -> None:
+    """As delta-spark: the UPDATE writes deletion vectors on a constrained table too, and a new
+    row version that breaks the constraint fails it with Delta's error class and the row's
+    values before anything is written."""
     operations.add_constraint(root, "positive", "col1 >= 0")
     version = log.latest_version(root)
     operations.update(root, {"col2": "'u'"}, "col1 = 46")
     adds, _ = _commit(root, version + 1)
-    assert adds and not any(a.get("deletionVector") for a in adds)
+    assert any(a.get("deletionVector") for a in adds)
+    before, on_disk = expected(root), sorted(storage.files_under(root))
     with pytest.raises(Exception) as violated:
         operations.update(root, {"col1": "-1"}, "col1 = 48")
     assert code_of(violated.value) == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    assert "positive" in str(violated.value) and "col1 : -1" in str(violated.value)
+    assert log.latest_version(root) == version + 1 and expected(root) == before
+    assert sorted(storage.files_under(root)) == on_disk
 
 
 def test_a_dv_delete_reads_only_the_files_its_predicate_may_match(

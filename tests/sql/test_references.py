@@ -182,6 +182,27 @@ def test_spans_cover_the_reference_and_its_time_travel() -> None:
     ]
 
 
+def test_each_change_feed_function_is_placed_by_its_own_calls() -> None:
+    """``table_changes`` and ``table_changes_by_path`` in one statement: the n-th call of each
+    is found among that function's calls, not among all change feed reads."""
+    text = (
+        "SELECT * FROM table_changes_by_path('/p', 1) a JOIN table_changes('events', 2, 3) b "
+        "USING (id) JOIN table_changes_by_path('/q', 4) c USING (id)"
+    )
+    found = references(text)
+    assert found is not None
+    assert [_show(r) for r in found.reads] == [
+        "delta:/p changes(1)",
+        "events changes(2, 3)",
+        "delta:/q changes(4)",
+    ]
+    assert [text[r.start : r.end] for r in found.reads] == [
+        "table_changes_by_path('/p', 1)",
+        "table_changes('events', 2, 3)",
+        "table_changes_by_path('/q', 4)",
+    ]
+
+
 DELTA = [  # Delta's own statements: the hand grammar; their reads: the parser's
     ("VACUUM delta.`/p` RETAIN 100 HOURS", "Vacuum", "delta:/p", []),
     ("OPTIMIZE events WHERE date = '2024-01-01' ZORDER BY (a)", "Optimize", "events", []),
@@ -287,7 +308,8 @@ def test_names_in_sparks_plan() -> None:
         ("FROM a, b", None),
         ("FROM STREAM(x) WHERE y", None),
         ("FROM STREAM(x) s", None),
-        ("FROM db.t", None),
+        ("FROM db.t", "db.t"),  # a dataset when db is the pipeline's database (names.py)
+        ("FROM `db`.t", "db.t"),
         ("", None),
     ],
 )

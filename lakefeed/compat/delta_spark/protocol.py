@@ -9,7 +9,7 @@ from deltalake import Schema as RsSchema
 from deltalake import convert_to_deltalake
 from pyspark.sql import types as T
 
-from lakefeed.compat.delta_spark.errors import NOT_PARQUET
+from lakefeed.compat.delta_spark.errors import NOT_PARQUET, DeltaSqlError
 from lakefeed.compat.delta_spark.sql.parse import path_identifier
 from lakefeed.core import storage
 from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
@@ -37,7 +37,7 @@ def parquet_folder(identifier: str) -> str:
     """The folder of delta-spark's ``parquet.`path``` identifier; anything else is refused."""
     folder = path_identifier(identifier, "parquet")
     if folder is None:
-        raise DeltaOperationError(
+        raise DeltaSqlError(
             f"convertToDelta takes a Parquet folder as parquet.`/path`, not {identifier!r}",
             fix="name the folder as parquet.`/path/to/folder` (only Parquet can be converted)",
             code=NOT_PARQUET,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,6 +166,48 @@ def test_ysb_summary_ratios_and_markdown() -> None:
     text = "\n".join(doc.ysb(summary))
     assert "| pyspark | 100 | 100 | 150 | = reference |" in text
     assert "failed: exit code 1" in text and "**lakefeed/pyspark: 0.90x**" in text
+
+
+def _leg(rate: float, correct: bool = True) -> dict[str, object]:
+    return {"median_events_per_s": rate, "correct": correct, "failures": []}
+
+
+def test_ysb_writes_its_page_rows_through_bench_results(monkeypatch, tmp_path: Path) -> None:
+    """A run writes the rows it has the legs for (warm or cold as it ran), through
+    bench.results.Run: the stored command's arguments replace a file; other arguments write
+    only with --results; a leg whose counts were wrong gives no row."""
+    from bench import results
+    from bench.ysb import record, run
+
+    stored, chosen = tmp_path / "stored", tmp_path / "chosen"
+    stored.mkdir()
+    monkeypatch.setattr(results, "RESULTS", stored)
+    command = "PYTHONPATH=. .venv/bin/python -m bench.ysb.run --events 6000 --legs lakefeed,pyspark"
+    old = results.Result("YSB, cold", "w", "b", "2026-11-26 13:47", "m", command, 80, ratio=1.0)
+    results.record(old, "ysb_cold", stored)
+    summary = {"legs": {"lakefeed": _leg(90.0), "pyspark": _leg(100.0), "arrow": _leg(900.0)}}
+
+    parser = run._parser()
+    cold = ["--legs", "lakefeed,pyspark", "--events", "6000"]
+    args = parser.parse_args(cold)
+    record.Recorder.begin(parser, cold).write(summary, args)
+    (replaced,) = results.load(stored)
+    assert (replaced.ratio, replaced.target, replaced.command) == (0.9, 0.95, command)
+    assert replaced.workload == "6k events, 40 files, cold"
+
+    warm = ["--events", "6000", "--max-files", "2", "--warmup", "--results", str(chosen)]
+    record.Recorder.begin(parser, warm).write(summary, parser.parse_args(warm))
+    written = {p.stem: json.loads(p.read_text()) for p in chosen.glob("*.json")}
+    assert sorted(written) == ["ysb_limit_warm", "ysb_warm"]
+    assert (
+        written["ysb_warm"]["workload"] == "6k events, 40 files, 2 files per batch, after a warm-up"
+    )
+    assert written["ysb_limit_warm"]["shown"] == "0.10x (PySpark 0.11x)"
+
+    summary["legs"]["arrow"] = _leg(900.0, correct=False)
+    shutil.rmtree(chosen)
+    record.Recorder.begin(parser, warm).write(summary, parser.parse_args(warm))
+    assert sorted(p.stem for p in chosen.glob("*.json")) == ["ysb_warm"]
 
 
 def test_many_flows_generates_fifty_tables_that_load(tmp_path: Path) -> None:

@@ -63,10 +63,15 @@ def test_merge_bench_prints_legs_ratio_and_breakdown() -> None:
 def test_ysb_lakefeed_and_pyspark_agree(tmp_path: Path) -> None:
     """The Kafka leg shares its source with the latency script, whose smoke run covers it."""
     tiny = ["--events", "6000", "--event-rate", "200", "--files", "2", "--repeats", "1", "--warmup"]
-    chart = tmp_path / "ysb.png"
+    chart, rows = tmp_path / "ysb.png", tmp_path / "rows"
     legs = "lakefeed,pyspark,arrow"  # arrow: the physical limit, pyarrow on all cores
-    _script("bench.ysb.run", *tiny, "--legs", legs, "--out", str(tmp_path), "--chart", str(chart))
+    out = ["--out", str(tmp_path), "--chart", str(chart), "--results", str(rows)]
+    _script("bench.ysb.run", *tiny, "--legs", legs, *out)
     summary = json.loads((tmp_path / "results.json").read_text())
+    # the performance page's rows of a warm run, through bench.results (here into --results)
+    assert sorted(p.name for p in rows.iterdir()) == ["ysb_limit_warm.json", "ysb_warm.json"]
+    warm = json.loads((rows / "ysb_warm.json").read_text())
+    assert warm["ratio"] == round(summary["ratios"]["lakefeed/pyspark"], 2)
     for leg in legs.split(","):
         assert summary["legs"][leg]["correct"], summary["legs"][leg]
         assert summary["legs"][leg]["median_events_per_s"] > 0

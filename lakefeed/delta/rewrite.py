@@ -1,0 +1,212 @@
+"""OPTIMIZE's file rewrites that lakefeed commits itself (:func:`.log_writer.commit_actions`),
+where delta-rs's OPTIMIZE does not reach; Spark-free.
+
+- **Purge** (:func:`purge`, after delta-rs's compaction of a table with deletion vectors): a
+  file whose deletion vector deletes more than :data:`MAX_DELETED_ROWS_RATIO` of its rows is
+  rewritten without them, even alone in its partition (delta-spark's rule).
+- **Compaction under column mapping** (:func:`compact`): delta-rs 1.6.6 refuses OPTIMIZE on
+  column-mapped tables. In each partition the files smaller than the target size
+  (``delta.targetFileSize``, else delta-rs's 100 MiB) are packed, largest first, into bins of
+  at most that size (delta-rs's rule); a bin of two files or more is rewritten as one file, and
+  so is a file the purge takes. A rewritten file loses its deletion vector (its deleted rows
+  are left out): the compaction purges the vectors of the files it rewrites.
+
+Files are read by physical name or field id with their deletion vectors applied and written
+with physical names and field ids (:func:`.dv_write.write_rows`). One commit removes them and
+adds the new files, all with ``dataChange=false`` (streams skip it), under snapshot isolation
+as delta-spark's OPTIMIZE. On object storage, or a log the replay here does not know, nothing
+is rewritten (:func:`compact` answers None).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from lakefeed.core import storage
+from lakefeed.delta import dv_write, files, log, log_writer
+from lakefeed.delta.mapping import ColumnMapping
+from lakefeed.delta.schema import table_arrow_schema
+
+MAX_DELETED_ROWS_RATIO = 0.05
+"""delta-spark's ``spark.databricks.delta.optimize.maxDeletedRowsRatio``: OPTIMIZE rewrites a
+file whose deletion vector deletes more of its rows than this, even alone in its partition."""
+TARGET_FILE_SIZE = "delta.targetFileSize"
+DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
+"""delta-rs's OPTIMIZE target when the table sets no ``delta.targetFileSize``."""
+_PURGE = {"predicate": "[]", "deletionVectors": "purge"}
+_COMPACT = {"predicate": "[]", "zOrderBy": "[]", "auto": "false"}
+
+Filters = list[tuple[str, str, Any]] | None
+"""delta-rs's partition filters: (column, ``=``/``!=``/``in``/``not in``, value(s))."""
+
+
+def purge(
+    table: DeltaTable, root: str, partition_filters: Filters, txn: dv_write.Marks | None
+) -> int:
+    """Rewrite the files (in the partitions ``partition_filters`` select) whose deletion vector
+    deletes more than :data:`MAX_DELETED_ROWS_RATIO` of their rows, without those rows, one
+    rewritten file per partition; how many files it rewrote."""
+    version = table.version()
+    live = _live(table, root)
+    if live is None:
+        return 0
+    columns = log.table_mapping(table)
+    chosen = [a for a in live if _selected(a, columns, partition_filters) and _purgeable(a)]
+    bins = list(_by_partition(chosen).values())
+    if bins:
+        _rewrite(table, root, version, bins, _PURGE, txn)
+    return len(chosen)
+
+
+def compact(
+    table: DeltaTable,
+    root: str,
+    partition_filters: Filters,
+    txn: dv_write.Marks | None,
+    target_size: int | None = None,
+) -> dict[str, Any] | None:
+    """Compact the small files of a column-mapped table (the module doc) in the partitions
+    ``partition_filters`` select, into files of up to ``target_size`` bytes (auto compaction's
+    own; else the table's); delta-rs's OPTIMIZE metric names, or None where this cannot
+    rewrite files (nothing written)."""
+    version = table.version()
+    live = _live(table, root)
+    if live is None:
+        return None
+    columns = log.table_mapping(table)
+    selected = [a for a in live if _selected(a, columns, partition_filters)]
+    configured = table.metadata().configuration.get(TARGET_FILE_SIZE)
+    target = target_size or int(configured or DEFAULT_TARGET_SIZE)
+    groups = _by_partition(selected)
+    bins = [b for group in groups.values() for b in _bins(group, target)]
+    chosen = [b for b in bins if len(b) > 1 or any(_purgeable(a) for a in b)]
+    added = _rewrite(table, root, version, chosen, _COMPACT, txn) if chosen else 0
+    removed = sum(len(b) for b in chosen)
+    return {
+        "numFilesAdded": added,
+        "numFilesRemoved": removed,
+        "partitionsOptimized": len({_partition(b[0]) for b in chosen}),
+        "totalConsideredFiles": len(selected),
+        "totalFilesSkipped": len(selected) - removed,
+        "numDeletionVectorsPurged": sum(1 for b in chosen for a in b if a.get("deletionVector")),
+    }
+
+
+def _live(table: DeltaTable, root: str) -> list[dict[str, Any]] | None:
+    if storage.is_object_store(root):
+        return None
+    live = dv_write.planned_files(table, root)
+    return None if live is None else list(live.values())
+
+
+def _selected(add: dict[str, Any], columns: ColumnMapping, partition_filters: Filters) -> bool:
+    """Whether the file's partition (its values by logical name) passes the filters (``""``
+    names the null partition, as in delta-rs's filters)."""
+    values = columns.logical_partition_values(add.get("partitionValues") or {})
+    for column, op, value in partition_filters or []:
+        wanted = {str(v) for v in value} if op in ("in", "not in") else {str(value)}
+        if ((values.get(column) or "") in wanted) != (op in ("=", "in")):
+            return False
+    return True
+
+
+def _purgeable(add: dict[str, Any]) -> bool:
+    descriptor = add.get("deletionVector")
+    records = json.loads(add.get("stats") or "{}").get("numRecords")
+    if not descriptor or not records:
+        return False
+    return int(descriptor["cardinality"]) > MAX_DELETED_ROWS_RATIO * int(records)
+
+
+def _partition(add: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((add.get("partitionValues") or {}).items()))
+
+
+def _by_partition(adds: list[dict[str, Any]]) -> dict[tuple[tuple[str, Any], ...], list[dict]]:
+    grouped: dict[tuple[tuple[str, Any], ...], list[dict[str, Any]]] = {}
+    for add in adds:
+        grouped.setdefault(_partition(add), []).append(add)
+    return grouped
+
+
+def _bins(adds: list[dict[str, Any]], target: int) -> Iterator[list[dict[str, Any]]]:
+    """One partition's files in bins: each file of the target size or more alone, the smaller
+    ones packed largest first into bins of at most ``target`` bytes."""
+    current: list[dict[str, Any]] = []
+    size = 0
+    for add in sorted(adds, key=lambda a: -int(a["size"])):
+        if int(add["size"]) >= target:
+            yield [add]
+            continue
+        if current and size + int(add["size"]) > target:
+            yield current
+            current, size = [], 0
+        current.append(add)
+        size += int(add["size"])
+    if current:
+        yield current
+
+
+def _rewrite(
+    table: DeltaTable,
+    root: str,
+    version: int,
+    bins: list[list[dict[str, Any]]],
+    parameters: dict[str, str],
+    txn: dv_write.Marks | None,
+) -> int:
+    """Rewrite each bin's live rows as new files and commit them in place of the bin's files
+    (nothing of it stays when the commit fails); how many files it added."""
+    schema = table_arrow_schema(table.schema())
+    columns = log.table_mapping(table)
+    written: list[files.WrittenFile] = []
+    chosen = [add for group in bins for add in group]
+    try:
+        for group in bins:
+            written += dv_write.write_rows(root, table, _kept_rows(root, group, schema, columns))
+        now = files.now_ms()
+        actions = [_info(now, parameters, chosen, written)]
+        if txn is not None:
+            actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+        actions += [
+            {"remove": {**dv_write.remove_action(add, now), "dataChange": False}} for add in chosen
+        ]
+        actions += [{"add": dv_write.new_add(f)} for f in written]
+        log_writer.commit_actions(root, version, actions, {a["path"] for a in chosen}, None)
+    except BaseException:
+        files.remove_files(root, written)
+        raise
+    table.update_incremental()
+    return len(written)
+
+
+def _kept_rows(
+    root: str, adds: list[dict[str, Any]], schema: pa.Schema, columns: ColumnMapping
+) -> Iterator[pa.RecordBatch]:
+    """The live rows of the files of ``adds`` (their deletion vectors applied), by logical name."""
+    for add in adds:
+        yield from files.read_file(root, dv_write.data_file(add, columns, True), schema, columns)
+
+
+def _info(
+    now: int,
+    parameters: dict[str, str],
+    removed: list[dict[str, Any]],
+    added: list[files.WrittenFile],
+) -> dict[str, Any]:
+    """OPTIMIZE's ``commitInfo`` (snapshot isolation: compaction changes no rows)."""
+    metrics = {
+        "numRemovedFiles": len(removed),
+        "numAddedFiles": len(added),
+        "numRemovedBytes": sum(int(a["size"]) for a in removed),
+        "numAddedBytes": sum(f.size for f in added),
+        "numDeletionVectorsRemoved": sum(1 for a in removed if a.get("deletionVector")),
+    }
+    return log_writer.commit_info(
+        "OPTIMIZE", parameters, metrics=metrics, timestamp=now, isolationLevel="SnapshotIsolation"
+    )

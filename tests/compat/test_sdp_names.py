@@ -1,0 +1,164 @@
+"""A ``spark-pipeline.yml`` with ``catalog`` / ``database``: the pipeline's datasets are that
+database's tables, so ``orders``, ``sales.orders`` and ``main.sales.orders`` name one dataset
+(in definitions and in ``spark.read.table`` / ``spark.table``), and a name qualified with another
+database reads that database's table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lakefeed as lf
+from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.graph import PipelineError
+from lakefeed.pipeline.names import Namespace
+from tests.pipeline.support import load, table, write
+
+pytest.importorskip("yaml")
+pytestmark = pytest.mark.compat  # SDP's spark.read.table(name)
+
+SPEC = """
+name: shop
+storage: "{storage}"
+catalog: main
+{database_key}: sales
+configuration:
+  shop.input: "{input}"
+libraries:
+  - glob:
+      include: transformations/**
+"""
+FLOWS = """
+from pyspark import pipelines as dp
+
+
+@dp.temporary_view
+def raw():
+    return spark.readStream.schema("id INT, kind STRING").json(spark.conf.get("shop.input"))
+
+
+@dp.table(name="sales.orders")
+def orders():
+    return spark.readStream.table("raw")
+
+
+@dp.materialized_view(name="main.sales.kinds")
+def kinds():
+    return spark.read.table("main.sales.orders").groupBy("kind").count()
+
+
+@dp.materialized_view
+def big():
+    return spark.table("sales.orders").where("id > 3")
+
+
+@dp.materialized_view
+def reference():
+    return spark.read.table("ref.orders")
+"""
+SQL = """
+CREATE STREAMING TABLE sales.copied AS SELECT id FROM STREAM(main.sales.orders);
+CREATE MATERIALIZED VIEW big_sql AS SELECT id FROM sales.orders WHERE id > 3;
+CREATE MATERIALIZED VIEW reference_sql AS SELECT * FROM ref.orders;
+"""
+
+
+def _project(root: Path, database_key: str = "database") -> Path:
+    data = root / "input"
+    data.mkdir(parents=True)
+    rows = [{"id": i, "kind": "ab"[i % 2]} for i in range(1, 6)]
+    (data / "part0.json").write_text("\n".join(json.dumps(r) for r in rows))
+    spec = SPEC.format(storage=root / "storage", input=data, database_key=database_key)
+    project = write(root / "project", {"spark-pipeline.yml": spec})
+    write(project / "transformations", {"flows.py": FLOWS, "more.sql": SQL})
+    return project
+
+
+@pytest.fixture
+def reference_database(spark):
+    """Database ``ref`` of Spark's catalog with a table ``orders`` of its own (other rows)."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS ref")
+    spark.createDataFrame([(100, "z")], "id INT, kind STRING").write.format("parquet").mode(
+        "overwrite"
+    ).saveAsTable("ref.orders")
+    yield
+    spark.sql("DROP DATABASE IF EXISTS ref CASCADE")
+
+
+@pytest.mark.parametrize("database_key", ["database", "schema"])
+def test_names_resolve_in_the_specs_database(
+    spark, tmp_path: Path, reference_database, database_key: str
+) -> None:
+    project = _project(tmp_path, database_key)
+    loaded = load([project])
+    assert loaded.namespace == Namespace("main", "sales")
+    assert sorted(loaded.datasets) == [
+        *("big", "big_sql", "copied", "kinds", "orders", "raw", "reference", "reference_sql")
+    ]
+
+    result = lf.run(project, spark=spark)
+    assert result.ok, result
+    lakehouse = Lakehouse.at(tmp_path / "storage")
+    assert sorted(table(lakehouse, "orders")["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    kinds = table(lakehouse, "kinds").to_pylist()
+    assert sorted((r["kind"], r["count"]) for r in kinds) == [("a", 2), ("b", 3)]
+    assert sorted(table(lakehouse, "big")["id"].to_pylist()) == [4, 5]
+    assert sorted(table(lakehouse, "big_sql")["id"].to_pylist()) == [4, 5]
+    assert sorted(table(lakehouse, "copied")["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    # ref.orders: the other database's table, not the pipeline's orders
+    assert table(lakehouse, "reference").to_pylist() == [{"id": 100, "kind": "z"}]
+    assert table(lakehouse, "reference_sql").to_pylist() == [{"id": 100, "kind": "z"}]
+
+
+def test_a_dataset_of_another_database_is_refused(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    extra = "\n\n@dp.table(name='archive.orders')\ndef old():\n    return spark.read.table('raw')\n"
+    (project / "transformations" / "flows.py").write_text(FLOWS + extra)
+    with pytest.raises(PipelineError) as error:
+        load([project])
+    (problem,) = error.value.problems
+    assert "[LAKEFEED:PIPELINE_OTHER_DATABASE]" in problem and "'archive.orders'" in problem
+    assert "main.sales" in problem
+
+
+def test_a_sql_dataset_of_another_database_is_refused(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    sql = "CREATE MATERIALIZED VIEW archive.old AS SELECT * FROM orders;\n"
+    (project / "transformations" / "more.sql").write_text(SQL + sql)
+    with pytest.raises(PipelineError) as error:
+        load([project])
+    (problem,) = error.value.problems
+    assert "[LAKEFEED:PIPELINE_OTHER_DATABASE]" in problem and "'archive.old'" in problem
+
+
+def test_a_qualified_database_setting_is_refused(tmp_path: Path) -> None:
+    folder = write(tmp_path / "p", {"spark-pipeline.yml": "name: x\nstorage: s\ndatabase: a.b\n"})
+    with pytest.raises(PipelineDefinitionError, match="database 'a.b' is not one name"):
+        load([folder])
+
+
+@pytest.mark.parametrize(
+    ("name", "local"),
+    [
+        ("orders", "orders"),
+        ("sales.orders", "orders"),
+        ("SALES.`orders`", "orders"),
+        ("main.sales.orders", "orders"),
+        ("LIVE.orders", "orders"),
+        ("ref.orders", None),
+        ("other.sales.orders", None),
+        ("a.main.sales.orders", None),
+        ("not a name", None),
+    ],
+)
+def test_what_a_name_means_in_the_pipelines_database(name: str, local: str | None) -> None:
+    assert Namespace("main", "sales").local(name) == local
+
+
+def test_without_settings_the_database_is_sparks_default() -> None:
+    assert Namespace().local("default.t") == "t"
+    assert Namespace().local("spark_catalog.default.t") == "t"
+    assert Namespace().local("sales.t") is None

@@ -301,3 +301,37 @@ def test_the_compatibility_page_lists_the_writer_features_of_the_code() -> None:
     start = page.index("<!-- writer-features")
     table = page[page.index("\n", start) + 1 : page.index("<!-- /writer-features -->")]
     assert table.strip() == features.feature_table()
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(1800)
+def test_a_stream_into_a_clustered_table_survives_sigkill_exactly_once(
+    tmp_path: Path, artifacts: Path
+) -> None:
+    """The streaming sink's batches commit through lakefeed's own log writer here (the table
+    is clustered): killed five times, one right after a Delta commit before Spark's commit log
+    has the batch, the table still holds every row once, and its domain is kept."""
+    from deltalake import write_deltalake
+
+    from lakefeed.delta import clustering, create
+    from tests.connectors.delta.crash_driver import _query_id
+    from tests.support.crash import ahead_of_spark, read_runs, run_delta_driver_with_kills
+    from tests.support.delta import unreferenced_files
+
+    commits, rows = 12, 100
+    for c in range(commits):
+        ids = range(c * rows, (c + 1) * rows)
+        frame = {"id": pa.array(ids, pa.int64()), "payload": [f"row-{i}" for i in ids]}
+        write_deltalake(str(tmp_path / "src"), pa.table(frame), mode="append")
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("payload", pa.string())])
+    create.create(str(tmp_path / "dst"), schema, cluster_by=["k"])
+    driver = Path(__file__).with_name("clustered_crash_driver.py")
+    report = run_delta_driver_with_kills(driver, tmp_path, kills=5, seed=33)
+    assert report.kills == 4 and report.runs == 6
+    runs = read_runs(tmp_path, artifacts / "clustered_crash_runs.json")
+    assert ahead_of_spark(runs), f"no restart found the Delta commit ahead of Spark's: {runs}"
+    root = str(tmp_path / "dst")
+    assert sorted(row[0] for row in expected(root)) == list(range(commits * rows))
+    assert unreferenced_files(tmp_path / "dst") == set()
+    assert clustering.columns_of(root, log.rs_table(root)) == ["k"]
+    assert log.rs_table(root).transaction_version(_query_id(tmp_path) or "") is not None

@@ -204,17 +204,42 @@ def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any] | None:
     return _stat_value(low), _stat_value(high)
 
 
-def stats(data: pa.Table, physical: Callable[[str], str], tight: bool = True) -> str:
-    """An ``add``'s ``stats`` JSON, keyed by physical names (top-level columns)."""
-    low, high, nulls = {}, {}, {}
-    for name in data.column_names:
-        if pa.types.is_nested(data.column(name).type):
-            continue  # statistics of top-level primitive columns only
-        key = physical(name)
-        nulls[key] = data.column(name).null_count
-        bounds = _bounds(data.column(name))
+def _column_stats(
+    columns: Iterable[tuple[str, pa.ChunkedArray]], physical: Callable[[tuple[str, ...]], str]
+) -> tuple[dict, dict, dict]:
+    """Minimums, maximums and null counts of ``columns`` (path, values), keyed by physical name
+    at each level: a struct's fields nest under the struct's key, as delta-spark writes them.
+    Lists, maps and variants have none."""
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for path, column in columns:
+        key = physical(path)
+        kind = column.type
+        if pa.types.is_struct(kind) and kind != VARIANT:
+            fields = column.combine_chunks().flatten()  # a null struct: null fields
+            children = [
+                ((*path, kind.field(i).name), pa.chunked_array([values]))
+                for i, values in enumerate(fields)
+            ]
+            inner = _column_stats(children, physical)
+            for found, into in zip(inner, (low, high, nulls), strict=True):
+                if found:
+                    into[key] = found
+            continue
+        if pa.types.is_nested(kind):
+            continue
+        nulls[key] = column.null_count
+        bounds = _bounds(column)
         if bounds is not None:
             low[key], high[key] = bounds
+    return low, high, nulls
+
+
+def stats(data: pa.Table, physical: Callable[[tuple[str, ...]], str], tight: bool = True) -> str:
+    """An ``add``'s ``stats`` JSON, keyed by physical names (nested struct fields too)."""
+    columns = [((name,), data.column(name)) for name in data.column_names]
+    low, high, nulls = _column_stats(columns, physical)
     record = {
         "numRecords": data.num_rows,
         "minValues": low,
@@ -261,6 +286,9 @@ class TableMaker:
     version: int = -1
     live: dict[str, dict] = field(default_factory=dict)
     dv_prefix: str = ""
+    in_commit_timestamps: bool = False
+    """Each commit's time is its ``inCommitTimestamp``; its file time and ``timestamp`` then
+    run backwards, so a reader that uses them finds the wrong version."""
     _bitmaps: dict[str, list[int]] = field(default_factory=dict)
     """The rows of each deletion vector written, by its descriptor."""
 
@@ -353,7 +381,7 @@ class TableMaker:
             "size": target.stat().st_size,
             "modificationTime": START_MS,
             "dataChange": True,
-            "stats": stats(stored, lambda c: self.mapping.name(c)),
+            "stats": stats(stored, lambda path: self.mapping.name(*path)),
         }
         self.live[path] = add
         return add
@@ -362,7 +390,11 @@ class TableMaker:
         """Writes the next commit (commitInfo first); its file time is its timestamp."""
         self.version += 1
         stamp = self._now(self.version)
-        info = {"timestamp": stamp, "operation": operation, "engineInfo": "foreign-table-maker"}
+        info: dict[str, Any] = {"timestamp": stamp}
+        if self.in_commit_timestamps:
+            info["inCommitTimestamp"] = stamp
+            stamp = info["timestamp"] = self._now(100 - self.version)
+        info |= {"operation": operation, "engineInfo": "foreign-table-maker"}
         if self.version:
             info["readVersion"] = self.version - 1
         lines = [json.dumps({"commitInfo": info})] + [json.dumps(a) for a in actions]
@@ -484,7 +516,8 @@ class TableMaker:
     def v2_checkpoint(self, suffix: str, sidecars: int = 2) -> None:
         """A v2 checkpoint: a top-level JSON or Parquet file with ``checkpointMetadata``, the
         protocol, metadata and ``sidecar`` actions naming Parquet files of adds under
-        ``_delta_log/_sidecars``."""
+        ``_delta_log/_sidecars``; ``_last_checkpoint`` carries its ``v2Checkpoint`` block (the
+        file, its non-file actions and its sidecars) as delta-spark writes it."""
         log = self.root / "_delta_log"
         (log / "_sidecars").mkdir(exist_ok=True)
         adds = [{"add": a} for a in self.live.values()]
@@ -510,7 +543,19 @@ class TableMaker:
             (log / name).write_text("".join(json.dumps(a) + "\n" for a in top))
         else:
             write_actions(log / name, top)
-        last = {"version": self.version, "size": len(top) + len(adds)}
+        last = {
+            "version": self.version,
+            "size": len(top) + len(adds),
+            "sizeInBytes": (log / name).stat().st_size,
+            "numOfAddFiles": len(adds),
+            "v2Checkpoint": {
+                "path": name,
+                "sizeInBytes": (log / name).stat().st_size,
+                "modificationTime": START_MS,
+                "nonFileActions": top[:3],
+                "sidecarFiles": [p["sidecar"] for p in pointers],
+            },
+        }
         (log / "_last_checkpoint").write_text(json.dumps(last))
 
 
@@ -862,6 +907,18 @@ def make_v2_checkpoint(root: Path, suffix: str) -> pa.Table:
     return IDS
 
 
+def make_in_commit_timestamps(root: Path) -> pa.Table:
+    """In-commit timestamps on from version 0 (a writer feature): commit n's time is
+    ``START_MS`` + n minutes, while its file time and ``timestamp`` say 100 - n minutes."""
+    configuration = {"delta.enableInCommitTimestamps": "true"}
+    features = ["inCommitTimestamp"]
+    maker = TableMaker(root, ID_SCHEMA, [], configuration, None, features, (1, 7), seed=65)
+    maker.in_commit_timestamps = True
+    _grown_ids(maker)
+    maker.append(_ids(40, 3))
+    return IDS
+
+
 def make_vacuum_protocol_check(root: Path) -> pa.Table:
     """vacuumProtocolCheck: writers' VACUUM must check the protocol, readers do nothing."""
     schema = pa.schema([("id", pa.int32()), ("name", pa.string())])
@@ -934,6 +991,7 @@ TABLES: dict[str, Callable[[Path], pa.Table]] = {
     "multi-part-checkpoint": make_multi_part_checkpoint,
     "v2-checkpoint-json": lambda root: make_v2_checkpoint(root, "json"),
     "v2-checkpoint-parquet": lambda root: make_v2_checkpoint(root, "parquet"),
+    "in-commit-timestamps": make_in_commit_timestamps,
     "vacuum-protocol-check": make_vacuum_protocol_check,
     "type-widening-preview": make_type_widening_preview,
     "variant-preview": make_variant_preview,

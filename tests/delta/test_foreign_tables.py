@@ -46,6 +46,7 @@ READABLE = [
     "multi-part-checkpoint",
     "v2-checkpoint-json",
     "v2-checkpoint-parquet",
+    "in-commit-timestamps",
 ]
 DV_TABLES = ["dv-partitioned", "dv-column-mapping"]
 REFUSED = {

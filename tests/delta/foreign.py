@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -411,8 +411,11 @@ class TableMaker:
         new deleted positions (all of one commit's on-disk vectors in one file)."""
         actions: list[dict] = []
         vectors: list[tuple[str, set[int]]] = []
+        changes: list[dict] = []
         for path, rows in deleted.items():
             old = self.live.pop(path)
+            if self.configuration.get("delta.enableChangeDataFeed") == "true":
+                changes.append({"cdc": self._change_file(path, rows, old["partitionValues"])})
             every = set(self.positions(old)) | rows
             remove = {
                 "path": path,
@@ -432,7 +435,27 @@ class TableMaker:
         for (path, _), descriptor in zip(vectors, descriptors, strict=True):
             self.live[path]["deletionVector"] = descriptor
             actions.insert(0, {"add": self.live[path]})
-        return self.commit("DELETE", actions)
+        return self.commit("DELETE", actions + changes)
+
+    def _change_file(self, path: str, rows: set[int], values: dict) -> dict:
+        """The deleted ``rows`` of data file ``path`` as a ``_change_data`` file (its stored
+        columns, physical names and field ids kept, and ``_change_type`` = ``delete``) in the
+        file's partition folder: its ``cdc`` action."""
+        data = pq.read_table(self.root / unquote(path)).take(sorted(rows))
+        kinds = pa.array(["delete"] * len(rows))
+        data = data.append_column("_change_type", kinds)
+        folder = unquote(path).rpartition("/")[0]
+        name = f"cdc-{len(self.live):05d}-{self._uuid()}.c000.snappy.parquet"
+        relative = "/".join(p for p in ("_change_data", folder, name) if p)
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(data, target)
+        return {
+            "path": quote(relative, safe="/="),
+            "partitionValues": values,
+            "size": target.stat().st_size,
+            "dataChange": False,
+        }
 
     def positions(self, add: dict) -> list[int]:
         """The rows ``add``'s deletion vector deletes (as this maker wrote it)."""
@@ -683,21 +706,27 @@ def dv_rows(values: list[int]) -> pa.Table:
     )
 
 
-def make_dv_table(root: Path, mode: str | None = None, inline_every: int = 0) -> pa.Table:
+def make_dv_table(
+    root: Path, mode: str | None = None, inline_every: int = 0, change_feed: bool = False
+) -> pa.Table:
     """delta-spark's partitioned table with ``delta.enableDeletionVectors``, then one DELETE
     per commit, each writing deletion vectors; a classic checkpoint at version 10.
-    ``inline_every`` n > 0 stores the vectors of every n-th commit inline in the log."""
+    ``inline_every`` n > 0 stores the vectors of every n-th commit inline in the log;
+    ``change_feed`` turns the change data feed on (each DELETE writes ``_change_data``)."""
     features = ["deletionVectors"] + (["columnMapping"] if mode else [])
+    configuration = {"delta.enableDeletionVectors": "true"}
+    if change_feed:
+        configuration["delta.enableChangeDataFeed"] = "true"
     maker = TableMaker(
         root,
         DV_SCHEMA,
         ["part"],
-        {"delta.enableDeletionVectors": "true"},
+        configuration,
         features,
-        features,
+        features + (["changeDataFeed"] if change_feed else []),
         (3, 7),
         mode,
-        seed=11 if mode else 10,
+        seed=(11 if mode else 10) + (100 if change_feed else 0),
     )
     chunks = [dv_rows([p, p + 10]) for p in range(10)]
     chunks += [dv_rows([p + 20, p + 30, p + 40]) for p in range(10)]
@@ -981,6 +1010,7 @@ TABLES: dict[str, Callable[[Path], pa.Table]] = {
     "dv-partitioned": make_dv_table,
     "dv-column-mapping": lambda root: make_dv_table(root, "name", inline_every=2),
     "dv-storage-kinds": make_dv_storage_kinds,
+    "dv-change-feed": lambda root: make_dv_table(root, "name", change_feed=True),
     "column-mapping-name": lambda root: make_mapped_table(root, "name"),
     "column-mapping-id": lambda root: make_mapped_table(root, "id"),
     "stats-all-types-name": lambda root: make_stats_table(root, "name"),

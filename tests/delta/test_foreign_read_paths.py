@@ -311,6 +311,38 @@ def test_every_read_path_reads_what_delta_rs_reads(
     assert got == want
 
 
+def deleted_by_commit(root: Path) -> list[tuple]:
+    """The change feed the made table must give: for each DELETE commit ``v``, the rows of
+    version ``v - 1`` that version ``v`` no longer holds (delta-rs's snapshots)."""
+    return sorted(
+        (v, "delete", *row)
+        for v in range(1, latest(root) + 1)
+        for row in set(expected(root, v - 1)) - set(expected(root, v))
+    )
+
+
+def _changes(frame) -> list[tuple]:  # noqa: ANN001
+    columns = ["_commit_version", "_change_type", "part", "col1", "col2"]
+    return sorted(tuple(r) for r in frame.select(*columns).collect())
+
+
+def test_the_change_feed_of_a_deletion_vector_table(spark, made: Made, tmp_path: Path) -> None:  # noqa: ANN001
+    """``readChangeFeed`` (batch and stream) and ``table_changes_by_path`` over DELETEs that
+    wrote deletion vectors and ``_change_data`` files (physical names, column mapping)."""
+    root = made[0] / "dv-change-feed"
+    want = deleted_by_commit(root)
+    assert len(want) == 17
+    batch = spark.read.format("delta").option("readChangeFeed", "true")
+    assert _changes(batch.option("startingVersion", 1).load(str(root))) == want
+    sql = spark.sql(f"SELECT * FROM table_changes_by_path('{root}', 1)")
+    assert _changes(sql) == want
+    stream = spark.readStream.format("delta").option("readChangeFeed", "true")
+    rows = _collect_stream(stream.option("startingVersion", 1).load(str(root)), tmp_path / "cp")
+    columns = stream.option("startingVersion", 1).load(str(root)).columns
+    picked = [columns.index(c) for c in ("_commit_version", "_change_type", "part", "col1", "col2")]
+    assert sorted(tuple(r[i] for i in picked) for r in rows) == want
+
+
 @pytest.mark.parametrize("name", ["dv-column-mapping", "in-commit-timestamps"])
 def test_a_pipeline_reads_a_foreign_table(spark, made: Made, tmp_path: Path, name: str) -> None:  # noqa: ANN001
     got, want = pipeline_source(spark, made, name, tmp_path)

@@ -36,6 +36,7 @@ READABLE = [
     "dv-partitioned",
     "dv-column-mapping",
     "dv-storage-kinds",
+    "dv-change-feed",
     "column-mapping-name",
     "column-mapping-id",
     "stats-all-types-name",

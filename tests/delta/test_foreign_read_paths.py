@@ -174,6 +174,16 @@ def sql_version(spark, made: Made, name: str, tmp: Path) -> tuple[Rows, Rows]:  
     return _rows(frame), expected(root, version)
 
 
+def sql_timestamp(spark, made: Made, name: str, tmp: Path) -> tuple[Rows, Rows]:  # noqa: ANN001
+    """``TIMESTAMP AS OF`` half a minute after commit ``latest - 1``: that version."""
+    root = made[0] / name
+    version = latest(root) - 1
+    stamp = (commit_time(version) + dt.timedelta(seconds=30)).strftime("%Y-%m-%d %H:%M:%S")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    frame = spark.sql(f"SELECT * FROM delta.`{root}` TIMESTAMP AS OF '{stamp}'")
+    return _rows(frame), expected(root, version)
+
+
 def api_to_df(spark, made: Made, name: str, tmp: Path) -> tuple[Rows, Rows]:  # noqa: ANN001
     from lakefeed.compat.delta_spark.tables import DeltaTable as Api
 
@@ -276,6 +286,7 @@ PATHS: dict[str, Path_] = {
     "timestampAsOf": load_timestamp,
     "sql": sql_select,
     "sql-version": sql_version,
+    "sql-timestamp": sql_timestamp,
     "toDF": api_to_df,
     "history-detail": api_history_detail,
     "stream-snapshot": stream_snapshot,

@@ -24,6 +24,7 @@ from pyroaring import BitMap64
 
 from lakefeed.delta import dv, files, log
 from lakefeed.delta.errors import ChangeFeedError
+from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
 
 ENABLE = "delta.enableChangeDataFeed"
@@ -37,13 +38,14 @@ def rows(
     table's columns plus ``columns`` (Delta's change columns); a version written while the
     feed was off is refused."""
     schema = table_arrow_schema(table.schema())
+    mapping = log.table_mapping(table)
     on = _feed_on(log.rs_table(root, first).metadata().configuration)
     for version in range(first, last + 1):
         actions = log.commit_actions(root, version)
         if actions is None:
             raise ChangeFeedError(f"version {version} of {root} is missing from its log")
         on = _turned(actions, on)
-        changes = list(_commit_rows(root, actions, schema))
+        changes = list(_commit_rows(root, actions, schema, mapping))
         if changes and not on:
             raise ChangeFeedError(
                 f"the change data feed of {root} was off at version {version}",
@@ -72,14 +74,13 @@ def _timestamp(actions: list[dict[str, Any]]) -> int:
 
 
 def _commit_rows(
-    root: str, actions: list[dict[str, Any]], schema: pa.Schema
+    root: str, actions: list[dict[str, Any]], schema: pa.Schema, mapping: ColumnMapping
 ) -> Iterator[tuple[str | None, pa.Table]]:
     """The commit's changed rows by kind (None: the rows carry ``_change_type`` themselves)."""
     cdc = [a["cdc"] for a in actions if "cdc" in a]
     if cdc:
-        typed = schema.append(pa.field(CHANGE_TYPE, pa.string()))
         for change in cdc:
-            yield None, _read(root, change, typed, None)
+            yield None, _read_changes(root, change, schema, mapping)
         return
     adds = {a["add"]["path"]: a["add"] for a in actions if "add" in a and _changes(a["add"])}
     removes = {
@@ -87,12 +88,12 @@ def _commit_rows(
     }
     for path, remove in removes.items():
         if path in adds:
-            yield from _vector_change(root, remove, adds[path], schema)
+            yield from _vector_change(root, remove, adds[path], schema, mapping)
         else:
-            yield "delete", _read(root, remove, schema, remove.get("deletionVector"))
+            yield "delete", _read(root, remove, schema, mapping, remove.get("deletionVector"))
     for path, add in adds.items():
         if path not in removes:
-            yield "insert", _read(root, add, schema, add.get("deletionVector"))
+            yield "insert", _read(root, add, schema, mapping, add.get("deletionVector"))
 
 
 def _changes(action: dict[str, Any]) -> bool:
@@ -100,7 +101,11 @@ def _changes(action: dict[str, Any]) -> bool:
 
 
 def _vector_change(
-    root: str, remove: dict[str, Any], add: dict[str, Any], schema: pa.Schema
+    root: str,
+    remove: dict[str, Any],
+    add: dict[str, Any],
+    schema: pa.Schema,
+    mapping: ColumnMapping,
 ) -> Iterator[tuple[str, pa.Table]]:
     """One logical file whose deletion vector changed: the rows it now deletes and did not,
     as ``delete``; the rows it deleted and no longer does, as ``insert``."""
@@ -108,7 +113,7 @@ def _vector_change(
     gone, back = after - before, before - after
     if not gone and not back:
         return
-    everything = _read(root, add, schema, None)
+    everything = _read(root, add, schema, mapping, None)
     for kind, positions in (("delete", gone), ("insert", back)):
         if positions:
             at = np.fromiter(positions, dtype=np.int64, count=len(positions))
@@ -121,18 +126,34 @@ def _deleted(root: str, action: dict[str, Any]) -> BitMap64:
 
 
 def _read(
-    root: str, action: dict[str, Any], schema: pa.Schema, vector: dict[str, Any] | None
+    root: str,
+    action: dict[str, Any],
+    schema: pa.Schema,
+    mapping: ColumnMapping,
+    vector: dict[str, Any] | None,
 ) -> pa.Table:
     """The rows of the file an ``add``, ``remove`` or ``cdc`` action names, without those
-    ``vector`` deletes."""
+    ``vector`` deletes (columns and partition values by physical name under column mapping)."""
     data = log.DataFile(
         action["path"],
         int(action.get("size") or 0),
-        dict(action.get("partitionValues") or {}),
+        mapping.logical_partition_values(dict(action.get("partitionValues") or {})),
         0,
         dv.Descriptor.from_json(vector),
     )
-    return pa.Table.from_batches(list(files.read_file(root, data, schema)), schema)
+    return pa.Table.from_batches(list(files.read_file(root, data, schema, mapping)), schema)
+
+
+def _read_changes(
+    root: str, action: dict[str, Any], schema: pa.Schema, mapping: ColumnMapping
+) -> pa.Table:
+    """A change file's rows and its ``_change_type`` column (never renamed by the mapping)."""
+    rows = _read(root, action, schema, mapping, None)
+    kinds = _read(root, action, pa.schema([pa.field(CHANGE_TYPE, pa.string())]), _PLAIN, None)
+    return rows.append_column(kinds.field(0), kinds.column(0))
+
+
+_PLAIN = ColumnMapping("none", ())
 
 
 def _stamped(

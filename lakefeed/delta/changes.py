@@ -107,9 +107,8 @@ def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
     """delta-rs's change rows for ``arguments``; its refusals become :class:`ChangeFeedError`."""
     try:
         table = log.open_table(root)
-        # Neither delta-rs's load_cdf nor change_rows maps column names.
         log.check_readable(table, root, _FEED_READS, "lakefeed's change data feed")
-        if "deletionVectors" in log.needed_features(table.protocol()):
+        if _FROM_LOG & log.needed_features(table.protocol()):
             return _vector_feed(table, root, arguments)
         return pa.RecordBatchReader.from_stream(table.load_cdf(**arguments))
     except RsDeltaError as error:
@@ -120,14 +119,18 @@ def open_feed(root: str, arguments: Mapping[str, Any]) -> pa.RecordBatchReader:
         ) from error
 
 
-_FEED_READS = log.PLAIN_PARQUET | {"deletionVectors"}
+_FROM_LOG = frozenset({"deletionVectors", "columnMapping"})
+"""Features delta-rs's ``load_cdf`` reads wrong (files whole, columns by logical name): such
+tables' changes come from :mod:`.change_rows`."""
+_FEED_READS = log.PLAIN_PARQUET | _FROM_LOG
 
 
 def _vector_feed(
     table: DeltaTable, root: str, arguments: Mapping[str, Any]
 ) -> pa.RecordBatchReader:
-    """The change rows of a table with deletion vectors (:mod:`.change_rows`): delta-rs's
-    ``load_cdf`` would read its files whole."""
+    """The change rows of a table with deletion vectors or column mapping
+    (:mod:`.change_rows`): delta-rs's ``load_cdf`` would read its files whole, or look for
+    columns by their logical names."""
     first, last = _version_range(root, arguments)
     schema = table_arrow_schema(table.schema())
     for field in CHANGE_COLUMNS:

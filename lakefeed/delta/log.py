@@ -33,8 +33,9 @@ _UNSUPPORTED = re.compile(r"Feature '([^']+)' is not supported")
 READ = {
     "deletionVectors": "inline and on-disk; batch, stream and time travel, in Spark's Parquet "
     "scan (`_metadata.row_index`) and in the Python reader; the change data feed too",
-    "columnMapping": "modes `name` and `id` (nested fields too); a stream stops on a "
-    "rename or drop (`DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`)",
+    "columnMapping": "modes `name` and `id` (nested fields too), the change data feed too; a "
+    "stream stops on a rename or drop, also when restarted after one "
+    "(`DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`)",
     "timestampNtz": "as Spark's `TIMESTAMP_NTZ`",
     "v2Checkpoint": "JSON and Parquet v2 checkpoints with sidecars (delta-rs replays the log)",
     "vacuumProtocolCheck": "nothing to do for a reader",

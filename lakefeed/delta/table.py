@@ -73,11 +73,26 @@ def rows_of(actions: pa.Table) -> int | None:
     return None if records.null_count else int(pc.sum(records).as_py() or 0)
 
 
+def deleted_rows(handle: DeltaTable) -> int:
+    """Rows of the snapshot's files that their deletion vectors delete (0 without the
+    feature): ``num_records`` counts them, a reader does not return them."""
+    if "deletionVectors" not in log.needed_features(handle.protocol()):
+        return 0
+    kept = pc.list_flatten(pa.table(handle.deletion_vectors()).column("selection_vector"))
+    return len(kept) - int(pc.sum(kept.cast(pa.int64())).as_py() or 0)
+
+
+def live_rows(handle: DeltaTable) -> int | None:
+    """Rows a reader of the snapshot sees: :func:`rows_of` less :func:`deleted_rows`."""
+    records = rows_of(pa.table(handle.get_add_actions(flatten=True)))
+    return None if records is None else records - deleted_rows(handle)
+
+
 def row_count(path: Location) -> int | None:
-    """Rows in the table's current version (0 when there is no table; see :func:`rows_of`)."""
+    """Rows in the table's current version (0 when there is no table; see :func:`live_rows`)."""
     if not exists(path):
         return 0
-    return rows_of(pa.table(log.rs_table(str(path)).get_add_actions(flatten=True)))
+    return live_rows(log.rs_table(str(path)))
 
 
 def has_rows(path: Location) -> bool:
@@ -99,7 +114,7 @@ def info(path: Location) -> TableInfo:
         path=str(path),
         version=handle.version(),
         files=actions.num_rows,
-        rows=rows_of(actions),
+        rows=live_rows(handle),
         size_bytes=(pc.sum(actions.column("size_bytes")).as_py() or 0) if actions.num_rows else 0,
         partition_columns=list(metadata.partition_columns),
         description=metadata.description or None,
@@ -164,8 +179,8 @@ def version(path: Location) -> int | None:
 def history(path: Location, limit: int | None = None) -> list[dict[str, Any]]:
     """Commits, newest first: version, timestamp (UTC datetime), operation, parameters, metrics."""
     entries = sorted(_open(path).history(limit), key=lambda e: -int(e["version"]))
-    for entry in entries:
-        entry["timestamp"] = dt.datetime.fromtimestamp(int(entry["timestamp"]) / 1000, dt.UTC)
+    for entry in entries:  # the in-commit timestamp where the table has them, as Delta's
+        entry["timestamp"] = dt.datetime.fromtimestamp(log.commit_time(entry) / 1000, dt.UTC)
     return entries
 
 

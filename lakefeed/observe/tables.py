@@ -136,7 +136,7 @@ class TableReader:
     @_serialized
     def row_count(self, name: str) -> int | None:
         """Rows of the current version from the log's file stats (None if a file has none)."""
-        return delta_table.rows_of(pa.table(self._table(name).get_add_actions(flatten=True)))
+        return delta_table.live_rows(self._table(name))
 
     @_serialized
     def quarantine(self, table: str) -> tuple[str, int | None] | None:
@@ -151,7 +151,7 @@ class TableReader:
         """Version, rows and files from the Delta log, plus the columns worth charting."""
         table = self._table(name)
         actions = pa.table(table.get_add_actions(flatten=True))
-        rows = delta_table.rows_of(actions)
+        rows = delta_table.live_rows(table)
         modified = pc.max(actions.column("modification_time")).as_py() if actions.num_rows else None
         columns = _columns(table.to_pyarrow_dataset().schema)
         return {

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -204,17 +204,42 @@ def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any] | None:
     return _stat_value(low), _stat_value(high)
 
 
-def stats(data: pa.Table, physical: Callable[[str], str], tight: bool = True) -> str:
-    """An ``add``'s ``stats`` JSON, keyed by physical names (top-level columns)."""
-    low, high, nulls = {}, {}, {}
-    for name in data.column_names:
-        if pa.types.is_nested(data.column(name).type):
-            continue  # statistics of top-level primitive columns only
-        key = physical(name)
-        nulls[key] = data.column(name).null_count
-        bounds = _bounds(data.column(name))
+def _column_stats(
+    columns: Iterable[tuple[str, pa.ChunkedArray]], physical: Callable[[tuple[str, ...]], str]
+) -> tuple[dict, dict, dict]:
+    """Minimums, maximums and null counts of ``columns`` (path, values), keyed by physical name
+    at each level: a struct's fields nest under the struct's key, as delta-spark writes them.
+    Lists, maps and variants have none."""
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for path, column in columns:
+        key = physical(path)
+        kind = column.type
+        if pa.types.is_struct(kind) and kind != VARIANT:
+            fields = column.combine_chunks().flatten()  # a null struct: null fields
+            children = [
+                ((*path, kind.field(i).name), pa.chunked_array([values]))
+                for i, values in enumerate(fields)
+            ]
+            inner = _column_stats(children, physical)
+            for found, into in zip(inner, (low, high, nulls), strict=True):
+                if found:
+                    into[key] = found
+            continue
+        if pa.types.is_nested(kind):
+            continue
+        nulls[key] = column.null_count
+        bounds = _bounds(column)
         if bounds is not None:
             low[key], high[key] = bounds
+    return low, high, nulls
+
+
+def stats(data: pa.Table, physical: Callable[[tuple[str, ...]], str], tight: bool = True) -> str:
+    """An ``add``'s ``stats`` JSON, keyed by physical names (nested struct fields too)."""
+    columns = [((name,), data.column(name)) for name in data.column_names]
+    low, high, nulls = _column_stats(columns, physical)
     record = {
         "numRecords": data.num_rows,
         "minValues": low,
@@ -261,6 +286,9 @@ class TableMaker:
     version: int = -1
     live: dict[str, dict] = field(default_factory=dict)
     dv_prefix: str = ""
+    in_commit_timestamps: bool = False
+    """Each commit's time is its ``inCommitTimestamp``; its file time and ``timestamp`` then
+    run backwards, so a reader that uses them finds the wrong version."""
     _bitmaps: dict[str, list[int]] = field(default_factory=dict)
     """The rows of each deletion vector written, by its descriptor."""
 
@@ -353,7 +381,7 @@ class TableMaker:
             "size": target.stat().st_size,
             "modificationTime": START_MS,
             "dataChange": True,
-            "stats": stats(stored, lambda c: self.mapping.name(c)),
+            "stats": stats(stored, lambda path: self.mapping.name(*path)),
         }
         self.live[path] = add
         return add
@@ -362,7 +390,11 @@ class TableMaker:
         """Writes the next commit (commitInfo first); its file time is its timestamp."""
         self.version += 1
         stamp = self._now(self.version)
-        info = {"timestamp": stamp, "operation": operation, "engineInfo": "foreign-table-maker"}
+        info: dict[str, Any] = {"timestamp": stamp}
+        if self.in_commit_timestamps:
+            info["inCommitTimestamp"] = stamp
+            stamp = info["timestamp"] = self._now(100 - self.version)
+        info |= {"operation": operation, "engineInfo": "foreign-table-maker"}
         if self.version:
             info["readVersion"] = self.version - 1
         lines = [json.dumps({"commitInfo": info})] + [json.dumps(a) for a in actions]
@@ -379,8 +411,11 @@ class TableMaker:
         new deleted positions (all of one commit's on-disk vectors in one file)."""
         actions: list[dict] = []
         vectors: list[tuple[str, set[int]]] = []
+        changes: list[dict] = []
         for path, rows in deleted.items():
             old = self.live.pop(path)
+            if self.configuration.get("delta.enableChangeDataFeed") == "true":
+                changes.append({"cdc": self._change_file(path, rows, old["partitionValues"])})
             every = set(self.positions(old)) | rows
             remove = {
                 "path": path,
@@ -400,7 +435,27 @@ class TableMaker:
         for (path, _), descriptor in zip(vectors, descriptors, strict=True):
             self.live[path]["deletionVector"] = descriptor
             actions.insert(0, {"add": self.live[path]})
-        return self.commit("DELETE", actions)
+        return self.commit("DELETE", actions + changes)
+
+    def _change_file(self, path: str, rows: set[int], values: dict) -> dict:
+        """The deleted ``rows`` of data file ``path`` as a ``_change_data`` file (its stored
+        columns, physical names and field ids kept, and ``_change_type`` = ``delete``) in the
+        file's partition folder: its ``cdc`` action."""
+        data = pq.read_table(self.root / unquote(path)).take(sorted(rows))
+        kinds = pa.array(["delete"] * len(rows))
+        data = data.append_column("_change_type", kinds)
+        folder = unquote(path).rpartition("/")[0]
+        name = f"cdc-{len(self.live):05d}-{self._uuid()}.c000.snappy.parquet"
+        relative = "/".join(p for p in ("_change_data", folder, name) if p)
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(data, target)
+        return {
+            "path": quote(relative, safe="/="),
+            "partitionValues": values,
+            "size": target.stat().st_size,
+            "dataChange": False,
+        }
 
     def positions(self, add: dict) -> list[int]:
         """The rows ``add``'s deletion vector deletes (as this maker wrote it)."""
@@ -484,7 +539,8 @@ class TableMaker:
     def v2_checkpoint(self, suffix: str, sidecars: int = 2) -> None:
         """A v2 checkpoint: a top-level JSON or Parquet file with ``checkpointMetadata``, the
         protocol, metadata and ``sidecar`` actions naming Parquet files of adds under
-        ``_delta_log/_sidecars``."""
+        ``_delta_log/_sidecars``; ``_last_checkpoint`` carries its ``v2Checkpoint`` block (the
+        file, its non-file actions and its sidecars) as delta-spark writes it."""
         log = self.root / "_delta_log"
         (log / "_sidecars").mkdir(exist_ok=True)
         adds = [{"add": a} for a in self.live.values()]
@@ -510,7 +566,19 @@ class TableMaker:
             (log / name).write_text("".join(json.dumps(a) + "\n" for a in top))
         else:
             write_actions(log / name, top)
-        last = {"version": self.version, "size": len(top) + len(adds)}
+        last = {
+            "version": self.version,
+            "size": len(top) + len(adds),
+            "sizeInBytes": (log / name).stat().st_size,
+            "numOfAddFiles": len(adds),
+            "v2Checkpoint": {
+                "path": name,
+                "sizeInBytes": (log / name).stat().st_size,
+                "modificationTime": START_MS,
+                "nonFileActions": top[:3],
+                "sidecarFiles": [p["sidecar"] for p in pointers],
+            },
+        }
         (log / "_last_checkpoint").write_text(json.dumps(last))
 
 
@@ -638,21 +706,27 @@ def dv_rows(values: list[int]) -> pa.Table:
     )
 
 
-def make_dv_table(root: Path, mode: str | None = None, inline_every: int = 0) -> pa.Table:
+def make_dv_table(
+    root: Path, mode: str | None = None, inline_every: int = 0, change_feed: bool = False
+) -> pa.Table:
     """delta-spark's partitioned table with ``delta.enableDeletionVectors``, then one DELETE
     per commit, each writing deletion vectors; a classic checkpoint at version 10.
-    ``inline_every`` n > 0 stores the vectors of every n-th commit inline in the log."""
+    ``inline_every`` n > 0 stores the vectors of every n-th commit inline in the log;
+    ``change_feed`` turns the change data feed on (each DELETE writes ``_change_data``)."""
     features = ["deletionVectors"] + (["columnMapping"] if mode else [])
+    configuration = {"delta.enableDeletionVectors": "true"}
+    if change_feed:
+        configuration["delta.enableChangeDataFeed"] = "true"
     maker = TableMaker(
         root,
         DV_SCHEMA,
         ["part"],
-        {"delta.enableDeletionVectors": "true"},
+        configuration,
         features,
-        features,
+        features + (["changeDataFeed"] if change_feed else []),
         (3, 7),
         mode,
-        seed=11 if mode else 10,
+        seed=(11 if mode else 10) + (100 if change_feed else 0),
     )
     chunks = [dv_rows([p, p + 10]) for p in range(10)]
     chunks += [dv_rows([p + 20, p + 30, p + 40]) for p in range(10)]
@@ -862,6 +936,18 @@ def make_v2_checkpoint(root: Path, suffix: str) -> pa.Table:
     return IDS
 
 
+def make_in_commit_timestamps(root: Path) -> pa.Table:
+    """In-commit timestamps on from version 0 (a writer feature): commit n's time is
+    ``START_MS`` + n minutes, while its file time and ``timestamp`` say 100 - n minutes."""
+    configuration = {"delta.enableInCommitTimestamps": "true"}
+    features = ["inCommitTimestamp"]
+    maker = TableMaker(root, ID_SCHEMA, [], configuration, None, features, (1, 7), seed=65)
+    maker.in_commit_timestamps = True
+    _grown_ids(maker)
+    maker.append(_ids(40, 3))
+    return IDS
+
+
 def make_vacuum_protocol_check(root: Path) -> pa.Table:
     """vacuumProtocolCheck: writers' VACUUM must check the protocol, readers do nothing."""
     schema = pa.schema([("id", pa.int32()), ("name", pa.string())])
@@ -924,6 +1010,7 @@ TABLES: dict[str, Callable[[Path], pa.Table]] = {
     "dv-partitioned": make_dv_table,
     "dv-column-mapping": lambda root: make_dv_table(root, "name", inline_every=2),
     "dv-storage-kinds": make_dv_storage_kinds,
+    "dv-change-feed": lambda root: make_dv_table(root, "name", change_feed=True),
     "column-mapping-name": lambda root: make_mapped_table(root, "name"),
     "column-mapping-id": lambda root: make_mapped_table(root, "id"),
     "stats-all-types-name": lambda root: make_stats_table(root, "name"),
@@ -934,6 +1021,7 @@ TABLES: dict[str, Callable[[Path], pa.Table]] = {
     "multi-part-checkpoint": make_multi_part_checkpoint,
     "v2-checkpoint-json": lambda root: make_v2_checkpoint(root, "json"),
     "v2-checkpoint-parquet": lambda root: make_v2_checkpoint(root, "parquet"),
+    "in-commit-timestamps": make_in_commit_timestamps,
     "vacuum-protocol-check": make_vacuum_protocol_check,
     "type-widening-preview": make_type_widening_preview,
     "variant-preview": make_variant_preview,

@@ -36,6 +36,7 @@ READABLE = [
     "dv-partitioned",
     "dv-column-mapping",
     "dv-storage-kinds",
+    "dv-change-feed",
     "column-mapping-name",
     "column-mapping-id",
     "stats-all-types-name",
@@ -46,6 +47,7 @@ READABLE = [
     "multi-part-checkpoint",
     "v2-checkpoint-json",
     "v2-checkpoint-parquet",
+    "in-commit-timestamps",
 ]
 DV_TABLES = ["dv-partitioned", "dv-column-mapping"]
 REFUSED = {

@@ -153,8 +153,18 @@ class ChangeFeed:
             )
         if commit.mapping is not None:
             _check_mapping_change(self.root, commit.version, self.columns, commit.mapping)
+            self._check_mapping_before(commit.version)
         if commit.schema is not None and self.read_schema is not None:
             _check_schema_change(self.root, commit.version, self.read_schema, commit.schema)
+
+    def _check_mapping_before(self, version: int) -> None:
+        """A stream restarted after a rename or drop reads with the new schema, but the
+        commits it has yet to read were written under the old one: refuse the range as
+        delta-spark does (it checks the schema before each metadata change as well)."""
+        if not self.columns.active or version == 0:
+            return
+        before = log.table_mapping(log.open_table(self.root, version - 1))
+        _check_mapping_change(self.root, version, before, self.columns)
 
     def commit_adds(self, version: int) -> list[DataFile]:
         commit = self.commit(version)

@@ -7,10 +7,15 @@ filter on a partition column lets Spark's optimizer drop whole groups.
 
 Deletion vectors are applied in the scan, as delta-spark does, on the row's position in its
 file (Spark's hidden ``_metadata.row_index``): the files of a group that have deleted rows are
-scanned apart from the others, and their rows anti-joined (broadcast) with the deleted
-(file name, position) pairs. File names are unique within such a scan (a group whose names
-repeat is split); Spark's ``_metadata.file_name`` is percent-encoded as Hadoop's URI of the
-path, so the names of the deleted rows are spelled by Hadoop too.
+scanned apart from the others, and their rows anti-joined (broadcast) with the deleted rows'
+keys. A key is one ``long``, Spark's ``hash`` of the file's name (``_metadata.file_name``) in the
+high 32 bits and the row's position in the low ones: a join on one long is a lookup in Spark's
+``LongHashedRelation``, about a third cheaper per row than one on the (name, position) pair, whose
+string key is copied and hashed for every row. Keys are unique within a scan: the names' hashes
+differ (a group whose hashes repeat is split), computed by Spark itself, and positions fit in 32
+bits (a row past them gets no key and is kept; a vector deleting one is refused). Spark's
+``_metadata.file_name`` is percent-encoded as Hadoop's URI of the path, so the names hashed for
+the deleted rows are spelled by Hadoop too.
 
 Under column mapping the scan reads physical names (or Parquet field ids, mode ``id``) and
 presents logical ones: nested types are cast to their logical form by position.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,7 +37,6 @@ from pyspark.sql.types import (
     DataType,
     LongType,
     MapType,
-    StringType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -39,6 +44,7 @@ from pyspark.sql.types import (
 
 from lakefeed.core import storage
 from lakefeed.delta import dv
+from lakefeed.delta.errors import DV_CORRUPT, DeletionVectorError
 from lakefeed.delta.files import local_path, parse_partition_value
 from lakefeed.delta.log import DataFile
 from lakefeed.delta.mapping import Column as Mapped
@@ -48,9 +54,11 @@ from lakefeed.delta.schema import as_nullable, table_arrow_schema
 FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
 """Spark reads Parquet columns by field id (metadata ``parquet.field.id``) with this on; it
 changes nothing for schemas without ids."""
-_FILE, _ROW = "__lakefeed_static_file", "__lakefeed_static_row"
-"""The deleted rows' columns; the prefix keeps them a batch relation inside a planned stream's
+_KEY = "__lakefeed_static_deleted"
+"""The deleted rows' key column; the prefix keeps them a batch relation inside a planned stream's
 micro-batch (``PlannedSource.STATIC_PREFIX``): the anti-join is then a stream–static one."""
+ROW_BITS = 32
+"""Low bits of a row's key that hold its position in the file."""
 _NONE = ColumnMapping("none", ())
 BROADCAST_ROWS = 1_000_000
 """Deleted rows up to which their anti-join is a broadcast (a hash lookup per scanned row);
@@ -79,36 +87,44 @@ def files_frame(
     for file in files:
         groups.setdefault(tuple(sorted(file.partition_values.items())), []).append(file)
     arrow = to_arrow_schema(schema, timezone="UTC")
+    hashes = _name_hashes(spark, root, [f for f in files if f.deletes is not None])
     scans = [
-        _scan(spark, root, chunk, dict(key), schema, arrow, columns)
+        _scan(spark, root, chunk, dict(key), schema, arrow, columns, hashes)
         for key, members in groups.items()
-        for chunk in _chunks(members)
+        for chunk in _chunks(members, hashes)
     ]
     return functools.reduce(DataFrame.unionAll, scans)
 
 
-def _chunks(files: list[DataFile]) -> list[list[DataFile]]:
-    """The files without deleted rows together; those with, in chunks of distinct names."""
+def _chunks(files: list[DataFile], hashes: Mapping[str, int]) -> list[list[DataFile]]:
+    """The files without deleted rows together; those with, in chunks of distinct name hashes
+    (``hashes``, by path: the high bits of their deleted rows' keys)."""
     plain = [f for f in files if f.deletes is None]
     chunks: list[list[DataFile]] = []
-    taken: list[set[str]] = []
+    taken: list[set[int]] = []
     for file in files:
         if file.deletes is None:
             continue
-        name = _name(file)
-        for chunk, names in zip(chunks, taken, strict=True):
-            if name not in names:
+        hashed = hashes[file.path]
+        for chunk, seen in zip(chunks, taken, strict=True):
+            if hashed not in seen:
                 chunk.append(file)
-                names.add(name)
+                seen.add(hashed)
                 break
         else:
             chunks.append([file])
-            taken.append({name})
+            taken.append({hashed})
     return ([plain] if plain else []) + chunks
 
 
-def _name(file: DataFile) -> str:
-    return local_path("", file.path).rsplit("/", 1)[-1]
+def _name_hashes(spark: SparkSession, root: str, files: list[DataFile]) -> dict[str, int]:
+    """Spark's ``hash`` of each file's ``_metadata.file_name``, by path: computed by Spark (on
+    the driver, a local relation) so that it is the hash the scan computes for every row."""
+    if not files:
+        return {}
+    names = pa.table({"name": [_spark_name(spark, local_path(root, f.path)) for f in files]})
+    hashed = spark.createDataFrame(names).select(F.hash("name")).collect()
+    return {f.path: int(row[0]) for f, row in zip(files, hashed, strict=True)}
 
 
 def _scan(
@@ -119,6 +135,7 @@ def _scan(
     schema: StructType,
     arrow: pa.Schema,
     columns: ColumnMapping,
+    hashes: Mapping[str, int],
 ) -> DataFrame:
     stored = [f for f in schema.fields if f.name not in partition_values]
     physical = {f.name: _physical_field(f, columns) for f in stored}
@@ -132,7 +149,7 @@ def _scan(
         .parquet(*paths)
     )
     if files[0].deletes is not None:
-        frame = _without_deleted(spark, root, frame, files)
+        frame = _without_deleted(spark, root, frame, files, hashes)
     return frame.select(
         *[
             _literal(partition_values[f.name], f.dataType, arrow.field(f.name).type).alias(f.name)
@@ -144,29 +161,44 @@ def _scan(
 
 
 def _without_deleted(
-    spark: SparkSession, root: str, frame: DataFrame, files: list[DataFile]
+    spark: SparkSession,
+    root: str,
+    frame: DataFrame,
+    files: list[DataFile],
+    hashes: Mapping[str, int],
 ) -> DataFrame:
-    """``frame`` without the rows the files' deletion vectors delete (names are distinct)."""
-    names: list[str] = []
-    rows: list[pa.Array] = []
-    for file in files:
-        assert file.deletes is not None
-        deleted = dv.positions(root, file.deletes)
-        names.extend([_spark_name(spark, local_path(root, file.path))] * len(deleted))
-        rows.append(pa.array(deleted.astype("int64")))
-    table = pa.table(
-        {_FILE: pa.array(names, pa.string()), _ROW: pa.concat_arrays(rows).cast(pa.int64())}
+    """``frame`` without the rows the files' deletion vectors delete (their name hashes in
+    ``hashes`` are distinct)."""
+    keys = pa.array(np.concatenate([_deleted_keys(root, f, hashes[f.path]) for f in files]))
+    deleted_frame = spark.createDataFrame(
+        pa.table({_KEY: keys}), schema=StructType([StructField(_KEY, LongType())])
     )
-    wanted = StructType([StructField(_FILE, StringType()), StructField(_ROW, LongType())])
-    deleted_frame = spark.createDataFrame(table, schema=wanted)
+    row = F.col("_metadata.row_index")
     marked = frame.select(
         "*",
-        F.col("_metadata.file_name").alias(_FILE),
-        F.col("_metadata.row_index").alias(_ROW),
+        F.when(
+            row < 1 << ROW_BITS,
+            F.shiftleft(F.hash(F.col("_metadata.file_name")).cast(LongType()), ROW_BITS) + row,
+        ).alias(_KEY),
     )
-    if table.num_rows <= BROADCAST_ROWS:
+    if len(keys) <= BROADCAST_ROWS:
         deleted_frame = F.broadcast(deleted_frame)
-    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti")
+    return marked.join(deleted_frame, _KEY, "left_anti")
+
+
+def _deleted_keys(root: str, file: DataFile, hashed: int) -> np.ndarray:
+    """The keys of ``file``'s deleted rows: ``hashed`` (its name's) high, positions low."""
+    assert file.deletes is not None
+    deleted = dv.positions(root, file.deletes)
+    if len(deleted) and int(deleted[-1]) >> ROW_BITS:
+        raise DeletionVectorError(
+            f"the deletion vector of {file.path} deletes row {int(deleted[-1])}: lakefeed's "
+            f"Spark scan reads files of fewer than 2^{ROW_BITS} rows",
+            fix="read the table with lakefeed's Python reader "
+            "(option lakefeed.reader=python), or rewrite the file smaller (OPTIMIZE)",
+            code=DV_CORRUPT,
+        )
+    return (np.int64(hashed) << ROW_BITS) + deleted.astype(np.int64)
 
 
 def _spark_name(spark: SparkSession, path: str) -> str:

@@ -53,6 +53,7 @@ from lakefeed.pipeline import guard
 from lakefeed.pipeline.api import Pipeline
 from lakefeed.runtime import expect
 from lakefeed.runtime.committed import CommittedInput
+from lakefeed.runtime.errors import VerifyCatchUpError
 from lakefeed.runtime.evaluate import Evaluator, union_all
 from lakefeed.runtime.event_log import read_events
 from lakefeed.runtime.progress import dropped_late
@@ -90,8 +91,7 @@ def verify(
     source table, is reported INCONSISTENT with the reason (the catch-up run refuses them).
     """
     if run_first:
-        with contextlib.suppress(DataLossRiskError):  # reported table by table below
-            PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="available-now")).run()
+        catch_up(pipeline, lakehouse, spark)
     validation = validate(pipeline, lakehouse, spark)
     validation.raise_for_problems()
     flows, tables = guard.lakehouse_flows(pipeline, lakehouse, validation.sources)
@@ -106,6 +106,27 @@ def verify(
         for name in validation.order
         if pipeline.datasets[name].stored
     ]
+
+
+def catch_up(pipeline: Pipeline, lakehouse: Lakehouse, spark: SparkSession) -> None:
+    """The available-now run before a comparison, which must end "completed". One stopped
+    early (the lease taken over, SIGINT/SIGTERM) or with a failed flow is refused
+    (:class:`VerifyCatchUpError`): a comparison then would judge tables against input their
+    flows never reached, and a sink, which is not compared, would pass with rows missing. A
+    table behind its checkpoint is not refused here: it is reported INCONSISTENT below."""
+    options = RunOptions(mode="available-now")
+    with contextlib.suppress(DataLossRiskError):
+        result = PipelineRunner(pipeline, lakehouse, spark, options).run()
+        if result.reason != "completed" or not result.ok:
+            failed = "".join(
+                f"; {name}: {result.errors.get(name, 'failed')}" for name in result.failed
+            )
+            raise VerifyCatchUpError(
+                f"verify's catch-up run ended with {result.reason!r}{failed}, so its flows may "
+                "be behind their input and nothing was compared",
+                fix="run verify again once nothing stops the run (`verify --no-run` compares "
+                "the tables as they are)",
+            )
 
 
 def compare_table(

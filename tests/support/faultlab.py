@@ -229,7 +229,10 @@ def in_process(spark: SparkSession) -> Driver:
         try:
             if command == "run":
                 result = lf.run(pipeline, lakehouse=lakehouse, conf=conf, spark=spark)
-                lines = [f"{f.name}: {f.status} {f.error or ''}" for f in result.flows]
+                lines = [f"run: {result.reason}"]
+                lines += [f"{f.name}: {f.status} {f.error or ''}" for f in result.flows]
+                shown = {f.name for f in result.flows}  # append and sink flows have no row
+                lines += [f"{n}: failed {e}" for n, e in result.errors.items() if n not in shown]
                 return Run(0 if result.ok else 1, "\n".join(lines), time.monotonic() - started)
             checked = lf.verify(pipeline, lakehouse=lakehouse, conf=conf, spark=spark)
             lines = [f"{t.table}: {_verdict(t)} {t.note} {t.inconsistent}" for t in checked.tables]

@@ -325,8 +325,8 @@ def test_a_stream_into_a_clustered_table_survives_sigkill_exactly_once(
         write_deltalake(str(tmp_path / "src"), pa.table(frame), mode="append")
     schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("payload", pa.string())])
     create.create(str(tmp_path / "dst"), schema, cluster_by=["k"])
-    driver = Path(__file__).with_name("clustered_crash_driver.py")
-    report = run_delta_driver_with_kills(driver, tmp_path, kills=5, seed=33)
+    driver = Path(__file__).parents[1] / "connectors" / "delta" / "crash_driver.py"
+    report = run_delta_driver_with_kills(driver, tmp_path, "clustered", kills=5, seed=33)
     assert report.kills == 4 and report.runs == 6
     runs = read_runs(tmp_path, artifacts / "clustered_crash_runs.json")
     assert ahead_of_spark(runs), f"no restart found the Delta commit ahead of Spark's: {runs}"

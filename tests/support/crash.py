@@ -120,17 +120,21 @@ def run_driver_with_kills(
     )
 
 
-def run_delta_driver_with_kills(driver: Path, work: Path, *, kills: int, seed: int) -> CrashReport:
-    """``driver`` (given ``work``) streaming into the Delta table ``work/dst``, ``kills`` runs
-    before its last: run 1 kills itself right after a Delta commit, before Spark's commit log
-    has the batch (the driver's hook, ``LAKEFEED_CRASH_RUN=1``), the others are killed at a
-    random moment up to a second after a commit of the table (see :func:`run_with_kills`)."""
+def run_delta_driver_with_kills(
+    driver: Path, work: Path, *args: str, kills: int, seed: int
+) -> CrashReport:
+    """``driver`` (given ``work`` and ``args``) streaming into the Delta table ``work/dst``,
+    ``kills`` runs before its last: run 1 kills itself right after a Delta commit, before
+    Spark's commit log has the batch (the driver's hook, ``LAKEFEED_CRASH_RUN=1``), the others
+    are killed at a random moment up to a second after a commit of the table (see
+    :func:`run_with_kills`)."""
     kill_when = kill_soon_after_progress(
         lambda: commit_count(work / "dst"), seed=seed, within=1.0, spare={1}
     )
     return run_driver_with_kills(
         driver,
         work,
+        *args,
         workdir=work,
         kills=kills,
         kill_when=kill_when,

@@ -29,7 +29,15 @@ from lakefeed.cli.main import cli
 from lakefeed.delta import log
 from lakefeed.delta import table as housekeeping
 from tests.delta.foreign import START_MS
-from tests.delta.test_foreign_tables import READABLE, REFUSED, Made, _sorted, expected
+from tests.delta.test_foreign_tables import (
+    READABLE,
+    REFUSED,
+    Made,
+    _sorted,
+    collected,
+    expected,
+)
+from tests.delta.test_foreign_tables import _spark_rows as _rows
 
 pytestmark = pytest.mark.compat  # format("delta"), DeltaTable and Delta SQL on the test session
 
@@ -115,26 +123,9 @@ def test_lakefeed_table_history_gives_each_commit_its_time(made: Made, name: str
 # ---------------------------------------------------------------- Spark paths
 
 
-def _rows(frame) -> Rows:  # noqa: ANN001
-    return _sorted(frame.toArrow())
-
-
 def _collect_stream(frame, checkpoint: Path) -> Rows:  # noqa: ANN001
     """A streaming DataFrame run once with ``availableNow``: the rows of its micro-batches."""
-    rows: Rows = []
-    query = (
-        frame.writeStream.foreachBatch(lambda batch, _: rows.extend(_rows(batch)))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(240)
-    finally:
-        query.stop()
-    if query.exception() is not None:
-        raise query.exception()  # type: ignore[misc]
-    return sorted(rows, key=repr)
+    return sorted(collected(frame, checkpoint), key=repr)
 
 
 Path_ = Callable[..., tuple[Rows, Rows]]

@@ -340,13 +340,18 @@ def test_spark_time_travel_on_a_deletion_vector_table(spark, foreign: Path) -> N
 
 
 def _stream_rows(spark, root: Path, checkpoint: Path, reader: str, **options: str) -> list:  # noqa: ANN001
-    rows: list = []
     frame = spark.readStream.format("delta").option("lakefeed.reader", reader)
     for key, value in options.items():
         frame = frame.option(key, value)
+    return collected(frame.load(str(root)), checkpoint)
+
+
+def collected(frame, checkpoint: Path) -> list[tuple]:  # noqa: ANN001
+    """A streaming DataFrame run once with ``availableNow``: the rows of its micro-batches, in
+    the order they came."""
+    rows: list[tuple] = []
     query = (
-        frame.load(str(root))
-        .writeStream.foreachBatch(lambda batch, _: rows.extend(_spark_rows(batch)))
+        frame.writeStream.foreachBatch(lambda batch, _: rows.extend(_spark_rows(batch)))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()

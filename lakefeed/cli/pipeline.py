@@ -268,10 +268,15 @@ def run(
             if flow.error:
                 why = readable(flow.error)
                 console.print(f"  {flow.name}: {why}", markup=False, highlight=False)
+    if result.lease_lost:
+        console.print(
+            "[red]another run took this lakehouse's lease over: this run stopped after its "
+            "last committed batch (nothing committed is lost; the other run goes on)[/]"
+        )
     # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.shutdown import exit_now
 
-    exit_now(1 if result.failed else 0)
+    exit_now(0 if result.ok else 1)
 
 
 def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  # noqa: ANN202

@@ -11,6 +11,7 @@ import pytest
 
 import lakefeed as lf
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.pipeline.api import set_config
 from lakefeed.runtime import verify
 from lakefeed.runtime.errors import VerifyCatchUpError
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
@@ -49,8 +50,8 @@ def test_a_catch_up_stopped_early_is_refused(spark, tmp_path: Path, monkeypatch)
 def test_a_run_whose_lease_was_taken_over_is_not_ok(spark, tmp_path: Path) -> None:  # noqa: ANN001
     """The run stops after its last committed batch and says why: ``lakefeed run`` exits 1
     instead of 0 (it did not finish what it was started for; the other run goes on)."""
-    sink = repr(str(tmp_path / "export"))
-    (tmp_path / "pipeline.py").write_text(PIPELINE.replace('lf.config("sink.path")', sink))
+    set_config({"sink.path": str(tmp_path / "export")})  # only its own, as `lakefeed run`
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
     pipeline = lf.load_pipeline(tmp_path / "pipeline.py", spark=spark)
     options = RunOptions(mode="available-now")
     result = LeaseTakenOver(pipeline, Lakehouse(tmp_path / "lh"), spark, options).run()

@@ -417,7 +417,8 @@ def _put_if_absent(client: Any, location: str, data: bytes) -> bool | None:
     """One ``PutObject`` with ``If-None-Match: *``: True when it created the object, False when
     one was there (412), None when the store does not implement the condition (501)."""
     bucket, key = _bucket_key(location)
-    for attempt in range(CONFLICT_RETRIES):
+    attempt = 0
+    while True:
         try:
             client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
             return True
@@ -427,10 +428,10 @@ def _put_if_absent(client: Any, location: str, data: bytes) -> bool | None:
                 return False
             if code in ("NotImplemented", "501"):
                 return None
-            if code not in ("ConditionalRequestConflict", "409") or attempt + 1 == CONFLICT_RETRIES:
+            attempt += 1
+            if code not in ("ConditionalRequestConflict", "409") or attempt == CONFLICT_RETRIES:
                 raise
-            time.sleep(0.05 * 2**attempt)
-    return False  # not reached: the last try returns or raises
+        time.sleep(0.05 * 2**attempt)
 
 
 def _conditional_put(location: str, data: bytes) -> bool | None:

@@ -20,7 +20,16 @@ from deltalake import DeltaTable as RsTable
 
 from lakefeed.core import storage
 from lakefeed.core.errors import ConflictError, code_of
-from lakefeed.delta import clauses, commit, files, log, log_append, merger, operations
+from lakefeed.delta import (
+    clauses,
+    commit,
+    files,
+    log,
+    log_append,
+    merger,
+    operations,
+    post_commit,
+)
 from lakefeed.delta.clauses import Clause
 from tests.delta.test_clustered_writes import _check_log, _log, _rows, make_clustered
 from tests.delta.test_foreign_tables import expected
@@ -61,8 +70,9 @@ def _stream_batch(
 
 def test_appends_stream_batches_delete_and_merge_commit_on_s3(clustered: str) -> None:
     """A batch append, stream batches with their ``txn`` (a replay is skipped), a DELETE and a
-    MERGE writing deletion vectors: each a commit lakefeed creates with ``If-None-Match``, read
-    back by delta-rs as the rows written; the clustering domain and in-commit timestamps kept."""
+    MERGE writing deletion vectors (planned on a checkpoint delta-rs wrote there): each a
+    commit lakefeed creates with ``If-None-Match``, read back by delta-rs as the rows written;
+    the clustering domain and in-commit timestamps kept."""
     root = clustered
     spec = commit.WriteSpec(root, "append", ())
     batch = _rows(9, 4)
@@ -71,7 +81,10 @@ def test_appends_stream_batches_delete_and_merge_commit_on_s3(clustered: str) ->
     assert not _stream_batch(root, APP, 0, 20).skipped
     assert _stream_batch(root, APP, 0, 20).skipped  # the batch replayed: exactly once
     assert RsTable(root).transaction_version(APP) == 0
-    metrics = operations.delete(root, "id = 1")
+    due = {post_commit.CHECKPOINT_INTERVAL: "3"}  # the checkpoint at version 3, on S3
+    assert post_commit.run(root, due, 3, 2, lambda: RsTable(root)) == ()
+    assert "_last_checkpoint" in storage.list_names(storage.join(root, log.LOG_DIR))
+    metrics = operations.delete(root, "id = 1")  # planned on the checkpoint's files
     assert metrics is not None and metrics["num_deleted_rows"] == 1
     last = _log(root)[-1]
     assert any("deletionVector" in a.get("add", {}) for a in last)  # merge-on-read, on S3
@@ -160,7 +173,8 @@ def test_a_create_is_exclusive_where_a_check_would_pass(
 
 
 class _Answers:
-    """A boto3-like client whose every ``put_object`` gets ``answer`` (None: it succeeds)."""
+    """A boto3-like client whose ``put_object`` calls get ``answers`` in turn, the last one
+    from then on (None: it succeeds)."""
 
     class exceptions:  # noqa: N801 - boto3's attribute name
         class ClientError(Exception):
@@ -168,12 +182,13 @@ class _Answers:
                 super().__init__(code)
                 self.response = {"Error": {"Code": code}}
 
-    def __init__(self, answer: str | None) -> None:
-        self.answer = answer
+    def __init__(self, *answers: str | None) -> None:
+        self.answers = list(answers)
 
     def put_object(self, **_request: Any) -> dict[str, str]:
-        if self.answer is not None:
-            raise self.exceptions.ClientError(self.answer)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if answer is not None:
+            raise self.exceptions.ClientError(answer)
         return {"ETag": json.dumps("etag")}
 
 
@@ -195,3 +210,16 @@ def test_a_store_that_ignores_the_condition_is_found_by_the_probe(
     monkeypatch.setattr(storage, "_probed", {})
     monkeypatch.setattr(storage, "s3_client", lambda _location: _Answers("PreconditionFailed"))
     assert storage.exclusive_create_refusal(root) is None
+
+
+def test_a_create_racing_another_conditional_write_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3 answers 409 while another conditional write of the key is in flight: the create is
+    tried again and gets the store's final answer (never taken as lost: its version could stay
+    empty)."""
+    monkeypatch.setattr(storage.time, "sleep", lambda _s: None)
+    client = _Answers("ConditionalRequestConflict", "PreconditionFailed")
+    assert storage._put_if_absent(client, "s3://b/t/_delta_log/1.json", b"") is False
+    client = _Answers("ConditionalRequestConflict", None)
+    assert storage._put_if_absent(client, "s3://b/t/_delta_log/1.json", b"") is True

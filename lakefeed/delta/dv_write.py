@@ -28,8 +28,8 @@ them).
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
 the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
-predicate or value :mod:`.predicates` cannot evaluate, object storage (its exclusive create is
-a check then a PUT, not atomic), or a log the replay does not know.
+predicate or value :mod:`.predicates` cannot evaluate, an object store without conditional PUT
+(where the commit could not be created exclusively), or a log the replay does not know.
 """
 
 from __future__ import annotations
@@ -234,8 +234,9 @@ def cast(value: Any, count: int, field: pa.Field) -> pa.Array | pa.ChunkedArray:
 
 
 def applies(table: DeltaTable, root: str) -> bool:
-    """Whether a change of ``table`` may write deletion vectors here (the module doc)."""
-    return not storage.is_object_store(root) and enabled(table)
+    """Whether a change of ``table`` may write deletion vectors here (the module doc): its
+    commit must be created exclusively (on S3, a store with conditional PUT)."""
+    return enabled(table) and storage.exclusive_create_refusal(root) is None
 
 
 def _marked(

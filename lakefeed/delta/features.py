@@ -13,10 +13,13 @@ Three writer features delta-spark and Databricks turn on for clustered and manag
 little of a writer that writes its own commits (:data:`OWN_COMMIT`): keep the table's domain
 metadata (a commit without ``domainMetadata`` actions keeps it), write an ``inCommitTimestamp``
 (:func:`lakefeed.delta.log_writer.commit_actions` does) and statistics of the clustering columns
-(lakefeed's files carry them for every top-level column). On local storage lakefeed's appends,
-overwrites and stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and
-MERGE (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may,
-asks with ``own_commit=True``; one that goes to delta-rs, without.
+(lakefeed's files carry them for every top-level column). lakefeed's appends, overwrites and
+stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and MERGE
+(:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may, asks with
+``own_commit=True``; one that goes to delta-rs, without. A commit is created only if its
+version is absent: locally by an atomic link, on S3 by a conditional PUT (``If-None-Match``,
+as delta-rs's own S3 commits), so a store without one refuses such a write before it writes
+(:func:`lakefeed.core.storage.check_exclusive_creates`).
 
 Reader-writer features (deletion vectors, column mapping, timestampNtz, V2 checkpoints, type
 widening, variant) are judged by the read path's check, which every write makes first.
@@ -43,8 +46,8 @@ WRITTEN = {
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
 _OWN = (
-    "on local storage, appends, overwrites, stream batches and deletion-vector DELETE, UPDATE "
-    "and MERGE commit through lakefeed; "
+    "appends, overwrites, stream batches and deletion-vector DELETE, UPDATE and MERGE commit "
+    "through lakefeed (on S3 by conditional PUT); "
 )
 OWN_WRITTEN = {
     "domainMetadata": _OWN + "the table's domains are kept",
@@ -56,10 +59,10 @@ OWN_WRITTEN = {
     "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
     "MERGE, which would move rows without their ids, are refused",
 }
-"""Writer-only features lakefeed honours in the commits it writes itself (local storage only:
-its exclusive create is a local file system's; the module doc says what each asks). Other
-writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a change the
-deletion-vector paths do not take) go to delta-rs, and are refused first."""
+"""Writer-only features lakefeed honours in the commits it writes itself (locally, or on an
+object store with conditional PUT; the module doc says what each asks). Other writes into such
+tables (OPTIMIZE, RESTORE, ``replaceWhere``, a change the deletion-vector paths do not take)
+go to delta-rs, and are refused first."""
 REFUSED = {
     "identityColumns": "lakefeed's writers do not assign identity values",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
@@ -109,11 +112,12 @@ def writer_features(table: DeltaTable) -> set[str]:
 
 def unwritable(table: DeltaTable, own_commit: bool = False, root: str = "") -> list[str]:
     """The table's writer features lakefeed cannot honour, in Delta's names: with
-    ``own_commit``, for a write that commits itself into the table at ``root``."""
-    honoured = WRITABLE | READER_WRITER
-    if own_commit and not storage.is_object_store(root):
+    ``own_commit``, for a write that commits itself into the table at ``root``, where its
+    commits can be created exclusively (:func:`check_writable` asks the store)."""
+    found, honoured = writer_features(table), WRITABLE | READER_WRITER
+    if own_commit and found & OWN_COMMIT and storage.exclusive_create_refusal(root) is None:
         honoured = honoured | OWN_COMMIT
-    return sorted(writer_features(table) - honoured)
+    return sorted(found - honoured)
 
 
 def tracks_rows(table: DeltaTable) -> bool:
@@ -144,7 +148,10 @@ def needs_own_commit(table: DeltaTable) -> bool:
 
 def check_writable(table: DeltaTable, root: str, operation: str, own_commit: bool = False) -> None:
     """Refuse a write (``operation``) into a table with a writer feature lakefeed lacks;
-    ``own_commit``: the write commits itself where the table needs it (the module doc)."""
+    ``own_commit``: the write commits itself where the table needs it (the module doc), which
+    on a store without exclusive creates is refused with that store's code."""
+    if own_commit and needs_own_commit(table):
+        storage.check_exclusive_creates(root, f"{operation} on the Delta table {root}")
     missing = unwritable(table, own_commit, root)
     if missing:
         raise _refusal(", ".join(missing), root, operation)
@@ -170,8 +177,8 @@ def feature_table() -> str:
 def _refusal(names: str, root: str, operation: str) -> DeltaError:
     own = OWN_COMMIT & {name.strip() for name in names.split(",")}
     where = (
-        f" ({', '.join(sorted(own))}: lakefeed writes those itself only on local storage, in "
-        "appends, overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
+        f" ({', '.join(sorted(own))}: lakefeed writes those itself only in appends, "
+        "overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
         "(delta.enableDeletionVectors=true), which this is not)"
         if own
         else ""

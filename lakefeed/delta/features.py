@@ -14,9 +14,11 @@ little of a writer that writes its own commits (:data:`OWN_COMMIT`): keep the ta
 metadata (a commit without ``domainMetadata`` actions keeps it), write an ``inCommitTimestamp``
 (:func:`lakefeed.delta.log_writer.commit_actions` does) and statistics of the clustering columns
 (lakefeed's files carry them for every top-level column). On local storage lakefeed's appends,
-overwrites and stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and
-MERGE (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may,
-asks with ``own_commit=True``; one that goes to delta-rs, without.
+overwrites and stream batches (:mod:`.log_append`), its deletion-vector DELETE, UPDATE, MERGE
+and ``replaceWhere`` (:mod:`.dv_write`, :mod:`.dv_merge`), OPTIMIZE and auto compaction
+(:mod:`.rewrite`, which also clusters a clustered table's files) and RESTORE (:mod:`.restore`)
+commit themselves there: a write that may, asks with ``own_commit=True``; one that goes to
+delta-rs, without.
 
 Reader-writer features (deletion vectors, column mapping, timestampNtz, V2 checkpoints, type
 widening, variant) are judged by the read path's check, which every write makes first.
@@ -43,23 +45,29 @@ WRITTEN = {
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
 _OWN = (
-    "on local storage, appends, overwrites, stream batches and deletion-vector DELETE, UPDATE "
-    "and MERGE commit through lakefeed; "
+    "on local storage, appends, overwrites, stream batches, deletion-vector DELETE, UPDATE, "
+    "MERGE and `replaceWhere`, OPTIMIZE, auto compaction and RESTORE commit through lakefeed; "
 )
 OWN_WRITTEN = {
-    "domainMetadata": _OWN + "the table's domains are kept",
-    "clustering": _OWN + "new files carry statistics of the clustering columns (they are not "
-    "clustered)",
+    "domainMetadata": _OWN + "the table's domains are kept (RESTORE sets the clustering "
+    "columns of the version restored, as delta-spark)",
+    "clustering": _OWN + "new files carry statistics of the clustering columns; OPTIMIZE "
+    "clusters: each file it rewrites is ordered along a Z-order curve of the clustering "
+    "columns (not delta-spark's Hilbert curve across files) and its `add` carries "
+    "`clusteringProvider` `liquid`; `OPTIMIZE ... ZORDER BY` is refused "
+    "(`DELTA_CLUSTERING_WITH_ZORDER_BY`)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
-    "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
-    "MERGE, which would move rows without their ids, are refused",
+    "the `delta.rowTracking` high water mark), files RESTORE adds back keep theirs; with "
+    "`delta.enableRowTracking=true` UPDATE, MERGE and OPTIMIZE, which would move rows without "
+    "their ids, are refused",
 }
 """Writer-only features lakefeed honours in the commits it writes itself (local storage only:
 its exclusive create is a local file system's; the module doc says what each asks). Other
-writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a change the
-deletion-vector paths do not take) go to delta-rs, and are refused first."""
+writes into such tables (object storage, Z-ordering, a DELETE, UPDATE, MERGE or
+``replaceWhere`` the deletion-vector paths do not take) go to delta-rs, and are refused
+first."""
 REFUSED = {
     "identityColumns": "lakefeed's writers do not assign identity values",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
@@ -171,7 +179,8 @@ def _refusal(names: str, root: str, operation: str) -> DeltaError:
     own = OWN_COMMIT & {name.strip() for name in names.split(",")}
     where = (
         f" ({', '.join(sorted(own))}: lakefeed writes those itself only on local storage, in "
-        "appends, overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
+        "appends, overwrites, stream batches, OPTIMIZE without ZORDER BY, RESTORE and "
+        "DELETE/UPDATE/MERGE/replaceWhere with deletion vectors "
         "(delta.enableDeletionVectors=true), which this is not)"
         if own
         else ""

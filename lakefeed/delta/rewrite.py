@@ -13,8 +13,8 @@ where delta-rs's OPTIMIZE does not reach; Spark-free.
   deletion vector (its deleted rows are left out): the compaction purges the vectors of the
   files it rewrites. The commit keeps the table's domains (it writes none), gets an in-commit
   timestamp where they are on and fresh row ids where the table tracks rows without
-  ``delta.enableRowTracking`` (with it on, rewritten rows would have to keep their ids, which
-  lakefeed does not materialize: refused, :func:`.features.check_row_moves`).
+  ``delta.enableRowTracking`` (with it on, rewritten rows would have to keep their ids and
+  commit versions in materialized columns, which this rewrite does not write: refused).
 - **Clustering** (a liquid-clustered table): a file no OPTIMIZE has clustered yet is rewritten
   even alone, each rewritten file's rows are ordered along a Z-order curve over the clustering
   columns (:mod:`.zorder`, per file, not across the table as delta-spark's Hilbert clustering)
@@ -37,7 +37,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lakefeed.core import storage
+from lakefeed.core.errors import DeltaError
 from lakefeed.delta import clustering, dv_write, features, files, log, log_writer, zorder
+from lakefeed.delta.errors import FEATURE_UNSUPPORTED
 from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
 
@@ -50,6 +52,7 @@ DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
 _PURGE = {"predicate": "[]", "deletionVectors": "purge"}
 _COMPACT = {"predicate": "[]", "zOrderBy": "[]", "auto": "false"}
 PROVIDER = "liquid"
+ROW_TRACKING_ON = "delta.enableRowTracking"
 """The ``clusteringProvider`` of the files OPTIMIZE clusters (PROTOCOL.md "Clustered Table")."""
 
 Filters = list[tuple[str, str, Any]] | None
@@ -94,7 +97,7 @@ def compact(
     live = _live(table, root)
     if live is None:
         return None
-    features.check_row_moves(table, root, "OPTIMIZE")
+    _refuse_stable_row_ids(table, root)
     columns = log.table_mapping(table)
     selected = [a for a in live if _selected(a, columns, partition_filters)]
     configured = table.metadata().configuration.get(TARGET_FILE_SIZE)
@@ -132,6 +135,22 @@ def _selected(add: dict[str, Any], columns: ColumnMapping, partition_filters: Fi
         if ((values.get(column) or "") in wanted) != (op in ("=", "in")):
             return False
     return True
+
+
+def _refuse_stable_row_ids(table: DeltaTable, root: str) -> None:
+    """Refuse OPTIMIZE where row tracking is on (PROTOCOL.md "Row Tracking": rows keep their
+    ids and commit versions when rewritten; delta-spark's OPTIMIZE writes both into the
+    materialized columns, which this rewrite does not)."""
+    enabled = str(table.metadata().configuration.get(ROW_TRACKING_ON, "")).lower() == "true"
+    if features.tracks_rows(table) and enabled:
+        raise DeltaError(
+            f"OPTIMIZE on the Delta table {root} is refused: it has row tracking on "
+            f"({ROW_TRACKING_ON}=true), and the rows OPTIMIZE rewrites must keep their row ids "
+            "and commit versions, which lakefeed's OPTIMIZE does not materialize; nothing was "
+            "written",
+            fix="run OPTIMIZE with delta-spark; appends, DELETE and RESTORE work here",
+            code=FEATURE_UNSUPPORTED,
+        )
 
 
 def _rewrites(group: list[dict[str, Any]], clustered: bool) -> bool:

@@ -246,3 +246,28 @@ def test_zorder_keeps_neighbours_together() -> None:
         xs, ys = box.column("x").to_pylist(), box.column("y").to_pylist()
         assert max(xs) - min(xs) == 3 and max(ys) - min(ys) == 3
     assert sorted(rows.to_pylist(), key=repr) == sorted(grid.to_pylist(), key=repr)
+
+
+def test_restore_sets_the_clustering_columns_of_the_version(tmp_path: Path) -> None:
+    """delta-spark's rule: the domains stay as they are now, except the clustering columns,
+    which become the restored version's."""
+    root = make_clustered(tmp_path / "t")
+    domain = {"clusteringColumns": [["id"]]}
+    recluster = {
+        "domainMetadata": {
+            "domain": "delta.clustering",
+            "configuration": json.dumps(domain),
+            "removed": False,
+        }
+    }
+    info = log_writer.commit_info("CLUSTER BY", {"newClusteringColumns": "id"})
+    changed = log_writer.commit_actions(root, 1, [info, recluster], set(), None, rebase=False)
+    assert json.loads(log_writer.domain(root, changed, "delta.clustering") or "{}") == domain
+    operations.restore(root, 1)
+    newest = log.latest_version(root) or 0
+    restored = json.loads(log_writer.domain(root, newest, "delta.clustering") or "{}")
+    assert restored == {"clusteringColumns": [["region"]]}
+    assert expected(root) == expected(root, 1)
+    stamps = [next(a["commitInfo"] for a in c if "commitInfo" in a) for c in _log(root)]
+    times = [s["inCommitTimestamp"] for s in stamps]
+    assert times == sorted(set(times))

@@ -271,3 +271,18 @@ def test_restore_sets_the_clustering_columns_of_the_version(tmp_path: Path) -> N
     stamps = [next(a["commitInfo"] for a in c if "commitInfo" in a) for c in _log(root)]
     times = [s["inCommitTimestamp"] for s in stamps]
     assert times == sorted(set(times))
+
+
+def test_lakefeed_table_optimize_clusters(tmp_path: Path) -> None:
+    """``lakefeed table optimize`` (delta-rs's compaction before, refused on such tables)."""
+    from click.testing import CliRunner
+
+    from lakefeed.cli.main import cli
+
+    root = make_clustered(tmp_path / "t")
+    _append(root, _rows(9, 3))
+    before = expected(root)
+    done = CliRunner().invoke(cli, ["table", "optimize", root])
+    assert done.exit_code == 0, done.output
+    assert len(_live(root)) == 1
+    _check_optimized(root, before)

@@ -35,7 +35,7 @@ from lakefeed.core.options import Options
 from lakefeed.delta import dv_write, features, generated, log, post_commit
 from lakefeed.delta.commit import WriteSpec
 from lakefeed.delta.errors import REPLACE_WHERE_MISMATCH as MISMATCH
-from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
+from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError, unsupported
 from lakefeed.delta.schema import table_arrow_schema
 
 _REFUSED = {
@@ -117,6 +117,14 @@ def _replace_own(
     marks = None if txn is None else (txn[0], txn[1], None)
     before = table.version()
     if dv_write.replace(table, spec.root, where, rows, parameters, marks) is None:
+        if dv_write.applies(table, spec.root):
+            unsupported(
+                f"replaceWhere '{where}'",
+                f"the table {spec.root} has writer features only lakefeed's own commits honour "
+                "and lakefeed cannot evaluate this predicate on its rows (or replay its log); "
+                "nothing was written",
+                "use comparisons, AND/OR, IN and IS NULL on the table's columns",
+            )
         features.check_writable(table, spec.root, "replaceWhere")  # refused: names the features
     configuration = table.metadata().configuration
     post_commit.run(spec.root, configuration, table.version(), before, lambda: table)

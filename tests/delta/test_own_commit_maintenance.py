@@ -223,6 +223,13 @@ def test_replace_where_commits_through_lakefeed(spark, tmp_path: Path) -> None:
     assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Overwrite"
     assert any("deletionVector" in a.get("add", {}) for a in _log(root)[-1])
     _check_log(root)
+    version = log.latest_version(root)
+    with pytest.raises(Exception) as error:  # a predicate lakefeed cannot evaluate on Arrow
+        frame.write.format("delta").mode("overwrite").option(
+            "replaceWhere", "md5(region) IS NOT NULL"
+        ).save(root)
+    assert code_of(error.value) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    assert log.latest_version(root) == version
 
     plain = make_clustered(tmp_path / "plain", dvs=False)
     version = log.latest_version(plain)

@@ -141,6 +141,20 @@ def update(
     return _change(table, root, "UPDATE", predicate, dict(updates), txn)
 
 
+def replace(
+    table: DeltaTable,
+    root: str,
+    predicate: str,
+    rows: pa.Table,
+    parameters: dict[str, str],
+    txn: Marks | None,
+) -> dict[str, Any] | None:
+    """An overwrite with ``replaceWhere``: the rows matching ``predicate`` are marked deleted
+    and ``rows`` (the table's columns) go into new files, one ``WRITE`` commit with
+    ``parameters``; its metrics, or None where it does not apply (nothing written)."""
+    return _change(table, root, "WRITE", predicate, None, txn, (rows, parameters))
+
+
 def _change(
     table: DeltaTable,
     root: str,
@@ -148,7 +162,10 @@ def _change(
     predicate: str | None,
     updates: dict[str, str] | None,
     txn: Marks | None,
+    inserted: tuple[pa.Table, dict[str, str]] | None = None,
 ) -> dict[str, Any] | None:
+    """A DELETE, an UPDATE (``updates``) or a replaceWhere write (``inserted``: its rows and
+    parameters) with deletion vectors."""
     if not predicate or not applies(table, root):
         return None
     version = table.version()
@@ -163,16 +180,18 @@ def _change(
     except predicates.Untranslatable:
         return None
     before = concat([m.changed for m in marked], schema)
+    parameters = {"predicate": json.dumps([predicate])}
     if updates:
         after: pa.Table | None = concat(rewritten, schema)
         feed = {"update_preimage": before, "update_postimage": after}
+    elif inserted is not None:
+        after, parameters = inserted
+        feed = {"delete": before, "insert": after}
     else:
         after, feed = None, {"delete": before}
     metrics, log_metrics = _dml_metrics(marked, updates is None)
-    change = Change(
-        operation, {"predicate": json.dumps([predicate])}, metrics, log_metrics, marked, after, feed
-    )
-    if not marked:
+    change = Change(operation, parameters, metrics, log_metrics, marked, after, feed)
+    if not marked and inserted is None:
         return {**metrics, "num_added_files": 0}
     return commit_change(table, root, version, change, txn)
 

@@ -101,6 +101,17 @@ DUPLICATE_COLUMNS = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperatio
 CLUSTER_BY_PARTITIONED = register_code("DELTA_CLUSTER_BY_WITH_PARTITIONED_BY", DeltaOperationError)
 CLUSTER_BY_COLUMNS = register_code("DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS", DeltaOperationError)
 CLUSTER_BY_STATS = register_code("DELTA_CLUSTERING_COLUMN_MISSING_STATS", DeltaOperationError)
+CLUSTERING_WITH_ZORDER = register_code(
+    "DELTA_CLUSTERING_WITH_ZORDER_BY",
+    DeltaOperationError,
+    "OPTIMIZE ... ZORDER BY on a liquid-clustered table: OPTIMIZE clusters it by its clustering "
+    "columns",
+)
+CANNOT_RESTORE = register_code(
+    "DELTA_CANNOT_RESTORE_TABLE_VERSION",
+    DeltaOperationError,
+    "RESTORE to a version the table's log does not hold, or whose data files are gone",
+)
 GENERATED_EXPRESSION = register_code(
     "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
     DeltaOperationError,

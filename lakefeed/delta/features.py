@@ -14,11 +14,13 @@ little of a writer that writes its own commits (:data:`OWN_COMMIT`): keep the ta
 metadata (a commit without ``domainMetadata`` actions keeps it), write an ``inCommitTimestamp``
 (:func:`lakefeed.delta.log_writer.commit_actions` does) and statistics of the clustering columns
 (lakefeed's files carry them for every top-level column). lakefeed's appends, overwrites and
-stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and MERGE
-(:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may, asks with
-``own_commit=True``; one that goes to delta-rs, without. A commit is created only if its
-version is absent: locally by an atomic link, on S3 by a conditional PUT (``If-None-Match``,
-as delta-rs's own S3 commits), so a store without one refuses such a write before it writes
+stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE, MERGE and
+``replaceWhere`` (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there; on local storage
+OPTIMIZE and auto compaction (:mod:`.rewrite`, which also clusters a clustered table's files)
+and RESTORE (:mod:`.restore`) do too: a write that may, asks with ``own_commit=True``; one that
+goes to delta-rs, without. A commit is created only if its version is absent: locally by an
+atomic link, on S3 by a conditional PUT (``If-None-Match``, as delta-rs's own S3 commits), so
+a store without one refuses such a write before it writes
 (:func:`lakefeed.core.storage.check_exclusive_creates`).
 
 Reader-writer features (deletion vectors, column mapping, timestampNtz, V2 checkpoints, type
@@ -46,23 +48,30 @@ WRITTEN = {
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
 _OWN = (
-    "appends, overwrites, stream batches and deletion-vector DELETE, UPDATE and MERGE commit "
-    "through lakefeed (on S3 by conditional PUT); "
+    "appends, overwrites, stream batches and deletion-vector DELETE, UPDATE, MERGE and "
+    "`replaceWhere` commit through lakefeed (on S3 by conditional PUT), and on local storage "
+    "OPTIMIZE, auto compaction and RESTORE too; "
 )
 OWN_WRITTEN = {
-    "domainMetadata": _OWN + "the table's domains are kept",
-    "clustering": _OWN + "new files carry statistics of the clustering columns (they are not "
-    "clustered)",
+    "domainMetadata": _OWN + "the table's domains are kept (RESTORE sets the clustering "
+    "columns of the version restored, as delta-spark)",
+    "clustering": _OWN + "new files carry statistics of the clustering columns; OPTIMIZE "
+    "clusters: each file it rewrites is ordered along a Z-order curve of the clustering "
+    "columns (not delta-spark's Hilbert curve across files) and its `add` carries "
+    "`clusteringProvider` `liquid`; `OPTIMIZE ... ZORDER BY` is refused "
+    "(`DELTA_CLUSTERING_WITH_ZORDER_BY`)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
-    "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
-    "MERGE, which would move rows without their ids, are refused",
+    "the `delta.rowTracking` high water mark), files RESTORE adds back keep theirs; with "
+    "`delta.enableRowTracking=true` UPDATE, MERGE and OPTIMIZE, which would move rows without "
+    "their ids, are refused",
 }
 """Writer-only features lakefeed honours in the commits it writes itself (locally, or on an
 object store with conditional PUT; the module doc says what each asks). Other writes into such
-tables (OPTIMIZE, RESTORE, ``replaceWhere``, a change the deletion-vector paths do not take)
-go to delta-rs, and are refused first."""
+tables (Z-ordering, OPTIMIZE or RESTORE on object storage, a DELETE, UPDATE, MERGE or
+``replaceWhere`` the deletion-vector paths do not take) go to delta-rs, and are refused
+first."""
 REFUSED = {
     "identityColumns": "lakefeed's writers do not assign identity values",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
@@ -178,8 +187,9 @@ def _refusal(names: str, root: str, operation: str) -> DeltaError:
     own = OWN_COMMIT & {name.strip() for name in names.split(",")}
     where = (
         f" ({', '.join(sorted(own))}: lakefeed writes those itself only in appends, "
-        "overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
-        "(delta.enableDeletionVectors=true), which this is not)"
+        "overwrites, stream batches, DELETE/UPDATE/MERGE/replaceWhere with deletion vectors "
+        "(delta.enableDeletionVectors=true) and, on local storage, OPTIMIZE without ZORDER BY "
+        "and RESTORE, which this is not)"
         if own
         else ""
     )

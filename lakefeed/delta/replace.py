@@ -7,6 +7,12 @@ rows matching ``pred``, in one commit, after checking that every written row mat
 no row-level delete, so such a write goes to delta-rs (``write_deltalake(mode="overwrite",
 predicate=...)``, which rewrites the matching files and adds the rows in one commit) with the
 rows as Arrow on the driver, like a MERGE source: a replaceWhere write is a slice, not a table.
+Into a table with writer features delta-rs refuses (:data:`.features.OWN_COMMIT`: clustered,
+in-commit-timestamp, domain-metadata, row-tracking tables) lakefeed commits it itself, as a
+deletion-vector change (:func:`.dv_write.replace`: the matching rows marked deleted, the new
+rows in new files, one ``WRITE`` commit keeping the domains, with an in-commit timestamp and
+fresh row ids for the new rows); where that does not apply (deletion vectors not enabled, a
+predicate lakefeed cannot evaluate, new columns) it is refused before anything is written.
 
 Before, these options were ignored and the write overwrote the whole table. Delta's other
 selective overwrites (``replaceUsing``, ``replaceOn``, dynamic partition overwrites) are
@@ -15,19 +21,22 @@ refused with what to use instead: never a silent full overwrite.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
-from deltalake import CommitProperties, Transaction, write_deltalake
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError as RsDeltaError
 from pyspark.sql import DataFrame
 
 from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError
 from lakefeed.core.options import Options
-from lakefeed.delta import features, generated, log, post_commit
+from lakefeed.delta import dv_write, features, generated, log, post_commit
 from lakefeed.delta.commit import WriteSpec
 from lakefeed.delta.errors import REPLACE_WHERE_MISMATCH as MISMATCH
-from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError
+from lakefeed.delta.errors import UNSUPPORTED, DeltaOperationError, unsupported
+from lakefeed.delta.schema import table_arrow_schema
 
 _REFUSED = {
     "replaceUsing": "replaceWhere with a predicate on the key columns, or DeltaTable.merge",
@@ -67,10 +76,13 @@ def replace_where(
     txn: tuple[str, int] | None,
 ) -> None:
     """Replace the rows of ``spec.root`` matching ``where`` by ``frame``'s rows, one commit."""
-    # delta-rs commits it: a table only lakefeed's own commits write is refused first
-    features.check_writable(log.rs_table(spec.root), spec.root, "replaceWhere")
+    table = log.rs_table(spec.root)
+    features.check_writable(table, spec.root, "replaceWhere", own_commit=True)
     frame = generated.apply(frame, spec.generated)
     _check_rows(frame, where, spec.root)
+    if features.needs_own_commit(table):
+        _replace_own(table, frame, spec, where, txn)
+        return
     before = log.latest_version(spec.root)
     try:
         write_deltalake(
@@ -94,6 +106,52 @@ def replace_where(
     table = log.rs_table(spec.root)
     configuration = table.metadata().configuration
     post_commit.run(spec.root, configuration, table.version(), before or 0, lambda: table)
+
+
+def _replace_own(
+    table: DeltaTable, frame: DataFrame, spec: WriteSpec, where: str, txn: tuple[str, int] | None
+) -> None:
+    """The replaceWhere write lakefeed commits itself (the module doc), or its refusal."""
+    rows = _table_rows(table, frame, spec.root)
+    parameters = {"mode": "Overwrite", "partitionBy": "[]", "predicate": json.dumps([where])}
+    marks = None if txn is None else (txn[0], txn[1], None)
+    before = table.version()
+    if dv_write.replace(table, spec.root, where, rows, parameters, marks) is None:
+        if dv_write.applies(table, spec.root):
+            unsupported(
+                f"replaceWhere '{where}'",
+                f"the table {spec.root} has writer features only lakefeed's own commits honour "
+                "and lakefeed cannot evaluate this predicate on its rows (or replay its log); "
+                "nothing was written",
+                "use comparisons, AND/OR, IN and IS NULL on the table's columns",
+            )
+        features.check_writable(table, spec.root, "replaceWhere")  # refused: names the features
+    configuration = table.metadata().configuration
+    post_commit.run(spec.root, configuration, table.version(), before, lambda: table)
+
+
+def _table_rows(table: DeltaTable, frame: DataFrame, root: str) -> pa.Table:
+    """``frame``'s rows as the table's columns (by name, any case; a column it lacks is
+    null); a column the table lacks is refused (the table's schema stays)."""
+    schema = table_arrow_schema(table.schema())
+    rows = frame.toArrow()
+    by_lower = {name.lower(): name for name in rows.column_names}
+    extra = sorted(set(by_lower) - {field.name.lower() for field in schema})
+    if extra:
+        raise DeltaOperationError(
+            f"the replaceWhere write into {root} has columns the table lacks ({extra}); "
+            "lakefeed adds columns in such a write only to tables delta-rs commits, not to "
+            "this one (its writer features); nothing was written",
+            fix="add the columns first (ALTER TABLE ... ADD COLUMNS), or write without them",
+            code=UNSUPPORTED,
+        )
+    columns = [
+        rows.column(by_lower[field.name.lower()]).cast(field.type)
+        if field.name.lower() in by_lower
+        else pa.nulls(rows.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _check_rows(frame: DataFrame, where: str, root: str) -> None:

@@ -6,7 +6,7 @@ Each marker in a page becomes a table made from the code:
 - ``<!-- compat-patches -->``: the pyspark methods lakefeed's compatibility module wraps
   (``lakefeed.compat.patches.PATCHES``);
 - ``<!-- delta-features -->``: the Delta table features lakefeed keeps working with or refuses
-  (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
+  (``lakefeed.delta.properties.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
 - ``<!-- versions -->``: the Python, Java and package versions lakefeed supports and was tested

@@ -164,8 +164,9 @@ def test_the_tests_run_on_the_java_the_docs_name(spark) -> None:  # noqa: ANN001
 
 def test_validate_json_page_names_every_key_of_the_document() -> None:
     """reference/validate-json.md is written by hand: each key ``to_dict`` puts in the document,
-    at the top, in a dataset and in a flow, has a row in that part of the page (a key added to
-    the code without a row fails here)."""
+    at the top, in a dataset and in a flow, has a row in that part of the page, and each row
+    names keys the document has there (a key added to the code without a row, or a row left
+    for a key the code dropped, fails here)."""
     from lakefeed.pipeline.kinds import DatasetKind
     from lakefeed.runtime.results import DatasetInfo, FlowInfo, SinkInfo, ValidationResult
 
@@ -177,3 +178,11 @@ def test_validate_json_page_names_every_key_of_the_document() -> None:
     parts = ((top, document), (datasets, document["datasets"][0]), (flows, document["flows"][0]))
     missing = [key for text, keys in parts for key in keys if f"`{key}`" not in text]
     assert missing == []
+    first_cells = [(re.findall(r"^\| (.*?) \|", text, re.M)[2:], keys) for text, keys in parts]
+    stale = [k for cells, keys in first_cells for c in cells for k in _names(c) if k not in keys]
+    assert stale == []
+
+
+def _names(cell: str) -> list[str]:
+    """The backticked keys of a table cell."""
+    return re.findall(r"`(\w+)`", cell)

@@ -87,6 +87,34 @@ def test_error_reference_reads_a_codes_fix_and_kind_from_the_raise_site(
     assert "*transient: retried" in hook.section(hook.Code("DOCS_TEST_FLAKY", flaky))
 
 
+def test_error_reference_reads_fixes_given_through_a_helper_or_a_concatenation(
+    hook: ModuleType, tmp_path: Path
+) -> None:
+    """A code raised by a helper (``_refuse(what, fix)``, ``problem(message, fix, code)``) gets
+    the fix each caller gives; a message or fix built with ``+`` or wrapped in a call shows its
+    text with ``…`` for what is computed."""
+    flaky = type("_Flaky", (), {"code": "DOCS_TEST_FLAKY", "permanent": False})
+    source = tmp_path / "raiser.py"
+    source.write_text(
+        'OTHER = register_code("DOCS_TEST_OTHER", ConfigError)\n'
+        "def _refuse(what, fix):\n"
+        '    raise _Flaky(f"{what} is not here", fix=fix)\n'
+        "def problem(message, fix, code):\n"
+        "    return registered()[code](message, fix=fix, code=code)\n"
+        "def f(names):\n"
+        '    _refuse("the thing", "bring it")\n'
+        '    problem("bad", fix="make it " + ", ".join(names) + " again", code=OTHER)\n'
+        '    raise ConfigError(scrub(f"lost {names}"), code=OTHER)\n'
+        '    raise ConfigError(", ".join(names), fix=compute(names), code=OTHER)\n'
+    )
+    scan = hook._Source({"DOCS_TEST_FLAKY": flaky, "DOCS_TEST_OTHER": object})
+    scan.scan(source)
+    assert scan.fixes["DOCS_TEST_FLAKY"] == ["bring it"]
+    assert scan.messages["DOCS_TEST_FLAKY"] == ["… is not here"]  # its own, not `what`
+    assert scan.fixes["DOCS_TEST_OTHER"] == ["make it … again"]
+    assert scan.messages["DOCS_TEST_OTHER"] == ["bad", "lost …"]
+
+
 def test_compat_patch_table_lists_every_patch(hook: ModuleType) -> None:
     from lakefeed.compat.patches import PATCHES
 

@@ -6,6 +6,7 @@ Spark-free: they import lakefeed's modules (as the site build does) but start no
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -51,6 +52,11 @@ def test_python_reference_documents_every_public_name() -> None:
     page = (DOCS / "reference" / "python.md").read_text()
     documented = {line.split(".")[-1] for line in re.findall(r"^::: (\S+)", page, re.M)}
     assert sorted(set(lakefeed.__all__) - documented) == []
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """mkdocstrings renders the docstring: without one a name shows only its signature."""
+    assert [n for n in lakefeed.__all__ if not inspect.getdoc(getattr(lakefeed, n))] == []
 
 
 def test_error_reference_lists_every_registered_code(hook: ModuleType) -> None:

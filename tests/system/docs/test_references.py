@@ -33,12 +33,17 @@ def hook() -> ModuleType:
     return module
 
 
-def _options(command: click.Command, path: str) -> list[tuple[str, click.Option]]:
-    found = [(path, p) for p in command.params if isinstance(p, click.Option)]
+def _commands(command: click.Command, path: str) -> list[tuple[str, click.Command]]:
+    found = [(path, command)]
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
-            found += _options(sub, f"{path} {name}")
+            found += _commands(sub, f"{path} {name}")
     return found
+
+
+def _options(command: click.Command, path: str) -> list[tuple[str, click.Option]]:
+    commands = _commands(command, path)
+    return [(at, p) for at, c in commands for p in c.params if isinstance(p, click.Option)]
 
 
 def test_every_cli_option_has_help_text() -> None:
@@ -46,6 +51,11 @@ def test_every_cli_option_has_help_text() -> None:
     show an empty description there and in --help."""
     missing = [f"{path} {opt.opts[0]}" for path, opt in _options(cli, "lakefeed") if not opt.help]
     assert missing == []
+
+
+def test_every_cli_command_says_what_it_does() -> None:
+    """The CLI reference shows each command's docstring as its description."""
+    assert [path for path, c in _commands(cli, "lakefeed") if not c.help] == []
 
 
 def test_python_reference_documents_every_public_name() -> None:

@@ -43,6 +43,7 @@ import pkgutil
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,10 @@ def registry() -> dict[str, type]:
 
 def _template(node: ast.expr | None) -> str | None:
     """A string literal or f-string as text, each ``{...}`` part shown as ``…``; in a ``+``
-    concatenation any other expression is a ``…`` part too, and a call wrapping a text
-    (``scrub(f"...")``) shows that text. None when no literal text is left to show."""
+    concatenation any other expression is a ``…`` part too, a call wrapping a text
+    (``scrub(f"...")``) shows that text, and a call of a module function that returns one
+    (``_refresh_fix(...)``, see :func:`_texts`) shows what it returns. None when no literal
+    text is left to show."""
     text = _text(node, inside=False)
     return text if text is not None and re.search(r"[A-Za-z]", text) else None
 
@@ -98,6 +101,8 @@ def _text(node: ast.expr | None, inside: bool) -> str | None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _text(node.left, inside=True), _text(node.right, inside=True)
         return None if left is None or right is None else left + right
+    if isinstance(node, ast.Call) and GLOBAL_TEXTS.get(_call_name(node) or ""):
+        return GLOBAL_TEXTS[_call_name(node) or ""]  # a function that writes the text
     wrapper = isinstance(node, ast.Call) and node.args and not _on_literal(node)
     if wrapper and isinstance(node, ast.Call):
         return _text(node.args[0], inside)
@@ -169,8 +174,8 @@ class _Source:
                     continue
                 if isinstance(given, ast.Name) and given.id in params:
                     found[node.name] = _Helper(params, None)
-                elif (code := self._code(call, given, names)) is not None:
-                    found[node.name] = _Helper(params, code)
+                elif len(codes := self._codes(call, given, names)) == 1:
+                    found[node.name] = _Helper(params, codes[0])
         return found
 
     def _imported_codes(self, path: Path) -> dict[str, str]:
@@ -204,29 +209,31 @@ class _Source:
                         found[target.id] = str(node.value.args[0].value)
         return found
 
-    def _code(self, call: ast.Call, given: ast.expr | None, names: dict[str, str]) -> str | None:
-        """The code a call raises: its ``code=`` (a literal or a name bound to a code), else the
-        code of the class it instantiates."""
+    def _codes(self, call: ast.Call, given: ast.expr | None, names: dict[str, str]) -> list[str]:
+        """The codes a call raises: its ``code=`` (a literal, a name bound to a code, or ``A if
+        ... else B``), else the code of the class it instantiates."""
+        if isinstance(given, ast.IfExp):
+            return self._codes(call, given.body, names) + self._codes(call, given.orelse, names)
         if isinstance(given, ast.Constant) and isinstance(given.value, str):
-            return given.value
+            return [given.value]
         if isinstance(given, ast.Name):
-            return names.get(given.id) or GLOBAL_NAMES.get(given.id) or None
-        if given is None:
-            return self.class_codes.get(_call_name(call) or "")
-        return None
+            code = names.get(given.id) or GLOBAL_NAMES.get(given.id)
+            return [code] if code else []
+        code = self.class_codes.get(_call_name(call) or "") if given is None else None
+        return [code] if code else []
 
     def _call(self, node: ast.Call, names: dict[str, str], helpers: dict[str, _Helper]) -> None:
         helper = helpers.get(_call_name(node) or "")
         if helper is not None:
             bound = helper.bind(node)
-            code = helper.code or self._code(node, bound.get("code"), names)
+            codes = [helper.code] if helper.code else self._codes(node, bound.get("code"), names)
             message, fix = bound.get("message"), bound.get("fix")
         else:
             keywords = {k.arg: k.value for k in node.keywords if k.arg}
-            code = self._code(node, keywords.get("code"), names)
+            codes = self._codes(node, keywords.get("code"), names)
             message = node.args[0] if node.args else keywords.get("message")
             fix = keywords.get("fix")
-        if code is not None:
+        for code in codes:
             self._add(self.messages[code], _template(message))
             self._add(self.fixes[code], _template(fix))
 
@@ -238,6 +245,18 @@ class _Source:
 
 GLOBAL_NAMES: dict[str, str] = {}
 GLOBAL_HELPERS: dict[str, _Helper | None] = {}  # None: a name two modules define differently
+GLOBAL_TEXTS: dict[str, str] = {}  # function name -> the text it returns ("" if ambiguous)
+
+
+def _texts(tree: ast.Module) -> dict[str, str]:
+    """The module's functions whose body ends in returning a text: message and fix writers."""
+    found = {}
+    for node in tree.body:
+        last = node.body[-1] if isinstance(node, ast.FunctionDef) else None
+        text = _template(last.value) if isinstance(last, ast.Return) else None
+        if isinstance(node, ast.FunctionDef) and text:
+            found[node.name] = text
+    return found
 
 
 def _sources() -> list[Path]:
@@ -261,6 +280,9 @@ def codes() -> list[Code]:
     for tree in trees.values():  # names that modules import from each other: unique ones only
         for name, code in source._code_names(tree).items():
             GLOBAL_NAMES[name] = code if GLOBAL_NAMES.get(name, code) == code else ""
+    for tree in trees.values():
+        for name, text in _texts(tree).items():
+            GLOBAL_TEXTS[name] = text if GLOBAL_TEXTS.get(name, text) == text else ""
     for path, tree in trees.items():
         for name, helper in source.helpers(tree, source.names(path, tree)).items():
             GLOBAL_HELPERS[name] = helper if GLOBAL_HELPERS.get(name, helper) == helper else None
@@ -300,10 +322,18 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def section(item: Code) -> str:
-    """One code as a short section: its heading (an anchor to link), kind, meaning, fix."""
+FAMILY_SHOWN = 12
+
+
+def section(item: Code, family: Sequence[str] = ()) -> str:
+    """One code as a short section: its heading (an anchor to link), kind, meaning, fix; a code
+    no place raises by itself (a base class's) names the codes its family is raised with."""
     kind = "permanent" if item.permanent else "transient: retried with backoff"
     lines = [f"### {item.code}", "", f"*{kind}* · `{item.cls.__name__}` · {_meaning(item)}", ""]
+    if family and not item.messages and not item.fixes:
+        named = ", ".join(f"[`{c}`](#{c.lower()})" for c in family[:FAMILY_SHOWN])
+        more = f" and {len(family) - FAMILY_SHOWN} more" if len(family) > FAMILY_SHOWN else ""
+        lines += [f"Raised as one of its own kinds: {named}{more}.", ""]
     if item.messages:
         lines += ["Says, e.g.:", ""] + [f"- “{_cell(m)}”" for m in item.messages[:3]] + [""]
     if item.fixes:
@@ -318,7 +348,15 @@ def render() -> str:
         f"| [`{i.code}`](#{i.code.lower()}) | {'permanent' if i.permanent else '**transient**'} |"
         for i in items
     ]
-    return "\n".join(index) + "\n\n" + "\n".join(section(i) for i in items)
+    return "\n".join(index) + "\n\n" + "\n".join(section(i, _family(i, items)) for i in items)
+
+
+def _family(item: Code, items: list[Code]) -> list[str]:
+    """The other codes raised with a subclass of the class ``item`` is the own code of (none for
+    a code registered to a class that has its own: it is a sibling, not a family)."""
+    if item.cls.__dict__.get("code") != item.code:
+        return []
+    return [i.code for i in items if i is not item and issubclass(i.cls, item.cls)]
 
 
 def render_patches() -> str:

@@ -122,13 +122,31 @@ def test_error_reference_reads_fixes_given_through_a_helper_or_a_concatenation(
         '    problem("bad", fix="make it " + ", ".join(names) + " again", code=OTHER)\n'
         '    raise ConfigError(scrub(f"lost {names}"), code=OTHER)\n'
         '    raise ConfigError(", ".join(names), fix=compute(names), code=OTHER)\n'
+        '    raise ConfigError("either", fix="pick one",\n'
+        '                      code=OTHER if names else "DOCS_TEST_FLAKY")\n'
     )
     scan = hook._Source({"DOCS_TEST_FLAKY": flaky, "DOCS_TEST_OTHER": object})
     scan.scan(source)
-    assert scan.fixes["DOCS_TEST_FLAKY"] == ["bring it"]
-    assert scan.messages["DOCS_TEST_FLAKY"] == ["… is not here"]  # its own, not `what`
-    assert scan.fixes["DOCS_TEST_OTHER"] == ["make it … again"]
-    assert scan.messages["DOCS_TEST_OTHER"] == ["bad", "lost …"]
+    assert scan.fixes["DOCS_TEST_FLAKY"] == ["bring it", "pick one"]
+    assert scan.messages["DOCS_TEST_FLAKY"] == ["… is not here", "either"]  # not `what`
+    assert scan.fixes["DOCS_TEST_OTHER"] == ["make it … again", "pick one"]
+    assert scan.messages["DOCS_TEST_OTHER"] == ["bad", "lost …", "either"]
+
+
+def test_a_base_code_nothing_raises_names_its_family(hook: ModuleType) -> None:
+    """A base class's own code (``SOURCE``) is raised only as its subclasses' codes: its section
+    links them; a code that only shares a class with others has no family."""
+    from lakefeed.core.errors import ConfigError, OptionError
+
+    base = type("_Base", (), {"code": "DOCS_BASE", "permanent": True})
+    kid = type("_Kid", (base,), {"code": "DOCS_KID"})
+    items = [hook.Code("DOCS_BASE", base), hook.Code("DOCS_KID", kid)]
+    assert hook._family(items[0], items) == ["DOCS_KID"]
+    assert "Raised as one of its own kinds: [`DOCS_KID`](#docs_kid)." in hook.section(
+        items[0], ["DOCS_KID"]
+    )
+    shared = [hook.Code("DOCS_A", ConfigError), hook.Code("DOCS_B", OptionError)]
+    assert hook._family(shared[0], shared) == []
 
 
 def test_compat_patch_table_lists_every_patch(hook: ModuleType) -> None:

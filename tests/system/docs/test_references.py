@@ -58,6 +58,14 @@ def test_every_cli_command_says_what_it_does() -> None:
     assert [path for path, c in _commands(cli, "lakefeed") if not c.help] == []
 
 
+def test_commands_a_scheduler_runs_say_their_exit_codes() -> None:
+    """Schedulers branch on these commands' exit codes: the CLI reference (their help) says
+    them, as the scheduling how-to's table does."""
+    helps = {name: cli.commands[name].help or "" for name in ("run", "validate", "plan", "verify")}
+    silent = [name for name, text in helps.items() if "Exits" not in text]
+    assert silent == []
+
+
 def test_python_reference_documents_every_public_name() -> None:
     page = (DOCS / "reference" / "python.md").read_text()
     documented = {line.split(".")[-1] for line in re.findall(r"^::: (\S+)", page, re.M)}

@@ -5,6 +5,8 @@ Spark-free: they import lakefeed's modules (as the site build does) but start no
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.util
 import inspect
 import re
@@ -256,3 +258,59 @@ def test_validate_json_page_names_every_key_of_the_document() -> None:
 def _names(cell: str) -> list[str]:
     """The backticked keys of a table cell."""
     return re.findall(r"`(\w+)`", cell)
+
+
+DOTTED = re.compile(r"(?<![\w/-])((?:dev\.)?lakefeed(?:\.[A-Za-z_]\w*)+)")
+NOT_NAMES = {"lakefeed.zip"}  # a file: `--py-files lakefeed.zip`
+
+
+def _resolves(name: str) -> bool:
+    """``lakefeed.a.b``: a module, or an attribute of one (a class, a function)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attribute in parts[cut:]:
+                found = getattr(found, attribute)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def _logger_names() -> set[str]:
+    """The names lakefeed's code gives ``getLogger`` / ``get_logger`` as literals."""
+    names = set()
+    for path in (ROOT / "lakefeed").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in ("getLogger", "get_logger"):
+                    names.add(str(node.args[0].value))
+    return names
+
+
+def test_every_dotted_lakefeed_name_in_the_docs_exists() -> None:
+    """A module, class, logger, setting or JVM class named on a page exists under that name: a
+    reader filters logs, imports or sets what the page says (a module that moved left its old
+    name on pages before)."""
+    from lakefeed.core.config import registered
+
+    loggers = _logger_names()
+    java = ROOT / "lakefeed" / "spark" / "jvm" / "java"
+    pages = [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if p.name != "benchmarks.md")]
+    stale = []
+    for page in pages:
+        for name in set(DOTTED.findall(page.read_text())) - NOT_NAMES:
+            if name.startswith("dev."):
+                known = java.joinpath(*name.split(".")).with_suffix(".java").exists()
+            else:
+                known = name in loggers or registered(name) or registered(name + ".")
+                known = known or _resolves(name)
+            if not known:
+                stale.append(f"{page.relative_to(ROOT)}: {name}")
+    assert stale == []

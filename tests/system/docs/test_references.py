@@ -314,3 +314,16 @@ def test_every_dotted_lakefeed_name_in_the_docs_exists() -> None:
             if not known:
                 stale.append(f"{page.relative_to(ROOT)}: {name}")
     assert stale == []
+
+
+def test_the_tutorial_lists_the_files_lakefeed_init_writes(tmp_path: Path) -> None:
+    """The tutorial's first table is what `lakefeed init` makes, file for file."""
+    from lakefeed.scaffold import create_project
+
+    project = create_project(str(tmp_path / "my_pipeline"))
+    made = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()}
+    page = (DOCS / "get-started" / "tutorial.md").read_text()
+    table = page.split("| File | What it is |", 1)[1].split("\n\n", 1)[0]
+    cells = re.findall(r"^\| (.*?) \|", table, re.M)
+    listed = {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert listed == made

@@ -17,7 +17,9 @@ Turning row tracking on (``delta.enableRowTracking=true``, at creation or later)
 columns (:func:`.row_tracking.new_column_names`) and, as delta-spark's backfill does, gives the
 files already there row ids: the same commit adds each live file without a ``baseRowId``
 back (``dataChange`` false) with the ids after the high water mark. delta-spark backfills in
-several commits; this is one, which any commit in between fails (nothing was then written).
+several commits; this is one, which any commit in between fails (nothing was then written),
+and a table of more than :data:`BACKFILL_FILES` files is refused (its commit would hold an
+action per file).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ ENABLING = {
 }
 """Properties that, set to ``true``, need their writer feature in the protocol."""
 READER_WRITER = frozenset({"deletionVectors"})
+BACKFILL_FILES = 100_000
+"""The most files turning row tracking on gives row ids in its one commit."""
 
 
 def needed(table: DeltaTable, changed: Mapping[str, str]) -> bool:
@@ -110,7 +114,19 @@ def _backfill(root: str, table: DeltaTable) -> list[dict[str, Any]]:
             fix="turn it on with delta-spark, or restore the table's log",
             code=FEATURE_UNSUPPORTED,
         )
-    return [{**add, "dataChange": False} for add in live.values() if add.get("baseRowId") is None]
+    backfill = [
+        {**add, "dataChange": False} for add in live.values() if add.get("baseRowId") is None
+    ]
+    if len(backfill) > BACKFILL_FILES:
+        raise DeltaError(
+            f"turning row tracking on for the Delta table {root} is refused: {len(backfill)} of "
+            f"its files need row ids, more than the {BACKFILL_FILES} lakefeed gives ids in its "
+            "one commit; nothing was written",
+            fix="turn it on with delta-spark (its backfill takes several commits), or compact "
+            "the table first",
+            code=FEATURE_UNSUPPORTED,
+        )
+    return backfill
 
 
 def _protocol(table: DeltaTable, changed: Mapping[str, str]) -> dict[str, Any] | None:

@@ -20,8 +20,10 @@ from deltalake import DeltaTable as RsTable
 from deltalake import QueryBuilder
 
 from lakefeed.compat.delta_spark import DeltaTable
-from lakefeed.delta import create, dv, dv_write, files, log, log_writer, row_tracking
+from lakefeed.core.errors import ConflictError, DeltaError, code_of
+from lakefeed.delta import create, dv, dv_write, files, log, log_writer, row_tracking, tblprops
 from tests.delta.test_clustered_writes import make_clustered
+from tests.delta.test_foreign_tables import python_read
 
 pytestmark = pytest.mark.compat  # format("delta") and SQL on the test session
 
@@ -39,6 +41,7 @@ def _row_ids(root: str) -> dict[int, tuple[int, int]]:
     id_column = configuration[row_tracking.ROW_ID_NAME]
     version_column = configuration[row_tracking.COMMIT_VERSION_NAME]
     found: dict[int, tuple[int, int]] = {}
+    stored = _key(root)
     for add in live.values():
         data = pq.read_table(files.local_path(root, add["path"]))
         count = data.num_rows
@@ -51,7 +54,7 @@ def _row_ids(root: str) -> dict[int, tuple[int, int]]:
         descriptor = dv.Descriptor.from_json(add.get("deletionVector"))
         deleted = set() if descriptor is None else set(dv.deleted_rows(root, descriptor))
         rows = zip(
-            data.column("id").to_pylist(), ids.to_pylist(), versions.to_pylist(), strict=True
+            data.column(stored).to_pylist(), ids.to_pylist(), versions.to_pylist(), strict=True
         )
         for position, (key, row_id, row_version) in enumerate(rows):
             if position not in deleted:
@@ -59,6 +62,12 @@ def _row_ids(root: str) -> dict[int, tuple[int, int]]:
                 found[key] = (row_id, row_version)
     assert len({row_id for row_id, _ in found.values()}) == len(found), "row ids are unique"
     return found
+
+
+def _key(root: str) -> str:
+    """The name the files store the ``id`` column by (its physical name under column mapping)."""
+    (field,) = [f for f in RsTable(root).schema().fields if f.name == "id"]
+    return str(field.metadata.get("delta.columnMapping.physicalName", "id"))
 
 
 def _mark(root: str) -> int:
@@ -75,14 +84,17 @@ def _append(spark, root: str, start: int, count: int) -> None:
 
 
 def _read(spark, root: str) -> list[tuple]:
-    """The table's rows by lakefeed's Spark read and by delta-rs's kernel reader: the same,
-    without the materialized columns."""
+    """The table's rows by lakefeed's Spark read, its Python reader and delta-rs's kernel
+    reader: the same, without the materialized columns."""
     frame = spark.read.format("delta").load(root)
     assert frame.columns == ["id", "v"]
     rows = sorted(tuple(r) for r in frame.collect())
     kernel = pa.table(QueryBuilder().register("t", RsTable(root)).execute("select * from t"))
     assert kernel.column_names == ["id", "v"]
     assert sorted(tuple(r.values()) for r in kernel.to_pylist()) == rows
+    python = python_read(root)
+    assert python.column_names == ["id", "v"]
+    assert sorted(tuple(r.values()) for r in python.to_pylist()) == rows
     return rows
 
 
@@ -166,11 +178,14 @@ def test_update_merge_and_delete_keep_row_ids(spark, tmp_path: Path) -> None:
         assert set(json.loads(add["stats"])["nullCount"]) == {"id", "v"}, add
 
 
-def test_a_delta_spark_table_keeps_ids_it_materialized(spark, tmp_path: Path) -> None:
-    """A table as delta-spark writes it (row tracking and deletion vectors on), with a file
-    whose rows already carry materialized ids (a delta-spark UPDATE wrote them): lakefeed's
-    UPDATE keeps those ids, not the file's ``baseRowId`` + position."""
-    root = make_clustered(tmp_path / "t", row_tracking=True)
+@pytest.mark.parametrize("mode", [None, "name"])
+def test_a_delta_spark_table_keeps_ids_it_materialized(
+    spark, tmp_path: Path, mode: str | None
+) -> None:
+    """A table as delta-spark writes it (row tracking and deletion vectors on; column mapping
+    too), with a file whose rows already carry materialized ids (a delta-spark UPDATE wrote
+    them): lakefeed's UPDATE keeps those ids, not the file's ``baseRowId`` + position."""
+    root = make_clustered(tmp_path / "t", mode, row_tracking=True)
     column = RsTable(root).metadata().configuration[row_tracking.ROW_ID_NAME]
     _materialize(root, column, {0: 100})
     before = _row_ids(root)
@@ -188,14 +203,27 @@ def _materialize(root: str, column: str, ids: dict[int, int]) -> None:
     for add in live.values():
         location = files.local_path(root, add["path"])
         data = pq.read_table(location)
-        values = pa.array([ids.get(k) for k in data.column("id").to_pylist()], pa.int64())
+        keys = data.column(_key(root)).to_pylist()
+        values = pa.array([ids.get(k) for k in keys], pa.int64())
         pq.write_table(data.append_column(column, values), location)
 
 
-def test_set_tblproperties_backfills_row_ids(spark, tmp_path: Path) -> None:
+def test_set_tblproperties_backfills_row_ids(spark, tmp_path: Path, monkeypatch) -> None:
+    """One commit turns it on and gives the files row ids; a commit in between fails it, and
+    so does a table of more files than one commit gives ids (coded, nothing written)."""
     root = _created(tmp_path, {"delta.enableDeletionVectors": "true"})
     _append(spark, root, 0, 4)
+    stale = log.open_table(root)
     _append(spark, root, 4, 2)
+    newest = log.latest_version(root)
+    with pytest.raises(ConflictError):
+        tblprops.set_properties(root, stale, {row_tracking.ENABLE: "true"})
+    monkeypatch.setattr(tblprops, "BACKFILL_FILES", 1)
+    with pytest.raises(DeltaError) as refused:
+        tblprops.set_properties(root, log.open_table(root), {row_tracking.ENABLE: "true"})
+    assert code_of(refused.value) == "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
+    assert log.latest_version(root) == newest
+    monkeypatch.undo()
     spark.sql(f"ALTER TABLE delta.`{root}` SET TBLPROPERTIES ('delta.enableRowTracking' = true)")
     version = log.latest_version(root)
     actions = log.commit_actions(root, version or 0) or []

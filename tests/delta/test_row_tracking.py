@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,13 +18,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable as RsTable
-from deltalake import QueryBuilder
+from deltalake import QueryBuilder, write_deltalake
 
+import lakefeed as lf
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.core.errors import ConflictError, DeltaError, code_of
+from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.delta import create, dv, dv_write, files, log, log_writer, row_tracking, tblprops
 from tests.delta.test_clustered_writes import make_clustered
 from tests.delta.test_foreign_tables import python_read
+from tests.pipeline.support import load, write
+from tests.runtime.test_keys import PIPELINE
 
 pytestmark = pytest.mark.compat  # format("delta") and SQL on the test session
 
@@ -31,8 +36,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 ON = {"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true"}
 
 
-def _row_ids(root: str) -> dict[int, tuple[int, int]]:
-    """Each live row's ``id`` -> (row id, row commit version), from the data files."""
+def _row_ids(root: str, column: str = "id") -> dict[Any, tuple[int, int]]:
+    """Each live row's key (its ``column``) -> (row id, row commit version), from the data
+    files."""
     version = log.latest_version(root)
     assert version is not None
     live = log_writer.live_files(root, version)
@@ -40,8 +46,8 @@ def _row_ids(root: str) -> dict[int, tuple[int, int]]:
     configuration = RsTable(root).metadata().configuration
     id_column = configuration[row_tracking.ROW_ID_NAME]
     version_column = configuration[row_tracking.COMMIT_VERSION_NAME]
-    found: dict[int, tuple[int, int]] = {}
-    stored = _key(root)
+    found: dict[Any, tuple[int, int]] = {}
+    stored = _key(root, column)
     for add in live.values():
         data = pq.read_table(files.local_path(root, add["path"]))
         count = data.num_rows
@@ -64,10 +70,10 @@ def _row_ids(root: str) -> dict[int, tuple[int, int]]:
     return found
 
 
-def _key(root: str) -> str:
-    """The name the files store the ``id`` column by (its physical name under column mapping)."""
-    (field,) = [f for f in RsTable(root).schema().fields if f.name == "id"]
-    return str(field.metadata.get("delta.columnMapping.physicalName", "id"))
+def _key(root: str, column: str = "id") -> str:
+    """The name the files store ``column`` by (its physical name under column mapping)."""
+    (field,) = [f for f in RsTable(root).schema().fields if f.name == column]
+    return str(field.metadata.get("delta.columnMapping.physicalName", column))
 
 
 def _mark(root: str) -> int:
@@ -266,3 +272,31 @@ def test_row_tracking_mark_is_monotonic_under_concurrent_appends(spark, tmp_path
     ]
     assert marks == sorted(marks) and marks[-1] == 8
     assert sorted(i for i, _ in _row_ids(root).values()) == list(range(9))
+
+
+def _append_source(src: Path, pages: list[str], at: int) -> None:
+    """Clicks on ``pages`` at time ``at`` into the pipeline's source table."""
+    rows = pa.table({"page": pages, "at": pa.array([at] * len(pages), pa.int64())})
+    write_deltalake(str(src), rows, mode="append")
+
+
+def test_a_keyed_pipeline_table_keeps_row_ids_across_its_merges(spark, tmp_path: Path) -> None:
+    """A pipeline's ``table_properties`` turn row tracking on; the keys' MERGE of the second
+    run moves the updated rows with their ids and gives a new key a fresh one."""
+    src = tmp_path / "clicks"
+    _append_source(src, ["/", "/cart"], 1)
+    properties = '{"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true"}'
+    text = PIPELINE.replace('keys=["page"]', f'keys=["page"], table_properties={properties}')
+    folder = write(tmp_path / "p", {"views.py": text})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    conf = {"src": str(src)}
+    assert lf.run(load([folder], conf), lakehouse=lakehouse, spark=spark).ok
+    root = str(lakehouse.table_path("page_views"))
+    assert "rowTracking" in (RsTable(root).protocol().writer_features or [])
+    first = _row_ids(root, "page")
+    _append_source(src, ["/cart", "/pay"], 2)
+    assert lf.run(load([folder], conf), lakehouse=lakehouse, spark=spark).ok
+    after = _row_ids(root, "page")
+    assert after["/cart"][0] == first["/cart"][0] and after["/"] == first["/"]
+    assert after["/pay"][0] > max(i for i, _ in first.values())
+    assert after["/cart"][1] > first["/cart"][1]  # changed in the second run's commit

@@ -38,7 +38,7 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -62,6 +62,7 @@ from lakefeed.delta import (
     predicates,
     pruning,
     replay,
+    row_tracking,
 )
 from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
@@ -85,6 +86,7 @@ class Marked:
     rows: BitMap64  # every deleted row: its old vector's and the new ones
     records: int  # rows in the data file
     changed: pa.Table  # the rows this change deletes, as they were (UPDATE writes them anew)
+    positions: np.ndarray  # where each of ``changed`` is in the data file
 
     @property
     def newly(self) -> int:
@@ -103,6 +105,9 @@ class Change:
     marked: list[Marked]
     new_rows: pa.Table | None
     feed: dict[str, pa.Table]
+    new_ids: pa.Array | None = None
+    """Where the table materializes row ids (:func:`tracked`), each new row's id: its old
+    one for a row written anew, null for an inserted row (:mod:`.row_tracking`)."""
 
 
 def enabled(table: DeltaTable) -> bool:
@@ -190,7 +195,9 @@ def _change(
     else:
         after, feed = None, {"delete": before}
     metrics, log_metrics = _dml_metrics(marked, updates is None)
-    change = Change(operation, parameters, metrics, log_metrics, marked, after, feed)
+    names = tracked(table, root)
+    ids = moved_ids(root, marked, names) if names is not None and updates else None
+    change = Change(operation, parameters, metrics, log_metrics, marked, after, feed, ids)
     if not marked and inserted is None:
         return {**metrics, "num_added_files": 0}
     return commit_change(table, root, version, change, txn)
@@ -203,6 +210,24 @@ def planned_files(table: DeltaTable, root: str) -> dict[str, dict[str, Any]] | N
     if live is None or not log_writer.same_files(table, live):
         return None
     return live
+
+
+def tracked(table: DeltaTable, root: str) -> row_tracking.Materialized | None:
+    """The materialized row-tracking columns the rows a change writes anew carry (None:
+    row tracking is not on)."""
+    return row_tracking.materialized(
+        sorted(features.writer_features(table)), table.metadata().configuration, root
+    )
+
+
+def moved_ids(root: str, marked: list[Marked], names: row_tracking.Materialized) -> pa.Array:
+    """The row ids of the rows ``marked`` deletes, file after file (an UPDATE's order)."""
+    if not marked:
+        return pa.array([], pa.int64())
+    which = np.concatenate([np.full(len(m.positions), i) for i, m in enumerate(marked)])
+    positions = np.concatenate([m.positions for m in marked])
+    adds = [m.add for m in marked]
+    return row_tracking.stable_ids(root, adds, which, positions, names.row_id)
 
 
 def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -317,14 +342,19 @@ def file_rows(
 
 
 def write_rows(
-    root: str, table: DeltaTable, batches: Iterator[pa.RecordBatch], feed: bool = False
+    root: str,
+    table: DeltaTable,
+    batches: Iterator[pa.RecordBatch],
+    feed: bool = False,
+    extra: Sequence[pa.Field] = (),
 ) -> list[files.WrittenFile]:
     """Write rows of the table's columns (logical names) as new data files of ``table``, or
     with ``feed`` as change data files (``_change_data/cdc-*``, paths relative to that folder;
-    the rows carry ``_change_type`` last): under column mapping with physical names and field
-    ids, partitioned by the physical names, as delta-spark writes both."""
+    the rows carry ``_change_type`` last); ``extra``: columns the rows carry after the table's
+    (row tracking's materialized ones), stored as named. Under column mapping with physical
+    names and field ids, partitioned by the physical names, as delta-spark writes both."""
     schema = table_arrow_schema(table.schema())
-    extra = [pa.field(CHANGE_TYPE, pa.string())] if feed else []
+    extra = [*extra, *([pa.field(CHANGE_TYPE, pa.string())] if feed else [])]
     folder, prefix = (storage.join(root, CHANGE_DATA), "cdc-") if feed else (root, "")
     columns = log.table_mapping(table)
     partitions = list(table.metadata().partition_columns)
@@ -346,8 +376,8 @@ def mark_rows(
     new = BitMap64(np.asarray(hits).astype(np.uint64)) - old
     if not new:
         return None
-    taken = rows.take(pa.array(np.fromiter(new, dtype=np.int64, count=len(new))))
-    return Marked(add, old | new, rows.num_rows, taken)
+    positions = np.fromiter(new, dtype=np.int64, count=len(new))
+    return Marked(add, old | new, rows.num_rows, rows.take(pa.array(positions)), positions)
 
 
 def commit_change(
@@ -356,13 +386,7 @@ def commit_change(
     """Write the change's new rows, its change feed files (where the feed is on) and its
     deletion vectors, and commit them on ``version``; what it wrote goes when the commit fails.
     The change's metrics with ``num_added_files``."""
-    schema = table_arrow_schema(table.schema())
-    rows = change.new_rows
-    written = []
-    if rows is not None and rows.num_rows:
-        checks = constraints.of_table(table.metadata().configuration, table.schema())
-        constraints.check_rows(rows, schema, checks, root)
-        written = write_rows(root, table, iter(rows.to_batches()))
+    written = _write_new(root, table, change)
     feed: list[files.WrittenFile] = []
     try:
         if feed_on(table):
@@ -375,6 +399,25 @@ def commit_change(
     finally:
         table.update_incremental()
     return {**change.metrics, "num_added_files": len(written)}
+
+
+def _write_new(root: str, table: DeltaTable, change: Change) -> list[files.WrittenFile]:
+    """The change's new rows as data files, checked first (NOT NULL, CHECK constraints);
+    where the table materializes row ids (:func:`tracked`), with each row's id
+    (:mod:`.row_tracking`)."""
+    rows = change.new_rows
+    if rows is None or not rows.num_rows:
+        return []
+    schema = table_arrow_schema(table.schema())
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    constraints.check_rows(rows, schema, checks, root)
+    names = tracked(table, root)
+    if names is None:
+        return write_rows(root, table, iter(rows.to_batches()))
+    assert change.new_ids is not None, "a change of a row-tracking table names its rows' ids"
+    rows = row_tracking.with_columns(rows, change.new_ids, names)
+    written = write_rows(root, table, iter(rows.to_batches()), extra=names.fields())
+    return [row_tracking.without_stats(f, names) for f in written]
 
 
 def _write_feed(root: str, table: DeltaTable, feed: dict[str, pa.Table]) -> list[files.WrittenFile]:

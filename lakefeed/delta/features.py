@@ -64,8 +64,9 @@ OWN_WRITTEN = {
     "one's",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
     "the `delta.rowTracking` high water mark), files RESTORE adds back keep theirs; with "
-    "`delta.enableRowTracking=true` UPDATE, MERGE and OPTIMIZE, which would move rows without "
-    "their ids, are refused",
+    "`delta.enableRowTracking=true` the rows UPDATE and MERGE write anew keep their ids in the "
+    "materialized row-id column (inserted rows get fresh ones), OPTIMIZE is refused (it would "
+    "move rows without their ids), and lakefeed can turn it on (`delta.enableRowTracking`)",
 }
 """Writer-only features lakefeed honours in the commits it writes itself (locally, or on an
 object store with conditional PUT; the module doc says what each asks). Other writes into such
@@ -80,7 +81,6 @@ REFUSED = {
 }
 """Writer-only features refused before anything is written (so is any feature not listed
 here or above), with why: the page renders them too."""
-ROW_TRACKING_ON = "delta.enableRowTracking"
 WRITABLE = frozenset(WRITTEN)
 OWN_COMMIT = frozenset(OWN_WRITTEN)
 READER_WRITER = {
@@ -133,21 +133,6 @@ def tracks_rows(table: DeltaTable) -> bool:
     """Whether the files a commit adds to ``table`` need row ids (PROTOCOL.md "Row Tracking":
     the feature is supported)."""
     return "rowTracking" in writer_features(table)
-
-
-def check_row_moves(table: DeltaTable, root: str, operation: str) -> None:
-    """Refuse a change that moves rows to new files (UPDATE, MERGE) where row tracking is on:
-    their rows must keep their ids, in columns lakefeed does not write."""
-    enabled = str(table.metadata().configuration.get(ROW_TRACKING_ON, "")).lower() == "true"
-    if tracks_rows(table) and enabled:
-        raise DeltaError(
-            f"{operation} on the Delta table {root} is refused: it has row tracking on "
-            f"({ROW_TRACKING_ON}=true), and the rows {operation} writes anew must keep their row "
-            "ids, which lakefeed does not materialize; nothing was written",
-            fix="run it with delta-spark, or DELETE the rows and append their new versions "
-            "(they get new row ids)",
-            code=UNSUPPORTED,
-        )
 
 
 def needs_own_commit(table: DeltaTable) -> bool:

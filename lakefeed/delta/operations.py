@@ -139,7 +139,6 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     features.check_writable(table, root, operation, own_commit=operation in OWN_COMMITS)
     if operation in ("MERGE", "UPDATE"):
         _refuse_generated(operation, table)
-        features.check_row_moves(table, root, operation)
     if txn is not None and txn.done(table, root):
         return None
     before = table.version()

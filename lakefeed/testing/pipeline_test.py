@@ -135,8 +135,9 @@ class PipelineTest:
         return result
 
     def rows(self, table: str, order_by: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The rows of ``table`` (a table or materialized view of the pipeline)."""
-        path = self.lakehouse.table_path(table)
+        """The rows of ``table`` (a table or materialized view of the pipeline; ``x``,
+        ``db.x`` or ``cat.db.x`` in the pipeline's database, see :mod:`lakefeed.pipeline.names`)."""
+        path = self.lakehouse.table_path(self._local(table, "rows"))
         if not (path / "_delta_log").is_dir():
             return []
         found = DeltaTable(str(path)).to_pyarrow_table()
@@ -146,11 +147,12 @@ class PipelineTest:
 
     def quarantine(self, table: str) -> list[dict[str, Any]]:
         """The rows ``table``'s drop rules sent to its quarantine table."""
-        quarantine = self.pipeline.datasets[table].quarantine
+        quarantine = self.pipeline.datasets[self._local(table, "quarantine")].quarantine
         return self.rows(quarantine) if quarantine else []
 
     def expectations(self, table: str) -> dict[str, dict[str, int]]:
         """Per rule of ``table``: rows ``passed`` and ``failed`` over every batch so far."""
+        table = self._local(table, "expectations")
         totals: dict[str, dict[str, int]] = {}
         for event in read_events(self.lakehouse.event_log_path, event_types=["expectations"]):
             details = event.get("details") or {}
@@ -161,6 +163,11 @@ class PipelineTest:
                 total["passed"] += int(counts["passed"])
                 total["failed"] += int(counts["failed"])
         return totals
+
+    def _local(self, table: str, method: str) -> str:
+        """The pipeline's table ``table`` names, as its lakehouse keeps it; a name of another
+        database is refused (PIPELINE_OTHER_DATABASE): it is no table of this pipeline."""
+        return self.pipeline.namespace.own(table, f"PipelineTest.{method}({table!r})")
 
     def _tap(self, flow: str) -> _Tap:
         """The tap of ``flow`` (a dataset or an append flow), put around its function once."""

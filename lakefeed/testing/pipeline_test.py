@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ class _Feed:
 class _Tap:
     """Stands in for a flow's outside sources, however its code reads them (``lf.source``,
     ``lf.read_kafka``, or ``spark.readStream.format(...).load()`` / ``.table(...)`` in a DLT or
-    SDP file): a source a feed takes becomes that feed's table."""
+    SDP file): a source a feed takes becomes that feed's table; one several feeds take by name
+    (the topics of one subscription) becomes their union."""
 
     spark: SparkSession
     feeds: list[_Feed] = field(default_factory=list)
@@ -65,16 +67,23 @@ class _Tap:
         self, read: Callable[[], DataFrame], names: tuple[str, ...], streaming: bool | None
     ) -> DataFrame:
         takers = [f for f in self.feeds if f.takes(names)]
-        if not takers:
+        named = [f for f in takers if f.source is not None]
+        feeds = named or takers[:1]  # fed by name first: each topic of a multi-topic source
+        if not feeds:
             return read()
-        feed = max(takers, key=lambda f: f.source is not None)  # one fed by name first
-        if not feed.ready or feed.schema is None or streaming is None:
-            original = feed.learn(read())
-            if not feed.ready:
+        if any(f.schema is None or not f.ready for f in feeds) or streaming is None:
+            original = read()
+            for feed in feeds:
+                feed.learn(original)
+            if not all(f.ready for f in feeds):
                 return original  # validation before the first step: the real source's shape
             streaming = original.isStreaming
+        return functools.reduce(DataFrame.unionByName, [self._fed(f, streaming) for f in feeds])
+
+    def _fed(self, feed: _Feed, streaming: bool) -> DataFrame:
+        """A feed's table: one fed batch per micro-batch, in order, when streaming."""
         path = str(feed.path)
-        if streaming:  # one fed batch per micro-batch, in order
+        if streaming:
             return delta.read_stream(self.spark, path, maxFilesPerTrigger="1")
         return delta.read(self.spark, path)
 

@@ -118,12 +118,15 @@ class PipelineTest:
         source: str | None = None,
     ) -> None:
         """One micro-batch for ``flow``'s outside source (the next ``step`` processes it);
-        ``source`` picks one of several by Kafka topic, path or table name."""
+        ``source`` picks one of several by Kafka topic, path or table name. A dataset's flow
+        may be named as in :meth:`rows` (``db.x`` in the pipeline's database)."""
+        flow = self.pipeline.namespace.local(flow) or flow  # an append flow's name is one part
         key = flow if source is None else f"{flow}[{source}]"
         if key not in self._feeds:
+            tap = self._tap(flow)  # first: a flow the pipeline lacks leaves no feed behind
             folder = self.root / "feeds" / f"{len(self._feeds)}-{_folder(key)}"
             self._feeds[key] = _Feed(flow, folder, source, schema=schema)
-            self._tap(flow).feeds.append(self._feeds[key])
+            tap.feeds.append(self._feeds[key])
         self._feeds[key].pending.append(rows)
 
     def step(self) -> RunResult:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import lakefeed as lf
-from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.core.errors import ConfigError, PipelineDefinitionError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.names import Namespace
@@ -151,6 +151,32 @@ def test_qualified_names_in_forname_and_the_test_kit(
     kit = PipelineTest(project, tmp_path / "kit", spark=spark)  # orders written above
     kit.step()
     assert kit.rows("sales.graded", ["id"]) == [{"id": 2, "grade": "B"}, {"id": 4, "grade": "D"}]
+
+
+GAUGES = """
+from pyspark import pipelines as dp
+
+
+@dp.table(name="sales.gauges")
+def gauges():
+    return spark.readStream.format("rate").load()
+"""
+
+
+def test_the_test_kit_feeds_a_flow_by_its_qualified_name(spark, tmp_path: Path) -> None:
+    spec = "name: g\nstorage: s\ncatalog: main\ndatabase: sales\n"
+    spec += "libraries:\n  - glob:\n      include: gauges.py\n"
+    project = write(tmp_path / "p", {"spark-pipeline.yml": spec, "gauges.py": GAUGES})
+    kit = PipelineTest(project, tmp_path / "kit", spark=spark)
+    kit.feed("main.sales.gauges", [{"value": 1}])
+    kit.feed("gauges", [{"value": 2}])  # the same flow's next batch
+    with pytest.raises(ConfigError, match="no flow 'ref.gauges'"):
+        kit.feed("ref.gauges", [{"value": 3}])
+    kit.step()
+    assert kit.rows("sales.gauges", ["value"]) == [
+        {"timestamp": None, "value": 1},
+        {"timestamp": None, "value": 2},
+    ]
 
 
 def test_a_dataset_of_another_database_is_refused(tmp_path: Path) -> None:

@@ -55,6 +55,12 @@ _CLUSTER = (
     "domain); lakefeed does not cluster its files, and not with partition_cols"
 )
 _CLUSTER_AUTO = "lakefeed cannot choose clustering columns: name them with cluster_by"
+_NAMES = "tests/compat/test_sdp_names.py::test_qualified_names_in_forname_and_the_test_kit"
+_DATABASE = (
+    "the lakehouse is the pipeline's one database: x, db.x and cat.db.x name one table (in "
+    "reads, DeltaTable.forName inside flows, PipelineTest.rows); another database's name is "
+    "that database's table, never one the pipeline defines"
+)
 
 FEATURES: tuple[Feature, ...] = (
     *_ok("dlt", "table", "query_function comment table_properties", _DLT_PY),
@@ -342,16 +348,16 @@ FEATURES: tuple[Feature, ...] = (
         "spark-pipeline.yml",
         "catalog",
         "differs",
-        "accepted; tables are named by their dataset name alone",
-        _SDP_PY,
+        _DATABASE,
+        _NAMES,
     ),
     Feature(
         "sdp",
         "spark-pipeline.yml",
         "database",
         "differs",
-        "accepted; tables are named by their dataset name alone",
-        _SDP_PY,
+        _DATABASE,
+        _NAMES,
     ),
     Feature(
         "sdp",
@@ -409,6 +415,14 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "sdp", "SQL CREATE FLOW ... INSERT INTO", "", "supported", "INSERT ONCE INTO too", _SDP_SQL
+    ),
+    Feature(
+        "sdp",
+        "SQL CREATE FLOW ... INSERT INTO ... BY NAME",
+        "",
+        "supported",
+        "columns matched by name; the target may be qualified with the pipeline's database",
+        f"{SDP_TESTS}::test_create_flow_insert_into_by_name",
     ),
     Feature(
         "sdp",

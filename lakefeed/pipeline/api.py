@@ -398,6 +398,15 @@ def dataset_named(name: str) -> str | None:
     return None if named is None else named(name)
 
 
+def local_name(name: str) -> str | None:
+    """The table of its pipeline's lakehouse the flow being evaluated names as ``name``
+    (``x``, ``db.x``, ``cat.db.x`` in the pipeline's database, a dataset or not); None when it
+    names another database's table. Outside a flow: as in the default database."""
+    resolver = _RESOLVER.get()
+    local = getattr(resolver, "local_name", None)
+    return Namespace().local(name) if local is None else local(name)
+
+
 def _stringify(options: Mapping[str, Any]) -> dict[str, str]:
     return {
         key: str(value).lower() if isinstance(value, bool) else str(value)

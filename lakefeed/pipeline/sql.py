@@ -133,6 +133,8 @@ def parse_statement(statement: str, source: str, line: int = 1) -> SqlFlow:
     insert = _INSERT.match(statement)
     if insert is not None:
         return _append_flow(statement, insert, source, line, where)
+    if _CREATE_FLOW.match(statement):
+        raise PipelineError([f"{where}: {_FLOW_FORMS}"])
     head = _HEAD.match(statement)
     if head is None:
         raise PipelineError(
@@ -207,6 +209,12 @@ _INSERT = re.compile(
     r"(?:LIVE\.)?(?P<target>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})"
     r"(?:\s+BY\s+NAME)?(?=\s)",
     re.IGNORECASE,
+)
+_CREATE_FLOW = re.compile(r"^\s*CREATE\s+FLOW\b", re.IGNORECASE)
+_FLOW_FORMS = (
+    "expected CREATE FLOW name [COMMENT '...'] AS INSERT [ONCE] INTO target [BY NAME] query, "
+    "or AS AUTO CDC [ONCE] INTO target ...; as in SDP, a flow's name is one part and INSERT "
+    "OVERWRITE, a PARTITION spec or IF NOT EXISTS are not flows"
 )
 _FLOW_AUTO_CDC = re.compile(r"FLOW\s+AUTO\s+CDC\b", re.IGNORECASE)
 

@@ -66,8 +66,13 @@ class Evaluator:
     def dataset_named(self, name: str) -> str | None:
         """The pipeline's dataset ``name`` gives (``x``, ``db.x``, ``cat.db.x`` in the
         pipeline's database), or None."""
-        local = self.pipeline.namespace.local(name)
+        local = self.local_name(name)
         return local if local in self.pipeline.datasets else None
+
+    def local_name(self, name: str) -> str | None:
+        """The table of the pipeline's lakehouse ``name`` gives, a dataset or not; None for a
+        table of another database."""
+        return self.pipeline.namespace.local(name)
 
     def evaluate(self, name: str) -> DataFrame | None:
         """The dataset's DataFrame, or None when it failed (see ``errors``)."""

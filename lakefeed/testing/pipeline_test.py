@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ class _Feed:
 class _Tap:
     """Stands in for a flow's outside sources, however its code reads them (``lf.source``,
     ``lf.read_kafka``, or ``spark.readStream.format(...).load()`` / ``.table(...)`` in a DLT or
-    SDP file): a source a feed takes becomes that feed's table."""
+    SDP file): a source a feed takes becomes that feed's table; one several feeds take by name
+    (the topics of one subscription) becomes their union."""
 
     spark: SparkSession
     feeds: list[_Feed] = field(default_factory=list)
@@ -65,16 +67,23 @@ class _Tap:
         self, read: Callable[[], DataFrame], names: tuple[str, ...], streaming: bool | None
     ) -> DataFrame:
         takers = [f for f in self.feeds if f.takes(names)]
-        if not takers:
+        named = [f for f in takers if f.source is not None]
+        feeds = named or takers[:1]  # fed by name first: each topic of a multi-topic source
+        if not feeds:
             return read()
-        feed = max(takers, key=lambda f: f.source is not None)  # one fed by name first
-        if not feed.ready or feed.schema is None or streaming is None:
-            original = feed.learn(read())
-            if not feed.ready:
+        if any(f.schema is None or not f.ready for f in feeds) or streaming is None:
+            original = read()
+            for feed in feeds:
+                feed.learn(original)
+            if not all(f.ready for f in feeds):
                 return original  # validation before the first step: the real source's shape
             streaming = original.isStreaming
+        return functools.reduce(DataFrame.unionByName, [self._fed(f, streaming) for f in feeds])
+
+    def _fed(self, feed: _Feed, streaming: bool) -> DataFrame:
+        """A feed's table: one fed batch per micro-batch, in order, when streaming."""
         path = str(feed.path)
-        if streaming:  # one fed batch per micro-batch, in order
+        if streaming:
             return delta.read_stream(self.spark, path, maxFilesPerTrigger="1")
         return delta.read(self.spark, path)
 
@@ -109,12 +118,15 @@ class PipelineTest:
         source: str | None = None,
     ) -> None:
         """One micro-batch for ``flow``'s outside source (the next ``step`` processes it);
-        ``source`` picks one of several by Kafka topic, path or table name."""
+        ``source`` picks one of several by Kafka topic, path or table name. A dataset's flow
+        may be named as in :meth:`rows` (``db.x`` in the pipeline's database)."""
+        flow = self.pipeline.namespace.local(flow) or flow  # an append flow's name is one part
         key = flow if source is None else f"{flow}[{source}]"
         if key not in self._feeds:
+            tap = self._tap(flow)  # first: a flow the pipeline lacks leaves no feed behind
             folder = self.root / "feeds" / f"{len(self._feeds)}-{_folder(key)}"
             self._feeds[key] = _Feed(flow, folder, source, schema=schema)
-            self._tap(flow).feeds.append(self._feeds[key])
+            tap.feeds.append(self._feeds[key])
         self._feeds[key].pending.append(rows)
 
     def step(self) -> RunResult:
@@ -135,8 +147,9 @@ class PipelineTest:
         return result
 
     def rows(self, table: str, order_by: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The rows of ``table`` (a table or materialized view of the pipeline)."""
-        path = self.lakehouse.table_path(table)
+        """The rows of ``table`` (a table or materialized view of the pipeline; ``x``,
+        ``db.x`` or ``cat.db.x`` in the pipeline's database, see :mod:`lakefeed.pipeline.names`)."""
+        path = self.lakehouse.table_path(self._local(table, "rows"))
         if not (path / "_delta_log").is_dir():
             return []
         found = DeltaTable(str(path)).to_pyarrow_table()
@@ -146,11 +159,12 @@ class PipelineTest:
 
     def quarantine(self, table: str) -> list[dict[str, Any]]:
         """The rows ``table``'s drop rules sent to its quarantine table."""
-        quarantine = self.pipeline.datasets[table].quarantine
+        quarantine = self.pipeline.datasets[self._local(table, "quarantine")].quarantine
         return self.rows(quarantine) if quarantine else []
 
     def expectations(self, table: str) -> dict[str, dict[str, int]]:
         """Per rule of ``table``: rows ``passed`` and ``failed`` over every batch so far."""
+        table = self._local(table, "expectations")
         totals: dict[str, dict[str, int]] = {}
         for event in read_events(self.lakehouse.event_log_path, event_types=["expectations"]):
             details = event.get("details") or {}
@@ -161,6 +175,11 @@ class PipelineTest:
                 total["passed"] += int(counts["passed"])
                 total["failed"] += int(counts["failed"])
         return totals
+
+    def _local(self, table: str, method: str) -> str:
+        """The pipeline's table ``table`` names, as its lakehouse keeps it; a name of another
+        database is refused (PIPELINE_OTHER_DATABASE): it is no table of this pipeline."""
+        return self.pipeline.namespace.own(table, f"PipelineTest.{method}({table!r})")
 
     def _tap(self, flow: str) -> _Tap:
         """The tap of ``flow`` (a dataset or an append flow), put around its function once."""

@@ -177,3 +177,75 @@ def test_a_sql_table_clustered_automatically_is_refused_with_the_alternative(
     (problem,) = error.value.problems
     assert "[LAKEFEED:CLUSTERING_UNSUPPORTED]" in problem and "CLUSTER BY (col" in problem
     assert f"{folder / 't.sql'}:1" in problem
+
+
+BY_NAME_SPEC = """
+name: roster
+storage: "file://{storage}"
+catalog: main
+database: ops
+libraries:
+  - glob:
+      include: flows/**
+"""
+# SQL flows in the form of the CREATE FLOW reference (Lakeflow / SDP SQL): a flow named apart
+# from its target, INSERT INTO ... BY NAME, a ONCE backfill, a source of another database read
+# with stream(...). Written for this suite with its own names and data.
+BY_NAME = """
+CREATE OR REFRESH STREAMING TABLE crew;
+
+CREATE FLOW crew_live AS
+INSERT INTO crew BY NAME
+SELECT * FROM stream(roster.crew_feed);
+
+CREATE FLOW crew_archive AS
+INSERT INTO ONCE ops.crew BY NAME
+SELECT * FROM crew_archive_source;
+"""
+
+
+@pytest.fixture
+def roster(spark):
+    """Database ``roster`` with the live feed (id, name); the archive table (name, id) in
+    ``default``: its columns in the other order, so only BY NAME puts them right."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS roster")
+    frame = spark.createDataFrame([(1, "ann"), (2, "bo")], "id INT, name STRING")
+    frame.write.format("parquet").mode("overwrite").saveAsTable("roster.crew_feed")
+    archive = spark.createDataFrame([("cy", 0)], "name STRING, id INT")
+    archive.write.format("parquet").mode("overwrite").saveAsTable("crew_archive_source")
+    yield
+    spark.sql("DROP TABLE IF EXISTS crew_archive_source")
+    spark.sql("DROP DATABASE IF EXISTS roster CASCADE")
+
+
+def test_create_flow_insert_into_by_name(spark, tmp_path: Path, roster) -> None:
+    spec = BY_NAME_SPEC.format(storage=tmp_path / "storage")
+    project = write(tmp_path / "p", {"spark-pipeline.yml": spec, "flows/crew.sql": BY_NAME})
+    loaded = load([project])
+    assert sorted(loaded.append_flows) == ["crew_archive", "crew_live"]
+    assert {f.target for f in loaded.append_flows.values()} == {"crew"}  # ops.crew is crew
+
+    result = lf.run(project, spark=spark)
+    assert result.ok, result
+    crew = table(Lakehouse.at(tmp_path / "storage"), "crew").select(["id", "name"]).to_pylist()
+    assert sorted(crew, key=lambda r: r["id"]) == [
+        {"id": 0, "name": "cy"},
+        {"id": 1, "name": "ann"},
+        {"id": 2, "name": "bo"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE FLOW f AS INSERT OVERWRITE crew SELECT * FROM STREAM(s)",
+        "CREATE FLOW ops.f AS INSERT INTO crew BY NAME SELECT * FROM STREAM(s)",
+    ],
+)
+def test_create_flow_forms_sdp_does_not_take_are_named(tmp_path: Path, statement: str) -> None:
+    folder = write(tmp_path / "p", {"f.sql": f"CREATE STREAMING TABLE crew;\n{statement};\n"})
+    with pytest.raises(PipelineError) as error:
+        load([folder])
+    (problem,) = error.value.problems
+    assert "AS INSERT [ONCE] INTO target [BY NAME] query" in problem
+    assert f"{folder / 'f.sql'}:2" in problem

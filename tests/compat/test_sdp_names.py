@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import lakefeed as lf
-from lakefeed.core.errors import PipelineDefinitionError
+from lakefeed.core.errors import ConfigError, PipelineDefinitionError
 from lakefeed.core.lakehouse import Lakehouse
 from lakefeed.pipeline.graph import PipelineError
 from lakefeed.pipeline.names import Namespace
+from lakefeed.testing import PipelineTest
 from tests.pipeline.support import load, table, write
 
 pytest.importorskip("yaml")
@@ -111,6 +112,71 @@ def test_names_resolve_in_the_specs_database(
     # ref.orders: the other database's table, not the pipeline's orders
     assert table(lakehouse, "reference").to_pylist() == [{"id": 100, "kind": "z"}]
     assert table(lakehouse, "reference_sql").to_pylist() == [{"id": 100, "kind": "z"}]
+
+
+GRADED = """
+from delta.tables import DeltaTable
+from pyspark import pipelines as dp
+
+
+@dp.materialized_view(name="sales.graded")
+def graded():
+    orders = DeltaTable.forName(spark, "main.sales.orders").toDF()
+    grades = DeltaTable.forName(spark, "ref.grades").toDF()
+    return orders.join(grades, "id").select("id", "grade")
+"""
+
+
+def test_qualified_names_in_forname_and_the_test_kit(
+    spark, tmp_path: Path, reference_database
+) -> None:
+    """Inside a flow ``DeltaTable.forName`` takes the pipeline's database for its lakehouse
+    and another database for that database's table (it looked in the lakehouse for both);
+    ``PipelineTest.rows`` takes the names the pipeline's code uses."""
+    grades = [(2, "B"), (4, "D"), (100, "Z")]
+    spark.createDataFrame(grades, "id INT, grade STRING").write.format("delta").saveAsTable(
+        "ref.grades"
+    )  # no lakehouse set: Spark's warehouse, <warehouse>/ref.db/grades
+    project = _project(tmp_path)
+    kit = PipelineTest(project, tmp_path / "kit", spark=spark)
+    kit.step()
+    ids = [{"id": i} for i in range(1, 6)]
+    assert [{"id": r["id"]} for r in kit.rows("sales.orders", ["id"])] == ids
+    assert kit.rows("main.sales.orders", ["id"]) == kit.rows("orders", ["id"])
+    assert kit.rows("LIVE.orders", ["id"]) == kit.rows("orders", ["id"])
+    with pytest.raises(PipelineDefinitionError, match="PIPELINE_OTHER_DATABASE"):
+        kit.rows("ref.orders")  # not the pipeline's: another database's table
+
+    write(project / "transformations", {"graded.py": GRADED})
+    kit = PipelineTest(project, tmp_path / "kit", spark=spark)  # orders written above
+    kit.step()
+    assert kit.rows("sales.graded", ["id"]) == [{"id": 2, "grade": "B"}, {"id": 4, "grade": "D"}]
+
+
+GAUGES = """
+from pyspark import pipelines as dp
+
+
+@dp.table(name="sales.gauges")
+def gauges():
+    return spark.readStream.format("rate").load()
+"""
+
+
+def test_the_test_kit_feeds_a_flow_by_its_qualified_name(spark, tmp_path: Path) -> None:
+    spec = "name: g\nstorage: s\ncatalog: main\ndatabase: sales\n"
+    spec += "libraries:\n  - glob:\n      include: gauges.py\n"
+    project = write(tmp_path / "p", {"spark-pipeline.yml": spec, "gauges.py": GAUGES})
+    kit = PipelineTest(project, tmp_path / "kit", spark=spark)
+    kit.feed("main.sales.gauges", [{"value": 1}])
+    kit.feed("gauges", [{"value": 2}])  # the same flow's next batch
+    with pytest.raises(ConfigError, match="no flow 'ref.gauges'"):
+        kit.feed("ref.gauges", [{"value": 3}])
+    kit.step()
+    assert kit.rows("sales.gauges", ["value"]) == [
+        {"timestamp": None, "value": 1},
+        {"timestamp": None, "value": 2},
+    ]
 
 
 def test_a_dataset_of_another_database_is_refused(tmp_path: Path) -> None:

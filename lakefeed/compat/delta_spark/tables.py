@@ -54,6 +54,7 @@ from lakefeed.delta.errors import (
 from lakefeed.delta.operations import Txn
 from lakefeed.delta.options import table_root, time_travel_version
 from lakefeed.delta.spark_read import spark_schema
+from lakefeed.pipeline import api
 
 if TYPE_CHECKING:
     from lakefeed.compat.delta_spark.builder import DeltaColumnBuilder, DeltaTableBuilder
@@ -121,12 +122,13 @@ def _table_path(spark: SparkSession, name: str) -> str:
 
     parts = name.replace("`", "").split(".")
     flow = current_flow()
+    local = api.local_name(name) if flow is not None else None
+    if flow is not None and local is not None:  # the pipeline's database: its lakehouse
+        return str(flow.lakehouse.table_path(local))
     registered = _LOCATIONS.get(spark, {}).get(_catalog_key(name))
-    if flow is None and registered is not None:
+    if registered is not None:
         return registered
     lakehouse = spark.conf.get(LAKEHOUSE_CONF, None)
-    if flow is not None:
-        return str(flow.lakehouse.table_path(parts[-1]))
     if lakehouse:
         home = Lakehouse.at(str(lakehouse))
         if parts[-1] in home.private_tables():
@@ -197,7 +199,9 @@ class DeltaTable:
     def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
         """A table by name, looked up (there is no metastore) in this order:
 
-        1. inside a running pipeline flow: that pipeline's lakehouse (``tables/<name>``);
+        1. inside a running pipeline flow, a name of the pipeline's database (``x``, ``db.x``,
+           ``cat.db.x``, see :mod:`lakefeed.pipeline.names`): that pipeline's lakehouse
+           (``tables/<name>``); another database's name is looked up as outside a flow;
         2. the location SQL's ``CREATE TABLE name ... LOCATION '...'`` gave the name in this
            session;
         3. with the session conf ``lakefeed.core.lakehouse`` set: ``<lakehouse>/tables/<name>``;

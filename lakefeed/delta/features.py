@@ -52,6 +52,11 @@ OWN_WRITTEN = {
     "clustered)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
+    "identityColumns": _OWN + "a write leaving an identity column out gets values after its "
+    "high water mark, which the same commit moves; GENERATED ALWAYS refuses given values "
+    "(`DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED`), no UPDATE sets one "
+    "(`DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED`); a MERGE insert clause leaving one out "
+    "is refused (lakefeed's MERGE does not generate the values)",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
     "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
     "MERGE, which would move rows without their ids, are refused",
@@ -61,7 +66,6 @@ its exclusive create is a local file system's; the module doc says what each ask
 writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a change the
 deletion-vector paths do not take) go to delta-rs, and are refused first."""
 REFUSED = {
-    "identityColumns": "lakefeed's writers do not assign identity values",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
     "icebergCompatV1": "lakefeed's writers do not keep Iceberg metadata",
     "icebergCompatV2": "lakefeed's writers do not keep Iceberg metadata",

@@ -16,7 +16,7 @@ change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 from deltalake import Schema as DeltaSchema
@@ -121,14 +121,15 @@ def violation(error: BaseException, root: str) -> SchemaMismatchError | None:
     )
 
 
-def refuse_python_sink(generated: Generated, root: str) -> None:
-    """The Python sink gets Arrow rows and cannot evaluate Spark SQL: refuse it for a table
-    with generated columns rather than write rows that break them."""
-    if generated:
-        names = ", ".join(name for name, _ in generated)
+def refuse_python_sink(computed: Sequence[str], root: str) -> None:
+    """The Python sink gets Arrow rows and cannot evaluate Spark SQL nor hand out identity
+    values: refuse it for a table with columns Spark computes (``computed``: generated and
+    identity columns) rather than write rows that break them."""
+    if computed:
         raise SchemaMismatchError(
-            f"the Delta table {root} has generated columns ({names}): lakefeed computes them "
-            "only when Spark writes the data files, and this write goes to the Python sink",
+            f"the Delta table {root} has generated or identity columns "
+            f"({', '.join(computed)}): lakefeed computes them only when Spark writes the data "
+            "files, and this write goes to the Python sink",
             fix='drop .option("lakefeed.writer", "python"), and use a session from '
             "lakefeed.spark_session() (in UTC, with lakefeed's commit protocol)",
             code=PYTHON_SINK,

@@ -31,6 +31,7 @@ from lakefeed.delta import (
     dv_write,
     features,
     generated,
+    identity,
     log,
     log_append,
     log_writer,
@@ -195,6 +196,7 @@ def update(
     marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        identity.check_update(identity.of_schema(table.schema()), values, root)
         marked = dv_write.update(table, root, values, predicate, marks)
         if marked is not None:
             return marked

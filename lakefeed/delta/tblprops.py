@@ -56,7 +56,7 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     configuration = {**metadata.configuration, **changed}
     properties = {"properties": json.dumps(dict(changed))}
     actions = [log_writer.commit_info("SET TBLPROPERTIES", properties, blind_append=True)]
-    protocol = _protocol(table, changed)
+    protocol = with_features(table, {f for key, f in ENABLING.items() if _on(changed, key)})
     if protocol is not None:
         actions.append({"protocol": protocol})
     columns = list(metadata.partition_columns)
@@ -68,10 +68,21 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     return version
 
 
-def _protocol(table: DeltaTable, changed: Mapping[str, str]) -> dict[str, Any] | None:
-    """The protocol with the features ``changed`` turns on; None when it has them already."""
+def add_features(root: str, table: DeltaTable, adding: set[str], operation: str) -> None:
+    """Commit ``table``'s protocol with the writer features ``adding`` (a new table's, whose
+    columns need them: delta-rs's create does not list them)."""
+    protocol = with_features(table, adding)
+    if protocol is not None:
+        info = log_writer.commit_info(operation, {"features": json.dumps(sorted(adding))})
+        log_writer.commit_actions(
+            root, table.version(), [info, {"protocol": protocol}], set(), None
+        )
+        table.update_incremental()
+
+
+def with_features(table: DeltaTable, adding: set[str]) -> dict[str, Any] | None:
+    """The protocol with the features ``adding``; None when it has them already."""
     protocol = table.protocol()
-    adding = {feature for key, feature in ENABLING.items() if _on(changed, key)}
     readers = set(protocol.reader_features or [])
     writers = set(protocol.writer_features or [])
     if protocol.min_writer_version < MAX_WRITER:

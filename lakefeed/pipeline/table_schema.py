@@ -19,7 +19,7 @@ from typing import Any
 
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline.errors import SCHEMA_INVALID
-from lakefeed.sql.ddl import Column, TableConstraint, table_elements
+from lakefeed.sql.ddl import Column, Identity, TableConstraint, table_elements
 from lakefeed.sql.references import SqlTextError
 
 GENERATION_EXPRESSION = "delta.generationExpression"  # Delta's field metadata key
@@ -100,7 +100,7 @@ def _column_of(field: Any) -> Column:
         nullable=field.nullable,
         generated=metadata.get(GENERATION_EXPRESSION),
         comment=metadata.get("comment"),
-        identity="delta.identity.start" in metadata,
+        identity=Identity() if "delta.identity.start" in metadata else None,
     )
 
 

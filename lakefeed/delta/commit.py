@@ -96,7 +96,8 @@ class WriteSpec:
     @property
     def computed(self) -> tuple[str, ...]:
         """The columns Spark computes for the write (generated and identity columns)."""
-        return tuple(name for name, _ in self.generated) + tuple(c.name for c in self.identities)
+        identities = tuple(f"{c.name} (identity)" for c in self.identities)
+        return tuple(name for name, _ in self.generated) + identities
 
     @property
     def file_partition_by(self) -> tuple[str, ...]:

@@ -56,6 +56,7 @@ from lakefeed.delta import (
     dv,
     features,
     files,
+    generation,
     log,
     log_writer,
     mapping,
@@ -156,10 +157,15 @@ def _change(
     if live is None:
         return None
     schema = table_arrow_schema(table.schema())
+    gen = generation.expressions(table.schema())
     try:
         whole = bool(updates) or feed_on(table)
         marked = _marked(table, root, predicates.parse(predicate), live, whole)
-        rewritten = [updated(m.changed, updates, schema) for m in marked] if updates else []
+        rewritten = [
+            generation.regenerate(updated(m.changed, updates, schema), updates, gen, root)
+            for m in marked
+            if updates
+        ]
     except predicates.Untranslatable:
         return None
     before = concat([m.changed for m in marked], schema)

@@ -38,7 +38,8 @@ WRITTEN = {
     "invariants": "every write path checks the rows",
     "checkConstraints": "every write path checks the rows (`DELTA_VIOLATE_CONSTRAINT_WITH_VALUES`)",
     "changeDataFeed": "every write path; DELETE, UPDATE and MERGE write `_change_data` files",
-    "generatedColumns": "writes compute the columns; UPDATE and MERGE are refused on such tables",
+    "generatedColumns": "writes compute the columns; UPDATE and MERGE with deletion vectors "
+    "recompute them in the rows they write (others are refused)",
 }
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""

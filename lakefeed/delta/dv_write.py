@@ -104,6 +104,7 @@ class Change:
     marked: list[Marked]
     new_rows: pa.Table | None
     feed: dict[str, pa.Table]
+    metadata: dict[str, Any] | None = None  # a metaData action (identity high water marks)
 
 
 def enabled(table: DeltaTable) -> bool:
@@ -395,6 +396,8 @@ def _commit(
     if feed:
         log_metrics["numAddedChangeFiles"] = str(len(feed))
     actions: list[dict[str, Any]] = [_commit_info(now, change, log_metrics, txn)]
+    if change.metadata is not None:
+        actions.append(change.metadata)
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:

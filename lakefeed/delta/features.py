@@ -56,8 +56,8 @@ OWN_WRITTEN = {
     "identityColumns": _OWN + "a write leaving an identity column out gets values after its "
     "high water mark, which the same commit moves; GENERATED ALWAYS refuses given values "
     "(`DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED`), no UPDATE sets one "
-    "(`DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED`); a MERGE insert clause leaving one out "
-    "is refused (lakefeed's MERGE does not generate the values)",
+    "(`DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED`); a deletion-vector MERGE's inserts get "
+    "values the same way",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
     "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
     "MERGE, which would move rows without their ids, are refused",

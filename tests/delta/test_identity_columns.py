@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
-from deltalake import write_deltalake
+from deltalake import QueryBuilder, write_deltalake
 
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.core.errors import code_of
@@ -20,10 +20,12 @@ from lakefeed.delta import commit, files, identity
 pytestmark = pytest.mark.compat  # the delta-spark look-alike creates the tables
 
 
-def _always(spark, path: str, start: int, step: int) -> None:
+def _always(spark, path: str, start: int, step: int, **properties: str) -> None:
     column = DeltaTable.columnBuilder(spark, "id").dataType("LONG")
     column = column.generatedAlwaysAsIdentity(start=start, step=step)
     builder = DeltaTable.create(spark).location(path).addColumns([column.build()])
+    for key, value in properties.items():
+        builder = builder.property(key, value)
     builder.addColumn("v", "STRING").execute()
 
 
@@ -33,7 +35,12 @@ def _column(path: str) -> identity.Identity:
 
 
 def _ids(path: str) -> list[int]:
-    return sorted(RsTable(path).to_pyarrow_table().column("id").to_pylist())
+    return sorted(_read(path).column("id").to_pylist())
+
+
+def _read(path: str) -> pa.Table:
+    """The table's rows by delta-rs's kernel reader (deletion vectors applied)."""
+    return pa.table(QueryBuilder().register("t", RsTable(path)).execute("SELECT * FROM t"))
 
 
 def _last_commit(path: str) -> list[dict]:
@@ -130,6 +137,32 @@ def test_updates_and_merges_of_identity_columns_are_refused(spark, tmp_path: Pat
         == "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
     )
     assert RsTable(path).version() == version
+
+
+def test_merge_delete_and_update_with_deletion_vectors(spark, tmp_path: Path) -> None:
+    """With deletion vectors lakefeed commits DELETE, UPDATE and MERGE itself: a MERGE's
+    inserts get identity values after the mark, and its commit moves the mark."""
+    path = str(tmp_path / "t")
+    _always(spark, path, start=1, step=1, **{"delta.enableDeletionVectors": "true"})
+    rows = spark.createDataFrame([("a",), ("b",), ("c",)], "v string").coalesce(1)
+    rows.write.format("delta").mode("append").save(path)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("v = 'c'")
+    table.update("v = 'b'", {"v": "'bb'"})
+    source = spark.createDataFrame([("a", "A"), ("q", "Q"), ("r", "R")], "v string, w string")
+    (
+        table.alias("t")
+        .merge(source.alias("s"), "t.v = s.v")
+        .whenMatchedUpdate(set={"v": "s.w"})
+        .whenNotMatchedInsert(values={"v": "s.w"})
+        .execute()
+    )
+    found = {r["v"]: r["id"] for r in _read(path).to_pylist()}
+    assert found == {"A": 1, "bb": 2, "Q": 4, "R": 5}
+    metadata = next(a["metaData"] for a in _last_commit(path) if "metaData" in a)
+    assert '"delta.identity.highWaterMark":5' in metadata["schemaString"]  # the same commit
+    rows.write.format("delta").mode("append").save(path)
+    assert sorted(_ids(path))[-3:] == [6, 7, 8]
 
 
 def test_a_concurrent_writer_does_not_hand_out_the_same_values(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from deltalake import DeltaTable as RsTable
 from deltalake import QueryBuilder, write_deltalake
 
 from lakefeed.compat.delta_spark import DeltaTable
-from lakefeed.core.errors import code_of
+from lakefeed.core.errors import ConflictError, code_of
 from lakefeed.delta import commit, files, identity
+from lakefeed.delta.snapshot import Snapshot
 
 pytestmark = pytest.mark.compat  # the delta-spark look-alike creates the tables
 
@@ -182,6 +183,21 @@ def test_a_concurrent_writer_does_not_hand_out_the_same_values(tmp_path: Path) -
         commit.commit_files(spec, *batches[1])
     assert code_of(lost.value) == "DELTA_IDENTITY_HIGH_WATER_MARK_MOVED"
     assert _ids(root) == [1, 2, 3, 4, 5]
+    # the race in the log: both writers planned on the same version; the later commit finds
+    # the earlier one's metaData (the moved mark) in the version it wanted, and conflicts
+    (column,) = identity.of_schema(RsTable(root).schema())
+    spec = commit.WriteSpec(root, "append", (), identities=(column,))
+    late = Snapshot(root)
+    late.latest()  # planned now, committed after the other writer
+    written = []
+    for name in ("c", "d"):
+        rows = pa.record_batch({"v": [name], "id": [column.base]})
+        written.append((files.write_batches(root, iter([rows]), (), f"{name}-"), rows.schema))
+    commit.commit_files(spec, *written[0])
+    with pytest.raises(ConflictError) as raced:
+        commit.commit_files(spec, *written[1], snapshot=late, refresh=False)
+    assert "metadata" in str(raced.value)
+    assert _ids(root) == [1, 2, 3, 4, 5, 6]
 
 
 def _delta_spark_table(root: str) -> None:

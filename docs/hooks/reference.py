@@ -6,7 +6,7 @@ Each marker in a page becomes a table made from the code:
 - ``<!-- compat-patches -->``: the pyspark methods lakefeed's compatibility module wraps
   (``lakefeed.compat.patches.PATCHES``);
 - ``<!-- delta-features -->``: the Delta table features lakefeed keeps working with or refuses
-  (``lakefeed.compat.delta_spark.protocol.FEATURES`` / ``REFUSED``);
+  (``lakefeed.delta.properties.FEATURES`` / ``REFUSED``);
 - ``<!-- event-log-schema -->``: the event log's columns and event types
   (``lakefeed.runtime.event_log.EVENT_SCHEMA`` / ``EVENT_TYPES``);
 - ``<!-- versions -->``: the Python, Java and package versions lakefeed supports and was tested
@@ -43,6 +43,7 @@ import pkgutil
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,16 +83,49 @@ def registry() -> dict[str, type]:
 
 
 def _template(node: ast.expr | None) -> str | None:
-    """A string literal or f-string as text, each ``{...}`` part shown as ``…``."""
+    """A string literal or f-string as text, each ``{...}`` part shown as ``…``; in a ``+``
+    concatenation any other expression is a ``…`` part too, a call wrapping a text
+    (``scrub(f"...")``) shows that text, and a call of a module function that returns one
+    (``_refresh_fix(...)``, see :func:`_texts`) shows what it returns. None when no literal
+    text is left to show."""
+    text = _text(node, inside=False)
+    return text if text is not None and re.search(r"[A-Za-z]", text) else None
+
+
+def _text(node: ast.expr | None, inside: bool) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
         parts = [v.value if isinstance(v, ast.Constant) else "…" for v in node.values]
         return "".join(str(p) for p in parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _template(node.left), _template(node.right)
+        left, right = _text(node.left, inside=True), _text(node.right, inside=True)
         return None if left is None or right is None else left + right
-    return None
+    if isinstance(node, ast.Call) and GLOBAL_TEXTS.get(_call_name(node) or ""):
+        return GLOBAL_TEXTS[_call_name(node) or ""]  # a function that writes the text
+    wrapper = isinstance(node, ast.Call) and node.args and not _on_literal(node)
+    if wrapper and isinstance(node, ast.Call):
+        return _text(node.args[0], inside)
+    return "…" if inside and node is not None else None
+
+
+def _on_literal(node: ast.Call) -> bool:
+    """``"; ".join(...)``, ``"{}".format(...)``: a method of a string, not a wrapper of one."""
+    func = node.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Constant, ast.JoinedStr))
+
+
+@dataclass(frozen=True)
+class _Helper:
+    """A function that raises a code with the message and fix it is given
+    (``_refuse(what, fix)``, ``problem(message, fix, code)``): calls to it are raise sites."""
+
+    params: tuple[str, ...]
+    code: str | None  # None: its ``code`` parameter names the code
+
+    def bind(self, call: ast.Call) -> dict[str, ast.expr]:
+        bound = dict(zip(self.params, call.args, strict=False))
+        return bound | {k.arg: k.value for k in call.keywords if k.arg}
 
 
 def _call_name(node: ast.Call) -> str | None:
@@ -114,12 +148,35 @@ class _Source:
         self.messages: dict[str, list[str]] = defaultdict(list)
         self.fixes: dict[str, list[str]] = defaultdict(list)
 
+    def names(self, path: Path, tree: ast.Module) -> dict[str, str]:
+        """The module's names bound to codes: its own ``register_code`` results, imported ones."""
+        return {**self._imported_codes(path), **self._code_names(tree)}
+
     def scan(self, path: Path) -> None:
         tree = ast.parse(path.read_text(), str(path))
-        names = {**self._imported_codes(path), **self._code_names(tree)}
+        names = self.names(path, tree)
+        helpers = {**{n: h for n, h in GLOBAL_HELPERS.items() if h}, **self.helpers(tree, names)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                self._call(node, names)
+                self._call(node, names, helpers)
+
+    def helpers(self, tree: ast.Module, names: dict[str, str]) -> dict[str, _Helper]:
+        """The module's functions that raise a code with a ``fix`` parameter as the fix."""
+        found = {}
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            params = tuple(a.arg for a in node.args.args)
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                passed = {k.arg: k.value for k in call.keywords if k.arg}
+                fix, given = passed.get("fix"), passed.get("code")
+                if not (isinstance(fix, ast.Name) and fix.id == "fix" and "fix" in params):
+                    continue
+                if isinstance(given, ast.Name) and given.id in params:
+                    found[node.name] = _Helper(params, None)
+                elif len(codes := self._codes(call, given, names)) == 1:
+                    found[node.name] = _Helper(params, codes[0])
+        return found
 
     def _imported_codes(self, path: Path) -> dict[str, str]:
         """The module's names bound to a registered code (an area's ``errors.py`` registers it,
@@ -152,27 +209,54 @@ class _Source:
                         found[target.id] = str(node.value.args[0].value)
         return found
 
-    def _call(self, node: ast.Call, names: dict[str, str]) -> None:
-        keywords = {k.arg: k.value for k in node.keywords if k.arg}
-        code: str | None = None
-        given = keywords.get("code")
+    def _codes(self, call: ast.Call, given: ast.expr | None, names: dict[str, str]) -> list[str]:
+        """The codes a call raises: its ``code=`` (a literal, a name bound to a code, or ``A if
+        ... else B``), else the code of the class it instantiates."""
+        if isinstance(given, ast.IfExp):
+            return self._codes(call, given.body, names) + self._codes(call, given.orelse, names)
         if isinstance(given, ast.Constant) and isinstance(given.value, str):
-            code = given.value
-        elif isinstance(given, ast.Name):
+            return [given.value]
+        if isinstance(given, ast.Name):
             code = names.get(given.id) or GLOBAL_NAMES.get(given.id)
-        elif given is None:
-            code = self.class_codes.get(_call_name(node) or "")
-        if code is None:
-            return
-        message = _template(node.args[0]) if node.args else _template(keywords.get("message"))
-        fix = _template(keywords.get("fix"))
-        if message and message not in self.messages[code]:
-            self.messages[code].append(message)
-        if fix and fix not in self.fixes[code]:
-            self.fixes[code].append(fix)
+            return [code] if code else []
+        code = self.class_codes.get(_call_name(call) or "") if given is None else None
+        return [code] if code else []
+
+    def _call(self, node: ast.Call, names: dict[str, str], helpers: dict[str, _Helper]) -> None:
+        helper = helpers.get(_call_name(node) or "")
+        if helper is not None:
+            bound = helper.bind(node)
+            codes = [helper.code] if helper.code else self._codes(node, bound.get("code"), names)
+            message, fix = bound.get("message"), bound.get("fix")
+        else:
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            codes = self._codes(node, keywords.get("code"), names)
+            message = node.args[0] if node.args else keywords.get("message")
+            fix = keywords.get("fix")
+        for code in codes:
+            self._add(self.messages[code], _template(message))
+            self._add(self.fixes[code], _template(fix))
+
+    @staticmethod
+    def _add(texts: list[str], text: str | None) -> None:
+        if text and text not in texts:
+            texts.append(text)
 
 
 GLOBAL_NAMES: dict[str, str] = {}
+GLOBAL_HELPERS: dict[str, _Helper | None] = {}  # None: a name two modules define differently
+GLOBAL_TEXTS: dict[str, str] = {}  # function name -> the text it returns ("" if ambiguous)
+
+
+def _texts(tree: ast.Module) -> dict[str, str]:
+    """The module's functions whose body ends in returning a text: message and fix writers."""
+    found = {}
+    for node in tree.body:
+        last = node.body[-1] if isinstance(node, ast.FunctionDef) else None
+        text = _template(last.value) if isinstance(last, ast.Return) else None
+        if isinstance(node, ast.FunctionDef) and text:
+            found[node.name] = text
+    return found
 
 
 def _sources() -> list[Path]:
@@ -192,9 +276,16 @@ def codes() -> list[Code]:
     classes = registry()
     source = _Source(classes)
     paths = _sources()
-    for path in paths:  # names that modules import from each other: unique ones only
-        for name, code in source._code_names(ast.parse(path.read_text())).items():
+    trees = {path: ast.parse(path.read_text()) for path in paths}
+    for tree in trees.values():  # names that modules import from each other: unique ones only
+        for name, code in source._code_names(tree).items():
             GLOBAL_NAMES[name] = code if GLOBAL_NAMES.get(name, code) == code else ""
+    for tree in trees.values():
+        for name, text in _texts(tree).items():
+            GLOBAL_TEXTS[name] = text if GLOBAL_TEXTS.get(name, text) == text else ""
+    for path, tree in trees.items():
+        for name, helper in source.helpers(tree, source.names(path, tree)).items():
+            GLOBAL_HELPERS[name] = helper if GLOBAL_HELPERS.get(name, helper) == helper else None
     for path in paths:
         source.scan(path)
     found = [
@@ -231,10 +322,18 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def section(item: Code) -> str:
-    """One code as a short section: its heading (an anchor to link), kind, meaning, fix."""
+FAMILY_SHOWN = 12
+
+
+def section(item: Code, family: Sequence[str] = ()) -> str:
+    """One code as a short section: its heading (an anchor to link), kind, meaning, fix; a code
+    no place raises by itself (a base class's) names the codes its family is raised with."""
     kind = "permanent" if item.permanent else "transient: retried with backoff"
     lines = [f"### {item.code}", "", f"*{kind}* · `{item.cls.__name__}` · {_meaning(item)}", ""]
+    if family and not item.messages and not item.fixes:
+        named = ", ".join(f"[`{c}`](#{c.lower()})" for c in family[:FAMILY_SHOWN])
+        more = f" and {len(family) - FAMILY_SHOWN} more" if len(family) > FAMILY_SHOWN else ""
+        lines += [f"Raised as one of its own kinds: {named}{more}.", ""]
     if item.messages:
         lines += ["Says, e.g.:", ""] + [f"- “{_cell(m)}”" for m in item.messages[:3]] + [""]
     if item.fixes:
@@ -249,7 +348,15 @@ def render() -> str:
         f"| [`{i.code}`](#{i.code.lower()}) | {'permanent' if i.permanent else '**transient**'} |"
         for i in items
     ]
-    return "\n".join(index) + "\n\n" + "\n".join(section(i) for i in items)
+    return "\n".join(index) + "\n\n" + "\n".join(section(i, _family(i, items)) for i in items)
+
+
+def _family(item: Code, items: list[Code]) -> list[str]:
+    """The other codes raised with a subclass of the class ``item`` is the own code of (none for
+    a code registered to a class that has its own: it is a sibling, not a family)."""
+    if item.cls.__dict__.get("code") != item.code:
+        return []
+    return [i.code for i in items if i is not item and issubclass(i.cls, item.cls)]
 
 
 def render_patches() -> str:

@@ -226,7 +226,12 @@ def run(
     ui_host: str,
     ui_token: str | None,
 ) -> None:
-    """Run a pipeline (.py/.sql files or a folder) in the chosen mode."""
+    """Run a pipeline (.py/.sql files or a folder) in the chosen mode.
+
+    Exits 0 when every flow completed or was stopped; 1 when a flow failed, another run took
+    the lakehouse's lease over, or on an unexpected error; 2 when refused before writing (a
+    pipeline that does not load or validate, a checkpoint guard, the lease held by another run).
+    """
     # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.lease import check_free
 
@@ -268,10 +273,15 @@ def run(
             if flow.error:
                 why = readable(flow.error)
                 console.print(f"  {flow.name}: {why}", markup=False, highlight=False)
+    if result.lease_lost:
+        console.print(
+            "[red]another run took this lakehouse's lease over: this run stopped after its "
+            "last committed batch (nothing committed is lost; the other run goes on)[/]"
+        )
     # deferred: a command loads what it runs, so the CLI starts fast
     from lakefeed.runtime.shutdown import exit_now
 
-    exit_now(1 if result.failed else 0)
+    exit_now(0 if result.ok else 1)
 
 
 def _start_ui(lakehouse: Lakehouse, host: str, port: int, token: str | None):  # noqa: ANN202
@@ -377,7 +387,10 @@ def _report_connections(checks: Sequence[ConnectionCheck]) -> None:
     help="Compare the tables as they are (default: catch up with available-now first).",
 )
 def verify(target: Target, no_run: bool) -> None:
-    """Compare each streaming table with a batch recompute over the same input."""
+    """Compare each streaming table with a batch recompute over the same input.
+
+    Exits 1 when a table is not equal, 2 when refused before it compared anything.
+    """
     try:
         found = target.find()
         lakehouse = entry.lakehouse_for(target.lakehouse_dir, found)

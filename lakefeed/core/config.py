@@ -124,6 +124,7 @@ EVENT_LOG_RETENTION = _add(
     Kind.CONF,
     "duration",
     'drop events older than this, e.g. `"7 days"`',
+    default="unset: no age limit",
     doc="concepts/event-log.md",
 )
 EVENT_LOG_MAX_EVENTS = _add(
@@ -131,6 +132,7 @@ EVENT_LOG_MAX_EVENTS = _add(
     Kind.CONF,
     "integer",
     "keep at most this many events",
+    default="unset: no count limit",
     doc="concepts/event-log.md",
 )
 
@@ -141,6 +143,7 @@ LAKEHOUSE = _add(
     "path",
     "the lakehouse folder where `DeltaTable.forName` and Delta SQL look up table names outside "
     "a pipeline",
+    default="unset: `spark.sql.warehouse.dir`",
     doc="how-to/delta.md",
 )
 _AUTO_COMPACT = "spark.databricks.delta.autoCompact."
@@ -260,6 +263,7 @@ LAKEHOUSE_ENV = _add(
     "path",
     "the lakehouse folder of `lakefeed ui`, `status`, `events` and the other commands that "
     "read one",
+    default="`lakehouse` (in the working directory)",
 )
 UI_TOKEN_ENV = _add(
     "LAKEFEED_UI_TOKEN",

@@ -236,3 +236,10 @@ class StorageFailedError(UnavailableError):
 # --- codes raised with the classes above by core's own modules ----------------------------------
 
 MANGLED_URI = register_code("STORAGE_MANGLED_URI", ConfigError)  # storage.py
+NO_CONDITIONAL_WRITES = register_code(
+    "STORAGE_NO_CONDITIONAL_WRITES",
+    ConfigError,
+    "A write that must create its files only if they are absent (a Delta commit lakefeed "
+    "writes itself) on an object store that cannot: one without conditional PUT, declared so, "
+    "or without boto3 to send it.",
+)  # storage.py

@@ -32,16 +32,17 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from lakefeed.core.errors import MANGLED_URI, ConfigError
+from lakefeed.core.errors import MANGLED_URI, NO_CONDITIONAL_WRITES, ConfigError
 
 OBJECT_SCHEMES = ("s3", "s3a")
 
@@ -337,9 +338,15 @@ def create_exclusive(location: str, data: bytes) -> bool:
     """Write a whole file unless it exists; True when this call wrote it.
 
     Locally a hard link of a complete temporary file (atomic: of two creators one wins). On S3
-    a check then one PUT: pyarrow's client cannot send ``If-None-Match``, so two creators within
-    the same moment may both write (the later object wins); callers keep that harmless."""
+    one PUT with ``If-None-Match: *`` through boto3 (:func:`s3_client`; pyarrow's client cannot
+    send it): of two creators one wins there too. Without boto3, or where the store answers
+    that it does not implement the condition, a check then one PUT: two creators within the
+    same moment may both write (the later object wins); callers that cannot keep that harmless
+    ask :func:`check_exclusive_creates` first."""
     if is_object_store(location):
+        created = _conditional_put(location, data)
+        if created is not None:
+            return created
         if exists(location):
             return False
         write_bytes(location, data)
@@ -352,6 +359,151 @@ def create_exclusive(location: str, data: bytes) -> bool:
         return False
     finally:
         os.unlink(temporary)
+
+
+# -- conditional writes on object stores ---------------------------------------------------
+
+CONDITIONAL_CREATE = "fs.s3a.create.conditional.enabled"
+"""S3A's setting for a store without conditional writes (``false``): lakefeed's own creates
+honour it too (docs/cluster.md)."""
+LOCKING_PROVIDER = "AWS_S3_LOCKING_PROVIDER"
+CONDITIONAL_PUT = "AWS_CONDITIONAL_PUT"
+"""delta-rs's settings (storage options or variables) for how its S3 commits are made
+exclusive: a DynamoDB lock (``dynamodb``), or no conditional PUT (``disabled``)."""
+PROBE = ".lakefeed_conditional_put"
+"""The empty object the probe of a bucket creates twice, in the folder it is asked about
+(hidden: Delta's and Spark's readers skip names with a leading dot)."""
+CONFLICT_RETRIES = 5
+"""Tries of a conditional PUT that S3 answered 409 (another conditional write of the same key
+was in flight: retry, AWS says)."""
+_probed: dict[tuple[S3Settings, str], str | None] = {}
+"""(settings, bucket) -> why a create there is not exclusive, None when it is."""
+
+
+def s3_client(location: str) -> Any | None:
+    """A boto3 S3 client with ``location``'s settings (one per settings), None when boto3 is
+    not installed (``pip install 'lakefeed[s3]'``)."""
+    try:
+        import boto3  # noqa: F401 - deferred: an optional dependency (lakefeed[s3])
+    except ImportError:
+        return None
+    return _boto3_client(settings_for(location))
+
+
+@functools.lru_cache(maxsize=8)
+def _boto3_client(settings: S3Settings) -> Any:
+    import boto3  # deferred: an optional dependency (lakefeed[s3])
+
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        region_name=settings.region or "us-east-1",
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key,
+        aws_session_token=settings.session_token,
+    )
+
+
+def _bucket_key(location: str) -> tuple[str, str]:
+    bucket, _, key = location.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def _error_code(error: Exception) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def _put_if_absent(client: Any, location: str, data: bytes) -> bool | None:
+    """One ``PutObject`` with ``If-None-Match: *``: True when it created the object, False when
+    one was there (412), None when the store does not implement the condition (501)."""
+    bucket, key = _bucket_key(location)
+    attempt = 0
+    while True:
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except client.exceptions.ClientError as error:
+            code = _error_code(error)
+            if code in ("PreconditionFailed", "412"):
+                return False
+            if code in ("NotImplemented", "501"):
+                return None
+            attempt += 1
+            if code not in ("ConditionalRequestConflict", "409") or attempt == CONFLICT_RETRIES:
+                raise
+        time.sleep(0.05 * 2**attempt)
+
+
+def _conditional_put(location: str, data: bytes) -> bool | None:
+    """:func:`_put_if_absent` where boto3 is installed and the settings allow it; else None."""
+    client = s3_client(location)
+    if client is None or _declared_unconditional(location):
+        return None
+    return _put_if_absent(client, location, data)
+
+
+def _declared_unconditional(location: str) -> str | None:
+    """What says the store of ``location`` has no exclusive create for lakefeed: S3A's
+    :data:`CONDITIONAL_CREATE` set to ``false`` for it, or delta-rs's settings in the
+    environment (a DynamoDB lock lakefeed does not take; conditional PUT disabled)."""
+    setting = CONDITIONAL_CREATE.removeprefix(S3A_PREFIX)
+    scoped = f"{S3A_PREFIX}bucket.{_bucket_key(location)[0]}.{setting}"
+    for conf in (_own(_key(location)), _REGISTERED.get("", {})):
+        for key in (scoped, CONDITIONAL_CREATE):
+            if str(conf.get(key.lower(), "")).strip().lower() == "false":
+                return f"{key}=false says the store has no conditional writes"
+    if os.environ.get(LOCKING_PROVIDER, "").strip().lower() == "dynamodb":
+        return (
+            f"{LOCKING_PROVIDER}=dynamodb: delta-rs writers of this store commit under a "
+            "DynamoDB lock, which lakefeed's commits do not take"
+        )
+    if os.environ.get(CONDITIONAL_PUT, "").strip().lower() == "disabled":
+        return f"{CONDITIONAL_PUT}=disabled says the store has no conditional PUT"
+    return None
+
+
+def exclusive_create_refusal(folder: str) -> str | None:
+    """Why a file created in ``folder`` may overwrite another writer's (a create that is not
+    exclusive); None when it cannot (always locally). On S3: a setting that says so
+    (:func:`_declared_unconditional`), boto3 missing, or the store's answer to a probe, made
+    once per bucket in this process: an object created twice with ``If-None-Match: *``, the
+    second of which the store must refuse."""
+    if not is_object_store(folder):
+        return None
+    declared = _declared_unconditional(folder)
+    if declared:
+        return declared
+    client = s3_client(folder)
+    if client is None:
+        return "boto3 is not installed (pip install 'lakefeed[s3]'): no conditional PUT"
+    place = (settings_for(folder), _bucket_key(folder)[0])
+    if place not in _probed:
+        _probed[place] = _probe(client, join(folder, PROBE))
+    return _probed[place]
+
+
+def _probe(client: Any, location: str) -> str | None:
+    for _ in range(2):  # the first create may find the object of an earlier probe
+        created = _put_if_absent(client, location, b"")
+        if created is None:
+            return "the store answers NotImplemented to If-None-Match"
+        if not created:
+            return None
+    return "the store ignores If-None-Match (it let a second create overwrite the first)"
+
+
+def check_exclusive_creates(folder: str, what: str) -> None:
+    """Refuse ``what`` (a write whose files in ``folder`` must be created exclusively, e.g. a
+    Delta commit) where :func:`exclusive_create_refusal` finds a reason, before it writes."""
+    why = exclusive_create_refusal(folder)
+    if why:
+        raise ConfigError(
+            f"{what} is refused: it must create files in {folder} only if they are absent, "
+            f"and there it cannot ({why}); nothing was written",
+            fix="use a store with conditional writes (AWS S3, recent MinIO, moto 5), install "
+            "lakefeed[s3], or write this table with an engine that shares the store's lock",
+            code=NO_CONDITIONAL_WRITES,
+        )
 
 
 def remove(location: str) -> bool:

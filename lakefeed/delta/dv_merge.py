@@ -42,7 +42,7 @@ from deltalake import DeltaTable
 from pyroaring import BitMap64
 from sqlglot import expressions as exp
 
-from lakefeed.delta import dv_write, generation, identity, log_writer, predicates
+from lakefeed.delta import dv_write, generation, identity, log_writer, predicates, row_tracking
 from lakefeed.delta.clauses import (
     BY_SOURCE,
     DELETES,
@@ -403,6 +403,8 @@ class _Plan:
     source_rows: int
     outcome: _Outcome
     schema: pa.Schema
+    root: str
+    tracked: row_tracking.Materialized | None  # :func:`.dv_write.tracked`
 
     def change(self, condition: str, clauses: Sequence[Clause]) -> dv_write.Change:
         target, outcome = self.target, self.outcome
@@ -426,7 +428,22 @@ class _Plan:
         metrics, log_metrics = self._metrics(marked, len(gone), len(changed), inserted.num_rows)
         parameters = {"predicate": json.dumps([condition]), **_clause_parameters(clauses)}
         new_rows = dv_write.concat([after, inserted], self.schema)
-        return dv_write.Change("MERGE", parameters, metrics, log_metrics, marked, new_rows, feed)
+        ids = self._ids(inserted.num_rows)
+        return dv_write.Change(
+            "MERGE", parameters, metrics, log_metrics, marked, new_rows, feed, ids
+        )
+
+    def _ids(self, inserted: int) -> pa.Array | None:
+        """The new rows' ids where the table materializes them: an updated row's own, in
+        the order of its postimage; null (fresh) for an inserted row."""
+        if self.tracked is None:
+            return None
+        target = self.target
+        moved = np.concatenate(self.outcome.updated) if self.outcome.updated else np.zeros(0, int)
+        adds = [add for add, _, _ in target.files]
+        which, positions = target.file[moved], target.position[moved]
+        kept = row_tracking.stable_ids(self.root, adds, which, positions, self.tracked.row_id)
+        return pa.concat_arrays([kept, pa.nulls(inserted, pa.int64())])
 
     def _metrics(
         self, marked: list[dv_write.Marked], deleted: int, updated: int, inserted: int
@@ -519,7 +536,8 @@ def _plan(
     picked = ours.take(pa.array(unmatched_target))
     base = target.rows.take(pa.array(unmatched_target))
     _collect(outcome, _apply(sql, by_source, picked, unmatched_target, base, schema), True)
-    return _Plan(target, source.num_rows, outcome, schema)
+    tracked = dv_write.tracked(table, root)
+    return _Plan(target, source.num_rows, outcome, schema, root, tracked)
 
 
 def _others(count: int, taken: np.ndarray) -> np.ndarray:

@@ -28,8 +28,8 @@ them).
 
 Where this does not apply, :func:`delete` / :func:`update` answer None and delta-rs rewrites
 the files instead (same rows, copy-on-write): deletion vectors not enabled, no predicate, a
-predicate or value :mod:`.predicates` cannot evaluate, object storage (its exclusive create is
-a check then a PUT, not atomic), or a log the replay does not know.
+predicate or value :mod:`.predicates` cannot evaluate, an object store without conditional PUT
+(where the commit could not be created exclusively), or a log the replay does not know.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -63,6 +63,7 @@ from lakefeed.delta import (
     predicates,
     pruning,
     replay,
+    row_tracking,
 )
 from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
@@ -86,6 +87,7 @@ class Marked:
     rows: BitMap64  # every deleted row: its old vector's and the new ones
     records: int  # rows in the data file
     changed: pa.Table  # the rows this change deletes, as they were (UPDATE writes them anew)
+    positions: np.ndarray  # where each of ``changed`` is in the data file
 
     @property
     def newly(self) -> int:
@@ -104,6 +106,9 @@ class Change:
     marked: list[Marked]
     new_rows: pa.Table | None
     feed: dict[str, pa.Table]
+    new_ids: pa.Array | None = None
+    """Where the table materializes row ids (:func:`tracked`), each new row's id: its old
+    one for a row written anew, null for an inserted row (:mod:`.row_tracking`)."""
     metadata: dict[str, Any] | None = None  # a metaData action (identity high water marks)
 
 
@@ -143,6 +148,20 @@ def update(
     return _change(table, root, "UPDATE", predicate, dict(updates), txn)
 
 
+def replace(
+    table: DeltaTable,
+    root: str,
+    predicate: str,
+    rows: pa.Table,
+    parameters: dict[str, str],
+    txn: Marks | None,
+) -> dict[str, Any] | None:
+    """An overwrite with ``replaceWhere``: the rows matching ``predicate`` are marked deleted
+    and ``rows`` (the table's columns) go into new files, one ``WRITE`` commit with
+    ``parameters``; its metrics, or None where it does not apply (nothing written)."""
+    return _change(table, root, "WRITE", predicate, None, txn, (rows, parameters))
+
+
 def _change(
     table: DeltaTable,
     root: str,
@@ -150,7 +169,10 @@ def _change(
     predicate: str | None,
     updates: dict[str, str] | None,
     txn: Marks | None,
+    inserted: tuple[pa.Table, dict[str, str]] | None = None,
 ) -> dict[str, Any] | None:
+    """A DELETE, an UPDATE (``updates``) or a replaceWhere write (``inserted``: its rows and
+    parameters) with deletion vectors."""
     if not predicate or not applies(table, root):
         return None
     version = table.version()
@@ -170,16 +192,20 @@ def _change(
     except predicates.Untranslatable:
         return None
     before = concat([m.changed for m in marked], schema)
+    parameters = {"predicate": json.dumps([predicate])}
     if updates:
         after: pa.Table | None = concat(rewritten, schema)
         feed = {"update_preimage": before, "update_postimage": after}
+    elif inserted is not None:
+        after, parameters = inserted
+        feed = {"delete": before, "insert": after}
     else:
         after, feed = None, {"delete": before}
     metrics, log_metrics = _dml_metrics(marked, updates is None)
-    change = Change(
-        operation, {"predicate": json.dumps([predicate])}, metrics, log_metrics, marked, after, feed
-    )
-    if not marked:
+    names = tracked(table, root)
+    ids = moved_ids(root, marked, names) if names is not None and updates else None
+    change = Change(operation, parameters, metrics, log_metrics, marked, after, feed, ids)
+    if not marked and inserted is None:
         return {**metrics, "num_added_files": 0}
     return commit_change(table, root, version, change, txn)
 
@@ -191,6 +217,24 @@ def planned_files(table: DeltaTable, root: str) -> dict[str, dict[str, Any]] | N
     if live is None or not log_writer.same_files(table, live):
         return None
     return live
+
+
+def tracked(table: DeltaTable, root: str) -> row_tracking.Materialized | None:
+    """The materialized row-tracking columns the rows a change writes anew carry (None:
+    row tracking is not on)."""
+    return row_tracking.materialized(
+        sorted(features.writer_features(table)), table.metadata().configuration, root
+    )
+
+
+def moved_ids(root: str, marked: list[Marked], names: row_tracking.Materialized) -> pa.Array:
+    """The row ids of the rows ``marked`` deletes, file after file (an UPDATE's order)."""
+    if not marked:
+        return pa.array([], pa.int64())
+    which = np.concatenate([np.full(len(m.positions), i) for i, m in enumerate(marked)])
+    positions = np.concatenate([m.positions for m in marked])
+    adds = [m.add for m in marked]
+    return row_tracking.stable_ids(root, adds, which, positions, names.row_id)
 
 
 def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -241,8 +285,9 @@ def cast(value: Any, count: int, field: pa.Field) -> pa.Array | pa.ChunkedArray:
 
 
 def applies(table: DeltaTable, root: str) -> bool:
-    """Whether a change of ``table`` may write deletion vectors here (the module doc)."""
-    return not storage.is_object_store(root) and enabled(table)
+    """Whether a change of ``table`` may write deletion vectors here (the module doc): its
+    commit must be created exclusively (on S3, a store with conditional PUT)."""
+    return enabled(table) and storage.exclusive_create_refusal(root) is None
 
 
 def _marked(
@@ -304,14 +349,19 @@ def file_rows(
 
 
 def write_rows(
-    root: str, table: DeltaTable, batches: Iterator[pa.RecordBatch], feed: bool = False
+    root: str,
+    table: DeltaTable,
+    batches: Iterator[pa.RecordBatch],
+    feed: bool = False,
+    extra: Sequence[pa.Field] = (),
 ) -> list[files.WrittenFile]:
     """Write rows of the table's columns (logical names) as new data files of ``table``, or
     with ``feed`` as change data files (``_change_data/cdc-*``, paths relative to that folder;
-    the rows carry ``_change_type`` last): under column mapping with physical names and field
-    ids, partitioned by the physical names, as delta-spark writes both."""
+    the rows carry ``_change_type`` last); ``extra``: columns the rows carry after the table's
+    (row tracking's materialized ones), stored as named. Under column mapping with physical
+    names and field ids, partitioned by the physical names, as delta-spark writes both."""
     schema = table_arrow_schema(table.schema())
-    extra = [pa.field(CHANGE_TYPE, pa.string())] if feed else []
+    extra = [*extra, *([pa.field(CHANGE_TYPE, pa.string())] if feed else [])]
     folder, prefix = (storage.join(root, CHANGE_DATA), "cdc-") if feed else (root, "")
     columns = log.table_mapping(table)
     partitions = list(table.metadata().partition_columns)
@@ -333,8 +383,8 @@ def mark_rows(
     new = BitMap64(np.asarray(hits).astype(np.uint64)) - old
     if not new:
         return None
-    taken = rows.take(pa.array(np.fromiter(new, dtype=np.int64, count=len(new))))
-    return Marked(add, old | new, rows.num_rows, taken)
+    positions = np.fromiter(new, dtype=np.int64, count=len(new))
+    return Marked(add, old | new, rows.num_rows, rows.take(pa.array(positions)), positions)
 
 
 def commit_change(
@@ -343,13 +393,7 @@ def commit_change(
     """Write the change's new rows, its change feed files (where the feed is on) and its
     deletion vectors, and commit them on ``version``; what it wrote goes when the commit fails.
     The change's metrics with ``num_added_files``."""
-    schema = table_arrow_schema(table.schema())
-    rows = change.new_rows
-    written = []
-    if rows is not None and rows.num_rows:
-        checks = constraints.of_table(table.metadata().configuration, table.schema())
-        constraints.check_rows(rows, schema, checks, root)
-        written = write_rows(root, table, iter(rows.to_batches()))
+    written = _write_new(root, table, change)
     feed: list[files.WrittenFile] = []
     try:
         if feed_on(table):
@@ -362,6 +406,25 @@ def commit_change(
     finally:
         table.update_incremental()
     return {**change.metrics, "num_added_files": len(written)}
+
+
+def _write_new(root: str, table: DeltaTable, change: Change) -> list[files.WrittenFile]:
+    """The change's new rows as data files, checked first (NOT NULL, CHECK constraints);
+    where the table materializes row ids (:func:`tracked`), with each row's id
+    (:mod:`.row_tracking`)."""
+    rows = change.new_rows
+    if rows is None or not rows.num_rows:
+        return []
+    schema = table_arrow_schema(table.schema())
+    checks = constraints.of_table(table.metadata().configuration, table.schema())
+    constraints.check_rows(rows, schema, checks, root)
+    names = tracked(table, root)
+    if names is None:
+        return write_rows(root, table, iter(rows.to_batches()))
+    assert change.new_ids is not None, "a change of a row-tracking table names its rows' ids"
+    rows = row_tracking.with_columns(rows, change.new_ids, names)
+    written = write_rows(root, table, iter(rows.to_batches()), extra=names.fields())
+    return [row_tracking.without_stats(f, names) for f in written]
 
 
 def _write_feed(root: str, table: DeltaTable, feed: dict[str, pa.Table]) -> list[files.WrittenFile]:

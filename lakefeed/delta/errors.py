@@ -101,6 +101,17 @@ DUPLICATE_COLUMNS = register_code("DELTA_DUPLICATE_COLUMNS_FOUND", DeltaOperatio
 CLUSTER_BY_PARTITIONED = register_code("DELTA_CLUSTER_BY_WITH_PARTITIONED_BY", DeltaOperationError)
 CLUSTER_BY_COLUMNS = register_code("DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS", DeltaOperationError)
 CLUSTER_BY_STATS = register_code("DELTA_CLUSTERING_COLUMN_MISSING_STATS", DeltaOperationError)
+CLUSTERING_WITH_ZORDER = register_code(
+    "DELTA_CLUSTERING_WITH_ZORDER_BY",
+    DeltaOperationError,
+    "OPTIMIZE ... ZORDER BY on a liquid-clustered table: OPTIMIZE clusters it by its clustering "
+    "columns",
+)
+CANNOT_RESTORE = register_code(
+    "DELTA_CANNOT_RESTORE_TABLE_VERSION",
+    DeltaOperationError,
+    "RESTORE to a version the table's log does not hold, or whose data files are gone",
+)
 GENERATED_EXPRESSION = register_code(
     "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
     DeltaOperationError,
@@ -116,19 +127,21 @@ GENERATED_UDF = register_code(
     "DELTA_UDF_IN_GENERATED_COLUMN",
     DeltaOperationError,
     "A generated column's expression calls a user-defined function, which a writer checking "
-    "the column could not run.",
+    "the column could not run. Fix: write the expression with Spark's built-in functions, or "
+    "compute the value in the flow and store it in a plain column.",
 )
 GENERATED_NON_DETERMINISTIC = register_code(
     "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
     DeltaOperationError,
     "A generated column's expression is non-deterministic (rand(), current_timestamp(), ...): "
-    "a written value could not be checked.",
+    "a written value could not be checked. Fix: compute the value in the flow and store it in "
+    "a plain column.",
 )
 GENERATED_AGGREGATE = register_code(
     "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
     DeltaOperationError,
     "A generated column's expression aggregates (sum, count, ...): a generated value comes "
-    "from its own row.",
+    "from its own row. Fix: aggregate in a materialized view over the table instead.",
 )
 GENERATED_TYPE_MISMATCH = register_code(
     "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError
@@ -162,14 +175,16 @@ PROTOCOL_VERSION = register_code("DELTA_UNSUPPORTED_PROTOCOL_VERSION", DeltaOper
 RENAME_UNSUPPORTED = register_code(
     "DELTA_UNSUPPORTED_RENAME_COLUMN",
     DeltaOperationError,
-    "ALTER TABLE ... RENAME COLUMN on a table without column mapping (turn it on with "
-    "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name'))",
+    "ALTER TABLE ... RENAME COLUMN on a table without column mapping. Fix: turn it on first "
+    "with SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name') (metadata only).",
 )
 DROP_UNSUPPORTED = register_code(
     "DELTA_UNSUPPORTED_DROP_COLUMN",
     DeltaOperationError,
     "ALTER TABLE ... DROP COLUMN on a table without column mapping, of a partition column, "
-    "or of a struct's last field",
+    "or of a struct's last field. Fix: turn column mapping on first (SET TBLPROPERTIES "
+    "('delta.columnMapping.mode' = 'name')); a partition column or a struct's last field: "
+    "overwrite the table without it (overwriteSchema=true).",
 )
 MODE_CHANGE = register_code("DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE", DeltaOperationError)
 COLUMN_MISSING = register_code("DELTA_COLUMN_NOT_FOUND", DeltaOperationError)

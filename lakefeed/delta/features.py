@@ -13,10 +13,15 @@ Three writer features delta-spark and Databricks turn on for clustered and manag
 little of a writer that writes its own commits (:data:`OWN_COMMIT`): keep the table's domain
 metadata (a commit without ``domainMetadata`` actions keeps it), write an ``inCommitTimestamp``
 (:func:`lakefeed.delta.log_writer.commit_actions` does) and statistics of the clustering columns
-(lakefeed's files carry them for every top-level column). On local storage lakefeed's appends,
-overwrites and stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE and
-MERGE (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there: a write that may,
-asks with ``own_commit=True``; one that goes to delta-rs, without.
+(lakefeed's files carry them for every top-level column). lakefeed's appends, overwrites and
+stream batches (:mod:`.log_append`) and its deletion-vector DELETE, UPDATE, MERGE and
+``replaceWhere`` (:mod:`.dv_write`, :mod:`.dv_merge`) commit themselves there; on local storage
+OPTIMIZE and auto compaction (:mod:`.rewrite`, which also clusters a clustered table's files)
+and RESTORE (:mod:`.restore`) do too: a write that may, asks with ``own_commit=True``; one that
+goes to delta-rs, without. A commit is created only if its version is absent: locally by an
+atomic link, on S3 by a conditional PUT (``If-None-Match``, as delta-rs's own S3 commits), so
+a store without one refuses such a write before it writes
+(:func:`lakefeed.core.storage.check_exclusive_creates`).
 
 Reader-writer features (deletion vectors, column mapping, timestampNtz, V2 checkpoints, type
 widening, variant) are judged by the read path's check, which every write makes first.
@@ -44,13 +49,18 @@ WRITTEN = {
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
 _OWN = (
-    "on local storage, appends, overwrites, stream batches and deletion-vector DELETE, UPDATE "
-    "and MERGE commit through lakefeed; "
+    "appends, overwrites, stream batches and deletion-vector DELETE, UPDATE, MERGE and "
+    "`replaceWhere` commit through lakefeed (on S3 by conditional PUT), and on local storage "
+    "OPTIMIZE, auto compaction and RESTORE too; "
 )
 OWN_WRITTEN = {
-    "domainMetadata": _OWN + "the table's domains are kept",
-    "clustering": _OWN + "new files carry statistics of the clustering columns (they are not "
-    "clustered)",
+    "domainMetadata": _OWN + "the table's domains are kept (RESTORE sets the clustering "
+    "columns of the version restored, as delta-spark)",
+    "clustering": _OWN + "new files carry statistics of the clustering columns; OPTIMIZE "
+    "clusters: each file it rewrites is ordered along a Z-order curve of the clustering "
+    "columns (not delta-spark's Hilbert curve across files) and its `add` carries "
+    "`clusteringProvider` `liquid`; `OPTIMIZE ... ZORDER BY` is refused "
+    "(`DELTA_CLUSTERING_WITH_ZORDER_BY`)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
     "identityColumns": _OWN + "a write leaving an identity column out gets values after its "
@@ -59,13 +69,16 @@ OWN_WRITTEN = {
     "(`DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED`); a deletion-vector MERGE's inserts get "
     "values the same way",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
-    "the `delta.rowTracking` high water mark); with `delta.enableRowTracking=true` UPDATE and "
-    "MERGE, which would move rows without their ids, are refused",
+    "the `delta.rowTracking` high water mark), files RESTORE adds back keep theirs; with "
+    "`delta.enableRowTracking=true` the rows UPDATE and MERGE write anew keep their ids in the "
+    "materialized row-id column (inserted rows get fresh ones), OPTIMIZE is refused (it would "
+    "move rows without their ids), and lakefeed can turn it on (`delta.enableRowTracking`)",
 }
-"""Writer-only features lakefeed honours in the commits it writes itself (local storage only:
-its exclusive create is a local file system's; the module doc says what each asks). Other
-writes into such tables (object storage, OPTIMIZE, RESTORE, ``replaceWhere``, a change the
-deletion-vector paths do not take) go to delta-rs, and are refused first."""
+"""Writer-only features lakefeed honours in the commits it writes itself (locally, or on an
+object store with conditional PUT; the module doc says what each asks). Other writes into such
+tables (Z-ordering, OPTIMIZE or RESTORE on object storage, a DELETE, UPDATE, MERGE or
+``replaceWhere`` the deletion-vector paths do not take) go to delta-rs, and are refused
+first."""
 REFUSED = {
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
     "icebergCompatV1": "lakefeed's writers do not keep Iceberg metadata",
@@ -73,7 +86,6 @@ REFUSED = {
 }
 """Writer-only features refused before anything is written (so is any feature not listed
 here or above), with why: the page renders them too."""
-ROW_TRACKING_ON = "delta.enableRowTracking"
 WRITABLE = frozenset(WRITTEN)
 OWN_COMMIT = frozenset(OWN_WRITTEN)
 READER_WRITER = {
@@ -114,32 +126,18 @@ def writer_features(table: DeltaTable) -> set[str]:
 
 def unwritable(table: DeltaTable, own_commit: bool = False, root: str = "") -> list[str]:
     """The table's writer features lakefeed cannot honour, in Delta's names: with
-    ``own_commit``, for a write that commits itself into the table at ``root``."""
-    honoured = WRITABLE | READER_WRITER
-    if own_commit and not storage.is_object_store(root):
+    ``own_commit``, for a write that commits itself into the table at ``root``, where its
+    commits can be created exclusively (:func:`check_writable` asks the store)."""
+    found, honoured = writer_features(table), WRITABLE | READER_WRITER
+    if own_commit and found & OWN_COMMIT and storage.exclusive_create_refusal(root) is None:
         honoured = honoured | OWN_COMMIT
-    return sorted(writer_features(table) - honoured)
+    return sorted(found - honoured)
 
 
 def tracks_rows(table: DeltaTable) -> bool:
     """Whether the files a commit adds to ``table`` need row ids (PROTOCOL.md "Row Tracking":
     the feature is supported)."""
     return "rowTracking" in writer_features(table)
-
-
-def check_row_moves(table: DeltaTable, root: str, operation: str) -> None:
-    """Refuse a change that moves rows to new files (UPDATE, MERGE) where row tracking is on:
-    their rows must keep their ids, in columns lakefeed does not write."""
-    enabled = str(table.metadata().configuration.get(ROW_TRACKING_ON, "")).lower() == "true"
-    if tracks_rows(table) and enabled:
-        raise DeltaError(
-            f"{operation} on the Delta table {root} is refused: it has row tracking on "
-            f"({ROW_TRACKING_ON}=true), and the rows {operation} writes anew must keep their row "
-            "ids, which lakefeed does not materialize; nothing was written",
-            fix="run it with delta-spark, or DELETE the rows and append their new versions "
-            "(they get new row ids)",
-            code=UNSUPPORTED,
-        )
 
 
 def needs_own_commit(table: DeltaTable) -> bool:
@@ -149,7 +147,10 @@ def needs_own_commit(table: DeltaTable) -> bool:
 
 def check_writable(table: DeltaTable, root: str, operation: str, own_commit: bool = False) -> None:
     """Refuse a write (``operation``) into a table with a writer feature lakefeed lacks;
-    ``own_commit``: the write commits itself where the table needs it (the module doc)."""
+    ``own_commit``: the write commits itself where the table needs it (the module doc), which
+    on a store without exclusive creates is refused with that store's code."""
+    if own_commit and needs_own_commit(table):
+        storage.check_exclusive_creates(root, f"{operation} on the Delta table {root}")
     missing = unwritable(table, own_commit, root)
     if missing:
         raise _refusal(", ".join(missing), root, operation)
@@ -175,9 +176,10 @@ def feature_table() -> str:
 def _refusal(names: str, root: str, operation: str) -> DeltaError:
     own = OWN_COMMIT & {name.strip() for name in names.split(",")}
     where = (
-        f" ({', '.join(sorted(own))}: lakefeed writes those itself only on local storage, in "
-        "appends, overwrites, stream batches and DELETE/UPDATE/MERGE with deletion vectors "
-        "(delta.enableDeletionVectors=true), which this is not)"
+        f" ({', '.join(sorted(own))}: lakefeed writes those itself only in appends, "
+        "overwrites, stream batches, DELETE/UPDATE/MERGE/replaceWhere with deletion vectors "
+        "(delta.enableDeletionVectors=true) and, on local storage, OPTIMIZE without ZORDER BY "
+        "and RESTORE, which this is not)"
         if own
         else ""
     )

@@ -226,6 +226,21 @@ def _extreme(column: Identity, written: WrittenFile, root: str) -> int | None:
     return None if bound is None else int(bound)
 
 
+def kept_marks(schema_text: str, now: Sequence[Identity]) -> str:
+    """An older version's schema (Delta's JSON; RESTORE brings it back) with the high water
+    marks the table has ``now`` where they are further along, as delta-spark's RESTORE keeps
+    them: values handed out since are never handed out again."""
+    then = {column.name: column for column in of_schema(DeltaSchema.from_json(schema_text))}
+    moved = {
+        column.name: column.high_water_mark
+        for column in now
+        if column.high_water_mark is not None
+        and column.name in then
+        and then[column.name].beyond(column.high_water_mark)
+    }
+    return moved_schema(schema_text, moved) if moved else schema_text
+
+
 def moved_schema(schema_text: str, moved: Mapping[str, int]) -> str:
     """The table's schema (Delta's JSON) with the high water marks ``moved`` set."""
     schema = json.loads(schema_text)

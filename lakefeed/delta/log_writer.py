@@ -7,7 +7,9 @@ schema change under column mapping, nor set properties without damaging a reader
 through one function here, :func:`commit_actions`: every such commit carries one
 ``commitInfo`` shape (:func:`commit_info`, completed there with the engine, the read version,
 the time and, where the table has them on, the in-commit timestamp), and is created exclusively
-(a local file system's atomic create; callers keep to local tables). A commit that lost the
+(a local file system's atomic create; on S3 a conditional PUT, as delta-rs's own commits there,
+and a store that cannot is refused: :func:`lakefeed.core.storage.check_exclusive_creates`;
+the callers ask before they write their files). A commit that lost the
 race is checked against the winners with Delta's WriteSerializable rules (:func:`_check_winner`)
 before it takes the next version.
 :func:`replay_log` reads the ``add`` and ``remove`` actions as the log writes them: the newest
@@ -85,6 +87,7 @@ def commit_actions(
     if info is None or len([a for a in actions if "commitInfo" in a]) != 1:
         raise ValueError("a Delta commit carries exactly one commitInfo action")
     others = [action for action in actions if "commitInfo" not in action]
+    storage.check_exclusive_creates(root, f"the commit of {info.get('operation')} to {root}")
     previous = log.commit_actions(root, read_version) if read_version >= 0 else None
     version = read_version + 1
     while True:

@@ -26,6 +26,7 @@ from deltalake.transaction import CommitProperties, Transaction
 
 from lakefeed.core.errors import ConflictError, DeltaError
 from lakefeed.delta import (
+    clustering,
     commit,
     constraints,
     dv_write,
@@ -35,11 +36,14 @@ from lakefeed.delta import (
     log,
     log_append,
     log_writer,
+    options,
     post_commit,
     replay,
     rewrite,
 )
+from lakefeed.delta import restore as own_restore
 from lakefeed.delta.errors import (
+    CLUSTERING_WITH_ZORDER,
     CONSTRAINT_EXISTS,
     CONSTRAINT_MISSING,
     NEW_VIOLATION,
@@ -48,9 +52,10 @@ from lakefeed.delta.errors import (
     unsupported,
 )
 
-OWN_COMMITS = ("DELETE", "UPDATE", "MERGE")
-"""Changes whose deletion-vector paths commit themselves (:mod:`.dv_write`, :mod:`.dv_merge`):
-they may go into tables only lakefeed's own commits write (:mod:`.features`)."""
+OWN_COMMITS = ("DELETE", "UPDATE", "MERGE", "OPTIMIZE", "RESTORE")
+"""Changes with paths that commit themselves (deletion-vector DELETE, UPDATE and MERGE:
+:mod:`.dv_write`, :mod:`.dv_merge`; OPTIMIZE: :func:`.rewrite.compact`; RESTORE:
+:mod:`.restore`): they may go into tables only lakefeed's own commits write (:mod:`.features`)."""
 Call = Callable[[DeltaTable, dict[str, Any]], Mapping[str, Any]]
 """One delta-rs operation on an open table, given :func:`commit_args`; its metrics."""
 
@@ -133,8 +138,6 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     table = log.open_table(root)
     log.check_readable(table, root, features.WRITES_KEEP, f"lakefeed's {operation}")
     features.check_writable(table, root, operation, own_commit=operation in OWN_COMMITS)
-    if operation in ("MERGE", "UPDATE"):
-        features.check_row_moves(table, root, operation)
     if txn is not None and txn.done(table, root):
         return None
     before = table.version()
@@ -236,13 +239,17 @@ def optimize(
     """Compact small files (Z-ordered by ``z_order`` when given), in the partitions
     ``partition_filters`` select (all without); then rewrite the files whose deletion vectors
     delete many of their rows without them, as delta-spark's OPTIMIZE (:func:`rewrite.purge`).
-    Under column mapping, which delta-rs's OPTIMIZE refuses, lakefeed compacts and purges in one
-    commit of its own (:func:`rewrite.compact`); Z-ordering is refused there."""
+    Where delta-rs's OPTIMIZE refuses the table (column mapping, the writer features of
+    :data:`.features.OWN_COMMIT`), lakefeed compacts, clusters and purges in one commit of its
+    own (:func:`rewrite.compact`); Z-ordering is refused there, on a clustered table as
+    delta-spark refuses it (``DELTA_CLUSTERING_WITH_ZORDER_BY``)."""
     marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
-        if log.table_mapping(table).active:
-            return _compact_mapped(table, root, partition_filters, z_order, marks)
+        if z_order is not None:
+            _refuse_zorder_clustered(table, root, z_order)
+        if rewrite.own(table):
+            return _compact_own(table, root, partition_filters, z_order, marks)
         if z_order is None:
             done = table.optimize.compact(partition_filters=partition_filters, **args)
         else:
@@ -254,20 +261,35 @@ def optimize(
     return change(root, "OPTIMIZE", call, txn)
 
 
-def _compact_mapped(
+def _refuse_zorder_clustered(table: DeltaTable, root: str, z_order: list[str]) -> None:
+    """delta-spark's refusal of ``OPTIMIZE ... ZORDER BY`` on a liquid-clustered table."""
+    cluster_by = clustering.columns_of(root, table)
+    if cluster_by:
+        raise DeltaOperationError(
+            f"OPTIMIZE of the Delta table {root} with liquid clustering cannot specify ZORDER BY "
+            f"({', '.join(z_order)}): it is clustered by {', '.join(cluster_by)}; nothing was "
+            "written",
+            fix="run OPTIMIZE without ZORDER BY (it clusters by the clustering columns), or "
+            "change them with ALTER TABLE ... CLUSTER BY",
+            code=CLUSTERING_WITH_ZORDER,
+        )
+
+
+def _compact_own(
     table: DeltaTable,
     root: str,
     partition_filters: list[tuple[str, str, Any]] | None,
     z_order: list[str] | None,
     marks: dv_write.Marks | None,
 ) -> Mapping[str, Any]:
-    """OPTIMIZE of a column-mapped table by :func:`rewrite.compact`; refused (nothing written)
-    where that does not reach: Z-ordering, object storage, a log the replay does not know."""
+    """OPTIMIZE by :func:`rewrite.compact`; refused (nothing written) where that does not
+    reach: Z-ordering, object storage, a log the replay does not know."""
     done = None if z_order is not None else rewrite.compact(table, root, partition_filters, marks)
     if done is None:
         unsupported(
             "OPTIMIZE" if z_order is None else "OPTIMIZE ... ZORDER BY",
-            f"the table {root} uses column mapping, which delta-rs's OPTIMIZE refuses; lakefeed "
+            f"delta-rs's OPTIMIZE refuses the table {root} (column mapping, or writer features "
+            f"{sorted(features.writer_features(table) & features.OWN_COMMIT)}); lakefeed "
             "compacts such tables itself only without Z-ordering, on local or mounted storage",
             "run OPTIMIZE without ZORDER BY, on a table outside object storage",
         )
@@ -275,8 +297,27 @@ def _compact_mapped(
 
 
 def restore(root: str, target: int | dt.datetime, txn: Txn | None = None) -> dict[str, Any] | None:
-    """Make version ``target`` (or the one at a time) the table's content again."""
-    return change(root, "RESTORE", lambda table, args: table.restore(target, **args), txn)
+    """Make version ``target`` (or the one at a time) the table's content again: by delta-rs,
+    or where it refuses the table's writer features by lakefeed's own commit
+    (:mod:`.restore`)."""
+    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+    def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        if features.needs_own_commit(table):
+            version = target if isinstance(target, int) else _version_at(root, target)
+            done = own_restore.restore(table, root, version, marks)
+            if done is not None:
+                return done
+        rs_fallback(table, root, "RESTORE")
+        return table.restore(target, **args)
+
+    return change(root, "RESTORE", call, txn)
+
+
+def _version_at(root: str, when: dt.datetime) -> int:
+    """The version a ``timestampAsOf`` read at ``when`` sees (RESTORE ... TIMESTAMP AS OF)."""
+    found = options.time_travel_version(root, {"timestampAsOf": when.isoformat()})
+    return int(found or 0)
 
 
 def add_constraint(

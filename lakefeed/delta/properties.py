@@ -8,8 +8,9 @@ Keys compare in any case, as Delta's do. The list is Delta's table properties re
 (https://docs.delta.io/table-properties) plus the protocol's ``delta.feature.<name>``.
 
 Properties that would change the table's protocol in a way lakefeed cannot keep working with
-(:data:`REFUSED` features, ``delta.feature.*``) are refused here too
-(:func:`check_protocol`), for a pipeline's tables and delta-spark's table builder alike.
+(``delta.feature.*``, versions delta-rs would record without acting on) are refused here too
+(:func:`check_protocol`), for a pipeline's tables and delta-spark's table builder alike; the
+features ``addFeatureSupport`` cannot add are :data:`REFUSED`.
 """
 
 from __future__ import annotations
@@ -103,16 +104,11 @@ FEATURES = {
     "columnMapping": TableFeatures.ColumnMapping,
 }
 REFUSED = {
-    "rowTracking": "lakefeed writes into tables that have it, but does not turn it on (the "
-    "files already there would need row ids)",
+    "rowTracking": "lakefeed adds it only with the property that turns it on "
+    "(delta.enableRowTracking=true), which also gives the files already there row ids",
     "identityColumns": "delta-rs cannot write to a table with this feature",
     "domainMetadata": "lakefeed adds it only with liquid clustering (clusterBy, CLUSTER BY)",
     "v2Checkpoint": "delta-rs writes no V2 checkpoints",
-}
-# Properties that turn a feature on (Delta: setting them adds the feature to the protocol).
-_ENABLING = {
-    "delta.enabledeletionvectors": "deletionVectors",
-    "delta.enablerowtracking": "rowTracking",
 }
 MAPPING_MODE = "delta.columnmapping.mode"
 MAPPING_MODES = ("none", "name", "id")
@@ -136,8 +132,8 @@ def refuse_feature(name: str, context: str = "") -> NoReturn:
 
 
 def check_protocol(table: str, properties: Mapping[str, str]) -> None:
-    """Refuse table properties that turn on what :data:`REFUSED` lists, or that delta-rs would
-    record without acting on (``delta.feature.*``, versions above (2, 5))."""
+    """Refuse table properties delta-rs would record without acting on (``delta.feature.*``,
+    versions above (2, 5)), and column mapping modes Delta does not have."""
     for key, value in properties.items():
         lower, setting = key.lower(), value.strip().lower()
         if lower == MAPPING_MODE and setting not in MAPPING_MODES:
@@ -146,9 +142,6 @@ def check_protocol(table: str, properties: Mapping[str, str]) -> None:
                 fix=f"use one of {', '.join(MAPPING_MODES)}",
                 code=UNSUPPORTED,
             )
-        feature = _ENABLING.get(lower)
-        if feature in REFUSED and setting not in ("false", "none"):
-            refuse_feature(feature, f"table {table!r}: {key}={value} turns on a feature; ")
         if lower.startswith(FEATURE_PREFIX) or (
             lower in _VERSION_LIMITS and setting.isdigit() and int(setting) > _VERSION_LIMITS[lower]
         ):

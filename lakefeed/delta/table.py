@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.storage import Location
-from lakefeed.delta import alter, dv_write, log, mapping, tblprops
+from lakefeed.delta import alter, dv_write, features, log, mapping, rewrite, tblprops
 from lakefeed.delta.files import STAGING, now_ms, stale_staging
 from lakefeed.delta.options import table_root
 
@@ -187,9 +187,17 @@ def history(path: Location, limit: int | None = None) -> list[dict[str, Any]]:
 def optimize(
     path: Location, target_size: int | None = None, partition_filters: list | None = None
 ) -> dict[str, Any]:
-    """Compact small files into bigger ones (a dataChange=false commit streams skip)."""
+    """Compact small files into bigger ones (a dataChange=false commit streams skip): by
+    delta-rs, or lakefeed's own compaction where delta-rs refuses the table
+    (:func:`.rewrite.own`: column mapping, clustered and managed tables)."""
+    table = _open(path)
+    if rewrite.own(table):
+        done = rewrite.compact(table, str(path), partition_filters, None, target_size)
+        if done is not None:
+            return done
+        features.check_writable(table, str(path), "OPTIMIZE")  # refused, naming the features
     return dict(
-        _open(path).optimize.compact(target_size=target_size, partition_filters=partition_filters)
+        table.optimize.compact(target_size=target_size, partition_filters=partition_filters)
     )
 
 

@@ -3,8 +3,9 @@ refusing table properties that would turn on what lakefeed cannot honour.
 
 A protocol change is only made when lakefeed can still read and write the table afterwards:
 features whose readers must do more than read Parquet files (deletion vectors, column mapping),
-whose writers must add to every commit (row tracking), or that delta-rs then refuses to write
-(identity columns, domain metadata, V2 checkpoints) are refused with what to do instead.
+whose writers must add to every commit (row tracking: the property turning it on does that,
+:mod:`.tblprops`), or that delta-rs then refuses to write (identity columns, domain metadata,
+V2 checkpoints) are refused with what to do instead.
 delta-spark's ``upgradeTableProtocol`` / ``addFeatureSupport`` are a surface over it
 (:mod:`lakefeed.compat.delta_spark.protocol`).
 """

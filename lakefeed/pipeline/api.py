@@ -839,14 +839,17 @@ def expect_or_fail(name: str, predicate: str) -> Callable[[F], F]:
 
 
 def expect_all(rules: Mapping[str, str]) -> Callable[[F], F]:
+    """Keep rows failing any of ``rules`` (name to predicate) and count them per rule."""
     return _expect(Action.WARN, rules)
 
 
 def expect_all_or_drop(rules: Mapping[str, str]) -> Callable[[F], F]:
+    """Drop rows failing any of ``rules`` (into ``<table>_quarantine``); counted per rule."""
     return _expect(Action.DROP, rules)
 
 
 def expect_all_or_fail(rules: Mapping[str, str]) -> Callable[[F], F]:
+    """Stop the flow when a row fails any of ``rules``; nothing of that batch is committed."""
     return _expect(Action.FAIL, rules)
 
 

@@ -26,7 +26,8 @@ class PipelineError(PipelineDefinitionError):
 
 
 class SqlQueryError(PipelineDefinitionError):
-    """Spark refused a SQL flow's query; ``where`` is the file's line (not the statement's)."""
+    """Spark refused a SQL flow's query: fix the statement at the file and line the message
+    names (``where``: the file's line, not the statement's)."""
 
     code = "SQL_QUERY"
 

@@ -6,9 +6,11 @@ does after a write, a partition whose small files reach a count is compacted; he
 thread of a continuous run checks each table every ``interval`` seconds, so no micro-batch waits
 for it, and a triggered run checks each table once its flow has ended.
 
-Compaction is delta-rs's ``optimize.compact`` (lakefeed's own under column mapping, which
-delta-rs refuses: :func:`lakefeed.delta.rewrite.compact`): the small files are rewritten into
-bigger ones in one commit whose ``remove``/``add`` actions carry ``dataChange=false``. Readers
+Compaction is delta-rs's ``optimize.compact`` (lakefeed's own under column mapping and on
+clustered, in-commit-timestamp or domain-metadata tables, which delta-rs refuses:
+:func:`lakefeed.delta.rewrite.compact`, which also clusters a clustered table's files): the
+small files are rewritten into bigger ones in one commit whose ``remove``/``add`` actions carry
+``dataChange=false``. Readers
 see the same rows; Delta streams reading the table skip such commits (nothing new to read); the
 stream's own append (a blind append) and the compaction do not conflict, whichever commits
 first, so both commit. The replaced files stay on disk for readers of older versions until a
@@ -44,7 +46,7 @@ from lakefeed.core.logs import get_logger
 from lakefeed.core.options import parse_bytes
 from lakefeed.delta import manifest, rewrite
 from lakefeed.delta.log import is_delta_table as log_exists
-from lakefeed.delta.log import rs_table, table_mapping
+from lakefeed.delta.log import rs_table
 
 log = get_logger(__name__)
 
@@ -137,9 +139,10 @@ def compact_if_needed(path: str, policy: Policy) -> int:
 
 
 def _compact(path: str, table: DeltaTable, filters: list, policy: Policy) -> Mapping[str, Any]:
-    """One partition's compaction: delta-rs's, or lakefeed's own under column mapping (which
-    delta-rs's OPTIMIZE refuses); nothing where lakefeed's cannot run (object storage)."""
-    if table_mapping(table).active:
+    """One partition's compaction: delta-rs's, or lakefeed's own where delta-rs's OPTIMIZE
+    refuses the table (column mapping, the writer features only lakefeed's own commits honour:
+    :func:`lakefeed.delta.rewrite.own`); nothing where lakefeed's cannot run (object storage)."""
+    if rewrite.own(table):
         done = rewrite.compact(table, path, filters or None, None, policy.max_file_size)
         return done or {}
     return table.optimize.compact(

@@ -257,19 +257,7 @@ def _precondition_failed(error: Exception) -> bool:
 
 def _s3_client(path: ObjectPath) -> Any | None:
     """A boto3 S3 client with the location's settings, None when boto3 is not installed."""
-    try:
-        import boto3  # deferred: an optional dependency (lakefeed[s3]), only for S3 leases
-    except ImportError:
-        return None
-    settings = storage.settings_for(path.uri)
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.endpoint,
-        region_name=settings.region or "us-east-1",
-        aws_access_key_id=settings.access_key,
-        aws_secret_access_key=settings.secret_key,
-        aws_session_token=settings.session_token,
-    )
+    return storage.s3_client(path.uri)
 
 
 def lease_store(path: AnyPath) -> LeaseStore:

@@ -61,6 +61,8 @@ class RunResult:
     warnings: tuple[str, ...] = ()  # from validation, e.g. an aggregate run in complete mode
     #: every failed flow -> why (the runner's own record: the event log may be unwritable)
     errors: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: another run took the lakehouse's lease over, so this one stopped before its end
+    lease_lost: bool = False
 
     @property
     def failed(self) -> list[str]:
@@ -70,7 +72,9 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        """No flow failed and the run kept its lease: a run stopped by a takeover did not
+        finish what it was started for, whatever its flows reported."""
+        return not self.failed and not self.lease_lost
 
     def flow(self, name: str) -> FlowResult:
         return next(flow for flow in self.flows if flow.name == name)

@@ -23,6 +23,7 @@ supervises and stops the flows), each part readable alone.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
@@ -90,6 +91,7 @@ class PipelineRunner:
             lakehouse.event_log_path, pipeline.name, retention=Retention.from_config(config)
         )
         self._stop = StopFlag()
+        self._lease_lost = False
         self.context = RunContext(
             pipeline, lakehouse, spark, self.options, self.events, self._stop, self._tick
         )
@@ -100,12 +102,17 @@ class PipelineRunner:
         """Ask the run to stop after the current micro-batches (thread and signal safe)."""
         self._stop.request(reason)
 
+    def lease_taken_over(self, reason: str) -> None:
+        """The heartbeat found another run holding the lease: stop, and say so in the result."""
+        self._lease_lost = True
+        self.request_stop(reason)
+
     def run(self) -> RunResult:
         """Hold the lakehouse's lease for the whole run (a second run is refused)."""
         with Lease.for_lakehouse(
-            self.lakehouse, self.events.run_id, self.pipeline.name, on_lost=self.request_stop
+            self.lakehouse, self.events.run_id, self.pipeline.name, on_lost=self.lease_taken_over
         ):
-            return self._run()
+            return replace(self._run(), lease_lost=self._lease_lost)
 
     def _run(self) -> RunResult:
         before = versions_before(self.context)

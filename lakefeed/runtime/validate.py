@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.delta import row_tracking
 from lakefeed.pipeline import sinks
 from lakefeed.pipeline.api import Dataset, Pipeline, config, config_keys
 from lakefeed.pipeline.graph import Graph, PipelineError
@@ -87,11 +88,13 @@ def check_flow(dataset: Dataset, frame: DataFrame) -> tuple[FlowPlan, ModeChoice
         )
     merged = dataset.keys or dataset.cdc_state
     deletion_vectors = dataset.table_properties.get("delta.enableDeletionVectors", "")
-    if dataset.cluster_by and merged and deletion_vectors.lower() != "true":
+    tracked = row_tracking.is_on(dataset.table_properties)
+    if (dataset.cluster_by or tracked) and merged and deletion_vectors.lower() != "true":
+        kind = "clustered" if dataset.cluster_by else "row-tracking"
         choice.problems.append(
-            f"{dataset.name!r}: a clustered table updated by MERGE (keys, AUTO CDC) needs "
+            f"{dataset.name!r}: a {kind} table updated by MERGE (keys, AUTO CDC) needs "
             "table_properties={'delta.enableDeletionVectors': 'true'}: lakefeed commits MERGEs "
-            "into clustered tables itself only with deletion vectors"
+            f"into {kind} tables itself only with deletion vectors"
         )
     for what, names in (("partition column", dataset.partition_cols), ("key", dataset.keys)):
         for column in names:

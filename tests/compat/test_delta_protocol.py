@@ -75,10 +75,10 @@ def test_table_properties_that_change_the_protocol_are_checked() -> None:
     fine = {"delta.appendOnly": "true", "delta.enableDeletionVectors": "true", "own": "x"}
     protocol.check_properties("t", fine | {"delta.columnMapping.mode": "none"})
     protocol.check_properties("t", {"delta.columnMapping.mode": "name"})
+    protocol.check_properties("t", {"delta.enableRowTracking": "true"})  # lakefeed turns it on
     protocol.check_properties("t", {"delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
     for key, value in [
         ("delta.columnMapping.mode", "position"),
-        ("delta.enableRowTracking", "true"),
         ("delta.feature.appendOnly", "supported"),
         ("delta.minWriterVersion", "7"),
     ]:

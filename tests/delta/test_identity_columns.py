@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 from deltalake import QueryBuilder, write_deltalake
+from deltalake import Schema as DeltaSchema
 
 from lakefeed.compat.delta_spark import DeltaTable
 from lakefeed.core.errors import ConflictError, code_of
@@ -87,7 +88,15 @@ def test_builder_table_generates_values_after_the_high_water_mark(spark, tmp_pat
     )
     python_sink = rows.write.format("delta").mode("append").option("lakefeed.writer", "python")
     assert _code(lambda: python_sink.save(path)) == "DELTA_GENERATED_COLUMNS_NEED_SPARK_WRITER"
+    replace_where = rows.write.format("delta").mode("overwrite").option("replaceWhere", "v = 'a'")
+    assert _code(lambda: replace_where.save(path)) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
     assert RsTable(path).version() == version
+    # RESTORE brings the old rows back but keeps the high water mark: no value comes twice
+    handed_out = max(_ids(path))
+    DeltaTable.forPath(spark, path).restoreToVersion(2)
+    assert _column(path).high_water_mark == handed_out
+    rows.coalesce(1).write.format("delta").mode("append").save(path)
+    assert min(_ids(path)[3:]) > handed_out
 
 
 def test_sql_by_default_keeps_given_values(spark, tmp_path: Path) -> None:
@@ -198,6 +207,31 @@ def test_a_concurrent_writer_does_not_hand_out_the_same_values(tmp_path: Path) -
         commit.commit_files(spec, *written[1], snapshot=late, refresh=False)
     assert "metadata" in str(raced.value)
     assert _ids(root) == [1, 2, 3, 4, 5, 6]
+
+
+def test_restore_keeps_the_newer_high_water_mark() -> None:
+    old = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "id",
+                    "type": "long",
+                    "nullable": True,
+                    "metadata": {
+                        identity.START: 1,
+                        identity.STEP: -1,
+                        identity.HIGH_WATER_MARK: -3,
+                    },
+                }
+            ],
+        }
+    )
+    now = identity.Identity("id", 1, -1, -9, False, "id")
+    kept = identity.of_schema(DeltaSchema.from_json(identity.kept_marks(old, [now])))
+    assert kept[0].high_water_mark == -9
+    behind = identity.Identity("id", 1, -1, -2, False, "id")
+    assert identity.kept_marks(old, [behind]) == old
 
 
 def _delta_spark_table(root: str) -> None:

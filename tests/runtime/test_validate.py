@@ -69,6 +69,10 @@ def bad_rule():
 @lf.table
 def broken():
     return lf.read_stream("raw").select("missing_column")
+
+@lf.table(keys=["device_id"], table_properties={{"delta.enableRowTracking": "true"}})
+def tracked_keys():
+    return lf.read_stream("raw").groupBy("device_id").count()
 """
 )
 
@@ -119,6 +123,13 @@ def test_bad_partition_rule_and_function(report) -> None:
     _problem(report, "'bad_partition'", "partition column 'nope'")
     _problem(report, "'bad_rule'", "expectation 'typo'", "temprature")
     assert "pipeline.py" in _problem(report, "'broken' failed to evaluate", "missing_column")
+
+
+def test_a_keyed_row_tracking_table_needs_deletion_vectors(report) -> None:
+    """Its MERGEs keep row ids only where lakefeed commits them: with deletion vectors."""
+    _problem(
+        report, "'tracked_keys'", "row-tracking table updated by MERGE", "enableDeletionVectors"
+    )
 
 
 def test_state_memory_misuse_is_a_problem_with_its_fix(report) -> None:
@@ -212,20 +223,22 @@ def test_unknown_delta_table_properties_are_refused_when_the_pipeline_loads(
 def test_table_properties_turning_on_refused_features_are_refused_when_the_pipeline_loads(
     tmp_path: Path,
 ) -> None:
-    """As for DeltaTable.create's properties: delta-rs would give the table a protocol lakefeed
-    cannot write (row tracking needs row ids lakefeed's writers do not assign)."""
+    """As for DeltaTable.create's properties: delta-rs would record ``delta.feature.*``
+    without changing the protocol. Row tracking is turned on (lakefeed assigns row ids)."""
     from lakefeed import load_pipeline
     from lakefeed.delta.properties import UNSUPPORTED
     from lakefeed.pipeline.graph import PipelineError
 
-    folder = write(
-        tmp_path / "p",
-        {
-            "a.py": "import lakefeed as lf\n\n@lf.table(table_properties="
-            "{'delta.enableRowTracking': 'true'})\ndef a():\n    return lf.source('iot')\n"
-        },
+    table = (
+        "import lakefeed as lf\n\n@lf.table(table_properties={%s})\n"
+        "def a():\n    return lf.source('iot')\n"
     )
+    refused = write(tmp_path / "p", {"a.py": table % "'delta.feature.appendOnly': 'supported'"})
     with pytest.raises(PipelineError) as caught:
-        load_pipeline([folder])
+        load_pipeline([refused])
     (problem,) = caught.value.problems
-    assert f"[LAKEFEED:{UNSUPPORTED}]" in problem and "enableRowTracking" in problem
+    assert f"[LAKEFEED:{UNSUPPORTED}]" in problem and "delta.feature.appendOnly" in problem
+    tracked = write(tmp_path / "q", {"a.py": table % "'delta.enableRowTracking': 'true'"})
+    assert load_pipeline([tracked]).datasets["a"].table_properties == {
+        "delta.enableRowTracking": "true"
+    }

@@ -23,19 +23,20 @@ from .run_pages import run_page
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
+SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console|cron)\n(.*?)```", re.S)
+REDIRECT = re.compile(r"\s+\d?>>?(?:&\d|\s*\S+)")  # >> file, 2>&1
 
 
 def command_lines(text: str) -> list[str]:
-    """``lakefeed ...`` commands of a page's shell blocks: continuations joined, comments cut,
-    each part of a ``&&`` / ``|`` chain on its own."""
+    """``lakefeed ...`` commands of a page's shell (and crontab) blocks: continuations joined,
+    comments and redirections cut, each part of a ``&&`` / ``|`` chain on its own."""
     found = []
     for block in SHELL_BLOCK.findall(text):
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#.*$", "", line.strip())
             for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", line):
                 if part.startswith("lakefeed "):
-                    found.append(part)
+                    found.append(REDIRECT.sub("", part))
     return found
 
 
@@ -87,6 +88,62 @@ def test_a_wrong_line_is_caught() -> None:
     with pytest.raises(click.ClickException):
         parse("lakefeed run examples/iot --no-such-option")
     parse("lakefeed --version")
+
+
+INLINE = re.compile(r"`(lakefeed [^`]+)`")
+FENCE = re.compile(r"^ *```.*?^ *```", re.S | re.M)
+
+
+def inline_commands(text: str) -> list[str]:
+    """``lakefeed ...`` in the prose's code spans: commands named in passing, often without
+    their arguments (`lakefeed verify`, `lakefeed run --full-refresh TABLE`)."""
+    return INLINE.findall(FENCE.sub("", text))
+
+
+def unknown_names(line: str) -> list[str]:
+    """The commands and options of ``line`` the CLI does not have. Arguments may be left out
+    and UPPER-CASE words or ``...`` stand for what the reader fills in."""
+    command: click.Command = cli
+    words, unknown = shlex.split(line)[1:], []
+    while words:
+        word = words.pop(0)
+        if word.startswith("-"):
+            option = _option(command, word.split("=")[0])
+            if option is None:
+                unknown.append(f"{command.name} {word.split('=')[0]}")
+            elif not option.is_flag and "=" not in word and words:
+                words.pop(0)  # the option's value
+        elif isinstance(command, click.Group) and not (word.isupper() or word == "..."):
+            sub = command.commands.get(word)
+            if sub is None:
+                unknown.append(f"{command.name} {word}")
+                break
+            command = sub
+    return unknown
+
+
+def _option(command: click.Command, name: str) -> click.Option | None:
+    if name == "--help":
+        return click.Option(["--help"], is_flag=True)
+    found = [p for p in command.params if isinstance(p, click.Option)]
+    return next((p for p in found if name in (*p.opts, *p.secondary_opts)), None)
+
+
+INLINE_LINES = [(page, line) for page in PAGES for line in inline_commands(page.read_text())]
+
+
+def test_commands_named_in_prose_exist() -> None:
+    """A command or option named in a sentence (not a whole command line) exists."""
+    assert len(INLINE_LINES) > 50
+    wrong = [(page.name, line, unknown_names(line)) for page, line in INLINE_LINES]
+    assert [w for w in wrong if w[2]] == []
+
+
+def test_a_wrong_name_in_prose_is_caught() -> None:
+    assert unknown_names("lakefeed run --no-such-option") == ["run --no-such-option"]
+    assert unknown_names("lakefeed tables vacuum") == ["cli tables"]
+    assert unknown_names("lakefeed --log-level INFO run --mode backfill PIPELINE") == []
+    assert unknown_names("lakefeed table ...") == []
 
 
 PYTHON_BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)

@@ -35,6 +35,7 @@ from lakefeed.delta import (
     clustering,
     constraints,
     features,
+    identity,
     log,
     log_append,
     log_writer,
@@ -50,6 +51,7 @@ from lakefeed.delta.errors import (
     PARTITION_NOT_FOUND,
 )
 from lakefeed.delta.files import WrittenFile, app_tag, local_path, now_ms, parse_stream_file
+from lakefeed.delta.identity import Identity
 from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import (
     SchemaMismatchError,
@@ -89,6 +91,13 @@ class WriteSpec:
     source_offsets: str | None = None  # a stream batch's source offsets hash (see .replay)
     columns: ColumnMapping | None = None  # the table's column mapping, new columns included
     evolved: str | None = None  # under column mapping: the schema JSON with the new columns
+    identities: tuple[Identity, ...] = ()  # identity columns whose values the write generates
+
+    @property
+    def computed(self) -> tuple[str, ...]:
+        """The columns Spark computes for the write (generated and identity columns)."""
+        identities = tuple(f"{c.name} (identity)" for c in self.identities)
+        return tuple(name for name, _ in self.generated) + identities
 
     @property
     def file_partition_by(self) -> tuple[str, ...]:
@@ -337,10 +346,27 @@ def _commit_own(
     }
     before = table.version()
     changes = [] if new_schema is None else [_replaced_schema(spec, table, new_schema)]
+    changes = changes or _moved_marks(spec, table, files)
     row_ids = features.tracks_rows(table)
     version = log_append.commit(spec.root, before, files, overwrite, txn, info, changes, row_ids)
     opened.note_commit(txn)
     return _after(spec.root, version, opened, table.metadata().configuration, before)
+
+
+def _moved_marks(
+    spec: WriteSpec, table: DeltaTable, files: Sequence[WrittenFile]
+) -> list[dict[str, Any]]:
+    """The ``metaData`` action moving the high water marks of the identity columns whose
+    values ``files`` hold (:mod:`.identity`); none when they hold none. Values generated from
+    a mark another writer has moved since are refused."""
+    identity.check_unmoved(spec.identities, identity.of_schema(table.schema()), spec.root)
+    moved = identity.marks(spec.identities, files, spec.root)
+    if not moved:
+        return []
+    text = identity.moved_schema(table.schema().to_json(), moved)
+    configuration = dict(table.metadata().configuration)
+    partitions = list(table.metadata().partition_columns)
+    return [log_writer.metadata_action(table, text, configuration, partitions)]
 
 
 def _add_columns(root: str, table: DeltaTable, added: list[pa.Field]) -> None:

@@ -32,7 +32,15 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from lakefeed.core import storage
-from lakefeed.delta import clustering, log, operations, post_commit, properties, tblprops
+from lakefeed.delta import (
+    clustering,
+    identity,
+    log,
+    operations,
+    post_commit,
+    properties,
+    tblprops,
+)
 from lakefeed.delta.errors import (
     ALL_COLUMNS_PARTITION,
     DUPLICATE_COLUMNS,
@@ -42,8 +50,9 @@ from lakefeed.delta.errors import (
     GENERATED_REFERENCE,
     GENERATED_TYPE_MISMATCH,
     GENERATED_UDF,
+    IDENTITY_STEP_ZERO,
+    IDENTITY_TYPE,
     NO_SCHEMA,
-    UNSUPPORTED,
     DeltaOperationError,
     SchemaMismatchError,
 )
@@ -51,9 +60,7 @@ from lakefeed.delta.errors import PARTITION_NOT_FOUND as BAD_COLUMN
 from lakefeed.delta.generated import GENERATION_EXPRESSION
 from lakefeed.delta.upgrade import check_properties
 
-IDENTITY_START = "delta.identity.start"
-IDENTITY_STEP = "delta.identity.step"
-IDENTITY_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
+IDENTITY_FEATURE = "identityColumns"
 
 
 def create(
@@ -98,6 +105,8 @@ def create(
     )
     if later:
         tblprops.set_properties(root, log.rs_table(root), later)
+    if identity.of_schema(rs_schema):
+        tblprops.add_features(root, log.rs_table(root), {IDENTITY_FEATURE}, "UPGRADE PROTOCOL")
     post_commit.run(root, settings, before + 1, before, lambda: log.rs_table(root))
     for name, expression in (constraints or {}).items():
         operations.add_constraint(root, name, expression)
@@ -147,24 +156,31 @@ def check_new(
             fix="keep at least one column out of partitionedBy",
             code=ALL_COLUMNS_PARTITION,
         )
-    _refuse_identity(columns)
+    _check_identity(columns)
     _check_generated(spark, columns)
     properties.check(display, configuration)
     check_properties(display, configuration)
     return T.StructType(columns)
 
 
-def _refuse_identity(columns: list[T.StructField]) -> None:
-    """Identity columns: Delta's writers must assign them on every write, and lakefeed's
-    writers would not, so the table is not created at all."""
+def _check_identity(columns: list[T.StructField]) -> None:
+    """Delta's checks of an identity column: a BIGINT with a step other than 0, not also a
+    generated column."""
     for field in columns:
-        if IDENTITY_START in field.metadata:
+        if identity.START not in field.metadata:
+            continue
+        if not isinstance(field.dataType, T.LongType):
             raise DeltaOperationError(
-                f"column {field.name!r} is an identity column: lakefeed's Delta writers do not "
-                "assign identity values",
-                fix="add it as a plain column and give it values when writing "
-                "(e.g. monotonically_increasing_id() or a key from the source)",
-                code=UNSUPPORTED,
+                f"DataType {field.dataType.simpleString()} is not supported for IDENTITY "
+                f"column {field.name}",
+                fix="declare the identity column BIGINT (LONG)",
+                code=IDENTITY_TYPE,
+            )
+        if int(field.metadata.get(identity.STEP, 1)) == 0:
+            raise DeltaOperationError(
+                f"IDENTITY column {field.name} step cannot be 0",
+                fix="give INCREMENT BY a value other than 0",
+                code=IDENTITY_STEP_ZERO,
             )
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from deltalake import DeltaTable
 from pyroaring import BitMap64
 from sqlglot import expressions as exp
 
-from lakefeed.delta import dv_write, predicates, row_tracking
+from lakefeed.delta import dv_write, generation, identity, log_writer, predicates, row_tracking
 from lakefeed.delta.clauses import (
     BY_SOURCE,
     DELETES,
@@ -88,11 +88,13 @@ def merge(
     version = table.version()
     schema = table_arrow_schema(table.schema())
     try:
-        sql = _Sql(sides, schema.names, source.column_names)
+        generated = generation.expressions(table.schema())
+        allocator = identity.Allocator(identity.of_schema(table.schema()))
+        sql = _Sql(sides, schema.names, source.column_names, generated, root, allocator)
         plan = _plan(table, root, live, source, sql.parse(condition), list(clauses), sql, schema)
     except predicates.Untranslatable:
         return None
-    change = plan.change(condition, clauses)
+    change = replace(plan.change(condition, clauses), metadata=_marks(table, allocator))
     if not change.marked and (change.new_rows is None or not change.new_rows.num_rows):
         return {**change.metrics, "num_target_files_added": 0}
     metrics = dv_write.commit_change(table, root, version, change, txn)
@@ -100,12 +102,34 @@ def merge(
     return {**metrics, "num_target_files_added": added}
 
 
+def _marks(table: DeltaTable, allocator: identity.Allocator) -> dict[str, Any] | None:
+    """The ``metaData`` action moving the high water marks of the identity columns the
+    MERGE's inserts got values for (:mod:`.identity`); None when they got none."""
+    if not allocator.last:
+        return None
+    text = identity.moved_schema(table.schema().to_json(), allocator.last)
+    meta = table.metadata()
+    columns = list(meta.partition_columns)
+    return log_writer.metadata_action(table, text, dict(meta.configuration), columns)
+
+
 class _Sql:
     """Parses the MERGE's SQL with its columns renamed to the joined rows' names."""
 
-    def __init__(self, sides: Sides, target: list[str], source: list[str]) -> None:
+    def __init__(
+        self,
+        sides: Sides,
+        target: list[str],
+        source: list[str],
+        generated: generation.Generated,
+        root: str,
+        identities: identity.Allocator,
+    ) -> None:
         self.aliases = {sides.target.lower(): TARGET, sides.source.lower(): SOURCE}
         self.columns = {TARGET: set(target), SOURCE: set(source)}
+        self.generated = generated  # the target's generated columns: the written rows get them
+        self.root = root
+        self.identities = identities  # values for identity columns inserts leave out
 
     def parse(self, text: str) -> exp.Expression:
         """The SQL ``text`` with its columns renamed, ``<=>`` kept (for :func:`_keys`)."""
@@ -299,12 +323,16 @@ def _values(
     sql: _Sql, clause: Clause, rows: pa.Table, base: pa.Table | None, schema: pa.Schema
 ) -> pa.Table:
     """The rows a clause writes: ``base`` (the target rows it updates; None for an insert,
-    whose unnamed columns are null) with the clause's values set, evaluated on ``rows``."""
+    whose unnamed columns are null) with the clause's values set, evaluated on ``rows``, and
+    the target's generated columns computed or checked (:mod:`.generation`; a ``*_ALL``
+    clause computes those the source lacks)."""
     if clause.kind in (MATCHED_UPDATE_ALL, INSERT_ALL):
-        missing = [name for name in schema.names if name not in sql.columns[SOURCE]]
+        computed = {name for name, _ in sql.generated} | set(sql.identities.columns)
+        present = [name for name in schema.names if name in sql.columns[SOURCE]]
+        missing = [n for n in schema.names if n not in present and n not in computed]
         if missing:
             raise predicates.Untranslatable(f"the source has no column {missing[0]!r}")
-        values: dict[str, exp.Expression] = {n: _named_column(SOURCE, n) for n in schema.names}
+        values: dict[str, exp.Expression] = {n: _named_column(SOURCE, n) for n in present}
     else:
         given = (clause.values or {}).items()
         values = {_unquoted(name): sql.condition(text) for name, text in given}
@@ -316,7 +344,9 @@ def _values(
         field = schema.field(name)  # the table's field: its nullability kept for concat
         column = dv_write.cast(value, rows.num_rows, field)
         out = out.set_column(schema.get_field_index(name), field, column)
-    return out
+    if clause.kind in NOT_MATCHED:
+        out = sql.identities.filled(out, values)
+    return generation.regenerate(out, list(values), sql.generated, sql.root)
 
 
 def _unquoted(name: str) -> str:

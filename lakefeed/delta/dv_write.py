@@ -56,6 +56,7 @@ from lakefeed.delta import (
     dv,
     features,
     files,
+    generation,
     log,
     log_writer,
     mapping,
@@ -108,6 +109,7 @@ class Change:
     new_ids: pa.Array | None = None
     """Where the table materializes row ids (:func:`tracked`), each new row's id: its old
     one for a row written anew, null for an inserted row (:mod:`.row_tracking`)."""
+    metadata: dict[str, Any] | None = None  # a metaData action (identity high water marks)
 
 
 def enabled(table: DeltaTable) -> bool:
@@ -178,10 +180,15 @@ def _change(
     if live is None:
         return None
     schema = table_arrow_schema(table.schema())
+    gen = generation.expressions(table.schema())
     try:
         whole = bool(updates) or feed_on(table)
         marked = _marked(table, root, predicates.parse(predicate), live, whole)
-        rewritten = [updated(m.changed, updates, schema) for m in marked] if updates else []
+        rewritten = [
+            generation.regenerate(updated(m.changed, updates, schema), updates, gen, root)
+            for m in marked
+            if updates
+        ]
     except predicates.Untranslatable:
         return None
     before = concat([m.changed for m in marked], schema)
@@ -452,6 +459,8 @@ def _commit(
     if feed:
         log_metrics["numAddedChangeFiles"] = str(len(feed))
     actions: list[dict[str, Any]] = [_commit_info(now, change, log_metrics, txn)]
+    if change.metadata is not None:
+        actions.append(change.metadata)
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     for mark in marked:

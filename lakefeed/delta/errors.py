@@ -146,6 +146,25 @@ GENERATED_AGGREGATE = register_code(
 GENERATED_TYPE_MISMATCH = register_code(
     "DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH", DeltaOperationError
 )
+# identity columns (identity.py)
+IDENTITY_EXPLICIT_INSERT = register_code(
+    "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED", DeltaOperationError
+)
+IDENTITY_UPDATE = register_code("DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED", DeltaOperationError)
+IDENTITY_TYPE = register_code("DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE", DeltaOperationError)
+IDENTITY_STEP_ZERO = register_code("DELTA_IDENTITY_COLUMNS_ILLEGAL_STEP", DeltaOperationError)
+IDENTITY_MARK_MOVED = register_code(
+    "DELTA_IDENTITY_HIGH_WATER_MARK_MOVED",
+    ConflictError,
+    "Another writer generated identity values (moved the column's high water mark) while this "
+    "write generated its own: retrying generates them after the new mark.",
+)
+IDENTITY_NO_STATS = register_code(
+    "DELTA_IDENTITY_COLUMN_STATS_MISSING",
+    DeltaOperationError,
+    "A written file lacks the statistics of an identity column, which its high water mark is "
+    "moved from.",
+)
 # CHECK constraints added and dropped (operations.py)
 CONSTRAINT_EXISTS = register_code("DELTA_CONSTRAINT_ALREADY_EXISTS", DeltaOperationError)
 CONSTRAINT_MISSING = register_code("DELTA_CONSTRAINT_DOES_NOT_EXIST", DeltaOperationError)

@@ -43,7 +43,8 @@ WRITTEN = {
     "invariants": "every write path checks the rows",
     "checkConstraints": "every write path checks the rows (`DELTA_VIOLATE_CONSTRAINT_WITH_VALUES`)",
     "changeDataFeed": "every write path; DELETE, UPDATE and MERGE write `_change_data` files",
-    "generatedColumns": "writes compute the columns; UPDATE and MERGE are refused on such tables",
+    "generatedColumns": "writes compute the columns; UPDATE and MERGE with deletion vectors "
+    "recompute them in the rows they write (others are refused)",
 }
 """Writer-only features every lakefeed write honours (each checked: appended to, deleted
 from), with what that covers (docs/delta-compatibility.md renders it: :func:`feature_table`)."""
@@ -62,6 +63,11 @@ OWN_WRITTEN = {
     "(`DELTA_CLUSTERING_WITH_ZORDER_BY`)",
     "inCommitTimestamp": _OWN + "each commit writes an `inCommitTimestamp` after the previous "
     "one's",
+    "identityColumns": _OWN + "a write leaving an identity column out gets values after its "
+    "high water mark, which the same commit moves; GENERATED ALWAYS refuses given values "
+    "(`DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED`), no UPDATE sets one "
+    "(`DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED`); a deletion-vector MERGE's inserts get "
+    "values the same way",
     "rowTracking": _OWN + "new files get fresh row ids (`baseRowId`, `defaultRowCommitVersion`, "
     "the `delta.rowTracking` high water mark), files RESTORE adds back keep theirs; with "
     "`delta.enableRowTracking=true` the rows UPDATE and MERGE write anew keep their ids in the "
@@ -74,7 +80,6 @@ tables (Z-ordering, OPTIMIZE or RESTORE on object storage, a DELETE, UPDATE, MER
 ``replaceWhere`` the deletion-vector paths do not take) go to delta-rs, and are refused
 first."""
 REFUSED = {
-    "identityColumns": "lakefeed's writers do not assign identity values",
     "allowColumnDefaults": "lakefeed's writers do not fill column defaults",
     "icebergCompatV1": "lakefeed's writers do not keep Iceberg metadata",
     "icebergCompatV2": "lakefeed's writers do not keep Iceberg metadata",

@@ -10,39 +10,27 @@ that differs, naming that row's values of the column and of the columns the expr
 Delta: :func:`apply` is the one place a DataFrame going into a Delta write gets its generated
 columns, so only writes whose files Spark produces can honour them; the Python sink, which
 receives Arrow rows, is refused instead.
-(delta-rs 1.6's MERGE and UPDATE do not recompute a generated column when its source columns
-change, so ``DeltaTable.merge``/``update`` refuse tables that have one.)
+UPDATE and MERGE recompute the generated columns of the rows they write where lakefeed writes
+those rows itself (:mod:`.generation`); delta-rs 1.6's do not, so a change that would go to
+delta-rs is refused on such tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
-from deltalake import Schema as DeltaSchema
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakefeed.delta.constraints import VIOLATION, references
 from lakefeed.delta.errors import MISSING_INPUT, PYTHON_SINK
+from lakefeed.delta.generation import GENERATION_EXPRESSION as GENERATION_EXPRESSION
+from lakefeed.delta.generation import Generated
+from lakefeed.delta.generation import expressions as expressions
 from lakefeed.delta.schema import SchemaMismatchError
 
-GENERATION_EXPRESSION = "delta.generationExpression"
 _MARKER = "lakefeed generated column violated: "
-
-Generated = tuple[tuple[str, str], ...]
-"""(column, expression) for each generated column of a table, in the table's order."""
-
-
-def expressions(schema: DeltaSchema | None) -> Generated:
-    """The table's generated columns (none for a table not yet created)."""
-    if schema is None:
-        return ()
-    return tuple(
-        (field.name, str(field.metadata[GENERATION_EXPRESSION]))
-        for field in schema.fields
-        if GENERATION_EXPRESSION in field.metadata
-    )
 
 
 def completed(data: pa.Schema, table: pa.Schema, generated: Generated, root: str) -> pa.Schema:
@@ -121,14 +109,15 @@ def violation(error: BaseException, root: str) -> SchemaMismatchError | None:
     )
 
 
-def refuse_python_sink(generated: Generated, root: str) -> None:
-    """The Python sink gets Arrow rows and cannot evaluate Spark SQL: refuse it for a table
-    with generated columns rather than write rows that break them."""
-    if generated:
-        names = ", ".join(name for name, _ in generated)
+def refuse_python_sink(computed: Sequence[str], root: str) -> None:
+    """The Python sink gets Arrow rows and cannot evaluate Spark SQL nor hand out identity
+    values: refuse it for a table with columns Spark computes (``computed``: generated and
+    identity columns) rather than write rows that break them."""
+    if computed:
         raise SchemaMismatchError(
-            f"the Delta table {root} has generated columns ({names}): lakefeed computes them "
-            "only when Spark writes the data files, and this write goes to the Python sink",
+            f"the Delta table {root} has generated columns ({', '.join(computed)}): lakefeed "
+            "computes them only when Spark writes the data files, and this write goes to the "
+            "Python sink",
             fix='drop .option("lakefeed.writer", "python"), and use a session from '
             "lakefeed.spark_session() (in UTC, with lakefeed's commit protocol)",
             code=PYTHON_SINK,

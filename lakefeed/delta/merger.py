@@ -21,7 +21,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakefeed.delta import dv_merge, operations
+from lakefeed.delta import dv_merge, identity, operations
 from lakefeed.delta.clauses import (
     BY_SOURCE_DELETE,
     BY_SOURCE_UPDATE,
@@ -80,6 +80,7 @@ def merge(
 
     def run(table: DeltaTable, commit: dict[str, Any]) -> dict[str, Any]:
         rows = source if isinstance(source, pa.Table) else source()
+        identity.check_merge(identity.of_schema(table.schema()), clauses, rows.column_names, root)
         sides = dv_merge.Sides(target_alias, source_alias)
         marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
         if not merge_schema:

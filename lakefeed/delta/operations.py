@@ -32,6 +32,7 @@ from lakefeed.delta import (
     dv_write,
     features,
     generated,
+    identity,
     log,
     log_append,
     log_writer,
@@ -137,8 +138,6 @@ def change(root: str, operation: str, call: Call, txn: Txn | None = None) -> dic
     table = log.open_table(root)
     log.check_readable(table, root, features.WRITES_KEEP, f"lakefeed's {operation}")
     features.check_writable(table, root, operation, own_commit=operation in OWN_COMMITS)
-    if operation in ("MERGE", "UPDATE"):
-        _refuse_generated(operation, table)
     if txn is not None and txn.done(table, root):
         return None
     before = table.version()
@@ -170,14 +169,18 @@ def _record_txn(
 
 def rs_fallback(table: DeltaTable, root: str, operation: str) -> None:
     """Before delta-rs runs a change lakefeed's own commits did not take: refuse a table whose
-    writer features delta-rs would refuse at its commit, after writing its files."""
+    writer features delta-rs would refuse at its commit, after writing its files, and an
+    UPDATE or MERGE of a table with generated columns (:func:`_refuse_generated`)."""
     features.check_writable(table, root, operation)
+    if operation in ("MERGE", "UPDATE"):
+        _refuse_generated(operation, table)
 
 
 def _refuse_generated(operation: str, table: DeltaTable) -> None:
     """delta-rs's MERGE and UPDATE do not recompute generated columns as Delta does: an update
     of a column they derive from fails delta-rs's check, and camelCase names fail its SQL
-    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs."""
+    (checked with deltalake 1.6.6), so both are refused on such tables before anything runs
+    (lakefeed's own, with deletion vectors, recompute them: :mod:`.generation`)."""
     columns = generated.expressions(table.schema())
     if columns:
         names = ", ".join(f"{name} = {expression}" for name, expression in columns)
@@ -185,8 +188,9 @@ def _refuse_generated(operation: str, table: DeltaTable) -> None:
             operation,
             f"the table has generated columns ({names}), which delta-rs's {operation} does not "
             "recompute",
-            "delete the rows (DeltaTable.delete) and append their new versions with a write "
-            "(lakefeed's writes compute generated columns)",
+            "turn deletion vectors on (ALTER TABLE ... SET TBLPROPERTIES "
+            "('delta.enableDeletionVectors' = 'true')): lakefeed's own UPDATE and MERGE "
+            "recompute generated columns; or delete the rows and append their new versions",
         )
 
 
@@ -199,6 +203,7 @@ def update(
     marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
+        identity.check_update(identity.of_schema(table.schema()), values, root)
         marked = dv_write.update(table, root, values, predicate, marks)
         if marked is not None:
             return marked

@@ -28,7 +28,7 @@ from typing import Any
 from deltalake import DeltaTable
 
 from lakefeed.core import storage
-from lakefeed.delta import clustering, dv_write, features, files, log, log_writer
+from lakefeed.delta import clustering, dv_write, features, files, identity, log, log_writer
 from lakefeed.delta.errors import CANNOT_RESTORE, DeltaOperationError
 
 KEPT_SETTINGS = (
@@ -134,7 +134,7 @@ def _metadata(table: DeltaTable, then: DeltaTable) -> dict[str, Any] | None:
     now, old = table.metadata(), then.metadata()
     configuration = {k: v for k, v in old.configuration.items() if k not in KEPT_SETTINGS}
     configuration |= {k: v for k, v in now.configuration.items() if k in KEPT_SETTINGS}
-    schema = then.schema().to_json()
+    schema = identity.kept_marks(then.schema().to_json(), identity.of_schema(table.schema()))
     partitions = list(old.partition_columns)
     same = (
         schema == table.schema().to_json()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from urllib.parse import unquote
@@ -40,7 +40,7 @@ from pyspark.sql.types import (
 )
 
 from lakefeed.core import storage
-from lakefeed.delta import commit, constraints, generated, mapping, post_commit
+from lakefeed.delta import commit, constraints, generated, identity, mapping, post_commit
 from lakefeed.delta.files import (
     NULL_PARTITION,
     STAGING,
@@ -176,13 +176,16 @@ class SparkFilesSink:
 
 
 def _with_checks(spec: commit.WriteSpec, snapshot: Snapshot) -> commit.WriteSpec:
-    """``spec`` with the CHECK constraints the table has now (a stream's spec was made at its
-    start; a constraint added since holds from the next batch on, as in delta-spark)."""
+    """``spec`` with the CHECK constraints and identity high water marks the table has now (a
+    stream's spec was made at its start; a constraint added since holds from the next batch
+    on, as in delta-spark; each batch generates identity values after the last batch's)."""
     table = snapshot.current()
     if table is None:
         return spec
     checks = constraints.of_table(table.metadata().configuration, table.schema())
-    return spec if checks == spec.checks else dataclasses.replace(spec, checks=checks)
+    now = {column.name: column for column in identity.of_schema(table.schema())}
+    identities = tuple(now.get(column.name, column) for column in spec.identities)
+    return dataclasses.replace(spec, checks=checks, identities=identities)
 
 
 def write_batch(
@@ -216,10 +219,12 @@ def _write(
 ) -> tuple[list[WrittenFile], pa.Schema]:
     """Spark writes ``frame`` into the table as files named ``prefix…``, not yet committed:
     in place when the session runs lakefeed's commit protocol, else through a staging folder
-    (``tag``: whose) from which lakefeed moves them. The table's generated columns are
-    computed or checked here (:mod:`~lakefeed.delta.generated`), and its CHECK
-    constraints checked (:mod:`~lakefeed.delta.constraints`)."""
-    frame = constraints.apply(generated.apply(frame, spec.generated), spec.checks)
+    (``tag``: whose) from which lakefeed moves them. The table's identity columns the rows
+    lack get values (:func:`with_identity`), its generated columns are computed or checked
+    (:mod:`~lakefeed.delta.generated`), and its CHECK constraints checked
+    (:mod:`~lakefeed.delta.constraints`)."""
+    frame = generated.apply(with_identity(frame, spec.identities), spec.generated)
+    frame = constraints.apply(frame, spec.checks)
     try:
         return _write_files(frame, spec, tag, prefix)
     except Exception as exc:
@@ -227,6 +232,17 @@ def _write(
         if coded is None:
             raise
         raise coded from None
+
+
+def with_identity(frame: DataFrame, identities: Sequence[identity.Identity]) -> DataFrame:
+    """``frame`` with values for the identity columns ``identities`` (:mod:`.identity`): per
+    row ``base + step * monotonically_increasing_id()``, unique across the write's Spark
+    partitions (each partition's ids start at its index shifted by 33 bits), as delta-spark's
+    generator keeps its partitions' values apart."""
+    for column in identities:
+        row = F.monotonically_increasing_id()
+        frame = frame.withColumn(column.name, F.lit(column.base) + F.lit(column.step) * row)
+    return frame
 
 
 def _write_files(

@@ -102,6 +102,18 @@ def set_properties(root: str, table: DeltaTable, changed: Mapping[str, str]) -> 
     return version
 
 
+def add_features(root: str, table: DeltaTable, adding: set[str], operation: str) -> None:
+    """Commit ``table``'s protocol with the writer features ``adding`` (a new table's, whose
+    columns need them: delta-rs's create does not list them)."""
+    protocol = with_features(table, adding)
+    if protocol is not None:
+        info = log_writer.commit_info(operation, {"features": json.dumps(sorted(adding))})
+        log_writer.commit_actions(
+            root, table.version(), [info, {"protocol": protocol}], set(), None
+        )
+        table.update_incremental()
+
+
 def _backfill(root: str, table: DeltaTable) -> list[dict[str, Any]]:
     """The live files without row ids, as ``add`` actions that give them ids (the module
     doc)."""
@@ -131,10 +143,15 @@ def _backfill(root: str, table: DeltaTable) -> list[dict[str, Any]]:
 
 def _protocol(table: DeltaTable, changed: Mapping[str, str]) -> dict[str, Any] | None:
     """The protocol with the features ``changed`` turns on; None when it has them already."""
-    protocol = table.protocol()
     adding = {feature for key, feature in ENABLING.items() if _on(changed, key)}
     if row_tracking.FEATURE in adding:
         adding |= set(row_tracking.REQUIRES)
+    return with_features(table, adding)
+
+
+def with_features(table: DeltaTable, adding: set[str]) -> dict[str, Any] | None:
+    """The protocol with the features ``adding``; None when it has them already."""
+    protocol = table.protocol()
     readers = set(protocol.reader_features or [])
     writers = set(protocol.writer_features or [])
     if protocol.min_writer_version < MAX_WRITER:

@@ -1,7 +1,8 @@
 """A table's declared schema: DLT's and SDP's ``schema=`` (a DDL string or a ``StructType``).
 
 DLT lets a table state its columns instead of taking its query's: their types, ``NOT NULL``,
-comments, generated columns (``GENERATED ALWAYS AS (expr)``, computed on every write), and table
+comments, generated columns (``GENERATED ALWAYS AS (expr)``, computed on every write), identity
+columns (``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY``, assigned by every write), and table
 constraints — ``CONSTRAINT name CHECK (expr)`` (Delta's CHECK constraint, written as
 ``delta.constraints.<name>``) and ``PRIMARY KEY`` / ``FOREIGN KEY`` (Unity Catalog's
 informational constraints: declared, never enforced, kept nowhere here since a lakehouse has no
@@ -19,10 +20,13 @@ from typing import Any
 
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.pipeline.errors import SCHEMA_INVALID
-from lakefeed.sql.ddl import Column, TableConstraint, table_elements
+from lakefeed.sql.ddl import Column, Identity, TableConstraint, table_elements
 from lakefeed.sql.references import SqlTextError
 
 GENERATION_EXPRESSION = "delta.generationExpression"  # Delta's field metadata key
+IDENTITY_START = "delta.identity.start"  # and those of an identity column
+IDENTITY_STEP = "delta.identity.step"
+IDENTITY_EXPLICIT = "delta.identity.allowExplicitInsert"
 
 
 @dataclass(frozen=True)
@@ -67,15 +71,6 @@ class DeclaredSchema:
         twice = sorted({name for name in lowered if lowered.count(name) > 1})
         if twice:
             raise _invalid(table, f"column(s) {', '.join(twice)} declared twice", _DDL)
-        identity = [column.name for column in self.columns if column.identity]
-        if identity:
-            raise _invalid(
-                table,
-                f"identity column(s) {', '.join(identity)}: lakefeed's Delta writers do not "
-                "assign identity values",
-                "declare it as a plain column and give it values in the query (e.g. "
-                "monotonically_increasing_id() or a key from the source)",
-            )
         unnamed = [c.text for c in self.constraints if c.kind == "CHECK" and not c.name]
         if unnamed:
             raise _invalid(
@@ -100,8 +95,16 @@ def _column_of(field: Any) -> Column:
         nullable=field.nullable,
         generated=metadata.get(GENERATION_EXPRESSION),
         comment=metadata.get("comment"),
-        identity="delta.identity.start" in metadata,
+        identity=_identity_of(metadata),
     )
+
+
+def _identity_of(metadata: dict[str, Any]) -> Identity | None:
+    """A ``StructField``'s identity column spec (Delta's ``delta.identity.*`` metadata)."""
+    if IDENTITY_START not in metadata:
+        return None
+    explicit = str(metadata.get(IDENTITY_EXPLICIT, False)).lower() == "true"
+    return Identity(int(metadata[IDENTITY_START]), int(metadata[IDENTITY_STEP]), not explicit)
 
 
 def _invalid(table: str, what: str, fix: str) -> PipelineDefinitionError:

@@ -4,11 +4,14 @@ The declared schema (:mod:`lakefeed.pipeline.table_schema`) is what the table ho
 reader — the flows downstream in validation, the run, a backfill — sees the same columns as
 the Delta table does. :func:`conform` projects the query onto it: a column the schema does not
 declare is refused before anything runs; a declared column the query lacks is NULL, or its
-generation expression when generated; the others are cast to the declared type (no cast, and
-the very column with its watermark, when the type already matches).
+generation expression when generated, or left to the write (which assigns it) when an identity
+column; the others are cast to the declared type (no cast, and the very column with its
+watermark, when the type already matches).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -18,7 +21,13 @@ from pyspark.sql import types as T
 from lakefeed.core.errors import PipelineDefinitionError
 from lakefeed.delta import create
 from lakefeed.pipeline.api import Dataset
-from lakefeed.pipeline.table_schema import GENERATION_EXPRESSION, DeclaredSchema
+from lakefeed.pipeline.table_schema import (
+    GENERATION_EXPRESSION,
+    IDENTITY_EXPLICIT,
+    IDENTITY_START,
+    IDENTITY_STEP,
+    DeclaredSchema,
+)
 from lakefeed.runtime.errors import SCHEMA_MISMATCH
 
 
@@ -29,11 +38,17 @@ def struct(declared: DeclaredSchema) -> T.StructType:
         return declared.struct
     fields = []
     for column in declared.columns:
-        metadata: dict[str, str] = {}
+        metadata: dict[str, Any] = {}
         if column.comment is not None:
             metadata["comment"] = column.comment
         if column.generated is not None:
             metadata[GENERATION_EXPRESSION] = column.generated
+        if column.identity is not None:
+            metadata |= {
+                IDENTITY_START: column.identity.start,
+                IDENTITY_STEP: column.identity.step,
+                IDENTITY_EXPLICIT: not column.identity.always,
+            }
         data_type = T.DataType.fromDDL(column.type)
         fields.append(T.StructField(column.name, data_type, column.nullable, metadata))
     return T.StructType(fields)
@@ -53,7 +68,11 @@ def conform(frame: DataFrame, declared: DeclaredSchema, table: str) -> DataFrame
             code=SCHEMA_MISMATCH,
         )
     types = dict(frame.dtypes)
-    columns = [_column(field, given, types) for field in schema.fields]
+    columns = [
+        _column(field, given, types)
+        for field in schema.fields
+        if field.name.lower() in given or IDENTITY_START not in field.metadata
+    ]
     return frame.select(*columns)
 
 

@@ -16,6 +16,15 @@ from lakefeed.sql.grammar import Cursor
 from lakefeed.sql.tokens import tokens
 
 
+@dataclass(frozen=True)
+class Identity:
+    """``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(START WITH n INCREMENT BY m)]``."""
+
+    start: int = 1
+    step: int = 1
+    always: bool = True
+
+
 @dataclass
 class Column:
     name: str
@@ -23,7 +32,7 @@ class Column:
     nullable: bool = True
     generated: str | None = None
     comment: str | None = None
-    identity: bool = False
+    identity: Identity | None = None
 
 
 @dataclass(frozen=True)
@@ -102,13 +111,30 @@ def column(definition: str, cursor: type[Cursor] = Cursor) -> Column:
 def _generated(c: Cursor, found: Column) -> None:
     """After ``GENERATED``: ``ALWAYS AS (expr)``, or ``{ALWAYS | BY DEFAULT} AS IDENTITY``
     with its optional ``(...)``."""
-    c.take("ALWAYS") or c.take("BY", "DEFAULT")
+    by_default = not c.take("ALWAYS") and c.take("BY", "DEFAULT")
     c.need("AS")
     if c.take("IDENTITY"):
-        found.identity = True
-        if c.at("("):
-            c.parenthesized()
+        found.identity = _identity(c, not by_default)
     else:
         c.need("(")
         found.generated = c.expression({")"})
         c.need(")")
+
+
+def _identity(c: Cursor, always: bool) -> Identity:
+    """After ``IDENTITY``: the optional ``(START WITH n INCREMENT BY m)``, either part or both
+    (Delta's defaults: 1 and 1)."""
+    start = step = 1
+    if c.take("("):
+        while not c.take(")"):
+            if c.take("START", "WITH"):
+                start = _signed(c)
+            elif c.take("INCREMENT", "BY"):
+                step = _signed(c)
+            else:
+                c.unexpected("an identity column", "(START WITH n INCREMENT BY m)")
+    return Identity(start, step, always)
+
+
+def _signed(c: Cursor) -> int:
+    return -c.integer() if c.take("-") else c.integer()

@@ -178,9 +178,9 @@ def test_generated_identity_and_misuse_are_refused(spark, home) -> None:
     identity = (
         DeltaTable.create()
         .tableName("tickets")
-        .addColumn("ticket_no", dataType=LongType(), generatedByDefaultAs=IdentityGenerator())
+        .addColumn("ticket_no", dataType=IntegerType(), generatedByDefaultAs=IdentityGenerator())
     )
-    assert refused(identity) == "DELTA_UNSUPPORTED_BY_LAKEFEED"
+    assert refused(identity) == "DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE"
     clustered = DeltaTable.create(spark).tableName("c").addColumn("a", "INT").clusterBy("a")
     clustered = clustered.addColumn("b", "INT").partitionedBy("b")
     assert refused(clustered) == "DELTA_CLUSTER_BY_WITH_PARTITIONED_BY"

@@ -309,7 +309,6 @@ def test_a_declared_schema_shapes_the_table(spark, tmp_path: Path) -> None:
     ("schema", "problem"),
     [
         ("id INT, CHECK (id > 0)", "has no name"),
-        ("id BIGINT GENERATED ALWAYS AS IDENTITY", "identity column"),
         ("id INT, id STRING", "declared twice"),
         ("id INT DEFAULT 5", "lakefeed does not know"),
     ],
@@ -323,6 +322,37 @@ def test_a_schema_lakefeed_cannot_honour_is_refused_at_load(
         load([folder])
     (message,) = error.value.problems
     assert problem in message and "SCHEMA_INVALID" in message and "p.py:" in message
+
+
+IDENTITY_PIPELINE = """
+import dlt
+
+
+@dlt.table(schema="ticket BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 100 INCREMENT BY 10), "
+                  "name STRING")
+def tickets():
+    return spark.createDataFrame([("a",), ("b",), ("c",)], "name STRING").coalesce(1)
+"""
+
+
+def test_a_declared_identity_column_is_assigned_by_the_write(spark, tmp_path: Path) -> None:
+    """Issue 33: DLT's ``GENERATED ALWAYS AS IDENTITY`` in ``schema=``: the table is made with
+    the identity column and the pipeline's write assigns its values."""
+    from deltalake import DeltaTable
+
+    folder = write(tmp_path / "p", {"pipeline.py": IDENTITY_PIPELINE})
+    lakehouse = Lakehouse.at(tmp_path / "lh")
+    PipelineRunner(load([folder]), lakehouse, spark, RunOptions(mode="available-now")).run()
+    rows = sorted(table(lakehouse, "tickets").to_pylist(), key=lambda r: r["ticket"])
+    assert rows == [
+        {"ticket": 100, "name": "a"},
+        {"ticket": 110, "name": "b"},
+        {"ticket": 120, "name": "c"},
+    ]
+    delta = DeltaTable(str(lakehouse.root / "tables" / "tickets"))
+    assert "identityColumns" in (delta.protocol().writer_features or [])
+    field = next(f for f in delta.schema().fields if f.name == "ticket")
+    assert int(field.metadata["delta.identity.highWaterMark"]) == 120
 
 
 PRIVATE_PIPELINE = """

@@ -93,15 +93,15 @@ def _with_writer_feature(root: Path, feature: str) -> DeltaTable:
 
 
 def test_writer_features_lakefeed_lacks_are_refused_before_writing(tmp_path: Path) -> None:
-    """Issue 33: identity columns (or any writer feature lakefeed cannot honour) refuse a write
+    """Issue 33: column defaults (or any writer feature lakefeed cannot honour) refuse a write
     with a code naming the feature, never CONFLICT/retry, and before any file is committed."""
     root = tmp_path / "t"
-    table = _with_writer_feature(root, "identityColumns")
-    assert features.unwritable(table) == ["identityColumns"]
+    table = _with_writer_feature(root, "allowColumnDefaults")
+    assert features.unwritable(table) == ["allowColumnDefaults"]
     with pytest.raises(Exception) as error:
         features.check_writable(table, str(root), "DELETE")
     assert code_of(error.value) == "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED"
-    assert "identityColumns" in str(error.value) and "retry" not in str(error.value)
+    assert "allowColumnDefaults" in str(error.value) and "retry" not in str(error.value)
     rows = pa.record_batch({"id": [3]})
     written = files.write_batches(str(root), iter([rows]), (), "x-")
     with pytest.raises(Exception) as error:

@@ -197,14 +197,18 @@ def test_nan_partition_values_round_trip(spark, tmp_path: Path) -> None:
         assert any("p=NaN" in u for u in RsTable(path).file_uris()), writer
 
 
-def test_identity_column_tables_are_refused_before_writing(spark, tmp_path: Path) -> None:
-    """Issue 33: DELETE, MERGE and append on a table whose protocol needs identity columns are
+def test_column_default_tables_are_refused_before_writing(spark, tmp_path: Path) -> None:
+    """Issue 33: DELETE, MERGE and append on a table whose protocol needs column defaults are
     refused with a code naming the feature (before: CONFLICT, "fix: retry"), writing nothing."""
     import json
 
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)
-    action = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["identityColumns"]}
+    action = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["allowColumnDefaults"],
+    }
     (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").write_text(
         json.dumps({"protocol": action}) + "\n" + json.dumps({"commitInfo": {}}) + "\n"
     )
@@ -222,5 +226,5 @@ def test_identity_column_tables_are_refused_before_writing(spark, tmp_path: Path
     ):
         code, message = _failed(write)
         assert code == "DELTA_FEATURE_UNSUPPORTED_BY_LAKEFEED", message
-        assert "identityColumns" in message
+        assert "allowColumnDefaults" in message
     assert sorted(os.listdir(path)) == before and RsTable(path).version() == 1

@@ -16,9 +16,10 @@ A replace is one commit with the new metadata that removes every file, history k
 Generated columns (``generatedAlwaysAs="CAST(eventTime AS DATE)"``) are recorded as Delta does
 (field metadata ``delta.generationExpression``; delta-rs gives the table writer version 4), after
 Spark analyses each expression over the other columns and finds the column's type: every lakefeed
-write then computes them (:mod:`lakefeed.delta.generated`). What lakefeed's writers cannot honour is
-refused at ``execute()`` with a coded error naming what to do instead: identity columns (lakefeed's
-writers do not assign them). ``clusterBy`` makes a clustered table
+write then computes them (:mod:`lakefeed.delta.generated`). Identity columns
+(``generatedAlwaysAsIdentity``, ``generatedByDefaultAsIdentity``) are recorded as Delta does too
+(``delta.identity.*``, the ``identityColumns`` writer feature): lakefeed's writes assign them
+(:mod:`lakefeed.delta.identity`). ``clusterBy`` makes a clustered table
 (:mod:`lakefeed.delta.clustering`), never with ``partitionedBy`` (Delta's
 ``DELTA_CLUSTER_BY_WITH_PARTITIONED_BY``).
 """
@@ -44,15 +45,10 @@ from lakefeed.compat.delta_spark.sql.parse import path_identifier
 from lakefeed.compat.delta_spark.tables import DeltaTable, _local, _table_path
 from lakefeed.core import storage
 from lakefeed.delta import log
-from lakefeed.delta.create import (
-    IDENTITY_EXPLICIT_INSERT,
-    IDENTITY_START,
-    IDENTITY_STEP,
-    check_new,
-    create,
-)
+from lakefeed.delta.create import check_new, create
 from lakefeed.delta.errors import DeltaOperationError, DeltaTableNotFoundError
 from lakefeed.delta.generated import GENERATION_EXPRESSION
+from lakefeed.delta.identity import EXPLICIT_INSERT, START, STEP
 
 
 def _type_error(message: str, objs: Iterable[Any]) -> NoReturn:
@@ -68,8 +64,7 @@ def _data_type(data_type: str | T.DataType) -> T.DataType:
 
 @dataclass
 class IdentityGenerator:
-    """delta-spark's identity column spec (``start``, ``step``); lakefeed refuses identity
-    columns at ``execute()`` (its writers do not assign the values)."""
+    """delta-spark's identity column spec (``start``, ``step``)."""
 
     start: int = 1
     step: int = 1
@@ -105,9 +100,9 @@ class DeltaColumnBuilder:
 
     def _identity(self, start: int, step: int, explicit_insert: bool) -> DeltaColumnBuilder:
         self._metadata |= {
-            IDENTITY_START: start,
-            IDENTITY_STEP: step,
-            IDENTITY_EXPLICIT_INSERT: explicit_insert,
+            START: start,
+            STEP: step,
+            EXPLICIT_INSERT: explicit_insert,
         }
         return self
 

@@ -110,7 +110,7 @@ def stream_sink(
         )
     spec = check_stream_write(options, frame.schema, complete=mode == "complete")
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
-        generated.refuse_python_sink(spec.generated, spec.root)
+        generated.refuse_python_sink(spec.computed, spec.root)
         return None
     return SparkFilesSink(spec, str(Options(options).get("checkpointLocation")))
 
@@ -137,7 +137,7 @@ def batch_write(frame: DataFrame, options: Mapping[str, str], mode: str) -> str 
         replace.replace_where(frame, spec, where, txn_option(options))
         return None
     if not spark_writes_files(frame, options, spec.partition_by, spec.root):
-        generated.refuse_python_sink(spec.generated, spec.root)
+        generated.refuse_python_sink(spec.computed, spec.root)
         return chosen
     write_batch(frame, spec, txn_option(options), snapshot)
     return None

@@ -56,6 +56,7 @@ from lakefeed.delta import (
     constraints,
     features,
     generated,
+    identity,
     log,
     post_commit,
     pruning,
@@ -117,14 +118,14 @@ class DeltaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         spec = write_spec(self.options, schema, overwrite)
-        generated.refuse_python_sink(spec.generated, spec.root)
+        generated.refuse_python_sink(spec.computed, spec.root)
         return DeltaBatchWriter(spec, schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         app_id = query_id(self.options)
         snapshot = for_stream(register_settings(self.options), app_id)  # before it opens
         spec = write_spec(self.options, schema, overwrite, "STREAMING UPDATE", snapshot)
-        generated.refuse_python_sink(spec.generated, spec.root)
+        generated.refuse_python_sink(spec.computed, spec.root)
         checkpoint = str(delta_options(self.options).get("checkpointLocation"))
         return DeltaStreamWriter(spec, schema, app_id, checkpoint)
 
@@ -155,6 +156,10 @@ def write_spec(
         if table is not None and not replaced
         else ()
     )
+    identities = _identities(table, arrow.names, root) if not replaced else ()
+    if identities and table is not None:
+        lacking = [table_arrow_schema(table.schema()).field(c.name) for c in identities]
+        arrow = pa.schema([*arrow, *lacking])
     if computed and table is not None:
         arrow = generated.completed(arrow, table_arrow_schema(table.schema()), computed, root)
     commit.check_partition_columns(arrow, partitions, root)
@@ -166,6 +171,7 @@ def write_spec(
         overwrite_schema=opts.flag("overwriteSchema"),
         operation=operation,
         generated=computed,
+        identities=identities,
         checks=checks,
         user_metadata=opts.get("userMetadata"),
         source_offsets=opts.get(replay.OFFSETS),
@@ -184,6 +190,16 @@ def write_spec(
         mapped = alter.for_write(table, arrow, spec.merge_schema, spec.overwrite_schema, root)
         spec = replace(spec, **mapped)
     return spec
+
+
+def _identities(
+    table: DeltaTable | None, given: list[str], root: str
+) -> tuple[identity.Identity, ...]:
+    """The identity columns whose values the write generates (:mod:`lakefeed.delta.identity`):
+    those of a table with the ``identityColumns`` feature that the rows lack."""
+    if table is None or "identityColumns" not in features.writer_features(table):
+        return ()
+    return identity.to_generate(identity.of_schema(table.schema()), given, root)
 
 
 def check_stream_write(

@@ -47,6 +47,16 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(name if name.startswith("lakefeed") else f"lakefeed.{name}")
 
 
+def spark_log_levels(spark: Any, loggers: Iterable[str]) -> dict[str, str]:
+    """The log4j level each of the Spark JVM ``loggers`` has now (inherited or its own), to put
+    back with :func:`set_spark_log_level`; empty under Spark Connect."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return {}
+    manager = jvm.org.apache.logging.log4j.LogManager
+    return {name: str(manager.getLogger(name).getLevel().toString()) for name in loggers}
+
+
 def set_spark_log_level(spark: Any, loggers: Iterable[str], level: str) -> None:
     """Set log4j ``level`` (``ERROR``, ``OFF``...) on Spark JVM ``loggers`` of a classic session;
     under Spark Connect the server's log4j configuration decides, and nothing is set."""

@@ -53,8 +53,9 @@ DEFAULT_CONF: dict[str, str] = {
     # Python workers import pyarrow/deltalake on start; on a busy 2-core machine that can take
     # longer than Spark's short connect-back wait, which then fails the task.
     "spark.python.authenticate.socketTimeout": "120s",
-    # Flows share the cores through one scheduler pool each (lakefeed.runtime.pools; Spark's
-    # warning about each pool made on first use is silenced, see _quiet_pool_creation).
+    # Micro-batches share one FIFO pool, batch work gets a pool each beside it
+    # (lakefeed.runtime.pools; Spark's warning about each pool made on first use is silenced,
+    # see _quiet_pool_creation).
     "spark.scheduler.mode": "FAIR",
     # pyspark's daemon, quiet when Spark closed a failed task's socket (lakefeed.spark.daemon)
     "spark.python.daemon.module": "lakefeed.spark.daemon",
@@ -152,7 +153,7 @@ def _ready(spark: SparkSession, extensions: Sequence[SessionExtension]) -> Spark
 
 def _quiet_pool_creation(spark: SparkSession) -> None:
     """Silence Spark's WARN "A job was submitted with scheduler pool X, which has not been
-    configured": once per flow, for pools :func:`lakefeed.runtime.pools.flow_pool` makes by
+    configured": once per pool :mod:`lakefeed.runtime.pools` makes by
     design. A broken allocation file still fails the session's start (Spark raises it, it does
     not warn)."""
     set_spark_log_level(spark, ["org.apache.spark.scheduler.FairSchedulableBuilder"], "ERROR")

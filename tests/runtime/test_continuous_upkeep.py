@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakefeed.core.lakehouse import Lakehouse
+from lakefeed.runtime.pools import STREAMS_POOL
 from lakefeed.runtime.runner import PipelineRunner, RunOptions
 from tests.pipeline.support import load, table, write
 
@@ -37,16 +38,22 @@ def count_c():
 """
 
 
-def test_each_flow_runs_in_its_own_pool(spark, tmp_path: Path) -> None:
+def test_micro_batches_share_one_pool_and_batch_work_has_its_own(spark, tmp_path: Path) -> None:
+    """Every flow's micro-batches run in the one FIFO pool (first come, first served), a
+    materialized view's refresh in a pool of its name beside it. One pool per flow ordered
+    the waiting flows by name whenever the slots were contended (FAIR's tie-break)."""
     lakehouse = Lakehouse.at(tmp_path / "lh")
     pipeline = load([write(tmp_path / "p", {"pools.py": PIPELINE})])
     result = PipelineRunner(pipeline, lakehouse, spark, RunOptions(mode="once")).run()
     assert result.ok, result.errors
-    for name in ("raw_a", "clean_b", "count_c"):
+    expected = {"raw_a": STREAMS_POOL, "clean_b": STREAMS_POOL, "count_c": "count_c"}
+    for name, pool in expected.items():
         pools = table(lakehouse, name).column("pool")
-        assert len(pools) and pc.all(pc.equal(pools, name)).as_py(), (name, pools)
+        assert len(pools) and pc.all(pc.equal(pools, pool)).as_py(), (name, pools)
         # the pool exists only because the scheduler is FAIR (FIFO ignores the property)
-        assert spark._jsc.sc().getPoolForName(name).isDefined()
+        assert spark._jsc.sc().getPoolForName(pool).isDefined()
+    streams = spark._jsc.sc().getPoolForName(STREAMS_POOL).get()
+    assert streams.schedulingMode().toString() == "FIFO"  # inside: by submission order
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
     # made on purpose: Spark's warning that each pool "has not been configured" is not logged

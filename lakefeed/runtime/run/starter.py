@@ -10,7 +10,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakefeed.connectors import registry
 from lakefeed.runtime import expect
-from lakefeed.runtime.pools import flow_pool
+from lakefeed.runtime.pools import stream_pool
 from lakefeed.runtime.query_start import starting
 from lakefeed.runtime.run.context import FlowState, RunContext
 from lakefeed.runtime.run.writers import SinkBuilder
@@ -39,7 +39,7 @@ class FlowStarter:
         target = sink.describe() if sink else run.table(dataset.name)
         mode = state.plan.output_mode or "append"
         conf = run.pipeline.spark_conf_of(state.name)
-        with flow_pool(run.spark, state.name), starting(run.spark, state.plan.facts, trigger, conf):
+        with stream_pool(run.spark), starting(run.spark, state.plan.facts, trigger, conf):
             query = connect.start_query(
                 lambda: self.sinks.start(checked, state, mode, checkpoint, target, trigger)
             )

@@ -15,7 +15,9 @@ string key is copied and hashed for every row. Keys are unique within a scan: th
 differ (a group whose hashes repeat is split), computed by Spark itself, and positions fit in 32
 bits (a row past them gets no key and is kept; a vector deleting one is refused). Spark's
 ``_metadata.file_name`` is percent-encoded as Hadoop's URI of the path, so the names hashed for
-the deleted rows are spelled by Hadoop too.
+the deleted rows are spelled by Hadoop too. Measured against this and rejected (docs/benchmarks.md,
+deletion vectors, round 3): a scan per file filtered on the position alone costs 3-4x one scan
+(planning and tasks), and ``NOT key IN (...)`` boxes every row and loses to the join.
 
 Under column mapping the scan reads physical names (or Parquet field ids, mode ``id``) and
 presents logical ones: nested types are cast to their logical form by position.

@@ -82,7 +82,7 @@ def merge(
         rows = source if isinstance(source, pa.Table) else source()
         identity.check_merge(identity.of_schema(table.schema()), clauses, rows.column_names, root)
         sides = dv_merge.Sides(target_alias, source_alias)
-        marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+        marks = operations.own_marks(txn)
         if not merge_schema:
             marked = dv_merge.merge(table, root, rows, predicate, clauses, sides, marks)
             if marked is not None:

@@ -83,6 +83,12 @@ class Txn:
         return self.done(log.open_table(root), root)
 
 
+def own_marks(txn: Txn | None) -> dv_write.Marks | None:
+    """``txn`` as the marks a change lakefeed commits itself writes (its ``txn`` action and the
+    batch's source offsets), None without one."""
+    return None if txn is None else (txn.app_id, txn.version, txn.offsets)
+
+
 def commit_properties(txn: Txn | None) -> CommitProperties:
     """lakefeed's commitInfo (its engine, a stream batch's ``sourceOffsets``) and ``txn``."""
     offsets = {replay.OFFSETS: txn.offsets} if txn is not None and txn.offsets else {}
@@ -200,7 +206,7 @@ def update(
     """Set columns (SQL text per column) of the rows matching ``predicate`` (all without one):
     with deletion vectors and new files where the table enables them (:mod:`.dv_write`)."""
     values = dict(updates)
-    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+    marks = own_marks(txn)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         identity.check_update(identity.of_schema(table.schema()), values, root)
@@ -218,7 +224,7 @@ def delete(
 ) -> dict[str, Any] | None:
     """Delete the rows matching ``predicate`` (every row without one): with deletion vectors
     where the table enables them (:mod:`~lakefeed.delta.dv_write`), else by rewriting files."""
-    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+    marks = own_marks(txn)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         marked = dv_write.delete(table, root, predicate, marks)
@@ -243,7 +249,7 @@ def optimize(
     :data:`.features.OWN_COMMIT`), lakefeed compacts, clusters and purges in one commit of its
     own (:func:`rewrite.compact`); Z-ordering is refused there, on a clustered table as
     delta-spark refuses it (``DELTA_CLUSTERING_WITH_ZORDER_BY``)."""
-    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+    marks = own_marks(txn)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         if z_order is not None:
@@ -300,7 +306,7 @@ def restore(root: str, target: int | dt.datetime, txn: Txn | None = None) -> dic
     """Make version ``target`` (or the one at a time) the table's content again: by delta-rs,
     or where it refuses the table's writer features by lakefeed's own commit
     (:mod:`.restore`)."""
-    marks = None if txn is None else (txn.app_id, txn.version, txn.offsets)
+    marks = own_marks(txn)
 
     def call(table: DeltaTable, args: dict[str, Any]) -> Mapping[str, Any]:
         if features.needs_own_commit(table):

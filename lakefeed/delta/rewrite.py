@@ -38,7 +38,16 @@ from deltalake import DeltaTable
 
 from lakefeed.core import storage
 from lakefeed.core.errors import DeltaError
-from lakefeed.delta import clustering, dv_write, features, files, log, log_writer, zorder
+from lakefeed.delta import (
+    clustering,
+    dv_write,
+    features,
+    files,
+    log,
+    log_writer,
+    row_tracking,
+    zorder,
+)
 from lakefeed.delta.errors import FEATURE_UNSUPPORTED
 from lakefeed.delta.mapping import ColumnMapping
 from lakefeed.delta.schema import table_arrow_schema
@@ -52,7 +61,6 @@ DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
 _PURGE = {"predicate": "[]", "deletionVectors": "purge"}
 _COMPACT = {"predicate": "[]", "zOrderBy": "[]", "auto": "false"}
 PROVIDER = "liquid"
-ROW_TRACKING_ON = "delta.enableRowTracking"
 """The ``clusteringProvider`` of the files OPTIMIZE clusters (PROTOCOL.md "Clustered Table")."""
 
 Filters = list[tuple[str, str, Any]] | None
@@ -141,11 +149,10 @@ def _refuse_stable_row_ids(table: DeltaTable, root: str) -> None:
     """Refuse OPTIMIZE where row tracking is on (PROTOCOL.md "Row Tracking": rows keep their
     ids and commit versions when rewritten; delta-spark's OPTIMIZE writes both into the
     materialized columns, which this rewrite does not)."""
-    enabled = str(table.metadata().configuration.get(ROW_TRACKING_ON, "")).lower() == "true"
-    if features.tracks_rows(table) and enabled:
+    if features.tracks_rows(table) and row_tracking.is_on(table.metadata().configuration):
         raise DeltaError(
             f"OPTIMIZE on the Delta table {root} is refused: it has row tracking on "
-            f"({ROW_TRACKING_ON}=true), and the rows OPTIMIZE rewrites must keep their row ids "
+            f"({row_tracking.ENABLE}=true), and the rows OPTIMIZE rewrites must keep their row ids "
             "and commit versions, which lakefeed's OPTIMIZE does not materialize; nothing was "
             "written",
             fix="run OPTIMIZE with delta-spark; appends, DELETE and RESTORE work here",

@@ -19,11 +19,12 @@ delta-rs's own MERGE and UPDATE check the constraints themselves (their error is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -149,10 +150,7 @@ def check_arrow(batch: pa.RecordBatch | pa.Table, checks: Checks, root: str) -> 
         return
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
     used = {c for _, e in checks for c in references(e, table.column_names)}
-    scratch = tempfile.mkdtemp(prefix="lakefeed-check-")
-    try:
-        write_deltalake(scratch, table.select([c for c in table.column_names if c in used]))
-        query = QueryBuilder().register("t", DeltaTable(scratch))
+    with scratch_query(table.select([c for c in table.column_names if c in used])) as query:
         for name, expression in checks:
             inputs = references(expression, table.column_names)
             columns = ", ".join(f"`{c}`" for c in inputs) or "1"
@@ -163,6 +161,17 @@ def check_arrow(batch: pa.RecordBatch | pa.Table, checks: Checks, root: str) -> 
             )
             if found.num_rows:
                 raise violated(name, expression, found.to_pylist()[0] if inputs else {}, root)
+
+
+@contextlib.contextmanager
+def scratch_query(rows: pa.Table) -> Iterator[QueryBuilder]:
+    """``rows`` as the table ``t`` of a DataFusion query (delta-rs's ``QueryBuilder``), through
+    a throw-away local Delta table removed afterwards: DataFusion evaluates the Spark SQL
+    expressions of checks and generated columns on rows that never pass through Spark."""
+    scratch = tempfile.mkdtemp(prefix="lakefeed-rows-")
+    try:
+        write_deltalake(scratch, rows)
+        yield QueryBuilder().register("t", DeltaTable(scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

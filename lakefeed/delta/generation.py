@@ -14,15 +14,12 @@ goes to delta-rs, which refuses tables with generated columns (nothing written).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Collection
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake import Schema as DeltaSchema
 from sqlglot import expressions as exp
 
@@ -100,15 +97,11 @@ def _evaluated(rows: pa.Table, generated: Generated) -> list[pa.Array]:
     table = rows.select([c for c in rows.column_names if c in used])
     table = table.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     select = ", ".join(f'({_datafusion(e)}) AS "g{i}"' for i, (_, e) in enumerate(generated))
-    scratch = tempfile.mkdtemp(prefix="lakefeed-generated-")
     try:
-        write_deltalake(scratch, table)
-        query = QueryBuilder().register("t", DeltaTable(scratch))
-        found = pa.table(query.execute(f'SELECT {select} FROM t ORDER BY "{_ROW}"'))
+        with constraints.scratch_query(table) as query:
+            found = pa.table(query.execute(f'SELECT {select} FROM t ORDER BY "{_ROW}"'))
     except Exception as error:  # noqa: BLE001 - DataFusion cannot evaluate the expression
         raise Untranslatable(f"generated column expression: {error}") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return [found.column(i).combine_chunks() for i in range(len(generated))]
 
 

@@ -82,11 +82,8 @@ def of_schema(schema: DeltaSchema | None) -> tuple[Identity, ...]:
     """The identity columns of a table's schema (none for a table not yet created)."""
     if schema is None:
         return ()
-    return tuple(_identity(json.loads(f)) for f in _field_texts(schema) if START in f)
-
-
-def _field_texts(schema: DeltaSchema) -> list[str]:
-    return [json.dumps(field) for field in json.loads(schema.to_json())["fields"]]
+    fields = json.loads(schema.to_json())["fields"]
+    return tuple(_identity(f) for f in fields if START in (f.get("metadata") or {}))
 
 
 def _identity(field: Mapping[str, Any]) -> Identity:

@@ -404,26 +404,28 @@ def _boto3_client(settings: S3Settings) -> Any:
     )
 
 
-def _bucket_key(location: str) -> tuple[str, str]:
+def bucket_key(location: str) -> tuple[str, str]:
+    """An ``s3://`` location's bucket and key."""
     bucket, _, key = location.split("://", 1)[1].partition("/")
     return bucket, key
 
 
-def _error_code(error: Exception) -> str:
+def error_code(error: Exception) -> str:
+    """The S3 error code of a boto3 ``ClientError`` (``""`` for another error)."""
     return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
 
 
 def _put_if_absent(client: Any, location: str, data: bytes) -> bool | None:
     """One ``PutObject`` with ``If-None-Match: *``: True when it created the object, False when
     one was there (412), None when the store does not implement the condition (501)."""
-    bucket, key = _bucket_key(location)
+    bucket, key = bucket_key(location)
     attempt = 0
     while True:
         try:
             client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
             return True
         except client.exceptions.ClientError as error:
-            code = _error_code(error)
+            code = error_code(error)
             if code in ("PreconditionFailed", "412"):
                 return False
             if code in ("NotImplemented", "501"):
@@ -447,7 +449,7 @@ def _declared_unconditional(location: str) -> str | None:
     :data:`CONDITIONAL_CREATE` set to ``false`` for it, or delta-rs's settings in the
     environment (a DynamoDB lock lakefeed does not take; conditional PUT disabled)."""
     setting = CONDITIONAL_CREATE.removeprefix(S3A_PREFIX)
-    scoped = f"{S3A_PREFIX}bucket.{_bucket_key(location)[0]}.{setting}"
+    scoped = f"{S3A_PREFIX}bucket.{bucket_key(location)[0]}.{setting}"
     for conf in (_own(_key(location)), _REGISTERED.get("", {})):
         for key in (scoped, CONDITIONAL_CREATE):
             if str(conf.get(key.lower(), "")).strip().lower() == "false":
@@ -476,7 +478,7 @@ def exclusive_create_refusal(folder: str) -> str | None:
     client = s3_client(folder)
     if client is None:
         return "boto3 is not installed (pip install 'lakefeed[s3]'): no conditional PUT"
-    place = (settings_for(folder), _bucket_key(folder)[0])
+    place = (settings_for(folder), bucket_key(folder)[0])
     if place not in _probed:
         _probed[place] = _probe(client, join(folder, PROBE))
     return _probed[place]

@@ -181,7 +181,7 @@ class ConditionalObjectLeaseStore:
 
     def __init__(self, path: ObjectPath, client: Any) -> None:
         self.path = path
-        self.bucket, self.key = path.uri.split("://", 1)[1].split("/", 1)
+        self.bucket, self.key = storage.bucket_key(path.uri)
         self.client = client
         self.fallback: ObjectLeaseStore | None = None
 
@@ -193,7 +193,7 @@ class ConditionalObjectLeaseStore:
                 Bucket=self.bucket, Key=self.key, Body=content, IfNoneMatch="*"
             )
         except self._client_error as error:
-            if _error_code(error) in ("NotImplemented", "501"):
+            if storage.error_code(error) in ("NotImplemented", "501"):
                 log.warning(
                     f"the object store of {self.path} does not implement conditional writes: "
                     "the lakehouse lease falls back to read-compare-write, where two runs "
@@ -212,7 +212,7 @@ class ConditionalObjectLeaseStore:
         try:
             answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except self._client_error as error:
-            if _error_code(error) in ("NoSuchKey", "404"):
+            if storage.error_code(error) in ("NoSuchKey", "404"):
                 return None
             raise
         return answer["Body"].read(), str(answer["ETag"])
@@ -246,13 +246,14 @@ class ConditionalObjectLeaseStore:
         return self.client.exceptions.ClientError
 
 
-def _error_code(error: Exception) -> str:
-    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
-
-
 def _precondition_failed(error: Exception) -> bool:
     """S3 refuses a failed condition with 412; a concurrent conditional write with 409."""
-    return _error_code(error) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+    return storage.error_code(error) in (
+        "PreconditionFailed",
+        "412",
+        "ConditionalRequestConflict",
+        "409",
+    )
 
 
 def _s3_client(path: ObjectPath) -> Any | None:

@@ -146,7 +146,7 @@ import dlt
 
 @dlt.table(cluster_by=["kind"])
 def events():
-    return spark.readStream.format("rate").option("rowsPerSecond", 50).load().selectExpr(
+    return spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 20).load().selectExpr(
         "value AS id", "CAST(value % 3 AS STRING) AS kind"
     ).where("value < 20")
 
